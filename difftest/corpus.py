@@ -1,0 +1,184 @@
+"""The corpus: one self-contained JSON file per minimal finding (corpus/README.md).
+
+Files are named by a hash of the program, so the same finding found twice is one file.
+Writes are atomic and never clobber: a temporary file is written in the same directory,
+fsynced, then hard-linked into place (which fails if the name exists) and unlinked.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .compare import Verdict
+from .ir import Program, ProgramError
+from .jsonio import dumps, program_from_dict, program_to_dict
+from .rules import RULES_BY_NAME
+from .versions import versions
+
+CASE_FORMAT = "difftest-case"
+CASE_VERSION = 1
+STATUSES = ("pass", "bug")  # plus "divergence:<rule>"
+
+
+class CorpusError(ValueError):
+    """A corpus file that cannot be used, with its path."""
+
+
+@dataclass
+class Case:
+    program: Program
+    status: str = "bug"
+    reason: str = ""
+    link: str | None = None
+    name: str = ""
+    path: Path | None = None
+    record: dict[str, Any] = field(default_factory=dict)  # verdict, observations, versions, dates
+
+    def expected_rule(self) -> str | None:
+        return self.status.split(":", 1)[1] if self.status.startswith("divergence:") else None
+
+
+def program_hash(program: Program) -> str:
+    canonical = json.dumps(program_to_dict(program), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def check_status(status: str) -> None:
+    if status in STATUSES:
+        return
+    if status.startswith("divergence:"):
+        rule = status.split(":", 1)[1]
+        if rule not in RULES_BY_NAME:
+            raise CorpusError(f"status {status!r} names no declared rule (known: {', '.join(RULES_BY_NAME)})")
+        return
+    raise CorpusError(f"status {status!r} is not pass, bug or divergence:<rule>")
+
+
+def case_from_verdict(verdict: Verdict, *, source: str, burn_version: dict[str, Any] | None = None) -> Case:
+    first = verdict.findings[0] if verdict.findings else None
+    reason = first.line() if first else "passes"
+    record: dict[str, Any] = {
+        "verdict": {
+            "kind": verdict.kind,
+            "mismatches": [m.to_dict() for m in verdict.mismatches],
+        },
+        "rules_fired": verdict.prediction.rules_fired,
+        "observations": {
+            "torch": verdict.torch.to_dict(),
+            "burn": verdict.burn.to_dict(),
+            **({"float64": verdict.reference.to_dict()} if verdict.reference else {}),
+        },
+        "versions": versions(burn_version),
+        "found": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "source": source,
+    }
+    return Case(verdict.program, "bug", reason, None, program_hash(verdict.program), None, record)
+
+
+def case_to_dict(case: Case) -> dict[str, Any]:
+    return {
+        "format": CASE_FORMAT,
+        "version": CASE_VERSION,
+        "name": case.name or program_hash(case.program),
+        "status": case.status,
+        "reason": case.reason,
+        "link": case.link,
+        "program": program_to_dict(case.program),
+        **case.record,
+    }
+
+
+def save_case(case: Case, directory: Path) -> tuple[Path, bool]:
+    """Write atomically; returns (path, created). An existing file with the name is kept."""
+    directory.mkdir(parents=True, exist_ok=True)
+    name = case.name or program_hash(case.program)
+    final = directory / f"{name}.json"
+    if final.exists():
+        return final, False
+    text = dumps(case_to_dict(case), indent=2) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, final)
+            created = True
+        except FileExistsError:
+            created = False
+    finally:
+        os.unlink(tmp)
+    return final, created
+
+
+def load_case(path: Path) -> Case:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise CorpusError(f"{path}: cannot read: {e}") from e
+    except json.JSONDecodeError as e:
+        raise CorpusError(f"{path}: malformed JSON: {e}") from e
+    if not isinstance(doc, dict) or doc.get("format") != CASE_FORMAT:
+        raise CorpusError(f"{path}: not a difftest case (\"format\" must be {CASE_FORMAT!r})")
+    if doc.get("version") != CASE_VERSION:
+        raise CorpusError(f"{path}: case version {doc.get('version')!r}, this difftest reads {CASE_VERSION}")
+    for key in ("status", "program"):
+        if key not in doc:
+            raise CorpusError(f"{path}: missing field {key!r}")
+    try:
+        check_status(doc["status"])
+        program = program_from_dict(doc["program"])
+    except ProgramError as e:
+        raise CorpusError(f"{path}: invalid program: {e}") from e
+    except CorpusError as e:
+        raise CorpusError(f"{path}: {e}") from e
+    record = {k: v for k, v in doc.items() if k not in ("format", "version", "name", "status", "reason", "link", "program")}
+    return Case(program, doc["status"], doc.get("reason", ""), doc.get("link"), doc.get("name", path.stem), path, record)
+
+
+def iter_case_files(paths: list[Path]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            out.extend(sorted(q for q in p.rglob("*.json") if not q.name.startswith(".")))
+        elif p.suffix == ".json":
+            out.append(p)
+    return out
+
+
+@dataclass(frozen=True)
+class ReplayOutcome:
+    ok: bool
+    message: str
+    verdict_kind: str
+
+
+def judge(case: Case, verdict: Verdict) -> ReplayOutcome:
+    """Does the case do what its status says it does now?"""
+    rule = case.expected_rule()
+    fired = verdict.prediction.rules_fired
+    if case.status == "pass":
+        if verdict.ok:
+            return ReplayOutcome(True, "passes", verdict.kind)
+        return ReplayOutcome(False, "regression: expected to pass\n" + verdict.report(), verdict.kind)
+    if rule is not None:
+        if not verdict.ok:
+            return ReplayOutcome(False, f"expected declared divergence {rule}, got a finding\n" + verdict.report(),
+                                 verdict.kind)
+        if rule not in fired:
+            return ReplayOutcome(False, f"rule {rule} did not fire (fired: {', '.join(fired) or 'none'}); "
+                                 "the case no longer exercises it", verdict.kind)
+        return ReplayOutcome(True, f"divergence explained by {rule}", verdict.kind)
+    # bug: expected to fail (strict xfail)
+    if verdict.ok:
+        return ReplayOutcome(False, "bug case now passes: re-classify it (status \"pass\") if the fix is real "
+                             f"(reason was: {case.reason})", verdict.kind)
+    return ReplayOutcome(True, f"still fails as recorded ({verdict.kind})", verdict.kind)

@@ -1,0 +1,143 @@
+"""Input domains: where an op is well-defined and well-conditioned in float32.
+
+A domain is data: a name, the reason it exists, a predicate on concrete input values (the
+generator evaluates programs as it grows them, so the predicate sees real numbers), and the
+range fresh leaves are drawn from when an existing value does not fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+Tensors = Sequence[torch.Tensor]
+MAX_MAGNITUDE = 1.0e3  # every op input: finite and |x| <= this, so float32 keeps ~7 digits
+KINK_GAP = 1.0e-2  # distance kept from non-differentiable points and ties
+
+
+@dataclass(frozen=True)
+class Domain:
+    name: str
+    reason: str
+    predicate: Callable[[Tensors, dict[str, Any]], bool]
+    leaf_ranges: tuple[tuple[float, float], ...] = ((-3.0, 3.0),)
+    tags: tuple[str, ...] = field(default=())
+
+    def accepts(self, xs: Tensors, attrs: dict[str, Any]) -> bool:
+        for x in xs:
+            if x.numel() and (not bool(torch.isfinite(x).all()) or float(x.abs().max()) > MAX_MAGNITUDE):
+                return False
+        return bool(self.predicate(xs, attrs))
+
+    def leaf_range(self, index: int) -> tuple[float, float]:
+        return self.leaf_ranges[min(index, len(self.leaf_ranges) - 1)]
+
+
+def _all(xs: Tensors, f: Callable[[torch.Tensor], torch.Tensor], which: int | None = None) -> bool:
+    chosen = xs if which is None else [xs[which]]
+    return all(bool(f(x).all()) for x in chosen)
+
+
+def _frac_gap(x: torch.Tensor, offset: float) -> torch.Tensor:
+    frac = torch.remainder(x.double() - offset, 1.0)
+    return (frac > KINK_GAP) & (frac < 1.0 - KINK_GAP)
+
+
+def _unique_extreme(x: torch.Tensor, dim: int | None) -> bool:
+    if x.numel() < 2 and dim is None:
+        return True
+    if dim is None:
+        flat = x.reshape(-1).double()
+        top = torch.sort(flat).values
+        return bool((top[-1] - top[-2]) > KINK_GAP) and bool((top[1] - top[0]) > KINK_GAP)
+    if x.shape[dim] < 2:
+        return True
+    s = torch.sort(x.double(), dim=dim).values
+    n = x.shape[dim]
+    hi_gap = s.narrow(dim, n - 1, 1) - s.narrow(dim, n - 2, 1)
+    lo_gap = s.narrow(dim, 1, 1) - s.narrow(dim, 0, 1)
+    return bool((hi_gap > KINK_GAP).all()) and bool((lo_gap > KINK_GAP).all())
+
+
+ANY = Domain("any", "defined everywhere", lambda xs, a: True)
+EXP = Domain(
+    "exp-range",
+    "exp/sinh/cosh overflow float32 quickly; inputs kept in [-8, 8]",
+    lambda xs, a: _all(xs, lambda x: x.abs() <= 8.0),
+)
+POSITIVE = Domain(
+    "positive",
+    "log/sqrt/powf need x > 0; kept >= 0.05 so derivatives stay moderate",
+    lambda xs, a: _all(xs, lambda x: x >= 0.05, 0),
+    ((0.1, 3.0), (-2.0, 2.0)),
+)
+LOG1P = Domain("log1p", "log1p needs x > -1; kept >= -0.9", lambda xs, a: _all(xs, lambda x: x >= -0.9))
+NONZERO = Domain(
+    "nonzero",
+    "reciprocal-like ops blow up near 0; |x| >= 0.1",
+    lambda xs, a: _all(xs, lambda x: x.abs() >= 0.1, 0),
+    ((0.2, 3.0),),
+)
+DIVISOR = Domain(
+    "divisor",
+    "the divisor keeps |b| >= 0.1",
+    lambda xs, a: _all(xs, lambda x: x.abs() >= 0.1, 1),
+    ((-3.0, 3.0), (0.2, 3.0)),
+)
+TAN = Domain("tan", "tan has poles at pi/2 + k*pi; |x| <= 1.2", lambda xs, a: _all(xs, lambda x: x.abs() <= 1.2))
+KINK_AT_ZERO = Domain(
+    "off-zero",
+    "relu/abs/sign/leaky_relu are not differentiable at 0: inputs keep |x| >= 0.01 "
+    "(the convention at 0 is checked separately, see rules)",
+    lambda xs, a: _all(xs, lambda x: x.abs() >= KINK_GAP),
+)
+ROUNDING = Domain(
+    "off-integer",
+    "floor/ceil jump at integers: inputs keep a gap of 0.01 from them",
+    lambda xs, a: _all(xs, lambda x: _frac_gap(x, 0.0)),
+)
+ROUND_HALF = Domain(
+    "off-half",
+    "round jumps at half-integers (and ties go to even): inputs keep a gap of 0.01",
+    lambda xs, a: _all(xs, lambda x: _frac_gap(x, 0.5)),
+)
+CLAMP = Domain(
+    "off-bounds",
+    "clamp is not differentiable at its bounds: inputs keep a gap of 0.01 from them",
+    lambda xs, a: _all(
+        xs,
+        lambda x: ((x - a.get("min", -1e9)).abs() >= KINK_GAP) & ((x - a.get("max", 1e9)).abs() >= KINK_GAP),
+    ),
+)
+NO_TIES_PAIR = Domain(
+    "no-ties",
+    "maximum/minimum of equal values split the gradient differently: |a - b| >= 0.01",
+    lambda xs, a: bool(((xs[0] - xs[1]).abs() >= KINK_GAP).all()),
+)
+UNIQUE_EXTREME = Domain(
+    "unique-extreme",
+    "max/min with ties split the gradient by convention: the extreme is unique by 0.01",
+    lambda xs, a: _unique_extreme(xs[0], a.get("dim")),
+)
+PRODUCT = Domain(
+    "product",
+    "prod/cumprod gradients divide by the inputs: |x| in [0.25, 2]",
+    lambda xs, a: _all(xs, lambda x: (x.abs() >= 0.25) & (x.abs() <= 2.0)),
+    ((0.3, 1.8),),
+)
+POW_BASE = Domain(
+    "pow-base",
+    "x ** y for real y needs x > 0; base kept in [0.1, 4], exponent |y| <= 3",
+    lambda xs, a: _all(xs, lambda x: (x >= 0.1) & (x <= 4.0), 0)
+    and (len(xs) < 2 or _all(xs, lambda x: x.abs() <= 3.0, 1)),
+    ((0.2, 3.0), (-2.0, 2.0)),
+)
+POWI_BASE = Domain(
+    "powi-base",
+    "x ** n: |x| <= 4 keeps x ** n small; negative n also needs |x| >= 0.1",
+    lambda xs, a: _all(xs, lambda x: (x.abs() <= 4.0) & ((a.get("exponent", 1) >= 0) | (x.abs() >= 0.1))),
+    ((0.2, 2.0),),
+)

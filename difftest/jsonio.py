@@ -1,0 +1,212 @@
+"""Program <-> JSON, with exact float32 round-trips (NaN, +-Inf and -0.0 included)."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import jsonschema
+
+from .ir import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    Backward,
+    Cut,
+    Leaf,
+    OpCall,
+    Program,
+    ProgramError,
+    Statement,
+)
+
+SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def to_f32(x: float) -> float:
+    """Round a Python float to the nearest float32, returned as a Python float."""
+    return float(struct.unpack("<f", struct.pack("<f", x))[0])
+
+
+def encode_float(x: float) -> float | str:
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return float(x)
+
+
+def decode_float(x: Any, where: str = "data") -> float:
+    if isinstance(x, bool):
+        raise ValueError(f"{where}: boolean {x!r} is not a float")
+    if isinstance(x, (int, float)):
+        return float(x)
+    if isinstance(x, str) and x in SPECIAL_FLOATS:
+        return SPECIAL_FLOATS[x]
+    raise ValueError(f"{where}: {x!r} is not a float (numbers, 'NaN', 'Infinity', '-Infinity')")
+
+
+def encode_floats(xs: Any) -> list[float | str]:
+    return [encode_float(float(x)) for x in xs]
+
+
+def decode_floats(xs: list[Any], where: str = "data") -> tuple[float, ...]:
+    return tuple(decode_float(x, f"{where}[{i}]") for i, x in enumerate(xs))
+
+
+def statement_to_dict(st: Statement) -> dict[str, Any]:
+    if isinstance(st, Leaf):
+        return {
+            "id": st.id,
+            "kind": "leaf",
+            "shape": list(st.shape),
+            "data": encode_floats(st.data),
+            "device": st.device,
+            "require_grad": st.require_grad,
+        }
+    if isinstance(st, OpCall):
+        d: dict[str, Any] = {"id": st.id, "kind": "op", "op": st.op, "inputs": list(st.inputs)}
+        if st.attrs:
+            d["attrs"] = _jsonable(st.attrs)
+        if st.region != "grad":
+            d["region"] = st.region
+        return d
+    if isinstance(st, Cut):
+        d = {"id": st.id, "kind": "cut", "cut": st.cut, "input": st.input}
+        if st.region != "grad":
+            d["region"] = st.region
+        return d
+    return {"id": st.id, "kind": "backward", "input": st.input}
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, float):
+        return encode_float(v)
+    return v
+
+
+def program_to_dict(program: Program, name: str | None = None) -> dict[str, Any]:
+    d: dict[str, Any] = {"format": FORMAT_NAME, "version": FORMAT_VERSION}
+    if name:
+        d["name"] = name
+    d["statements"] = [statement_to_dict(s) for s in program.statements]
+    return d
+
+
+def dumps(obj: Any, indent: int | None = None) -> str:
+    """JSON text; refuses bare NaN/Infinity (they must have been encoded as strings)."""
+    return json.dumps(obj, allow_nan=False, indent=indent)
+
+
+def program_to_json(program: Program, indent: int | None = None) -> str:
+    return dumps(program_to_dict(program), indent=indent)
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    text = resources.files("difftest").joinpath("schema/program-v1.json").read_text()
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def _validator() -> jsonschema.protocols.Validator:
+    cls = jsonschema.validators.validator_for(schema())
+    return cls(schema())
+
+
+def validate_dict(doc: Any) -> None:
+    """Raise ProgramError naming the statement for the first schema violation."""
+    errors = sorted(_validator().iter_errors(doc), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return
+    err = errors[0]
+    path = list(err.absolute_path)
+    index: int | None = None
+    ident: str | None = None
+    if len(path) >= 2 and path[0] == "statements" and isinstance(path[1], int):
+        index = path[1]
+        st = doc["statements"][index]
+        if isinstance(st, dict) and isinstance(st.get("id"), str):
+            ident = st["id"]
+        err = _best_branch_error(err)
+    message = err.message
+    where = "/".join(str(p) for p in err.absolute_path)
+    raise ProgramError(f"{message} (at /{where})", index, ident)
+
+
+def _best_branch_error(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """For a oneOf over statement kinds, report the branch that matches the statement's kind."""
+    if err.validator != "oneOf" or not isinstance(err.instance, dict):
+        return err
+    kind = err.instance.get("kind")
+    for sub in err.context or []:
+        ref = sub.schema_path
+        if kind and any(str(p).endswith(str(kind)) for p in ref):
+            return sub
+    for sub in err.context or []:
+        if sub.validator not in ("const",):
+            return sub
+    return err
+
+
+def program_from_dict(doc: Any, *, validate: bool = True) -> Program:
+    if validate:
+        validate_dict(doc)
+    statements: list[Statement] = []
+    for i, raw in enumerate(doc["statements"]):
+        ident = raw.get("id")
+        try:
+            statements.append(_statement_from_dict(raw))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ProgramError(str(e), i, ident) from e
+    return Program(tuple(statements))
+
+
+def _statement_from_dict(raw: dict[str, Any]) -> Statement:
+    kind = raw["kind"]
+    if kind == "leaf":
+        return Leaf(
+            id=raw["id"],
+            shape=tuple(int(d) for d in raw["shape"]),
+            data=tuple(to_f32(x) for x in decode_floats(raw["data"])),
+            device=raw["device"],
+            require_grad=bool(raw["require_grad"]),
+        )
+    if kind == "op":
+        return OpCall(
+            id=raw["id"],
+            op=raw["op"],
+            inputs=tuple(raw["inputs"]),
+            attrs=_decode_attrs(raw.get("attrs", {})),
+            region=raw.get("region", "grad"),
+        )
+    if kind == "cut":
+        return Cut(id=raw["id"], cut=raw["cut"], input=raw["input"], region=raw.get("region", "grad"))
+    if kind == "backward":
+        return Backward(id=raw["id"], input=raw["input"])
+    raise ValueError(f"unknown statement kind {kind!r}")
+
+
+def _decode_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in attrs.items():
+        if isinstance(v, str) and v in SPECIAL_FLOATS:
+            out[k] = SPECIAL_FLOATS[v]
+        else:
+            out[k] = v
+    return out
+
+
+def program_from_json(text: str) -> Program:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ProgramError(f"malformed JSON: {e}") from e
+    return program_from_dict(doc)

@@ -1,0 +1,115 @@
+"""What an executor reports for one program (docs/format.md, "Observations")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .jsonio import decode_floats, encode_floats
+
+Outcome = Literal["ok", "error", "crash", "timeout", "invalid"]
+Flags = dict[str, bool]
+
+BURN_FLAGS = ("is_autodiff", "is_tracked", "is_require_grad")
+TORCH_FLAGS = ("requires_grad", "is_leaf", "has_grad_fn", "is_inference")
+
+
+@dataclass(frozen=True)
+class TensorObs:
+    shape: tuple[int, ...]
+    data: tuple[float, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"shape": list(self.shape), "data": encode_floats(self.data)}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> TensorObs:
+        return TensorObs(tuple(d["shape"]), decode_floats(d["data"]))
+
+
+@dataclass(frozen=True)
+class ValueObs:
+    id: str
+    value: TensorObs
+    flags: Flags
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.value.to_dict()
+        return {"id": self.id, **d, "flags": dict(self.flags)}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> ValueObs:
+        return ValueObs(d["id"], TensorObs.from_dict(d), {k: bool(v) for k, v in d["flags"].items()})
+
+
+@dataclass(frozen=True)
+class BackwardObs:
+    id: str
+    grads: dict[str, TensorObs | None]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "grads": {k: (v.to_dict() if v else None) for k, v in self.grads.items()}}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> BackwardObs:
+        return BackwardObs(
+            d["id"], {k: (TensorObs.from_dict(v) if v is not None else None) for k, v in d["grads"].items()}
+        )
+
+
+@dataclass(frozen=True)
+class ErrorObs:
+    kind: str  # panic | exception | crash | timeout | invalid-program | ...
+    message: str
+    index: int | None = None
+    statement: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "statement": self.statement, "kind": self.kind, "message": self.message}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> ErrorObs:
+        return ErrorObs(d["kind"], d["message"], d.get("index"), d.get("statement"))
+
+
+@dataclass(frozen=True)
+class Observation:
+    framework: str  # "burn" | "torch" | "torch64"
+    values: tuple[ValueObs, ...] = ()
+    backwards: tuple[BackwardObs, ...] = ()
+    error: ErrorObs | None = None
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def outcome(self) -> Outcome:
+        if self.error is None:
+            return "ok"
+        if self.error.kind in ("crash", "timeout"):
+            return self.error.kind  # type: ignore[return-value]
+        if self.error.kind.startswith("invalid"):
+            return "invalid"
+        return "error"
+
+    def value(self, ident: str) -> ValueObs | None:
+        for v in self.values:
+            if v.id == ident:
+                return v
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "framework": self.framework,
+            "values": [v.to_dict() for v in self.values],
+            "backwards": [b.to_dict() for b in self.backwards],
+            "error": self.error.to_dict() if self.error else None,
+        }
+
+    @staticmethod
+    def from_dict(d: dict[str, Any], framework: str | None = None) -> Observation:
+        err = d.get("error")
+        return Observation(
+            framework or d.get("framework", "?"),
+            tuple(ValueObs.from_dict(v) for v in d.get("values", [])),
+            tuple(BackwardObs.from_dict(b) for b in d.get("backwards", [])),
+            ErrorObs.from_dict(err) if err else None,
+        )

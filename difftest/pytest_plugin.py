@@ -1,0 +1,158 @@
+"""pytest integration: a burn worker per test process, corpus files as test items, and the
+helper that turns a failing property into a saved corpus case.
+
+Registered as a pytest11 entry point, so `pytest` anywhere in the project picks it up.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .burn_worker import BurnWorker
+from .compare import Verdict
+from .corpus import CorpusError, case_from_verdict, judge, load_case, save_case
+
+ROOT_MARKER = "pyproject.toml"
+_WORKER: BurnWorker | None = None
+
+
+def project_root(start: Path | None = None) -> Path:
+    p = (start or Path.cwd()).resolve()
+    for q in (p, *p.parents):
+        if (q / ROOT_MARKER).is_file() and (q / "difftest").is_dir():
+            return q
+    return p
+
+
+def corpus_dir() -> Path:
+    env = os.environ.get("DIFFTEST_CORPUS")
+    return Path(env) if env else project_root() / "corpus"
+
+
+def state_dir() -> Path:
+    return project_root() / ".difftest"
+
+
+def shared_worker() -> BurnWorker:
+    """The test process's burn worker (one per xdist worker), started on first use."""
+    global _WORKER
+    if _WORKER is None:
+        _WORKER = BurnWorker(inflight_dir=state_dir() / "inflight")
+        _WORKER.start()
+    return _WORKER
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("difftest")
+    group.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow")
+    group.addoption(
+        "--no-save-findings",
+        action="store_true",
+        default=False,
+        help="do not write failing properties' minimal programs to corpus/",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: long-running; needs --run-slow")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow (see README, 'Tests')")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _WORKER
+    if _WORKER is not None:
+        _WORKER.close()
+        _WORKER = None
+
+
+@pytest.fixture(scope="session")
+def burn_worker() -> Iterator[BurnWorker]:
+    yield shared_worker()
+
+
+def record_finding(verdict: Verdict, source: str, *, directory: Path | None = None) -> Path | None:
+    """Save a failing verdict as a corpus case, but only on Hypothesis's final (minimal) replay
+    (outside Hypothesis, always). Returns the path written, or None."""
+    if verdict.ok or os.environ.get("DIFFTEST_NO_SAVE") == "1":
+        return None
+    try:
+        from hypothesis.control import current_build_context
+
+        if not current_build_context().is_final:
+            return None
+    except Exception:  # noqa: BLE001 - not inside a Hypothesis test: save
+        pass
+    version = None
+    if _WORKER is not None:
+        try:
+            version = _WORKER.version()
+        except Exception:  # noqa: BLE001 - a dead worker must not lose the finding
+            version = None
+    case = case_from_verdict(verdict, source=source, burn_version=version)
+    path, _ = save_case(case, (directory or corpus_dir()) / "findings")
+    return path
+
+
+def assert_agrees(verdict: Verdict, source: str) -> None:
+    """The assertion every property uses: save the finding, then fail with the report."""
+    if verdict.ok:
+        return
+    path = record_finding(verdict, source)
+    saved = f"\nsaved as {path}" if path else ""
+    raise AssertionError(verdict.report() + saved)
+
+
+# ------------------------------------------------------------------ corpus collection
+
+def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
+    if file_path.suffix != ".json" or file_path.name.startswith("."):
+        return None
+    try:
+        file_path.resolve().relative_to(corpus_dir().resolve())
+    except ValueError:
+        return None
+    return CorpusFile.from_parent(parent, path=file_path)
+
+
+class CorpusFile(pytest.File):
+    def collect(self) -> Iterator[pytest.Item]:
+        yield CorpusItem.from_parent(self, name=self.path.stem)
+
+
+class CorpusItem(pytest.Item):
+    def runtest(self) -> None:
+        try:
+            case = load_case(self.path)
+        except CorpusError as e:
+            raise CorpusFailure(str(e)) from None
+        from .runner import check
+
+        verdict = check(case.program, shared_worker())
+        outcome = judge(case, verdict)
+        if not outcome.ok:
+            raise CorpusFailure(f"{self.path} [{case.status}]: {outcome.message}")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, CorpusFailure):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"corpus case {self.path.name}"
+
+
+class CorpusFailure(Exception):
+    """A corpus case that did not do what its status says."""

@@ -1,0 +1,50 @@
+"""Human-readable rendering of programs (the reproducer emitters live in reproducers.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .ir import Backward, Cut, Leaf, OpCall, Program
+
+
+def fmt_float(x: float) -> str:
+    if x != x:
+        return "nan"
+    if x in (float("inf"), float("-inf")):
+        return "inf" if x > 0 else "-inf"
+    r = repr(float(x))
+    return r
+
+
+def fmt_data(data: tuple[float, ...], limit: int = 12) -> str:
+    items = [fmt_float(x) for x in data[:limit]]
+    more = f", … ({len(data)} values)" if len(data) > limit else ""
+    return "[" + ", ".join(items) + more + "]"
+
+
+def fmt_attrs(attrs: dict[str, Any]) -> str:
+    parts = []
+    for k, v in attrs.items():
+        if isinstance(v, dict) and "data" in v:
+            parts.append(f"{k}=<{v['shape']}:{v['data'][:8]}{'…' if len(v['data']) > 8 else ''}>")
+        else:
+            parts.append(f"{k}={v}")
+    return ", ".join(parts)
+
+
+def statement_text(st: Leaf | OpCall | Cut | Backward) -> str:
+    if isinstance(st, Leaf):
+        rg = " require_grad" if st.require_grad else ""
+        return f"{st.id} = leaf{list(st.shape)} {st.device}{rg} {fmt_data(st.data)}"
+    if isinstance(st, OpCall):
+        attrs = f"; {fmt_attrs(st.attrs)}" if st.attrs else ""
+        region = f"   [{st.region}]" if st.region != "grad" else ""
+        return f"{st.id} = {st.op}({', '.join(st.inputs)}{attrs}){region}"
+    if isinstance(st, Cut):
+        region = f"   [{st.region}]" if st.region != "grad" else ""
+        return f"{st.id} = {st.cut}({st.input}){region}"
+    return f"{st.id}: backward({st.input})"
+
+
+def program_text(program: Program) -> str:
+    return "\n".join(statement_text(st) for st in program.statements)

@@ -1,0 +1,229 @@
+//! Running a program on burn and recording what it reports.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use burn::tensor::{Device, Gradients};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+
+use crate::apply;
+use crate::floats::serialize_f32s;
+use crate::program::{Cut, DeviceKind, Kind, Program, Region, Statement};
+use crate::value::{DynTensor, Flags};
+
+/// Shape and row-major data of a tensor.
+#[derive(Clone, Debug, Serialize)]
+pub struct TensorObs {
+    pub shape: Vec<usize>,
+    #[serde(serialize_with = "serialize_f32s")]
+    pub data: Vec<f32>,
+}
+
+impl TensorObs {
+    fn of(t: &DynTensor) -> Self {
+        let (shape, data) = t.read();
+        TensorObs { shape, data }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ValueObs {
+    pub id: String,
+    pub shape: Vec<usize>,
+    #[serde(serialize_with = "serialize_f32s")]
+    pub data: Vec<f32>,
+    pub flags: Flags,
+}
+
+/// Gradients of every value defined before a backward, in definition order.
+#[derive(Clone, Debug, Default)]
+pub struct Grads(pub Vec<(String, Option<TensorObs>)>);
+
+impl Serialize for Grads {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (id, g) in &self.0 {
+            map.serialize_entry(id, g)?;
+        }
+        map.end()
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BackwardObs {
+    pub id: String,
+    pub grads: Grads,
+}
+
+/// The statement that failed and burn's panic message.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunError {
+    pub index: usize,
+    pub statement: String,
+    pub kind: &'static str,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Observation {
+    pub values: Vec<ValueObs>,
+    pub backwards: Vec<BackwardObs>,
+    pub error: Option<RunError>,
+}
+
+/// The message of a panic payload (`&str` or `String`; anything else is described).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<panic payload is not a string>".to_owned()
+    }
+}
+
+/// The two devices a program uses.
+struct Devices {
+    plain: Device,
+    autodiff: Device,
+}
+
+impl Devices {
+    fn new() -> Self {
+        let plain = Device::flex();
+        let autodiff = if plain.is_autodiff() {
+            plain.clone()
+        } else {
+            plain.clone().autodiff()
+        };
+        Devices { plain, autodiff }
+    }
+}
+
+enum Outcome {
+    Value(DynTensor, ValueObs),
+    Backward(BackwardObs),
+}
+
+fn grad_of(v: &DynTensor, grads: &Gradients) -> Option<DynTensor> {
+    match v {
+        DynTensor::R1(t) => t.grad(grads).map(DynTensor::R1),
+        DynTensor::R2(t) => t.grad(grads).map(DynTensor::R2),
+        DynTensor::R3(t) => t.grad(grads).map(DynTensor::R3),
+        DynTensor::R4(t) => t.grad(grads).map(DynTensor::R4),
+    }
+}
+
+/// An input as a statement in `region` sees it: off autodiff inside `no_grad`/`inference_mode`.
+fn enter(region: Region, t: &DynTensor) -> DynTensor {
+    match region {
+        Region::Grad => t.clone(),
+        Region::NoGrad | Region::InferenceMode => t.clone().without_autodiff(),
+    }
+}
+
+fn step(
+    stmt: &Statement,
+    env: &[Option<DynTensor>],
+    program: &Program,
+    devices: &Devices,
+) -> Outcome {
+    let get = |i: usize| {
+        env[i]
+            .as_ref()
+            .expect("inputs are earlier value statements")
+    };
+    let value = match &stmt.kind {
+        Kind::Leaf {
+            shape,
+            data,
+            device,
+            require_grad,
+        } => {
+            let device = match device {
+                DeviceKind::Plain => &devices.plain,
+                DeviceKind::Autodiff => &devices.autodiff,
+            };
+            let t = DynTensor::from_f32(data.clone(), shape, device);
+            if *require_grad { t.require_grad() } else { t }
+        }
+        Kind::Op { op, inputs, region } => {
+            op.execute(inputs.iter().map(|&i| enter(*region, get(i))).collect())
+        }
+        Kind::Cut { cut, input, region } => {
+            let t = enter(*region, get(*input));
+            match cut {
+                Cut::Detach => t.detach(),
+                Cut::WithoutAutodiff => t.without_autodiff(),
+                Cut::Autodiff => t.autodiff(),
+            }
+        }
+        Kind::Backward { input } => {
+            let grads = apply!(get(*input), t => t.backward());
+            let grads = program
+                .statements
+                .iter()
+                .zip(env)
+                .filter_map(|(s, v)| v.as_ref().map(|v| (s, v)))
+                .map(|(s, v)| (s.id.clone(), grad_of(v, &grads).map(|g| TensorObs::of(&g))))
+                .collect();
+            return Outcome::Backward(BackwardObs {
+                id: stmt.id.clone(),
+                grads: Grads(grads),
+            });
+        }
+    };
+    let TensorObs { shape, data } = TensorObs::of(&value);
+    let obs = ValueObs {
+        id: stmt.id.clone(),
+        shape,
+        data,
+        flags: value.flags(),
+    };
+    Outcome::Value(value, obs)
+}
+
+/// Runs a valid program. A panic in a statement stops the run and becomes `error`.
+pub fn run(program: &Program) -> Observation {
+    let mut obs = Observation::default();
+    let devices = match catch_unwind(Devices::new) {
+        Ok(d) => d,
+        Err(p) => {
+            obs.error = Some(RunError {
+                index: 0,
+                statement: program
+                    .statements
+                    .first()
+                    .map(|s| s.id.clone())
+                    .unwrap_or_default(),
+                kind: "panic",
+                message: format!("creating the devices failed: {}", panic_message(&*p)),
+            });
+            return obs;
+        }
+    };
+    let mut env: Vec<Option<DynTensor>> = Vec::with_capacity(program.statements.len());
+    for (index, stmt) in program.statements.iter().enumerate() {
+        let outcome = catch_unwind(AssertUnwindSafe(|| step(stmt, &env, program, &devices)));
+        match outcome {
+            Ok(Outcome::Value(t, v)) => {
+                env.push(Some(t));
+                obs.values.push(v);
+            }
+            Ok(Outcome::Backward(b)) => {
+                env.push(None);
+                obs.backwards.push(b);
+            }
+            Err(payload) => {
+                obs.error = Some(RunError {
+                    index,
+                    statement: stmt.id.clone(),
+                    kind: "panic",
+                    message: panic_message(&*payload),
+                });
+                break;
+            }
+        }
+    }
+    obs
+}

@@ -1,0 +1,145 @@
+//! `difftest-burn`: runs difftest tensor programs on burn (Flex backend, autodiff) and reports
+//! values, autodiff flags and gradients. See docs/format.md.
+
+mod exec;
+mod floats;
+mod memory;
+mod ops;
+mod program;
+mod protocol;
+mod value;
+
+use std::io::{BufRead, Read, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::process::ExitCode;
+
+use protocol::{RequestError, Response, Worker};
+
+const USAGE: &str = "\
+usage:
+  difftest-burn --worker        serve JSON-line requests on stdin/stdout
+  difftest-burn run FILE|-      run one program, print the observation as JSON
+  difftest-burn ops             print the op list as JSON
+  difftest-burn --version       print the version
+  difftest-burn --help          print this help
+
+exit status: 0 ok, 2 invalid program, invalid JSON or usage error";
+
+fn version_line() -> String {
+    format!(
+        "difftest-burn {} (burn {}, protocol {})",
+        protocol::CRATE_VERSION,
+        protocol::BURN_VERSION,
+        protocol::PROTOCOL
+    )
+}
+
+fn usage_error(message: &str) -> ExitCode {
+    eprintln!("difftest-burn: {message}\n{USAGE}");
+    ExitCode::from(2)
+}
+
+/// Panics are caught per statement; their message goes to stderr only, never to stdout.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("difftest-burn: caught panic: {info}");
+    }));
+}
+
+fn worker() -> ExitCode {
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut worker = Worker::default();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match input.read_until(b'\n', &mut line) {
+            Ok(0) => return ExitCode::SUCCESS,
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("difftest-burn: reading stdin failed: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let response =
+            catch_unwind(AssertUnwindSafe(|| worker.handle_line(&line))).unwrap_or_else(|p| {
+                Response {
+                    id: serde_json::Value::Null,
+                    reply: Err(RequestError::new(
+                        "internal",
+                        format!("panic outside a statement: {}", exec::panic_message(&*p)),
+                    )),
+                }
+            });
+        let written = serde_json::to_writer(&mut out, &response)
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n"))
+            .and_then(|()| out.flush());
+        if let Err(e) = written {
+            eprintln!("difftest-burn: writing stdout failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+}
+
+fn print_pretty<T: serde::Serialize>(value: &T) {
+    let text = serde_json::to_string_pretty(value).expect("serializable");
+    println!("{text}");
+}
+
+fn run_once(path: &str) -> ExitCode {
+    let mut text = Vec::new();
+    let read = if path == "-" {
+        std::io::stdin().read_to_end(&mut text).map(|_| ())
+    } else {
+        std::fs::read(path).map(|t| text = t)
+    };
+    if let Err(e) = read {
+        eprintln!("difftest-burn: cannot read {path}: {e}");
+        return ExitCode::from(2);
+    }
+    let result = serde_json::from_slice(&text)
+        .map_err(|e| RequestError::new("invalid-json", e.to_string()))
+        .and_then(|doc| protocol::run_program(&doc));
+    match result {
+        Ok(obs) => {
+            print_pretty(&obs);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            print_pretty(&e);
+            eprintln!("difftest-burn: {}: {}", e.kind, e.message);
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    install_panic_hook();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        ["--version" | "-V"] => {
+            println!("{}", version_line());
+            ExitCode::SUCCESS
+        }
+        ["--help" | "-h" | "help"] => {
+            println!("{}\n{USAGE}", version_line());
+            ExitCode::SUCCESS
+        }
+        ["--worker"] => worker(),
+        ["ops"] => {
+            print_pretty(&protocol::op_list());
+            ExitCode::SUCCESS
+        }
+        ["run", path] => run_once(path),
+        ["run"] => usage_error("run needs a FILE (or - for stdin)"),
+        [] => usage_error("no command given"),
+        [first, ..] => usage_error(&format!("unknown arguments starting at {first:?}")),
+    }
+}

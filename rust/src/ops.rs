@@ -1,0 +1,488 @@
+//! The op catalog: one `Op` variant per op (attributes as fields), its parser, and one `match`
+//! that runs it on burn. The catalog itself is the `ops!` invocation below: adding an op is one
+//! line there plus one arm in [`Op::execute`].
+
+use burn::tensor::activation;
+use burn::tensor::{Int, Shape, Tensor, TensorData};
+use serde_json::{Map, Value};
+
+use crate::floats::{kind_of, parse_f64};
+use crate::value::{DynTensor, MAX_RANK, bool_tensor, int_tensor};
+use crate::{apply, map, of_rank};
+
+/// Arity of n-ary ops (`cat`, `stack`): one input or more.
+pub const NARY: i32 = -1;
+
+/// An attribute type: how to read it from JSON.
+pub trait Attr: Sized {
+    fn parse(v: &Value) -> Result<Self, String>;
+}
+
+impl Attr for f64 {
+    fn parse(v: &Value) -> Result<Self, String> {
+        parse_f64(v)
+    }
+}
+
+impl Attr for i64 {
+    fn parse(v: &Value) -> Result<Self, String> {
+        v.as_i64()
+            .ok_or_else(|| format!("expected an integer, got {}", show(v)))
+    }
+}
+
+/// A dimension index or a count: a non-negative integer.
+impl Attr for usize {
+    fn parse(v: &Value) -> Result<Self, String> {
+        v.as_u64()
+            .and_then(|x| usize::try_from(x).ok())
+            .ok_or_else(|| format!("expected a non-negative integer, got {}", show(v)))
+    }
+}
+
+impl<T: Attr> Attr for Vec<T> {
+    fn parse(v: &Value) -> Result<Self, String> {
+        let items = v
+            .as_array()
+            .ok_or_else(|| format!("expected an array, got {}", kind_of(v)))?;
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, x)| T::parse(x).map_err(|e| format!("element {i}: {e}")))
+            .collect()
+    }
+}
+
+impl Attr for bool {
+    fn parse(v: &Value) -> Result<Self, String> {
+        v.as_bool()
+            .ok_or_else(|| format!("expected a boolean, got {}", show(v)))
+    }
+}
+
+/// A count that must be at least 1 (`repeat_dim`'s `times`).
+#[derive(Clone, Copy, Debug)]
+pub struct Positive(pub usize);
+
+impl Attr for Positive {
+    fn parse(v: &Value) -> Result<Self, String> {
+        match usize::parse(v)? {
+            0 => Err("expected an integer >= 1, got 0".into()),
+            n => Ok(Positive(n)),
+        }
+    }
+}
+
+/// A shape: rank 1 to 4, every dim >= 1.
+#[derive(Clone, Debug)]
+pub struct Dims(pub Vec<usize>);
+
+impl Attr for Dims {
+    fn parse(v: &Value) -> Result<Self, String> {
+        let dims = Vec::<usize>::parse(v)?;
+        check_shape(&dims)?;
+        Ok(Dims(dims))
+    }
+}
+
+/// Checks the shape rules shared by leaves and attributes: rank 1..=4, dims >= 1.
+pub fn check_shape(dims: &[usize]) -> Result<(), String> {
+    if dims.is_empty() || dims.len() > MAX_RANK {
+        return Err(format!(
+            "shape {dims:?} has rank {}; ranks 1 to {MAX_RANK} are supported",
+            dims.len()
+        ));
+    }
+    if dims.contains(&0) {
+        return Err(format!("shape {dims:?} has a zero dimension"));
+    }
+    Ok(())
+}
+
+/// A `[start, end)` range with step 1 (`slice`).
+#[derive(Clone, Copy, Debug)]
+pub struct Range(pub usize, pub usize);
+
+impl Attr for Range {
+    fn parse(v: &Value) -> Result<Self, String> {
+        match Vec::<usize>::parse(v)?.as_slice() {
+            [start, end] => Ok(Range(*start, *end)),
+            _ => Err(format!("expected [start, end], got {}", show(v))),
+        }
+    }
+}
+
+/// A small tensor given inline as `{"shape": [...], "data": [...]}` (gather indices, masks).
+#[derive(Clone, Debug)]
+pub struct Inline<T> {
+    pub shape: Vec<usize>,
+    pub data: Vec<T>,
+}
+
+impl<T: Attr> Attr for Inline<T> {
+    fn parse(v: &Value) -> Result<Self, String> {
+        let obj = v
+            .as_object()
+            .ok_or_else(|| format!("expected {{\"shape\", \"data\"}}, got {}", kind_of(v)))?;
+        check_keys(obj, &["shape", "data"])?;
+        let shape: Vec<usize> = get(obj, "shape")?;
+        check_shape(&shape).map_err(|e| format!("shape: {e}"))?;
+        let data: Vec<T> = get(obj, "data")?;
+        let n: usize = shape.iter().product();
+        if data.len() != n {
+            return Err(format!(
+                "data has {} elements but shape {shape:?} needs {n}",
+                data.len()
+            ));
+        }
+        Ok(Inline { shape, data })
+    }
+}
+
+fn show(v: &Value) -> String {
+    let s = v.to_string();
+    if s.len() > 40 {
+        format!("{}...", &s[..37])
+    } else {
+        s
+    }
+}
+
+/// Rejects keys of `obj` that are not in `allowed`.
+pub fn check_keys(obj: &Map<String, Value>, allowed: &[&str]) -> Result<(), String> {
+    match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(k) if allowed.is_empty() => Err(format!("unexpected attribute {k:?} (takes none)")),
+        Some(k) => Err(format!(
+            "unexpected attribute {k:?} (expected {})",
+            allowed.join(", ")
+        )),
+    }
+}
+
+/// Reads a required attribute.
+pub fn get<T: Attr>(obj: &Map<String, Value>, key: &str) -> Result<T, String> {
+    let v = obj
+        .get(key)
+        .ok_or_else(|| format!("missing attribute {key:?}"))?;
+    T::parse(v).map_err(|e| format!("attribute {key:?}: {e}"))
+}
+
+macro_rules! ops {
+    ($( $variant:ident = $name:literal / $arity:expr $(, { $($field:ident : $ty:ty),* })? ;)*) => {
+        /// One variant per catalog op.
+        #[derive(Clone, Debug)]
+        pub enum Op {
+            $( $variant { $($($field: $ty),*)? }, )*
+        }
+
+        impl Op {
+            /// Every op: (name, arity), arity -1 for n-ary.
+            pub const ALL: &[(&str, i32)] = &[$(($name, $arity)),*];
+
+            /// Parses an op from its name and attributes (every attribute required, no extras).
+            pub fn parse(name: &str, attrs: &Map<String, Value>) -> Result<Op, String> {
+                match name {
+                    $( $name => {
+                        check_keys(attrs, &[$($(stringify!($field)),*)?])?;
+                        Ok(Op::$variant { $($($field: get(attrs, stringify!($field))?),*)? })
+                    } )*
+                    other => Err(format!("unknown op {other:?}")),
+                }
+            }
+
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $( Op::$variant { .. } => $name, )*
+                }
+            }
+
+            pub fn arity(&self) -> i32 {
+                match self {
+                    $( Op::$variant { .. } => $arity, )*
+                }
+            }
+        }
+    };
+}
+
+ops! {
+    Exp = "exp" / 1;
+    Log = "log" / 1;
+    Log1p = "log1p" / 1;
+    Sqrt = "sqrt" / 1;
+    Sin = "sin" / 1;
+    Cos = "cos" / 1;
+    Tan = "tan" / 1;
+    Tanh = "tanh" / 1;
+    Sinh = "sinh" / 1;
+    Cosh = "cosh" / 1;
+    Erf = "erf" / 1;
+    Recip = "recip" / 1;
+    Square = "square" / 1;
+    Abs = "abs" / 1;
+    Neg = "neg" / 1;
+    Sign = "sign" / 1;
+    Floor = "floor" / 1;
+    Ceil = "ceil" / 1;
+    Round = "round" / 1;
+    Sigmoid = "sigmoid" / 1;
+    Relu = "relu" / 1;
+    Gelu = "gelu" / 1;
+    LeakyRelu = "leaky_relu" / 1, { slope: f64 };
+    PowfScalar = "powf_scalar" / 1, { exponent: f64 };
+    PowiScalar = "powi_scalar" / 1, { exponent: i64 };
+    Clamp = "clamp" / 1, { min: f64, max: f64 };
+    ClampMin = "clamp_min" / 1, { min: f64 };
+    ClampMax = "clamp_max" / 1, { max: f64 };
+    AddScalar = "add_scalar" / 1, { scalar: f64 };
+    SubScalar = "sub_scalar" / 1, { scalar: f64 };
+    MulScalar = "mul_scalar" / 1, { scalar: f64 };
+    DivScalar = "div_scalar" / 1, { scalar: f64 };
+    Add = "add" / 2;
+    Sub = "sub" / 2;
+    Mul = "mul" / 2;
+    Div = "div" / 2;
+    Powf = "powf" / 2;
+    Maximum = "maximum" / 2;
+    Minimum = "minimum" / 2;
+    Matmul = "matmul" / 2;
+    Sum = "sum" / 1;
+    Mean = "mean" / 1;
+    Max = "max" / 1;
+    Min = "min" / 1;
+    Prod = "prod" / 1;
+    SumDim = "sum_dim" / 1, { dim: usize };
+    MeanDim = "mean_dim" / 1, { dim: usize };
+    MaxDim = "max_dim" / 1, { dim: usize };
+    MinDim = "min_dim" / 1, { dim: usize };
+    ProdDim = "prod_dim" / 1, { dim: usize };
+    Cumsum = "cumsum" / 1, { dim: usize };
+    Cumprod = "cumprod" / 1, { dim: usize };
+    Softmax = "softmax" / 1, { dim: usize };
+    LogSoftmax = "log_softmax" / 1, { dim: usize };
+    Reshape = "reshape" / 1, { shape: Dims };
+    Transpose = "transpose" / 1;
+    SwapDims = "swap_dims" / 1, { dim1: usize, dim2: usize };
+    Permute = "permute" / 1, { axes: Vec<usize> };
+    Unsqueeze = "unsqueeze" / 1, { dim: usize };
+    Squeeze = "squeeze" / 1, { dim: usize };
+    Flip = "flip" / 1, { axes: Vec<usize> };
+    Slice = "slice" / 1, { ranges: Vec<Range> };
+    Cat = "cat" / NARY, { dim: usize };
+    Stack = "stack" / NARY, { dim: usize };
+    Expand = "expand" / 1, { shape: Dims };
+    RepeatDim = "repeat_dim" / 1, { dim: usize, times: Positive };
+    Gather = "gather" / 1, { dim: usize, indices: Inline<i64> };
+    Select = "select" / 1, { dim: usize, indices: Vec<i64> };
+    MaskFill = "mask_fill" / 1, { mask: Inline<bool>, value: f64 };
+    MaskWhere = "mask_where" / 2, { mask: Inline<bool> };
+}
+
+/// Both operands at the same rank: the lower-rank one gets leading size-1 dims.
+fn promote_pair(a: DynTensor, b: DynTensor) -> (DynTensor, DynTensor) {
+    let rank = a.rank().max(b.rank());
+    (a.promote(rank), b.promote(rank))
+}
+
+/// Applies a rank-generic binary expression to two operands after rank promotion.
+macro_rules! zip {
+    ($a:expr, $b:expr, $x:ident, $y:ident => $body:expr) => {
+        match promote_pair($a, $b) {
+            (DynTensor::R1($x), DynTensor::R1($y)) => DynTensor::R1($body),
+            (DynTensor::R2($x), DynTensor::R2($y)) => DynTensor::R2($body),
+            (DynTensor::R3($x), DynTensor::R3($y)) => DynTensor::R3($body),
+            (DynTensor::R4($x), DynTensor::R4($y)) => DynTensor::R4($body),
+            _ => unreachable!("operands were promoted to the same rank"),
+        }
+    };
+}
+
+/// Takes a statically ranked tensor out of a [`DynTensor`].
+pub trait Ranked: Sized {
+    fn from_dyn(x: DynTensor) -> Option<Self>;
+}
+
+macro_rules! ranked {
+    ($($d:literal => $v:ident),*) => {$(
+        impl Ranked for Tensor<$d> {
+            fn from_dyn(x: DynTensor) -> Option<Self> {
+                match x {
+                    DynTensor::$v(t) => Some(t),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+ranked!(1 => R1, 2 => R2, 3 => R3, 4 => R4);
+
+/// The inputs of an n-ary op as tensors of one rank (the first input's).
+fn same_rank<T: Ranked>(what: &str, inputs: Vec<DynTensor>) -> Vec<T> {
+    let ranks: Vec<usize> = inputs.iter().map(DynTensor::rank).collect();
+    inputs
+        .into_iter()
+        .map(|x| {
+            T::from_dyn(x)
+                .unwrap_or_else(|| panic!("{what}: inputs have ranks {ranks:?}; they must match"))
+        })
+        .collect()
+}
+
+fn permute<const D: usize>(t: Tensor<D>, axes: &[usize]) -> Tensor<D> {
+    let axes: [usize; D] = axes.try_into().unwrap_or_else(|_| {
+        panic!(
+            "permute: {} axes {axes:?} given for a rank-{D} tensor",
+            axes.len()
+        )
+    });
+    t.permute(axes)
+}
+
+fn flip<const D: usize>(t: Tensor<D>, axes: &[usize]) -> Tensor<D> {
+    match *axes {
+        [] => t.flip::<0>([0usize; 0]),
+        [a] => t.flip([a]),
+        [a, b] => t.flip([a, b]),
+        [a, b, c] => t.flip([a, b, c]),
+        [a, b, c, d] => t.flip([a, b, c, d]),
+        _ => panic!(
+            "flip: {} axes {axes:?} given (at most {MAX_RANK})",
+            axes.len()
+        ),
+    }
+}
+
+fn slice<const D: usize>(t: Tensor<D>, ranges: &[Range]) -> Tensor<D> {
+    let slices: Vec<burn::tensor::Slice> = ranges
+        .iter()
+        .map(|r| burn::tensor::Slice::new(r.0 as isize, Some(r.1 as isize), 1))
+        .collect();
+    t.slice(&slices)
+}
+
+impl Op {
+    /// Runs the op on burn. Inputs are already resolved (and taken off autodiff in a region);
+    /// their count matches the arity. Invalid shapes make burn panic, which the caller catches.
+    pub fn execute(&self, mut inputs: Vec<DynTensor>) -> DynTensor {
+        assert!(!inputs.is_empty(), "{}: no inputs", self.name());
+        macro_rules! next {
+            () => {
+                inputs.remove(0)
+            };
+        }
+        match self {
+            Op::Exp {} => map!(next!(), t => t.exp()),
+            Op::Log {} => map!(next!(), t => t.log()),
+            Op::Log1p {} => map!(next!(), t => t.log1p()),
+            Op::Sqrt {} => map!(next!(), t => t.sqrt()),
+            Op::Sin {} => map!(next!(), t => t.sin()),
+            Op::Cos {} => map!(next!(), t => t.cos()),
+            Op::Tan {} => map!(next!(), t => t.tan()),
+            Op::Tanh {} => map!(next!(), t => t.tanh()),
+            Op::Sinh {} => map!(next!(), t => t.sinh()),
+            Op::Cosh {} => map!(next!(), t => t.cosh()),
+            Op::Erf {} => map!(next!(), t => t.erf()),
+            Op::Recip {} => map!(next!(), t => t.recip()),
+            Op::Square {} => map!(next!(), t => t.square()),
+            Op::Abs {} => map!(next!(), t => t.abs()),
+            Op::Neg {} => map!(next!(), t => t.neg()),
+            Op::Sign {} => map!(next!(), t => t.sign()),
+            Op::Floor {} => map!(next!(), t => t.floor()),
+            Op::Ceil {} => map!(next!(), t => t.ceil()),
+            Op::Round {} => map!(next!(), t => t.round()),
+            Op::Sigmoid {} => map!(next!(), t => activation::sigmoid(t)),
+            Op::Relu {} => map!(next!(), t => activation::relu(t)),
+            Op::Gelu {} => map!(next!(), t => activation::gelu(t)),
+            Op::LeakyRelu { slope } => map!(next!(), t => activation::leaky_relu(t, *slope)),
+            Op::PowfScalar { exponent } => map!(next!(), t => t.powf_scalar(*exponent)),
+            Op::PowiScalar { exponent } => map!(next!(), t => t.powi_scalar(*exponent)),
+            Op::Clamp { min, max } => map!(next!(), t => t.clamp(*min, *max)),
+            Op::ClampMin { min } => map!(next!(), t => t.clamp_min(*min)),
+            Op::ClampMax { max } => map!(next!(), t => t.clamp_max(*max)),
+            Op::AddScalar { scalar } => map!(next!(), t => t.add_scalar(*scalar)),
+            Op::SubScalar { scalar } => map!(next!(), t => t.sub_scalar(*scalar)),
+            Op::MulScalar { scalar } => map!(next!(), t => t.mul_scalar(*scalar)),
+            Op::DivScalar { scalar } => map!(next!(), t => t.div_scalar(*scalar)),
+            Op::Add {} => zip!(next!(), next!(), a, b => a.add(b)),
+            Op::Sub {} => zip!(next!(), next!(), a, b => a.sub(b)),
+            Op::Mul {} => zip!(next!(), next!(), a, b => a.mul(b)),
+            Op::Div {} => zip!(next!(), next!(), a, b => a.div(b)),
+            Op::Powf {} => zip!(next!(), next!(), a, b => a.powf(b)),
+            Op::Maximum {} => zip!(next!(), next!(), a, b => a.max_pair(b)),
+            Op::Minimum {} => zip!(next!(), next!(), a, b => a.min_pair(b)),
+            Op::Matmul {} => zip!(next!(), next!(), a, b => a.matmul(b)),
+            Op::Sum {} => DynTensor::R1(apply!(next!(), t => t.sum())),
+            Op::Mean {} => DynTensor::R1(apply!(next!(), t => t.mean())),
+            Op::Max {} => DynTensor::R1(apply!(next!(), t => t.max())),
+            Op::Min {} => DynTensor::R1(apply!(next!(), t => t.min())),
+            Op::Prod {} => DynTensor::R1(apply!(next!(), t => t.prod())),
+            Op::SumDim { dim } => map!(next!(), t => t.sum_dim(*dim)),
+            Op::MeanDim { dim } => map!(next!(), t => t.mean_dim(*dim)),
+            Op::MaxDim { dim } => map!(next!(), t => t.max_dim(*dim)),
+            Op::MinDim { dim } => map!(next!(), t => t.min_dim(*dim)),
+            Op::ProdDim { dim } => map!(next!(), t => t.prod_dim(*dim)),
+            Op::Cumsum { dim } => map!(next!(), t => t.cumsum(*dim)),
+            Op::Cumprod { dim } => map!(next!(), t => t.cumprod(*dim)),
+            Op::Softmax { dim } => map!(next!(), t => activation::softmax(t, *dim)),
+            Op::LogSoftmax { dim } => map!(next!(), t => activation::log_softmax(t, *dim)),
+            Op::Reshape { shape } => next!().reshape(&shape.0),
+            Op::Transpose {} => map!(next!(), t => t.transpose()),
+            Op::SwapDims { dim1, dim2 } => map!(next!(), t => t.swap_dims(*dim1, *dim2)),
+            Op::Permute { axes } => map!(next!(), t => permute(t, axes)),
+            Op::Unsqueeze { dim } => match next!() {
+                DynTensor::R1(t) => DynTensor::R2(t.unsqueeze_dim(*dim)),
+                DynTensor::R2(t) => DynTensor::R3(t.unsqueeze_dim(*dim)),
+                DynTensor::R3(t) => DynTensor::R4(t.unsqueeze_dim(*dim)),
+                DynTensor::R4(_) => panic!("unsqueeze: rank 5 is not supported (ranks 1 to 4)"),
+            },
+            Op::Squeeze { dim } => match next!() {
+                DynTensor::R1(t) => {
+                    let _: Tensor<0> = t.squeeze_dim(*dim);
+                    panic!("squeeze: burn returned a rank-0 tensor, which is not supported")
+                }
+                DynTensor::R2(t) => DynTensor::R1(t.squeeze_dim(*dim)),
+                DynTensor::R3(t) => DynTensor::R2(t.squeeze_dim(*dim)),
+                DynTensor::R4(t) => DynTensor::R3(t.squeeze_dim(*dim)),
+            },
+            Op::Flip { axes } => map!(next!(), t => flip(t, axes)),
+            Op::Slice { ranges } => map!(next!(), t => slice(t, ranges)),
+            Op::Cat { dim } => {
+                of_rank!(
+                    inputs[0].rank(),
+                    "cat",
+                    Tensor::cat(same_rank("cat", inputs), *dim)
+                )
+            }
+            Op::Stack { dim } => match inputs[0].rank() {
+                1 => DynTensor::R2(Tensor::<1>::stack(same_rank("stack", inputs), *dim)),
+                2 => DynTensor::R3(Tensor::<2>::stack(same_rank("stack", inputs), *dim)),
+                3 => DynTensor::R4(Tensor::<3>::stack(same_rank("stack", inputs), *dim)),
+                _ => panic!("stack: rank 5 is not supported (ranks 1 to 4)"),
+            },
+            Op::Expand { shape } => {
+                let x = next!();
+                let to = Shape::from(shape.0.clone());
+                of_rank!(shape.0.len(), "expand", apply!(x, t => t.expand(to)))
+            }
+            Op::RepeatDim { dim, times } => map!(next!(), t => t.repeat_dim(*dim, times.0)),
+            Op::Gather { dim, indices } => map!(next!(), t => {
+                let idx = int_tensor(&indices.data, &indices.shape, &t.device());
+                t.gather(*dim, idx)
+            }),
+            Op::Select { dim, indices } => map!(next!(), t => {
+                let data = TensorData::new(indices.clone(), [indices.len()]);
+                let idx = Tensor::<1, Int>::from_data(data, &t.device());
+                t.select(*dim, idx)
+            }),
+            Op::MaskFill { mask, value } => map!(next!(), t => {
+                let m = bool_tensor(&mask.data, &mask.shape, &t.device());
+                t.mask_fill(m, *value)
+            }),
+            Op::MaskWhere { mask } => zip!(next!(), next!(), a, b => {
+                let m = bool_tensor(&mask.data, &mask.shape, &a.device());
+                a.mask_where(m, b)
+            }),
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! The worker protocol (JSON lines) and the request handling shared with one-shot mode.
+
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+use serde_json::Value;
+
+use crate::exec::{self, Observation};
+use crate::memory::{self, MemoryReport};
+use crate::ops::Op;
+use crate::program::{Program, ProgramError};
+
+pub const PROTOCOL: u32 = 1;
+/// The burn version this binary is built against (a test checks it against Cargo.lock).
+pub const BURN_VERSION: &str = "0.22.1";
+pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// A request that cannot be served.
+#[derive(Clone, Debug, Serialize)]
+pub struct RequestError {
+    pub kind: &'static str,
+    pub message: String,
+    pub index: Option<usize>,
+    pub statement: Option<String>,
+}
+
+impl RequestError {
+    pub fn new(kind: &'static str, message: impl Into<String>) -> Self {
+        RequestError {
+            kind,
+            message: message.into(),
+            index: None,
+            statement: None,
+        }
+    }
+}
+
+impl From<ProgramError> for RequestError {
+    fn from(e: ProgramError) -> Self {
+        RequestError {
+            kind: "invalid-program",
+            message: e.to_string(),
+            index: e.index,
+            statement: e.statement,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct OpInfo {
+    pub name: &'static str,
+    pub arity: i32,
+}
+
+pub fn op_list() -> Vec<OpInfo> {
+    Op::ALL
+        .iter()
+        .map(|&(name, arity)| OpInfo { name, arity })
+        .collect()
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct VersionInfo {
+    pub difftest_burn: &'static str,
+    pub burn: &'static str,
+    pub protocol: u32,
+}
+
+pub fn version_info() -> VersionInfo {
+    VersionInfo {
+        difftest_burn: CRATE_VERSION,
+        burn: BURN_VERSION,
+        protocol: PROTOCOL,
+    }
+}
+
+/// Parses and runs a program document.
+pub fn run_program(doc: &Value) -> Result<Observation, RequestError> {
+    let program = Program::from_json(doc)?;
+    Ok(exec::run(&program))
+}
+
+/// The payload of a successful response.
+pub enum Reply {
+    Result(Observation),
+    Ops(Vec<OpInfo>),
+    Version(VersionInfo),
+    Status { rss_bytes: u64, served: u64 },
+    Memory(MemoryReport),
+}
+
+/// One response line: `{"id": …, "ok": …, <payload fields>}`.
+pub struct Response {
+    pub id: Value,
+    pub reply: Result<Reply, RequestError>,
+}
+
+impl Serialize for Response {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("id", &self.id)?;
+        map.serialize_entry("ok", &self.reply.is_ok())?;
+        match &self.reply {
+            Ok(Reply::Result(obs)) => map.serialize_entry("result", obs)?,
+            Ok(Reply::Ops(ops)) => map.serialize_entry("ops", ops)?,
+            Ok(Reply::Version(v)) => map.serialize_entry("version", v)?,
+            Ok(Reply::Status { rss_bytes, served }) => {
+                map.serialize_entry("rss_bytes", rss_bytes)?;
+                map.serialize_entry("served", served)?;
+            }
+            Ok(Reply::Memory(m)) => map.serialize_entry("memory", m)?,
+            Err(e) => map.serialize_entry("error", e)?,
+        }
+        map.end()
+    }
+}
+
+/// Resident set size from `/proc/self/statm` (pages × 4096), or 0 when unavailable.
+pub fn rss_bytes() -> u64 {
+    const PAGE_SIZE: u64 = 4096;
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * PAGE_SIZE)
+}
+
+/// The worker's state: how many requests it has answered.
+#[derive(Debug, Default)]
+pub struct Worker {
+    pub served: u64,
+}
+
+impl Worker {
+    /// Answers one request line. `served` in a status reply counts the requests answered
+    /// before it.
+    pub fn handle_line(&mut self, line: &[u8]) -> Response {
+        let response = match serde_json::from_slice::<Value>(line) {
+            Err(e) => Response {
+                id: Value::Null,
+                reply: Err(RequestError::new("invalid-json", e.to_string())),
+            },
+            Ok(request) => {
+                let id = request.get("id").cloned().unwrap_or(Value::Null);
+                let reply = self.handle(&request);
+                Response { id, reply }
+            }
+        };
+        self.served += 1;
+        response
+    }
+
+    fn handle(&self, request: &Value) -> Result<Reply, RequestError> {
+        let obj = request
+            .as_object()
+            .ok_or_else(|| RequestError::new("invalid-request", "a request must be an object"))?;
+        let kind = obj.get("request").and_then(Value::as_str).ok_or_else(|| {
+            RequestError::new("invalid-request", "missing string field \"request\"")
+        })?;
+        match kind {
+            "run" => {
+                let program = obj.get("program").ok_or_else(|| {
+                    RequestError::new("invalid-request", "a run request needs a \"program\"")
+                })?;
+                run_program(program).map(Reply::Result)
+            }
+            "ops" => Ok(Reply::Ops(op_list())),
+            "version" => Ok(Reply::Version(version_info())),
+            "status" => Ok(Reply::Status {
+                rss_bytes: rss_bytes(),
+                served: self.served,
+            }),
+            "memory" => memory::handle(obj).map(Reply::Memory),
+            other => Err(RequestError::new(
+                "invalid-request",
+                format!("unknown request {other:?} (expected run, ops, version, status or memory)"),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn burn_version_matches_cargo_lock() {
+        let lock = include_str!("../Cargo.lock");
+        let version = lock
+            .split("[[package]]")
+            .find(|p| p.contains("\nname = \"burn\"\n"))
+            .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = \"")))
+            .map(|v| v.trim_end_matches('"'))
+            .expect("burn in Cargo.lock");
+        assert_eq!(version, BURN_VERSION);
+    }
+
+    #[test]
+    fn malformed_and_unknown() {
+        let mut w = Worker::default();
+        let r = serde_json::to_value(w.handle_line(b"{not json")).unwrap();
+        assert_eq!(r["id"], Value::Null);
+        assert_eq!(r["error"]["kind"], "invalid-json");
+        let r = serde_json::to_value(w.handle_line(br#"{"request": "nope", "id": 7}"#)).unwrap();
+        assert_eq!(r["id"], 7);
+        assert_eq!(r["error"]["kind"], "invalid-request");
+        let r =
+            serde_json::to_value(w.handle_line(br#"{"request": "status", "id": "s"}"#)).unwrap();
+        assert_eq!(r["served"], 2);
+    }
+}

@@ -1,0 +1,27 @@
+"""Small hand-made programs for tests (built with the IR, not strings)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from difftest.ir import Backward, Cut, Leaf, OpCall, Program
+
+
+def leaf(i: str, data: list[float], rg: bool = False, device: str = "autodiff", shape: list[int] | None = None) -> Leaf:
+    return Leaf(i, tuple(shape or [len(data)]), tuple(data), device, rg)  # type: ignore[arg-type]
+
+
+def op(i: str, name: str, *inputs: str, region: str = "grad", **attrs: Any) -> OpCall:
+    return OpCall(i, name, tuple(inputs), dict(attrs), region)  # type: ignore[arg-type]
+
+
+def cut(i: str, kind: str, x: str, region: str = "grad") -> Cut:
+    return Cut(i, kind, x, region)  # type: ignore[arg-type]
+
+
+def backward(x: str, i: str = "bw") -> Backward:
+    return Backward(i, x)
+
+
+def program(*statements: Any) -> Program:
+    return Program(tuple(statements))
