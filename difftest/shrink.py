@@ -1,0 +1,72 @@
+"""Minimise a failing program outside Hypothesis (for `difftest fuzz` findings).
+
+Greedy statement deletion: drop a statement together with everything that depends on it, keep
+the deletion when the program still fails the same way; then simplify leaf data toward 0/1.
+Hypothesis-driven tests shrink with Hypothesis itself; this is the same idea for campaigns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from .ir import Backward, Leaf, Program, ProgramError, Statement, inputs_of
+from .jsonio import to_f32
+from .validate import check_program
+
+Still = Callable[[Program], bool]
+
+
+def _without(program: Program, ident: str) -> Program | None:
+    dropped = {ident}
+    kept: list[Statement] = []
+    for st in program.statements:
+        if st.id in dropped or any(x in dropped for x in inputs_of(st)):
+            dropped.add(st.id)
+            continue
+        kept.append(st)
+    if not kept:
+        return None
+    try:
+        p = Program(tuple(kept))
+        check_program(p)
+    except (ProgramError, ValueError):
+        return None
+    return p
+
+
+def shrink(program: Program, still_fails: Still, *, budget: int = 300) -> Program:
+    best = program
+    tries = 0
+    changed = True
+    while changed and tries < budget:
+        changed = False
+        for st in reversed(best.statements):
+            if tries >= budget:
+                break
+            cand = _without(best, st.id)
+            if cand is None or len(cand) >= len(best):
+                continue
+            tries += 1
+            if still_fails(cand):
+                best, changed = cand, True
+                break
+    for i, st in enumerate(best.statements):
+        if not isinstance(st, Leaf):
+            continue
+        for simple in (0.5, 1.0, 2.0):
+            if tries >= budget:
+                return best
+            data = tuple(to_f32(simple) for _ in st.data)
+            if data == st.data:
+                continue
+            cand = Program(best.statements[:i] + (replace(st, data=data),) + best.statements[i + 1 :])
+            tries += 1
+            if still_fails(cand):
+                best = cand
+                break
+    return best
+
+
+def has_backward(program: Program) -> bool:
+    return any(isinstance(s, Backward) for s in program.statements)
