@@ -215,7 +215,9 @@ class BurnWorker:
             err = answer.get("error") or {}
             return Observation(
                 "burn",
-                error=ErrorObs(err.get("kind", "invalid"), err.get("message", ""), err.get("index"), err.get("statement")),
+                error=ErrorObs(
+                    err.get("kind", "invalid"), err.get("message", ""), err.get("index"), err.get("statement")
+                ),
                 meta={"seconds": elapsed},
             )
         obs = Observation.from_dict(answer["result"], "burn")

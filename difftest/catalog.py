@@ -17,10 +17,10 @@ import torch
 import torch.nn.functional as F
 
 from . import domains as dom
+from . import strides as sv
 from . import tolerance as tol
 from .choices import Choices
 from .ir import MAX_RANK, Shape, numel
-from . import strides as sv
 from .shapes import ShapeError, broadcast, check_dim, check_rank, matmul_shape, same_shapes
 
 Attrs = dict[str, Any]
@@ -95,7 +95,10 @@ def _check_attr_type(op: str, a: AttrSpec, v: Any) -> None:
         "ranges": isinstance(v, list)
         and all(isinstance(r, list) and len(r) == 2 and all(is_int(x) for x in r) for r in v),
         "int_tensor": isinstance(v, dict) and "shape" in v and "data" in v and all(is_int(x) for x in v["data"]),
-        "bool_tensor": isinstance(v, dict) and "shape" in v and "data" in v and all(isinstance(x, bool) for x in v["data"]),
+        "bool_tensor": isinstance(v, dict)
+        and "shape" in v
+        and "data" in v
+        and all(isinstance(x, bool) for x in v["data"]),
     }[a.type]
     if not ok:
         raise ShapeError(f"{op}: attribute {a.name!r}={v!r} is not of type {a.type}")

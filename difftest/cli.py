@@ -23,10 +23,11 @@ def _worker(args: argparse.Namespace) -> BurnWorker:
 def cmd_fuzz(args: argparse.Namespace) -> int:
     import torch
 
+    from strategies import GenConfig, RandomChoices, generate
+
     from .corpus import case_from_verdict, save_case
     from .runner import check
     from .shrink import shrink
-    from strategies import GenConfig, RandomChoices, generate
 
     torch.set_num_threads(1)
     ops = tuple(args.ops.split(",")) if args.ops else None
@@ -62,7 +63,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
             rules.update(verdict.prediction.rules_fired)
             if not verdict.ok:
                 kind = verdict.kind
-                small = shrink(program, lambda p: check(p, worker).kind == kind)
+                small = shrink(program, lambda p, kind=kind: check(p, worker).kind == kind)  # type: ignore[misc]
                 final = check(small, worker)
                 path, created = save_case(case_from_verdict(final, source=f"difftest fuzz --seed {args.seed}",
                                                             burn_version=version), corpus)
@@ -114,13 +115,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 case = load_case(f)
             except CorpusError as e:
                 failures += 1
-                print(f"{str(f):<{width}}  {'?':<34}  CORRUPT: {e}")
+                print(f"{f!s:<{width}}  {'?':<34}  CORRUPT: {e}")
                 continue
             verdict = check(case.program, worker)
             outcome = judge(case, verdict)
             failures += not outcome.ok
             head = outcome.message.splitlines()[0]
-            print(f"{str(f):<{width}}  {case.status:<34}  {'ok' if outcome.ok else 'FAIL'}: {head}")
+            print(f"{f!s:<{width}}  {case.status:<34}  {'ok' if outcome.ok else 'FAIL'}: {head}")
     finally:
         worker.close()
     print(f"\n{len(files) - failures} passed, {failures} failed")

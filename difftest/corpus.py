@@ -140,8 +140,11 @@ def load_case(path: Path) -> Case:
         raise CorpusError(f"{path}: invalid program: {e}") from e
     except CorpusError as e:
         raise CorpusError(f"{path}: {e}") from e
-    record = {k: v for k, v in doc.items() if k not in ("format", "version", "name", "status", "reason", "link", "program")}
-    return Case(program, doc["status"], doc.get("reason", ""), doc.get("link"), doc.get("name", path.stem), path, record)
+    header = ("format", "version", "name", "status", "reason", "link", "program")
+    record = {k: v for k, v in doc.items() if k not in header}
+    return Case(
+        program, doc["status"], doc.get("reason", ""), doc.get("link"), doc.get("name", path.stem), path, record
+    )
 
 
 def iter_case_files(paths: list[Path]) -> list[Path]:

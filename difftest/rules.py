@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from .catalog import CATALOG
 from .ir import Cut, Leaf, OpCall, Statement, region_of
@@ -104,8 +104,8 @@ def _saves_inference_tensor(step: Step) -> bool:
 # burn returns its input handle, not a new node, for these no-op calls (found by running:
 # `permute` with the identity order, `swap_dims(d, d)`, `powi_scalar(1)`; the last one is
 # `1 => lhs` in burn-autodiff's float_powi_scalar). PyTorch always creates a new node.
-NOOP_RETURNS_INPUT: dict[str, Callable[[dict[str, object]], bool]] = {
-    "permute": lambda a: list(a["axes"]) == list(range(len(a["axes"]))),  # type: ignore[arg-type]
+NOOP_RETURNS_INPUT: dict[str, Callable[[dict[str, Any]], bool]] = {
+    "permute": lambda a: list(a["axes"]) == list(range(len(a["axes"]))),
     "swap_dims": lambda a: a["dim1"] == a["dim2"],
     "powi_scalar": lambda a: a["exponent"] == 1,
 }

@@ -55,7 +55,7 @@ def run_torch(program: Program, dtype: str = "float32") -> Observation:
                 backwards.append(_backward(st, env))
                 continue
             t = _value(st, env, dt)
-        except Exception as e:  # noqa: BLE001 - every PyTorch failure is an observation
+        except Exception as e:
             error = ErrorObs("exception", f"{type(e).__name__}: {e}".strip(), i, st.id)
             break
         env[st.id] = t
@@ -82,7 +82,7 @@ def _backward(st: Backward, env: dict[str, torch.Tensor]) -> BackwardObs:
         if t.is_leaf:
             t.grad = None  # burn's backward returns fresh Gradients; never accumulate
     root = env[st.input]
-    root.backward(torch.ones_like(root))
+    root.backward(torch.ones_like(root))  # type: ignore[no-untyped-call]
     grads: dict[str, TensorObs | None] = {}
     for ident, t in env.items():
         g = t.grad if t.is_leaf else None

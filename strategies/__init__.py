@@ -12,7 +12,7 @@ from difftest.ir import Program
 from .choices import HypothesisChoices, RandomChoices
 from .generator import GenConfig, generate
 
-__all__ = ["programs", "GenConfig", "generate", "HypothesisChoices", "RandomChoices", "random_programs"]
+__all__ = ["GenConfig", "HypothesisChoices", "RandomChoices", "generate", "programs", "random_programs"]
 
 
 def programs(

@@ -19,9 +19,9 @@ from difftest import catalog
 from difftest.catalog import VARIADIC, OpSpec
 from difftest.choices import Choices
 from difftest.domains import MAX_MAGNITUDE
-from difftest.known_bugs import known_bug
 from difftest.ir import MAX_RANK, Backward, Cut, Leaf, OpCall, Program, Region, Shape, Statement, numel
-from difftest.shapes import ShapeError, broadcastable
+from difftest.known_bugs import known_bug
+from difftest.shapes import ShapeError
 
 from .choices import weighted
 
