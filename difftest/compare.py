@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import tolerance as tol
 from .catalog import CATALOG
 from .ir import Cut, Leaf, OpCall, Program, Shape
 from .model import Prediction
 from .observation import Observation, TensorObs
-from . import tolerance as tol
 
 
 @dataclass(frozen=True)

@@ -57,4 +57,4 @@ Result = Union[TorchState, BurnState, Failure]
 PLAIN_BURN = BurnState(False, False, False)
 CONST_TORCH = TorchState(False, True, False, False)
 
-__all__ = ["BurnState", "TorchState", "Failure", "State", "Result", "PLAIN_BURN", "CONST_TORCH", "replace"]
+__all__ = ["CONST_TORCH", "PLAIN_BURN", "BurnState", "Failure", "Result", "State", "TorchState", "replace"]
