@@ -28,7 +28,10 @@ SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 def to_f32(x: float) -> float:
     """Round a Python float to the nearest float32, returned as a Python float."""
-    return float(struct.unpack("<f", struct.pack("<f", x))[0])
+    try:
+        return float(struct.unpack("<f", struct.pack("<f", x))[0])
+    except OverflowError:
+        raise ValueError(f"{x!r} is beyond the float32 range") from None
 
 
 def encode_float(x: float) -> float | str:

@@ -52,9 +52,13 @@ def test_shape_mismatch_is_a_structured_panic(burn_worker: BurnWorker) -> None:
     assert burn_worker.run(SEED).outcome == "ok"
 
 
-def test_non_f32_data_is_rejected(burn_worker: BurnWorker) -> None:
+def test_data_is_rounded_to_f32_and_overflow_rejected(burn_worker: BurnWorker) -> None:
     doc = program_to_dict(SEED)
     doc["statements"][0]["data"] = [0.1, 4.0]
+    ans = _run_line(burn_worker, doc)
+    assert ans["ok"] is True
+    assert ans["result"]["values"][0]["data"][0] == 0.10000000149011612  # type: ignore[index]
+    doc["statements"][0]["data"] = [1e39, 4.0]
     ans = _run_line(burn_worker, doc)
     assert ans["ok"] is False and ans["error"]["index"] == 0  # type: ignore[index]
 

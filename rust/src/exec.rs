@@ -7,8 +7,10 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
 use crate::apply;
+use crate::fault;
 use crate::floats::serialize_f32s;
-use crate::program::{Cut, DeviceKind, Kind, Program, Region, Statement};
+use crate::nn::{NnModule, transpose_data};
+use crate::program::{Cut, DeviceKind, Kind, ParamName, Program, Region, Statement};
 use crate::value::{DynTensor, Flags};
 
 /// Shape and row-major data of a tensor.
@@ -96,12 +98,68 @@ impl Devices {
         } else {
             plain.clone().autodiff()
         };
+        // Dropout draws its mask from the backend's RNG: a fixed seed per run keeps runs
+        // reproducible.
+        plain.seed(0);
         Devices { plain, autodiff }
     }
 }
 
+/// What a statement left for later statements.
+enum Slot {
+    /// A value (leaf, op, cut, apply).
+    Value(DynTensor),
+    /// A module parameter as burn stores it; `transposed` when its PyTorch layout is the
+    /// transpose (a linear weight). Flags and gradients are read from `raw`; data is reported,
+    /// and later statements see it, in PyTorch's layout.
+    Param { raw: DynTensor, transposed: bool },
+    /// A module handle (module, transform).
+    Module(Box<NnModule>),
+    /// Nothing (backward).
+    Empty,
+}
+
+impl Slot {
+    /// The value as later statements see it (PyTorch layout).
+    fn value(&self) -> DynTensor {
+        match self {
+            Slot::Value(t) => t.clone(),
+            Slot::Param {
+                raw,
+                transposed: false,
+            } => raw.clone(),
+            Slot::Param {
+                raw,
+                transposed: true,
+            } => match raw {
+                DynTensor::R2(t) => DynTensor::R2(t.clone().transpose()),
+                _ => unreachable!("only rank-2 parameters are transposed"),
+            },
+            Slot::Module(_) | Slot::Empty => unreachable!("inputs are earlier value statements"),
+        }
+    }
+
+    fn module(&self) -> &NnModule {
+        match self {
+            Slot::Module(m) => m,
+            _ => unreachable!("module references are earlier module statements"),
+        }
+    }
+}
+
+/// `obs` in PyTorch's layout when it is a transposed parameter (or its gradient).
+fn untranspose(obs: TensorObs, transposed: bool) -> TensorObs {
+    match (transposed, obs.shape.as_slice()) {
+        (true, &[rows, cols]) => TensorObs {
+            shape: vec![cols, rows],
+            data: transpose_data(rows, cols, &obs.data),
+        },
+        _ => obs,
+    }
+}
+
 enum Outcome {
-    Value(DynTensor, ValueObs),
+    Slot(Box<Slot>, Option<ValueObs>),
     Backward(BackwardObs),
 }
 
@@ -115,24 +173,15 @@ fn grad_of(v: &DynTensor, grads: &Gradients) -> Option<DynTensor> {
 }
 
 /// An input as a statement in `region` sees it: off autodiff inside `no_grad`/`inference_mode`.
-fn enter(region: Region, t: &DynTensor) -> DynTensor {
+fn enter(region: Region, t: DynTensor) -> DynTensor {
     match region {
-        Region::Grad => t.clone(),
-        Region::NoGrad | Region::InferenceMode => t.clone().without_autodiff(),
+        Region::Grad => t,
+        Region::NoGrad | Region::InferenceMode => t.without_autodiff(),
     }
 }
 
-fn step(
-    stmt: &Statement,
-    env: &[Option<DynTensor>],
-    program: &Program,
-    devices: &Devices,
-) -> Outcome {
-    let get = |i: usize| {
-        env[i]
-            .as_ref()
-            .expect("inputs are earlier value statements")
-    };
+fn step(stmt: &Statement, env: &[Slot], program: &Program, devices: &Devices) -> Outcome {
+    let get = |i: usize| env[i].value();
     let value = match &stmt.kind {
         Kind::Leaf {
             shape,
@@ -148,15 +197,36 @@ fn step(
             if *require_grad { t.require_grad() } else { t }
         }
         Kind::Op { op, inputs, region } => {
-            op.execute(inputs.iter().map(|&i| enter(*region, get(i))).collect())
+            fault::execute(op, inputs.iter().map(|&i| enter(*region, get(i))).collect())
         }
         Kind::Cut { cut, input, region } => {
             let t = enter(*region, get(*input));
-            match cut {
+            fault::cut(*cut, &t).unwrap_or_else(|| match cut {
                 Cut::Detach => t.detach(),
                 Cut::WithoutAutodiff => t.without_autodiff(),
                 Cut::Autodiff => t.autodiff(),
-            }
+            })
+        }
+        Kind::Module { spec } => {
+            let m = NnModule::build(spec, &devices.autodiff);
+            return Outcome::Slot(Box::new(Slot::Module(Box::new(m))), None);
+        }
+        Kind::Transform { transform, input } => {
+            let m = env[*input].module().transform(*transform);
+            return Outcome::Slot(Box::new(Slot::Module(Box::new(m))), None);
+        }
+        Kind::Apply { module, input } => env[*module].module().forward(get(*input)),
+        Kind::Param { module, param } => {
+            let raw = env[*module].module().param(*param);
+            let transposed = *param == ParamName::Weight;
+            let obs = untranspose(TensorObs::of(&raw), transposed);
+            let obs = ValueObs {
+                id: stmt.id.clone(),
+                shape: obs.shape,
+                data: obs.data,
+                flags: raw.flags(),
+            };
+            return Outcome::Slot(Box::new(Slot::Param { raw, transposed }), Some(obs));
         }
         Kind::Backward { input } => {
             let grads = apply!(get(*input), t => t.backward());
@@ -164,8 +234,15 @@ fn step(
                 .statements
                 .iter()
                 .zip(env)
-                .filter_map(|(s, v)| v.as_ref().map(|v| (s, v)))
-                .map(|(s, v)| (s.id.clone(), grad_of(v, &grads).map(|g| TensorObs::of(&g))))
+                .filter_map(|(s, slot)| {
+                    let g = match slot {
+                        Slot::Value(v) => grad_of(v, &grads).map(|g| TensorObs::of(&g)),
+                        Slot::Param { raw, transposed } => grad_of(raw, &grads)
+                            .map(|g| untranspose(TensorObs::of(&g), *transposed)),
+                        Slot::Module(_) | Slot::Empty => return None,
+                    };
+                    Some((s.id.clone(), g))
+                })
                 .collect();
             return Outcome::Backward(BackwardObs {
                 id: stmt.id.clone(),
@@ -180,7 +257,7 @@ fn step(
         data,
         flags: value.flags(),
     };
-    Outcome::Value(value, obs)
+    Outcome::Slot(Box::new(Slot::Value(value)), Some(obs))
 }
 
 /// Runs a valid program. A panic in a statement stops the run and becomes `error`.
@@ -202,16 +279,16 @@ pub fn run(program: &Program) -> Observation {
             return obs;
         }
     };
-    let mut env: Vec<Option<DynTensor>> = Vec::with_capacity(program.statements.len());
+    let mut env: Vec<Slot> = Vec::with_capacity(program.statements.len());
     for (index, stmt) in program.statements.iter().enumerate() {
         let outcome = catch_unwind(AssertUnwindSafe(|| step(stmt, &env, program, &devices)));
         match outcome {
-            Ok(Outcome::Value(t, v)) => {
-                env.push(Some(t));
-                obs.values.push(v);
+            Ok(Outcome::Slot(slot, v)) => {
+                env.push(*slot);
+                obs.values.extend(v);
             }
             Ok(Outcome::Backward(b)) => {
-                env.push(None);
+                env.push(Slot::Empty);
                 obs.backwards.push(b);
             }
             Err(payload) => {

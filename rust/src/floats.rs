@@ -3,7 +3,7 @@
 //! Finite values are JSON numbers; NaN and the infinities are the strings `"NaN"`,
 //! `"Infinity"` and `"-Infinity"`. Writing widens the f32 to f64 and lets serde_json print the
 //! shortest decimal of that f64, so a reader that parses to f64 and narrows gets the exact f32
-//! back (`-0.0` included). Reading accepts only numbers that are exactly representable in f32.
+//! back (`-0.0` included). Reading narrows to the nearest f32 (exact for what writers produce).
 
 use serde::ser::{Serialize, SerializeSeq, Serializer};
 use serde_json::Value;
@@ -26,14 +26,16 @@ pub fn parse_f64(v: &Value) -> Result<f64, String> {
     }
 }
 
-/// Parses one float element of tensor data: it must be exactly representable in f32.
+/// Parses one float element of tensor data and narrows it to the nearest f32, like the Python
+/// reader (`struct.pack("<f", x)`): a finite number that overflows float32 is an error.
+/// Writers only produce exact float32 values, for which the narrowing is lossless.
 pub fn parse_f32(v: &Value) -> Result<f32, String> {
     let x = parse_f64(v)?;
     let narrowed = x as f32;
-    if x.is_nan() || f64::from(narrowed) == x {
-        Ok(narrowed)
+    if narrowed.is_infinite() && x.is_finite() {
+        Err(format!("{x} overflows float32"))
     } else {
-        Err(format!("{x} is not exactly representable in float32"))
+        Ok(narrowed)
     }
 }
 
@@ -121,10 +123,14 @@ mod tests {
     }
 
     #[test]
-    fn rejects_inexact() {
-        assert!(parse_f32(&serde_json::json!(0.1)).is_err());
+    fn narrows_like_python() {
+        assert_eq!(parse_f32(&serde_json::json!(0.1)).unwrap(), 0.1f32);
         assert!(parse_f32(&serde_json::json!(1e39)).is_err());
-        assert!(parse_f32(&serde_json::json!(16_777_217)).is_err());
+        assert!(parse_f32(&serde_json::json!(-1e39)).is_err());
+        assert_eq!(
+            parse_f32(&serde_json::json!(16_777_217)).unwrap(),
+            16_777_216.0
+        );
         assert!(parse_f32(&serde_json::json!("nan")).is_err());
         assert_eq!(parse_f32(&serde_json::json!(3)).unwrap(), 3.0);
     }

@@ -2,8 +2,10 @@
 //! values, autodiff flags and gradients. See docs/format.md.
 
 mod exec;
+mod fault;
 mod floats;
 mod memory;
+mod nn;
 mod ops;
 mod program;
 mod protocol;
@@ -23,11 +25,17 @@ usage:
   difftest-burn --version       print the version
   difftest-burn --help          print this help
 
-exit status: 0 ok, 2 invalid program, invalid JSON or usage error";
+environment:
+  DIFFTEST_BURN_FAULT=SPEC      inject a deliberate fault (detection-power tests); SPEC is one of
+                                grad-scale:<op>:<eps>, grad-sign:<op>, grad-drop:<op>,
+                                flag-without-autodiff, detach-like-torch, lowering:<op>=<other>
+
+exit status: 0 ok, 2 invalid program, invalid JSON, usage error or unknown fault spec";
 
 fn version_line() -> String {
+    let fault = fault::spec().map_or(String::new(), |s| format!(", fault {s}"));
     format!(
-        "difftest-burn {} (burn {}, protocol {})",
+        "difftest-burn {} (burn {}, protocol {}{fault})",
         protocol::CRATE_VERSION,
         protocol::BURN_VERSION,
         protocol::PROTOCOL
@@ -121,6 +129,10 @@ fn run_once(path: &str) -> ExitCode {
 
 fn main() -> ExitCode {
     install_panic_hook();
+    if let Err(e) = fault::init_from_env() {
+        eprintln!("difftest-burn: {e}");
+        return ExitCode::from(2);
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match args.as_slice() {

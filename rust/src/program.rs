@@ -36,6 +36,39 @@ pub enum Cut {
     Autodiff,
 }
 
+/// A module transform (`kind: "transform"`), one of burn's `Module` methods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transform {
+    Valid,
+    Train,
+    NoGrad,
+    Freeze,
+    Unfreeze,
+}
+
+/// A parameter of a `linear` module (`kind: "param"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamName {
+    Weight,
+    Bias,
+}
+
+/// How a module is built (`kind: "module"`).
+#[derive(Clone, Debug)]
+pub enum ModuleSpec {
+    /// `weight` is row-major in PyTorch's layout `[d_output, d_input]`; `bias` has `d_output`
+    /// elements.
+    Linear {
+        d_input: usize,
+        d_output: usize,
+        weight: Vec<f32>,
+        bias: Option<Vec<f32>>,
+    },
+    Dropout {
+        p: f64,
+    },
+}
+
 /// A statement; inputs are indices of earlier statements.
 #[derive(Clone, Debug)]
 pub enum Kind {
@@ -58,6 +91,25 @@ pub enum Kind {
     Backward {
         input: usize,
     },
+    /// A module handle (not a value).
+    Module {
+        spec: ModuleSpec,
+    },
+    /// A transformed module handle (not a value); `input` is a module or transform statement.
+    Transform {
+        transform: Transform,
+        input: usize,
+    },
+    /// The forward of `module` (a module or transform statement) on the value `input`.
+    Apply {
+        module: usize,
+        input: usize,
+    },
+    /// A parameter of the linear module `module`, reported in PyTorch's layout.
+    Param {
+        module: usize,
+        param: ParamName,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -67,9 +119,42 @@ pub struct Statement {
 }
 
 impl Statement {
-    /// Whether the statement defines a value (everything but `backward`).
+    /// Whether the statement defines a value (not `backward`, `module` or `transform`).
     pub fn is_value(&self) -> bool {
-        !matches!(self.kind, Kind::Backward { .. })
+        !matches!(
+            self.kind,
+            Kind::Backward { .. } | Kind::Module { .. } | Kind::Transform { .. }
+        )
+    }
+
+    /// Whether the statement defines a module handle (`module` or `transform`).
+    pub fn is_module(&self) -> bool {
+        matches!(self.kind, Kind::Module { .. } | Kind::Transform { .. })
+    }
+
+    /// The statement's kind as written in the document.
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            Kind::Leaf { .. } => "leaf",
+            Kind::Op { .. } => "op",
+            Kind::Cut { .. } => "cut",
+            Kind::Backward { .. } => "backward",
+            Kind::Module { .. } => "module",
+            Kind::Transform { .. } => "transform",
+            Kind::Apply { .. } => "apply",
+            Kind::Param { .. } => "param",
+        }
+    }
+}
+
+/// The spec of the module that statement `index` (a module or transform) was derived from.
+pub fn module_spec(statements: &[Statement], mut index: usize) -> &ModuleSpec {
+    loop {
+        match &statements[index].kind {
+            Kind::Module { spec } => return spec,
+            Kind::Transform { input, .. } => index = *input,
+            _ => panic!("statement {index} is not a module"),
+        }
     }
 }
 
@@ -118,12 +203,18 @@ impl Program {
         let obj = doc.as_object().ok_or_else(|| {
             doc_error(format!("a program must be an object, got {}", kind_of(doc)))
         })?;
-        check_keys(obj, &["format", "version", "statements"])
+        check_keys(obj, &["format", "version", "name", "statements"])
             .map_err(|e| doc_error(e.replace("attribute", "field")))?;
         match obj.get("format") {
             Some(Value::String(s)) if s == FORMAT => {}
             Some(v) => return Err(doc_error(format!("\"format\" must be {FORMAT:?}, got {v}"))),
             None => return Err(doc_error("missing field \"format\"")),
+        }
+        if let Some(v) = obj.get("name").filter(|v| !v.is_string()) {
+            return Err(doc_error(format!(
+                "\"name\" must be a string, got {}",
+                kind_of(v)
+            )));
         }
         match obj.get("version") {
             Some(v) if v.as_u64() == Some(VERSION) => {}
@@ -184,12 +275,72 @@ fn resolve(
     let index = *ids
         .get(name)
         .ok_or_else(|| format!("input {name:?} is not the id of an earlier statement"))?;
-    if !statements[index].is_value() {
+    let stmt = &statements[index];
+    if !stmt.is_value() {
         return Err(format!(
-            "input {name:?} is a backward statement, not a value"
+            "input {name:?} is a {} statement, not a value",
+            stmt.kind_name()
         ));
     }
     Ok(index)
+}
+
+/// Resolves a module reference to the index of an earlier module or transform statement.
+fn resolve_module(
+    name: &Value,
+    ids: &HashMap<String, usize>,
+    statements: &[Statement],
+) -> Result<usize, String> {
+    let name = name
+        .as_str()
+        .ok_or_else(|| format!("a module must be an id string, got {}", kind_of(name)))?;
+    let index = *ids
+        .get(name)
+        .ok_or_else(|| format!("module {name:?} is not the id of an earlier statement"))?;
+    let stmt = &statements[index];
+    if !stmt.is_module() {
+        return Err(format!(
+            "module {name:?} is a {} statement, not a module or transform",
+            stmt.kind_name()
+        ));
+    }
+    Ok(index)
+}
+
+/// Reads float tensor data (a flat list) and checks its length against `shape`.
+fn parse_data(v: &Value, shape: &[usize]) -> Result<Vec<f32>, String> {
+    let data = v
+        .as_array()
+        .ok_or("field \"data\" must be an array")?
+        .iter()
+        .enumerate()
+        .map(|(i, v)| parse_f32(v).map_err(|e| format!("data[{i}]: {e}")))
+        .collect::<Result<Vec<f32>, String>>()?;
+    let n: usize = shape.iter().product();
+    if data.len() != n {
+        return Err(format!(
+            "data has {} elements but shape {shape:?} needs {n}",
+            data.len()
+        ));
+    }
+    Ok(data)
+}
+
+/// Reads an inline float tensor `{"shape": [...], "data": [...]}` of the given rank.
+fn parse_tensor(v: &Value, what: &str, rank: usize) -> Result<(Vec<usize>, Vec<f32>), String> {
+    let obj = v
+        .as_object()
+        .ok_or_else(|| format!("{what} must be {{\"shape\", \"data\"}}, got {}", kind_of(v)))?;
+    check_keys(obj, &["shape", "data"])
+        .map_err(|e| format!("{what}: {}", e.replace("attribute", "field")))?;
+    let shape: Vec<usize> = ops::get(obj, "shape")
+        .map_err(|e| format!("{what}: {}", e.replace("attribute", "field")))?;
+    check_shape(&shape).map_err(|e| format!("{what}: {e}"))?;
+    if shape.len() != rank {
+        return Err(format!("{what} must have rank {rank}, got shape {shape:?}"));
+    }
+    let data = parse_data(field(obj, "data")?, &shape).map_err(|e| format!("{what}: {e}"))?;
+    Ok((shape, data))
 }
 
 fn parse_region(obj: &Map<String, Value>) -> Result<Region, String> {
@@ -233,20 +384,7 @@ fn parse_statement(
             let shape: Vec<usize> =
                 ops::get(obj, "shape").map_err(|e| e.replace("attribute", "field"))?;
             check_shape(&shape)?;
-            let data = field(obj, "data")?
-                .as_array()
-                .ok_or("field \"data\" must be an array")?
-                .iter()
-                .enumerate()
-                .map(|(i, v)| parse_f32(v).map_err(|e| format!("data[{i}]: {e}")))
-                .collect::<Result<Vec<f32>, String>>()?;
-            let n: usize = shape.iter().product();
-            if data.len() != n {
-                return Err(format!(
-                    "data has {} elements but shape {shape:?} needs {n}",
-                    data.len()
-                ));
-            }
+            let data = parse_data(field(obj, "data")?, &shape)?;
             let device = match str_field(obj, "device")? {
                 "plain" => DeviceKind::Plain,
                 "autodiff" => DeviceKind::Autodiff,
@@ -256,10 +394,9 @@ fn parse_statement(
                     ));
                 }
             };
-            let require_grad = match obj.get("require_grad") {
-                None => false,
-                Some(Value::Bool(b)) => *b,
-                Some(v) => return Err(format!("\"require_grad\" must be a boolean, got {v}")),
+            let require_grad = match field(obj, "require_grad")? {
+                Value::Bool(b) => *b,
+                v => return Err(format!("\"require_grad\" must be a boolean, got {v}")),
             };
             Kind::Leaf {
                 shape,
@@ -337,9 +474,103 @@ fn parse_statement(
                 input: resolve(field(obj, "input")?, ids, statements)?,
             }
         }
+        "module" => match str_field(obj, "module")? {
+            "linear" => {
+                fields(&["id", "kind", "module", "weight", "bias"])?;
+                let (shape, weight) = parse_tensor(field(obj, "weight")?, "weight", 2)?;
+                let (d_output, d_input) = (shape[0], shape[1]);
+                let bias = match field(obj, "bias")? {
+                    Value::Null => None,
+                    v => {
+                        let (bshape, bias) = parse_tensor(v, "bias", 1)?;
+                        if bshape != [d_output] {
+                            return Err(format!(
+                                "bias has shape {bshape:?} but the weight [out, in] = {shape:?} needs [{d_output}]"
+                            ));
+                        }
+                        Some(bias)
+                    }
+                };
+                Kind::Module {
+                    spec: ModuleSpec::Linear {
+                        d_input,
+                        d_output,
+                        weight,
+                        bias,
+                    },
+                }
+            }
+            "dropout" => {
+                fields(&["id", "kind", "module", "p"])?;
+                let p = match field(obj, "p")? {
+                    Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
+                    v => return Err(format!("\"p\" must be a number, got {}", kind_of(v))),
+                };
+                if !(0.0..=1.0).contains(&p) {
+                    return Err(format!("\"p\" must be in [0, 1], got {p}"));
+                }
+                Kind::Module {
+                    spec: ModuleSpec::Dropout { p },
+                }
+            }
+            other => {
+                return Err(format!(
+                    "unknown module {other:?} (expected \"linear\" or \"dropout\")"
+                ));
+            }
+        },
+        "transform" => {
+            fields(&["id", "kind", "transform", "input"])?;
+            let transform = match str_field(obj, "transform")? {
+                "valid" => Transform::Valid,
+                "train" => Transform::Train,
+                "no_grad" => Transform::NoGrad,
+                "freeze" => Transform::Freeze,
+                "unfreeze" => Transform::Unfreeze,
+                other => {
+                    return Err(format!(
+                        "\"transform\" must be \"valid\", \"train\", \"no_grad\", \"freeze\" or \"unfreeze\", got {other:?}"
+                    ));
+                }
+            };
+            Kind::Transform {
+                transform,
+                input: resolve_module(field(obj, "input")?, ids, statements)?,
+            }
+        }
+        "apply" => {
+            fields(&["id", "kind", "module", "input"])?;
+            Kind::Apply {
+                module: resolve_module(field(obj, "module")?, ids, statements)?,
+                input: resolve(field(obj, "input")?, ids, statements)?,
+            }
+        }
+        "param" => {
+            fields(&["id", "kind", "module", "param"])?;
+            let module = resolve_module(field(obj, "module")?, ids, statements)?;
+            let param = match str_field(obj, "param")? {
+                "weight" => ParamName::Weight,
+                "bias" => ParamName::Bias,
+                other => {
+                    return Err(format!(
+                        "\"param\" must be \"weight\" or \"bias\", got {other:?}"
+                    ));
+                }
+            };
+            match module_spec(statements, module) {
+                ModuleSpec::Dropout { .. } => {
+                    return Err("param: a dropout module has no parameters".to_string());
+                }
+                ModuleSpec::Linear { bias: None, .. } if param == ParamName::Bias => {
+                    return Err("param: the linear module has no bias".to_string());
+                }
+                ModuleSpec::Linear { .. } => {}
+            }
+            Kind::Param { module, param }
+        }
         other => {
             return Err(format!(
-                "unknown kind {other:?} (expected \"leaf\", \"op\", \"cut\" or \"backward\")"
+                "unknown kind {other:?} (expected \"leaf\", \"op\", \"cut\", \"backward\", \"module\", \"transform\", \"apply\" or \"param\")"
             ));
         }
     };
@@ -370,27 +601,121 @@ mod tests {
     #[test]
     fn errors_name_the_statement() {
         let e = parse(json!([
-            {"id": "x", "kind": "leaf", "shape": [2], "data": [1.0, 2.0], "device": "plain"},
+            {"id": "x", "kind": "leaf", "shape": [2], "data": [1.0, 2.0], "device": "plain", "require_grad": false},
             {"id": "v1", "kind": "op", "op": "foo", "inputs": ["x"]}
         ]))
         .unwrap_err();
         assert_eq!(e.to_string(), "statement 1 (id \"v1\"): unknown op \"foo\"");
         let e = parse(json!([
-            {"id": "x", "kind": "leaf", "shape": [3], "data": [1.0, 2.0], "device": "plain"}
+            {"id": "x", "kind": "leaf", "shape": [3], "data": [1.0, 2.0], "device": "plain", "require_grad": false}
         ]))
         .unwrap_err();
         assert_eq!(e.index, Some(0));
         let e = parse(json!([
-            {"id": "x", "kind": "leaf", "shape": [2], "data": [1.0, 2.0], "device": "plain"},
+            {"id": "x", "kind": "leaf", "shape": [2], "data": [1.0, 2.0], "device": "plain", "require_grad": false},
             {"id": "y", "kind": "op", "op": "add", "inputs": ["x", "z"]}
         ]))
         .unwrap_err();
         assert!(e.message.contains("\"z\""), "{e}");
         let e = parse(json!([
-            {"id": "x", "kind": "leaf", "shape": [2], "data": [1.0, 2.0], "device": "plain"},
+            {"id": "x", "kind": "leaf", "shape": [2], "data": [1.0, 2.0], "device": "plain", "require_grad": false},
             {"id": "y", "kind": "op", "op": "sum_dim", "inputs": ["x"], "attrs": {"dim": -1}}
         ]))
         .unwrap_err();
         assert!(e.message.contains("dim"), "{e}");
+    }
+
+    #[test]
+    fn module_statements() {
+        let x = json!({"id": "x", "kind": "leaf", "shape": [1, 2], "data": [1.0, 2.0], "device": "autodiff", "require_grad": false});
+        let fc = json!({"id": "fc", "kind": "module", "module": "linear",
+            "weight": {"shape": [3, 2], "data": [1, 2, 3, 4, 5, 6]}, "bias": null});
+        let dr = json!({"id": "dr", "kind": "module", "module": "dropout", "p": 0.5});
+        let p = parse(json!([
+            x, fc, dr,
+            {"id": "fv", "kind": "transform", "transform": "valid", "input": "fc"},
+            {"id": "y", "kind": "apply", "module": "fv", "input": "x"},
+            {"id": "z", "kind": "apply", "module": "dr", "input": "y"},
+            {"id": "w", "kind": "param", "module": "fv", "param": "weight"},
+            {"id": "s", "kind": "op", "op": "sum", "inputs": ["w"]}
+        ]))
+        .unwrap();
+        assert!(!p.statements[1].is_value() && p.statements[3].is_module());
+        assert!(p.statements[4].is_value() && p.statements[6].is_value());
+        match module_spec(&p.statements, 3) {
+            ModuleSpec::Linear {
+                d_input: 2,
+                d_output: 3,
+                bias: None,
+                ..
+            } => {}
+            other => panic!("{other:?}"),
+        }
+
+        let bad = |stmt: Value, needle: &str| {
+            let e = parse(json!([x, fc, dr, stmt])).unwrap_err();
+            assert_eq!(
+                (e.index, e.statement.as_deref()),
+                (Some(3), Some("bad")),
+                "{e}"
+            );
+            assert!(e.message.contains(needle), "{e}");
+        };
+        bad(
+            json!({"id": "bad", "kind": "apply", "module": "x", "input": "x"}),
+            "is a leaf statement, not a module",
+        );
+        bad(
+            json!({"id": "bad", "kind": "apply", "module": "fc", "input": "fc"}),
+            "is a module statement, not a value",
+        );
+        bad(
+            json!({"id": "bad", "kind": "apply", "module": "nope", "input": "x"}),
+            "\"nope\"",
+        );
+        bad(
+            json!({"id": "bad", "kind": "op", "op": "exp", "inputs": ["dr"]}),
+            "not a value",
+        );
+        bad(
+            json!({"id": "bad", "kind": "transform", "transform": "eval", "input": "fc"}),
+            "\"transform\"",
+        );
+        bad(
+            json!({"id": "bad", "kind": "param", "module": "fc", "param": "bias"}),
+            "no bias",
+        );
+        bad(
+            json!({"id": "bad", "kind": "param", "module": "dr", "param": "weight"}),
+            "no parameters",
+        );
+        bad(
+            json!({"id": "bad", "kind": "module", "module": "dropout", "p": 1.5}),
+            "[0, 1]",
+        );
+        bad(
+            json!({"id": "bad", "kind": "module", "module": "conv", "p": 1.5}),
+            "unknown module",
+        );
+        bad(
+            json!({"id": "bad", "kind": "module", "module": "linear",
+            "weight": {"shape": [2], "data": [1, 2]}, "bias": null}),
+            "rank 2",
+        );
+        bad(
+            json!({"id": "bad", "kind": "module", "module": "linear",
+            "weight": {"shape": [1, 2], "data": [1, 2]}, "bias": {"shape": [2], "data": [1, 2]}}),
+            "needs [1]",
+        );
+        bad(
+            json!({"id": "bad", "kind": "module", "module": "linear",
+            "weight": {"shape": [1, 2], "data": [1]}, "bias": null}),
+            "needs 2",
+        );
+        bad(
+            json!({"id": "bad", "kind": "module", "module": "linear",
+            "weight": {"shape": [1, 2], "data": [1, 2]}}),
+            "\"bias\"",
+        );
     }
 }

@@ -63,6 +63,8 @@ pub struct VersionInfo {
     pub difftest_burn: &'static str,
     pub burn: &'static str,
     pub protocol: u32,
+    /// The injected fault (`DIFFTEST_BURN_FAULT`), or null.
+    pub fault: Option<&'static str>,
 }
 
 pub fn version_info() -> VersionInfo {
@@ -70,6 +72,7 @@ pub fn version_info() -> VersionInfo {
         difftest_burn: CRATE_VERSION,
         burn: BURN_VERSION,
         protocol: PROTOCOL,
+        fault: crate::fault::spec(),
     }
 }
 
