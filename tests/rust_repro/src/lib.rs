@@ -1,0 +1,1 @@
+//! Empty: the reproducers live in tests/.
