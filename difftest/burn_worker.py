@@ -47,9 +47,9 @@ def find_binary() -> str:
     candidates = [here / "rust" / "target" / "release" / "difftest-burn"]
     if os.environ.get("CARGO_TARGET_DIR"):
         candidates.insert(0, Path(os.environ["CARGO_TARGET_DIR"]) / "release" / "difftest-burn")
-    for c in candidates:
-        if c.is_file():
-            return str(c)
+    existing = [c for c in candidates if c.is_file()]
+    if existing:
+        return str(max(existing, key=lambda c: c.stat().st_mtime))
     raise WorkerError(
         "difftest-burn not found: install the project (`pip install -e .` builds it), "
         "or set DIFFTEST_BURN to the binary"
@@ -67,8 +67,11 @@ class BurnWorker:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         inflight_dir: Path | None = None,
+        fault: str | None = None,
     ) -> None:
+        """`fault`: a DIFFTEST_BURN_FAULT spec (docs/format.md) for detection-power runs."""
         self.binary = binary or find_binary()
+        self.fault = fault
         self.timeout = timeout
         self.inflight_dir = inflight_dir
         self._proc: subprocess.Popen[bytes] | None = None
@@ -83,11 +86,16 @@ class BurnWorker:
         if self._proc is not None and self._proc.poll() is None:
             return
         try:
+            env = dict(os.environ)
+            env.pop("DIFFTEST_BURN_FAULT", None)
+            if self.fault:
+                env["DIFFTEST_BURN_FAULT"] = self.fault
             self._proc = subprocess.Popen(
                 [self.binary, "--worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                env=env,
             )
         except OSError as e:
             raise WorkerError(f"cannot start {self.binary}: {e}") from e

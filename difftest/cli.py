@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from collections import Counter
 from pathlib import Path
 
 from . import __version__
@@ -17,84 +15,70 @@ def _worker(args: argparse.Namespace) -> BurnWorker:
     from .burn_worker import BurnWorker
 
     state = Path(".difftest")
-    return BurnWorker(timeout=args.timeout, inflight_dir=state / "inflight")
+    return BurnWorker(timeout=args.timeout, inflight_dir=state / "inflight", fault=getattr(args, "fault", None))
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
     import torch
 
-    from strategies import GenConfig, RandomChoices, generate
-
+    from .campaign import CampaignStats, run_campaign
+    from .compare import Verdict
     from .corpus import case_from_verdict, save_case
     from .runner import check
     from .shrink import shrink
 
     torch.set_num_threads(1)
     ops = tuple(args.ops.split(",")) if args.ops else None
-    cfg = GenConfig(ops=ops, max_statements=args.max_statements)
-    cfg.op_specs()
     corpus = Path(args.corpus) / "findings"
     worker = _worker(args)
     worker.start()
     version = worker.version()
-    print(f"difftest {__version__} fuzz: burn {version.get('burn')} (difftest-burn {version.get('difftest_burn')}), "
-          f"torch {torch.__version__}, seed {args.seed}, "
-          + (f"{args.programs} programs" if not args.time else f"{args.time:.0f}s"), flush=True)
-    verdicts: Counter[str] = Counter()
-    rules: Counter[str] = Counter()
-    op_counts: Counter[str] = Counter()
+    fault = f", FAULT {version.get('fault')}" if version.get("fault") else ""
+    budget = f"{args.time:.0f}s" if args.time else f"{args.programs} programs"
+    print(f"difftest {__version__} fuzz: burn {version.get('burn')} (difftest-burn {version.get('difftest_burn')}"
+          f"{fault}), torch {torch.__version__}, seed {args.seed}, {budget}", flush=True)
     new_files: list[Path] = []
-    start = last = time.monotonic()
-    n = 0
+
+    def on_finding(verdict: Verdict) -> None:
+        kind = verdict.kind
+        small = shrink(verdict.program, lambda p: check(p, worker).kind == kind)
+        final = check(small, worker)
+        case = case_from_verdict(final, source=f"difftest fuzz --seed {args.seed}", burn_version=version)
+        path, created = save_case(case, corpus)
+        if created:
+            new_files.append(path)
+        note = "" if created else " (already in the corpus)"
+        print(f"  finding ({kind}, shrunk {len(verdict.program)} -> {len(small)} statements): {path}{note}",
+              flush=True)
+        if args.verbose:
+            print(final.report(), flush=True)
+
+    def on_progress(stats: CampaignStats) -> None:
+        rate = stats.programs / max(stats.seconds, 1e-9)
+        print(f"  {stats.programs} programs, {rate:.0f}/s, {len(stats.findings)} finding(s)", flush=True)
+
     try:
-        while True:
-            if args.time and time.monotonic() - start >= args.time:
-                break
-            if not args.time and n >= args.programs:
-                break
-            c = RandomChoices(args.seed * 1_000_003 + n)
-            program = generate(c, cfg)
-            n += 1
-            for k, v in c.events.items():
-                if k.startswith("op:"):
-                    op_counts[k[3:]] += v
-            verdict = check(program, worker)
-            verdicts[verdict.kind] += 1
-            rules.update(verdict.prediction.rules_fired)
-            if not verdict.ok:
-                kind = verdict.kind
-                small = shrink(program, lambda p, kind=kind: check(p, worker).kind == kind)  # type: ignore[misc]
-                final = check(small, worker)
-                path, created = save_case(case_from_verdict(final, source=f"difftest fuzz --seed {args.seed}",
-                                                            burn_version=version), corpus)
-                if created:
-                    new_files.append(path)
-                print(f"  finding #{len(new_files)} ({kind}, {len(small)} statements): {path}"
-                      + ("" if created else " (already in corpus)"), flush=True)
-                if args.verbose:
-                    print(final.report(), flush=True)
-            now = time.monotonic()
-            if now - last >= args.progress:
-                last = now
-                rate = n / (now - start)
-                print(f"  {n} programs, {rate:.0f}/s, findings {sum(v for k, v in verdicts.items() if k != 'pass')}",
-                      flush=True)
-    except KeyboardInterrupt:
-        print("  interrupted", flush=True)
+        stats = run_campaign(
+            worker, seed=args.seed, programs=args.programs, seconds=args.time, ops=ops,
+            max_statements=args.max_statements, on_finding=on_finding, on_progress=on_progress,
+            progress_every=args.progress,
+        )
     finally:
         worker.close()
-    elapsed = time.monotonic() - start
+    n, elapsed = stats.programs, stats.seconds
     print(f"\n{n} programs in {elapsed:.1f}s ({n / max(elapsed, 1e-9):.0f}/s)")
-    print("verdicts: " + ", ".join(f"{k} {v}" for k, v in verdicts.most_common()))
-    print("rules fired: " + (", ".join(f"{k} {v}" for k, v in rules.most_common()) or "none"))
-    print(f"ops generated: {len(op_counts)} distinct; least: "
-          + ", ".join(f"{k} {v}" for k, v in sorted(op_counts.items(), key=lambda kv: kv[1])[:5]))
+    print("verdicts: " + ", ".join(f"{k} {v}" for k, v in stats.verdicts.most_common()))
+    print("rules fired: " + (", ".join(f"{k} {v}" for k, v in stats.rules.most_common()) or "none"))
+    least = sorted(stats.ops.items(), key=lambda kv: kv[1])[:5]
+    print(f"ops generated: {len(stats.ops)} distinct; least: " + ", ".join(f"{k} {v}" for k, v in least))
     if new_files:
-        print(f"{len(new_files)} new finding(s) saved under {corpus}/ — triage them (corpus/README.md)")
+        print(f"{len(new_files)} new finding(s) saved under {corpus}/ (triage: corpus/README.md)")
         return 1
-    findings = sum(v for k, v in verdicts.items() if k != "pass")
-    print("no new findings" if not findings else f"{findings} finding(s), all already in the corpus")
-    return 1 if findings else 0
+    if stats.findings:
+        print(f"{len(stats.findings)} finding(s), all already in the corpus")
+        return 1
+    print("no findings")
+    return 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -219,6 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--corpus", default="corpus", help="where findings are saved (under findings/)")
     f.add_argument("--progress", type=float, default=10.0, help="seconds between progress lines")
     f.add_argument("-v", "--verbose", action="store_true", help="print each finding's report")
+    f.add_argument("--fault", default=None, help="run against a deliberately faulty interpreter "
+                   "(DIFFTEST_BURN_FAULT spec, docs/format.md) to measure detection power")
     f.set_defaults(func=cmd_fuzz)
 
     r = sub.add_parser("replay", help="replay corpus cases and print a table")

@@ -17,9 +17,12 @@ difference never counts as wrong.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+import random
+import zlib
+from dataclasses import dataclass, replace
 
 from .compare import Mismatch, Verdict
+from .ir import Backward, Leaf, Program, Statement
 from .observation import Observation, TensorObs
 from .torch_exec import run_torch
 
@@ -62,9 +65,102 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
         t, b = m.pair
         r = tensor.data[m.element]
         kind = classify(t, b, r, m.rel)
-        numeric[k] = replace(
-            m,
-            verdict=kind,
-            detail=f"{m.detail}; float64 reference[{m.element}]={r!r}",
-            evidence={"torch": t, "burn": b, "float64": r, "burn_error": abs(b - r), "torch_error": abs(t - r)},
-        )
+        evidence: dict[str, object] = {
+            "torch": t, "burn": b, "float64": r, "burn_error": abs(b - r), "torch_error": abs(t - r),
+        }
+        detail = f"{m.detail}; float64 reference[{m.element}]={r!r}"
+        if m.kind == "grad":
+            fd = finite_difference(verdict, m)
+            if fd is not None:
+                evidence["finite_difference"] = {
+                    "steps": list(FD_STEPS), "estimates": list(fd.fd), "torch_dot_v": fd.torch,
+                    "burn_dot_v": fd.burn, "smooth": fd.smooth, "direction_seed": fd.direction_seed,
+                }
+                detail += f"; central difference along v: {fd.fd[-1]!r} (torch {fd.torch!r}, burn {fd.burn!r})"
+                if not fd.smooth:
+                    kind = "ill-conditioned"
+                    detail += "; not smooth near the input (kink): not a finding"
+                elif kind == "burn-wrong" and fd.verdict() == "agreement":
+                    kind = "agreement"
+        numeric[k] = replace(m, verdict=kind, detail=detail, evidence=evidence)
+
+
+# ---------------------------------------------------------------------- finite differences
+
+FD_STEPS = (1e-4, 1e-5)
+
+
+@dataclass(frozen=True)
+class FDCheck:
+    """Central differences of L = sum(root) along a random direction v, in float64."""
+
+    direction_seed: int
+    fd: tuple[float, ...]  # one estimate per step in FD_STEPS
+    torch: float  # torch's gradient . v
+    burn: float  # burn's gradient . v
+    smooth: bool  # the estimates agree across steps (no kink in the neighbourhood)
+
+    def verdict(self) -> str:
+        if not self.smooth:
+            return "ill-conditioned"
+        ref = self.fd[-1]
+        scale = max(abs(ref), abs(self.torch), 1e-6)
+        eb, et = abs(self.burn - ref), abs(self.torch - ref)
+        if eb <= 1e-4 * scale + SLACK * et:
+            return "agreement"
+        return "burn-wrong" if eb > SLACK * et else "torch-wrong"
+
+
+def _loss(program: Program, root: str) -> float:
+    """L = sum(root) in float64 (the backward seeds the root with ones)."""
+    v = run_torch(program, "float64").value(root)
+    return math.fsum(v.value.data) if v else math.nan
+
+
+def finite_difference(verdict: Verdict, m: Mismatch) -> FDCheck | None:
+    """FD check for a gradient mismatch on a leaf; None when it does not apply."""
+    program = verdict.program
+    by_id = program.by_id()
+    leaf = by_id.get(m.statement or "")
+    bw = by_id.get(m.backward or "")
+    if not isinstance(leaf, Leaf) or not isinstance(bw, Backward):
+        return None
+    tg = _grad(verdict.torch, m.backward, leaf.id)
+    bg = _grad(verdict.burn, m.backward, leaf.id)
+    if tg is None or bg is None:
+        return None
+    seed = zlib.crc32(f"{leaf.id}:{len(program)}".encode())
+    rng = random.Random(seed)
+    v = [rng.gauss(0.0, 1.0) for _ in leaf.data]
+    scale = max([abs(x) for x in leaf.data] + [1.0])
+    # the program up to the backward: later statements do not change L
+    cut = program.statements.index(bw)
+    prefix = program.statements[:cut]
+    estimates = []
+    for h in FD_STEPS:
+        step = h * scale
+        plus = tuple(x + step * d for x, d in zip(leaf.data, v))
+        minus = tuple(x - step * d for x, d in zip(leaf.data, v))
+        lp = _loss(_with_leaf(prefix, leaf, plus), bw.input)
+        lm = _loss(_with_leaf(prefix, leaf, minus), bw.input)
+        estimates.append((lp - lm) / (2 * step))
+    smooth = all(math.isfinite(e) for e in estimates) and abs(estimates[0] - estimates[1]) <= 1e-3 * (
+        abs(estimates[0]) + abs(estimates[1]) + 1e-6
+    )
+
+    def dot(g: TensorObs) -> float:
+        return math.fsum(a * b for a, b in zip(g.data, v))
+
+    return FDCheck(seed, tuple(estimates), dot(tg), dot(bg), smooth)
+
+
+def _grad(obs: Observation, backward: str | None, ident: str) -> TensorObs | None:
+    for b in obs.backwards:
+        if b.id == backward:
+            return b.grads.get(ident)
+    return None
+
+
+def _with_leaf(statements: tuple[Statement, ...], leaf: Leaf, data: tuple[float, ...]) -> Program:
+    # float64 data on purpose: the reference run never narrows to float32
+    return Program(tuple(replace(s, data=data) if s is leaf else s for s in statements))

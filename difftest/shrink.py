@@ -10,8 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from .ir import Backward, Leaf, Program, ProgramError, Statement, inputs_of
+import torch
+
+from .catalog import CATALOG
+from .ir import Backward, Leaf, OpCall, Program, ProgramError, Statement, inputs_of
 from .jsonio import to_f32
+from .torch_exec import run_torch
 from .validate import check_program
 
 Still = Callable[[Program], bool]
@@ -35,7 +39,21 @@ def _without(program: Program, ident: str) -> Program | None:
     return p
 
 
+def in_domain(program: Program) -> bool:
+    """Every op's inputs lie in its declared domain (as the generator guarantees)."""
+    obs = run_torch(program)
+    values = {v.id: torch.tensor(v.value.data, dtype=torch.float32).reshape(v.value.shape) for v in obs.values}
+    for st in program.statements:
+        if isinstance(st, OpCall) and all(x in values for x in st.inputs):
+            if not CATALOG[st.op].domain.accepts([values[x] for x in st.inputs], st.attrs):
+                return False
+    return True
+
+
 def shrink(program: Program, still_fails: Still, *, budget: int = 300) -> Program:
+    """Smallest variant found that still fails the same way and stays in every op's domain."""
+    original = still_fails
+    still_fails = lambda p: in_domain(p) and original(p)
     best = program
     tries = 0
     changed = True

@@ -37,10 +37,10 @@ class ToleranceClass:
 EXACT = ToleranceClass("exact", 0.0, 1.0, reason="moves or selects values; no rounding")
 ROUNDED = ToleranceClass("rounded", 4 * F32_EPS, 1.0, reason="one correctly rounded float op")
 TRANSCENDENTAL = ToleranceClass(
-    "transcendental", 64 * F32_EPS, 4.0, reason="libm-quality, implementations differ by ulps"
+    "transcendental", 64 * F32_EPS, 1.5, reason="libm-quality, implementations differ by ulps"
 )
 ACCUMULATE = ToleranceClass(
-    "accumulate", 16 * F32_EPS, 2.0, True, reason="sums in an implementation-defined order"
+    "accumulate", 16 * F32_EPS, 1.5, True, reason="sums in an implementation-defined order"
 )
 STEP = ToleranceClass("step", 0.0, 0.0, reason="piecewise constant: exact away from jumps")
 
