@@ -20,6 +20,7 @@ from .compare import Verdict
 from .ir import Program, ProgramError
 from .jsonio import dumps, program_from_dict, program_to_dict
 from .rules import RULES_BY_NAME
+from .validate import check_program
 from .versions import versions
 
 CASE_FORMAT = "difftest-case"
@@ -136,6 +137,7 @@ def load_case(path: Path) -> Case:
     try:
         check_status(doc["status"])
         program = program_from_dict(doc["program"])
+        check_program(program)  # ops, attributes and shapes
     except ProgramError as e:
         raise CorpusError(f"{path}: invalid program: {e}") from e
     except CorpusError as e:

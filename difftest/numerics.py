@@ -4,11 +4,14 @@ PyTorch run decides who is wrong.
 For each mismatching element let `t`, `b` be the float32 results and `r` the float64 one.
 burn is judged against PyTorch's own float32 error on the same program:
 
-* `|b - r| <= SLACK * |t - r| + floor`: burn is as accurate as PyTorch: the disagreement is
-  float32 noise of an ill-conditioned computation -> `ill-conditioned` (when PyTorch's own error
-  exceeds the budget) or `agreement`;
-* otherwise, if `|t - r|` exceeds `|b - r|` by the same margin -> `torch-wrong`;
-* otherwise -> `burn-wrong`.
+* both within `floor` of the float64 result -> `agreement` (float32 noise);
+* PyTorch more than SLACK times farther than burn (plus `floor`) -> `torch-wrong`;
+* burn more than SLACK times farther than PyTorch (plus `floor`) -> `burn-wrong`;
+* otherwise both are off by comparable amounts: the input is ill-conditioned -> `ill-conditioned`.
+
+For gradients, a float64 central difference of `sum(root)` along a random direction also
+runs; when the one-sided slopes at the input disagree (a kink in the neighbourhood) the
+mismatch is `ill-conditioned`, recorded with its evidence, not a finding.
 
 `floor` is the budget of tolerance.py applied to the float64 value, so a tiny absolute
 difference never counts as wrong.
@@ -46,11 +49,13 @@ def classify(t: float, b: float, r: float, rel: float) -> str:
         return "ill-conditioned"
     floor = 1e-6 + rel * abs(r)
     eb, et = abs(b - r), abs(t - r)
-    if eb <= SLACK * et + floor:
-        return "ill-conditioned" if et > floor else "agreement"
+    if eb <= floor and et <= floor:
+        return "agreement"
     if et > SLACK * eb + floor:
         return "torch-wrong"
-    return "burn-wrong"
+    if eb > SLACK * et + floor:
+        return "burn-wrong"
+    return "ill-conditioned"  # both far from float64 by comparable amounts
 
 
 def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
@@ -137,6 +142,8 @@ def finite_difference(verdict: Verdict, m: Mismatch) -> FDCheck | None:
     cut = program.statements.index(bw)
     prefix = program.statements[:cut]
     estimates = []
+    one_sided: tuple[float, float] = (math.nan, math.nan)
+    l0 = _loss(_with_leaf(prefix, leaf, leaf.data), bw.input)
     for h in FD_STEPS:
         step = h * scale
         plus = tuple(x + step * d for x, d in zip(leaf.data, v))
@@ -144,9 +151,15 @@ def finite_difference(verdict: Verdict, m: Mismatch) -> FDCheck | None:
         lp = _loss(_with_leaf(prefix, leaf, plus), bw.input)
         lm = _loss(_with_leaf(prefix, leaf, minus), bw.input)
         estimates.append((lp - lm) / (2 * step))
-    smooth = all(math.isfinite(e) for e in estimates) and abs(estimates[0] - estimates[1]) <= 1e-3 * (
-        abs(estimates[0]) + abs(estimates[1]) + 1e-6
-    )
+        one_sided = ((lp - l0) / step, (l0 - lm) / step)
+
+    def near(a: float, b: float) -> bool:
+        return abs(a - b) <= 1e-3 * (abs(a) + abs(b)) + 1e-6
+
+    # smooth: central estimates agree across steps, and the one-sided slopes agree with each
+    # other (a kink at the input has different left and right slopes)
+    values = [*estimates, *one_sided]
+    smooth = all(math.isfinite(e) for e in values) and near(estimates[0], estimates[1]) and near(*one_sided)
 
     def dot(g: TensorObs) -> float:
         return math.fsum(a * b for a, b in zip(g.data, v))

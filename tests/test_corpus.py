@@ -1,0 +1,96 @@
+"""Corpus files: atomic no-clobber writes, statuses, corrupt files, collection."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from difftest.corpus import Case, CorpusError, load_case, program_hash, save_case
+from tests.programs import backward, leaf, op, program
+
+PROG = program(leaf("x", [1.0, 2.0], rg=True), op("y", "exp", "x"), op("s", "sum", "y"), backward("s"))
+
+
+def _save(directory: str, reason: str) -> str:
+    path, _ = save_case(Case(PROG, "bug", reason, record={"pad": "x" * 200_000}), Path(directory))
+    return str(path)
+
+
+def test_same_program_is_one_file(tmp_path: Path) -> None:
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        paths = pool.starmap(_save, [(str(tmp_path), f"writer {i}") for i in range(8)])
+    assert len(set(paths)) == 1
+    files = list(tmp_path.iterdir())
+    assert [f.name for f in files] == [f"{program_hash(PROG)}.json"]
+    doc = json.loads(files[0].read_text())  # complete, parseable
+    assert doc["reason"].startswith("writer ")
+
+
+def test_killed_writer_leaves_no_partial_case(tmp_path: Path) -> None:
+    code = (
+        "import sys, time; from pathlib import Path\n"
+        "import difftest.corpus as c\n"
+        "from tests.test_corpus import PROG\n"
+        "real = c.os.fsync\n"
+        "c.os.fsync = lambda fd: (real(fd), print('writing', flush=True), time.sleep(30))\n"
+        f"c.save_case(c.Case(PROG, 'bug', 'x'), Path({str(tmp_path)!r}))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, cwd=Path(__file__).parent.parent)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == b"writing"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not list(tmp_path.glob("*.json")), "a partial case is visible"
+    leftovers = [p.name for p in tmp_path.iterdir()]
+    assert all(n.startswith(".") and n.endswith(".tmp") for n in leftovers)  # hidden, never collected
+
+
+def test_corrupt_and_invalid_files_are_named(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{ not json")
+    with pytest.raises(CorpusError, match=r"bad\.json: malformed JSON"):
+        load_case(bad)
+    path, _ = save_case(Case(PROG, "bug", "r"), tmp_path)
+    doc = json.loads(path.read_text())
+    doc["status"] = "divergence:no-such-rule"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CorpusError, match="names no declared rule"):
+        load_case(path)
+    doc["status"] = "pass"
+    doc["program"]["statements"][1]["op"] = "frobnicate"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CorpusError):
+        load_case(path)
+
+
+def test_collector_reports_a_corrupt_case_as_one_failure(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parent.parent
+    corpus = tmp_path / "corpus"
+    (corpus / "findings").mkdir(parents=True)
+    (corpus / "findings" / "broken.json").write_text("{")
+    save_case(Case(PROG, "pass", "regression"), corpus / "findings")
+    env = {**os.environ, "DIFFTEST_CORPUS": str(corpus)}
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", str(corpus), "-p", "no:xdist", "-q", "--rootdir", str(root),
+         "-c", str(root / "pyproject.toml")],
+        capture_output=True, text=True, env=env, cwd=root, timeout=300,
+    )
+    assert "1 failed, 1 passed" in res.stdout, res.stdout[-2000:]
+    assert "broken.json: malformed JSON" in res.stdout
+
+
+def test_bug_case_that_passes_fails_loudly(tmp_path: Path) -> None:
+    from difftest.burn_worker import BurnWorker
+    from difftest.corpus import judge
+    from difftest.runner import check
+
+    with BurnWorker() as w:
+        outcome = judge(Case(PROG, "bug", "pretend"), check(PROG, w))
+    assert not outcome.ok and "now passes" in outcome.message

@@ -1,0 +1,61 @@
+"""End to end: an injected interpreter fault becomes exactly one minimal corpus case."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+
+from difftest.burn_worker import BurnWorker
+from difftest.corpus import judge, load_case
+from difftest.ir import OpCall, Program
+from difftest.pytest_plugin import assert_agrees
+from difftest.reproducers import torch_script
+from difftest.runner import check
+from difftest.torch_exec import run_torch
+from strategies import programs
+
+
+def test_injected_fault_leaves_one_minimal_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DIFFTEST_CORPUS", str(tmp_path))
+    faulty = BurnWorker(fault="grad-sign:exp")
+    faulty.start()
+
+    @settings(max_examples=1500, derandomize=True, database=None)
+    @given(program=programs())
+    def prop(program: Program) -> None:
+        assert_agrees(check(program, faulty), "tests/test_findings.py (fault grad-sign:exp)")
+
+    try:
+        with pytest.raises(AssertionError, match="saved as"):
+            prop()
+    finally:
+        faulty.close()
+    files = list((tmp_path / "findings").glob("*.json"))
+    assert len(files) == 1, files
+    case = load_case(files[0])
+    ops = [s.op for s in case.program.statements if isinstance(s, OpCall)]
+    assert "exp" in ops and len(case.program) <= 6, case.program
+    doc = json.loads(files[0].read_text())
+    assert doc["status"] == "bug" and doc["verdict"]["kind"] == "burn-wrong"
+    assert doc["versions"]["burn"] == "0.22.1" and doc["observations"]["burn"]["backwards"]
+
+    # the emitted PyTorch script prints the gradient PyTorch computes, which the case records
+    out = subprocess.run([sys.executable, "-c", torch_script(case.program)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    torch_obs = run_torch(case.program)
+    for ident, g in torch_obs.backwards[0].grads.items():
+        if g is not None:
+            values = ", ".join(repr(x) for x in g.data)
+            assert f"grad {ident} = [{values}]" in out.stdout
+
+    # without the fault, the case passes once re-classified
+    with BurnWorker() as good:
+        verdict = check(case.program, good)
+    case.status = "pass"
+    assert judge(case, verdict).ok, verdict.report()
