@@ -14,6 +14,7 @@ import os
 import queue
 import shutil
 import subprocess
+import sysconfig
 import threading
 import time
 from collections import deque
@@ -34,22 +35,28 @@ class WorkerError(RuntimeError):
 
 
 def find_binary() -> str:
-    """Where difftest-burn is: $DIFFTEST_BURN, then PATH, then the cargo target dirs."""
+    """Where difftest-burn is: $DIFFTEST_BURN if set; otherwise the most recently built of the
+    installed copy (next to the `difftest` script) and the cargo target directories, so a
+    `cargo build --release` during development is picked up without reinstalling."""
     env = os.environ.get("DIFFTEST_BURN")
     if env:
         if not Path(env).is_file():
             raise WorkerError(f"DIFFTEST_BURN={env} does not exist")
         return env
-    found = shutil.which("difftest-burn")
-    if found:
-        return found
     here = Path(__file__).resolve().parent.parent
-    candidates = [here / "rust" / "target" / "release" / "difftest-burn"]
+    candidates = [
+        Path(sysconfig.get_path("scripts")) / "difftest-burn",
+        here / "rust" / "target" / "release" / "difftest-burn",
+        Path.home() / ".cache" / "difftest" / "target" / "release" / "difftest-burn",
+    ]
     if os.environ.get("CARGO_TARGET_DIR"):
-        candidates.insert(0, Path(os.environ["CARGO_TARGET_DIR"]) / "release" / "difftest-burn")
+        candidates.append(Path(os.environ["CARGO_TARGET_DIR"]) / "release" / "difftest-burn")
     existing = [c for c in candidates if c.is_file()]
     if existing:
         return str(max(existing, key=lambda c: c.stat().st_mtime))
+    found = shutil.which("difftest-burn")
+    if found:
+        return found
     raise WorkerError(
         "difftest-burn not found: install the project (`pip install -e .` builds it), "
         "or set DIFFTEST_BURN to the binary"

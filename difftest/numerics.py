@@ -177,3 +177,26 @@ def _grad(obs: Observation, backward: str | None, ident: str) -> TensorObs | Non
 def _with_leaf(statements: tuple[Statement, ...], leaf: Leaf, data: tuple[float, ...]) -> Program:
     # float64 data on purpose: the reference run never narrows to float32
     return Program(tuple(replace(s, data=data) if s is leaf else s for s in statements))
+
+
+def max_relative_error(verdict: Verdict) -> float:
+    """Largest |burn - torch| / max(|burn|, |torch|, 1) over values and gradients, for
+    Hypothesis `target()` when hunting for numeric trouble."""
+    worst = 0.0
+
+    def pairs(a: TensorObs, b: TensorObs) -> None:
+        nonlocal worst
+        for x, y in zip(a.data, b.data):
+            if math.isfinite(x) and math.isfinite(y):
+                worst = max(worst, abs(x - y) / max(abs(x), abs(y), 1.0))
+
+    tvals = {v.id: v.value for v in verdict.torch.values}
+    for v in verdict.burn.values:
+        if v.id in tvals and tvals[v.id].shape == v.value.shape:
+            pairs(tvals[v.id], v.value)
+    for tb, bb in zip(verdict.torch.backwards, verdict.burn.backwards):
+        for k, g in bb.grads.items():
+            t = tb.grads.get(k)
+            if g is not None and t is not None and t.shape == g.shape:
+                pairs(t, g)
+    return worst
