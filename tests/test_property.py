@@ -37,3 +37,17 @@ def test_property_catches_a_missing_rule(burn_worker: BurnWorker) -> None:
     assert detaches, verdict.report()
     assert len(failing.statements) <= 4, verdict.report()
     assert any(m.kind in ("flags", "grad-presence", "outcome") for m in verdict.findings)
+
+
+def test_property_catches_a_wrong_lowering() -> None:
+    """tanh lowered to sigmoid in the interpreter: the property finds it, minimally."""
+    with BurnWorker(fault="lowering:tanh=sigmoid") as faulty:
+        failing = find(
+            programs(),
+            lambda p: not check(p, faulty).ok,
+            settings=settings(max_examples=2000, derandomize=True, database=None),
+        )
+        verdict = check(failing, faulty)
+    report = verdict.report()
+    assert "tanh(" in report and verdict.kind in ("burn-wrong", "value"), report
+    assert len(failing.statements) <= 5, report
