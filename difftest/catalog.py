@@ -454,6 +454,7 @@ OPS: tuple[OpSpec, ...] = (
     unary("sinh", torch.sinh, T.TRANSCENDENTAL, dom.EXP),
     unary("cosh", torch.cosh, T.TRANSCENDENTAL, dom.EXP),
     unary("erf", torch.erf, T.TRANSCENDENTAL),
+    unary("atan", torch.atan, T.TRANSCENDENTAL),
     unary("recip", torch.reciprocal, T.ROUNDED, dom.NONZERO, saves=()),
     unary("square", torch.square, T.ROUNDED),
     unary("abs", torch.abs, T.EXACT, dom.KINK_AT_ZERO),

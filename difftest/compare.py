@@ -14,9 +14,10 @@ from typing import Any
 
 from . import tolerance as tol
 from .catalog import CATALOG
-from .ir import Cut, Leaf, OpCall, Program, Shape
+from .ir import Apply, Backward, Cut, Leaf, Module, OpCall, Param, Program, Shape, Transform
 from .model import Prediction
 from .observation import Observation, TensorObs
+from .states import BurnState, TorchState
 
 
 @dataclass(frozen=True)
@@ -112,11 +113,29 @@ class Verdict:
 
 # ---------------------------------------------------------------------- budgets
 
+def _roots(program: Program) -> dict[str, Module]:
+    """Module handle -> the module statement it derives from."""
+    roots: dict[str, Module] = {}
+    for st in program.statements:
+        if isinstance(st, Module):
+            roots[st.id] = st
+        elif isinstance(st, Transform):
+            roots[st.id] = roots[st.input]
+    return roots
+
+
 def value_budgets(program: Program, shapes: dict[str, Shape]) -> dict[str, float]:
     budgets: dict[str, float] = {}
+    roots = _roots(program)
     for st in program.statements:
-        if isinstance(st, Leaf):
+        if isinstance(st, (Leaf, Param)):
             budgets[st.id] = 0.0
+        elif isinstance(st, Apply):
+            m = roots[st.module]
+            if m.module == "linear":  # a dot product over `in`, then the bias: like matmul
+                budgets[st.id] = tol.op_budget(tol.ACCUMULATE, [budgets[st.input]], m.in_features + 1)
+            else:  # compared only where it returns its input (or p = 1: zeros)
+                budgets[st.id] = budgets[st.input]
         elif isinstance(st, OpCall):
             spec = CATALOG[st.op]
             ins = [shapes[x] for x in st.inputs]
@@ -134,8 +153,16 @@ def input_scale(program: Program, obs: Observation) -> dict[str, float]:
     for v in obs.values:
         finite = [abs(x) for x in v.value.data if math.isfinite(x)]
         mags[v.id] = max(finite, default=0.0)
+    roots = _roots(program)
     for st in program.statements:
-        if isinstance(st, OpCall):
+        if isinstance(st, Apply):
+            m = roots[st.module]
+            params = [*(m.weight.data if m.weight else ()), *(m.bias.data if m.bias else ())]
+            finite = [abs(x) for x in params if math.isfinite(x)]
+            scale[st.id] = max([mags.get(st.input, 0.0), scale.get(st.input, 0.0), *finite])
+        elif isinstance(st, Param):
+            scale[st.id] = 0.0
+        elif isinstance(st, OpCall):
             scale[st.id] = max([mags.get(x, 0.0) for x in st.inputs] + [scale.get(x, 0.0) for x in st.inputs])
         elif isinstance(st, Cut):
             scale[st.id] = scale.get(st.input, 0.0)
@@ -180,7 +207,7 @@ def compare(
         _flags_and_shapes(program, shapes, prediction, obs, out)
         _grad_presence(prediction, obs, out)
     numeric: list[Mismatch] = []
-    _values(program, shapes, torch_obs, burn_obs, numeric)
+    _values(program, shapes, torch_obs, burn_obs, numeric, prediction.nondet, prediction.incomparable_grads)
     if numeric and arbiter is not None:
         arbiter(v, numeric)
     out.extend(numeric)
@@ -232,7 +259,7 @@ def _flags_and_shapes(
             continue
         firings = [f for f in pred.firings if f.framework == fw and f.statement == val.id]
         base = p.base_states.get(val.id)
-        if firings and base is not None and not hasattr(base, "reason") and base.flags() == val.flags:
+        if firings and isinstance(base, (TorchState, BurnState)) and base.flags() == val.flags:
             out.append(Mismatch("stale-rule", val.id, i, fw, expected, val.flags,
                                 f"rule(s) {', '.join(f.rule for f in firings)} no longer match: "
                                 "the observation equals the base prediction"))
@@ -258,14 +285,29 @@ def _grad_presence(pred: Prediction, obs: Observation, out: list[Mismatch]) -> N
                                     f"at backward {bw.id}; rules fired on {ident}: {', '.join(firings) or 'none'}"))
 
 
-def _values(program: Program, shapes: dict[str, Shape], t: Observation, b: Observation, out: list[Mismatch]) -> None:
+def _values(
+    program: Program,
+    shapes: dict[str, Shape],
+    t: Observation,
+    b: Observation,
+    out: list[Mismatch],
+    nondet: set[str] | frozenset[str] = frozenset(),
+    incomparable_grads: dict[str, set[str]] | None = None,
+) -> None:
+    """Values and gradients between the frameworks; `nondet` values (random dropout masks and
+    what is computed from them) are skipped, and so is every gradient of a backward whose
+    root is one of them, and `incomparable_grads[backward]` (gradients the frameworks route
+    through different statements, by declared rules). Flags and gradient presence are compared
+    regardless."""
+    merged = incomparable_grads or {}
     budgets = value_budgets(program, shapes)
     scale = input_scale(program, t)
     index = {st.id: i for i, st in enumerate(program.statements)}
+    backward_roots = {st.id: st.input for st in program.statements if isinstance(st, Backward)}
     tvals = {v.id: v for v in t.values}
     for bv in b.values:
         tv = tvals.get(bv.id)
-        if tv is None or tv.value.shape != bv.value.shape:
+        if tv is None or tv.value.shape != bv.value.shape or bv.id in nondet:
             continue
         rel = tol.allowed(budgets.get(bv.id, 0.0))
         bad = worst(tv.value, bv.value, rel, scale.get(bv.id, 0.0))
@@ -278,11 +320,11 @@ def _values(program: Program, shapes: dict[str, Shape], t: Observation, b: Obser
     tb = {bw.id: bw for bw in t.backwards}
     for bbw in b.backwards:
         tbw = tb.get(bbw.id)
-        if tbw is None:
+        if tbw is None or backward_roots.get(bbw.id) in nondet:
             continue
         for ident, bg in bbw.grads.items():
             tg = tbw.grads.get(ident)
-            if bg is None or tg is None or bg.shape != tg.shape:
+            if bg is None or tg is None or bg.shape != tg.shape or ident in merged.get(bbw.id, ()):
                 continue
             bad = worst(tg, bg, gbudget, 0.0)
             if bad is not None:

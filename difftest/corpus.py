@@ -19,6 +19,7 @@ from typing import Any
 from .compare import Verdict
 from .ir import Program, ProgramError
 from .jsonio import dumps, program_from_dict, program_to_dict
+from .memory import MEMORY_RULES_BY_NAME, MemoryExperiment, Row, format_table
 from .rules import RULES_BY_NAME
 from .validate import check_program
 from .versions import versions
@@ -26,6 +27,7 @@ from .versions import versions
 CASE_FORMAT = "difftest-case"
 CASE_VERSION = 1
 STATUSES = ("pass", "bug")  # plus "divergence:<rule>"
+KINDS = ("program", "memory")  # "kind" of a case; absent means "program"
 
 
 class CorpusError(ValueError):
@@ -41,6 +43,8 @@ class Case:
     name: str = ""
     path: Path | None = None
     record: dict[str, Any] = field(default_factory=dict)  # verdict, observations, versions, dates
+    # A memory case (`"kind": "memory"`) measures this experiment; `program` is then its stand-in.
+    memory: MemoryExperiment | None = None
 
     def expected_rule(self) -> str | None:
         return self.status.split(":", 1)[1] if self.status.startswith("divergence:") else None
@@ -51,13 +55,20 @@ def program_hash(program: Program) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def check_status(status: str) -> None:
+def check_status(status: str, kind: str = "program") -> None:
+    """`divergence:<rule>` names a flag rule (rules.py) in a program case, a memory rule
+    (memory.py) in a memory case."""
     if status in STATUSES:
         return
     if status.startswith("divergence:"):
         rule = status.split(":", 1)[1]
-        if rule not in RULES_BY_NAME:
-            raise CorpusError(f"status {status!r} names no declared rule (known: {', '.join(RULES_BY_NAME)})")
+        known = MEMORY_RULES_BY_NAME if kind == "memory" else RULES_BY_NAME
+        if rule not in known:
+            other = "a memory" if rule in MEMORY_RULES_BY_NAME else "a flag" if rule in RULES_BY_NAME else None
+            hint = f"; {rule} is {other} rule" if other else ""
+            raise CorpusError(
+                f"status {status!r} names no declared rule for a {kind} case (known: {', '.join(known)}){hint}"
+            )
         return
     raise CorpusError(f"status {status!r} is not pass, bug or divergence:<rule>")
 
@@ -84,6 +95,18 @@ def case_from_verdict(verdict: Verdict, *, source: str, burn_version: dict[str, 
 
 
 def case_to_dict(case: Case) -> dict[str, Any]:
+    if case.memory is not None:
+        return {
+            "format": CASE_FORMAT,
+            "version": CASE_VERSION,
+            "name": case.name,
+            "kind": "memory",
+            "status": case.status,
+            "reason": case.reason,
+            "link": case.link,
+            "memory": case.memory.to_dict(),
+            **case.record,
+        }
     return {
         "format": CASE_FORMAT,
         "version": CASE_VERSION,
@@ -131,6 +154,11 @@ def load_case(path: Path) -> Case:
         raise CorpusError(f"{path}: not a difftest case (\"format\" must be {CASE_FORMAT!r})")
     if doc.get("version") != CASE_VERSION:
         raise CorpusError(f"{path}: case version {doc.get('version')!r}, this difftest reads {CASE_VERSION}")
+    kind = doc.get("kind", "program")
+    if kind not in KINDS:
+        raise CorpusError(f"{path}: \"kind\" must be one of {list(KINDS)}, got {kind!r}")
+    if kind == "memory":
+        return _load_memory_case(path, doc)
     for key in ("status", "program"):
         if key not in doc:
             raise CorpusError(f"{path}: missing field {key!r}")
@@ -146,6 +174,33 @@ def load_case(path: Path) -> Case:
     record = {k: v for k, v in doc.items() if k not in header}
     return Case(
         program, doc["status"], doc.get("reason", ""), doc.get("link"), doc.get("name", path.stem), path, record
+    )
+
+
+def _load_memory_case(path: Path, doc: dict[str, Any]) -> Case:
+    for key in ("status", "memory"):
+        if key not in doc:
+            raise CorpusError(f"{path}: missing field {key!r} (a memory case has \"memory\", not \"program\")")
+    if "program" in doc:
+        raise CorpusError(f"{path}: a memory case has no \"program\"")
+    try:
+        check_status(doc["status"], "memory")
+        experiment = MemoryExperiment.from_dict(doc["memory"])
+    except CorpusError as e:
+        raise CorpusError(f"{path}: {e}") from e
+    except ValueError as e:
+        raise CorpusError(f"{path}: invalid memory experiment: {e}") from e
+    header = ("format", "version", "name", "kind", "status", "reason", "link", "memory")
+    record = {k: v for k, v in doc.items() if k not in header}
+    return Case(
+        experiment.stand_in(),
+        doc["status"],
+        doc.get("reason", ""),
+        doc.get("link"),
+        doc.get("name", path.stem),
+        path,
+        record,
+        experiment,
     )
 
 
@@ -167,7 +222,10 @@ class ReplayOutcome:
 
 
 def judge(case: Case, verdict: Verdict) -> ReplayOutcome:
-    """Does the case do what its status says it does now?"""
+    """Does the case do what its status says it does now? (A memory case is judged on its
+    table, measured here at the quick size; `verdict`, of its stand-in program, is not used.)"""
+    if case.memory is not None:
+        return replay_memory_case(case, full=False)
     rule = case.expected_rule()
     fired = verdict.prediction.rules_fired
     if case.status == "pass":
@@ -187,3 +245,34 @@ def judge(case: Case, verdict: Verdict) -> ReplayOutcome:
         return ReplayOutcome(False, "bug case now passes: re-classify it (status \"pass\") if the fix is real "
                              f"(reason was: {case.reason})", verdict.kind)
     return ReplayOutcome(True, f"still fails as recorded ({verdict.kind})", verdict.kind)
+
+
+def judge_memory(case: Case, rows: list[Row], *, full: bool) -> ReplayOutcome:
+    """A memory case's status against its measured table: pass = no row contradicts the
+    model; divergence:<rule> = none does and the rule was applied to some row; bug = some row
+    contradicts it."""
+    assert case.memory is not None
+    t = case.memory.size(full)
+    table = format_table(rows, t.n, t.iters)
+    bad = [r for r in rows if not r.ok]
+    applied = sorted({name for r in rows for name in r.expectation.rules})
+    kind = "contradicted" if bad else "ok"
+    rule = case.expected_rule()
+    if case.status == "bug":
+        if not bad:
+            return ReplayOutcome(False, "bug case now matches the model: re-classify it if the fix is real\n" + table,
+                                 kind)
+        return ReplayOutcome(True, f"still contradicts the model ({len(bad)} rows)", kind)
+    if bad:
+        return ReplayOutcome(False, f"{len(bad)} row(s) contradict the model\n" + table, kind)
+    if rule is not None and rule not in applied:
+        return ReplayOutcome(False, f"rule {rule} was not applied (applied: {', '.join(applied) or 'none'}); "
+                             "the case no longer exercises it\n" + table, kind)
+    return ReplayOutcome(True, f"{len(rows)} rows as the model expects" + (f", explained by {rule}" if rule else ""),
+                         kind)
+
+
+def replay_memory_case(case: Case, *, full: bool) -> ReplayOutcome:
+    """Measures a memory case's table (fresh processes) and judges it."""
+    assert case.memory is not None
+    return judge_memory(case, case.memory.run(full=full), full=full)

@@ -19,10 +19,16 @@ ID_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 Device = Literal["autodiff", "plain"]
 Region = Literal["grad", "no_grad", "inference_mode"]
 CutKind = Literal["detach", "without_autodiff", "autodiff"]
+ModuleKind = Literal["linear", "dropout"]
+TransformKind = Literal["valid", "train", "no_grad", "freeze", "unfreeze"]
+ParamName = Literal["weight", "bias"]
 
 DEVICES: tuple[Device, ...] = ("autodiff", "plain")
 REGIONS: tuple[Region, ...] = ("grad", "no_grad", "inference_mode")
 CUTS: tuple[CutKind, ...] = ("detach", "without_autodiff", "autodiff")
+MODULES: tuple[ModuleKind, ...] = ("linear", "dropout")
+TRANSFORMS: tuple[TransformKind, ...] = ("valid", "train", "no_grad", "freeze", "unfreeze")
+PARAMS: tuple[ParamName, ...] = ("weight", "bias")
 
 Shape = tuple[int, ...]
 
@@ -84,16 +90,106 @@ class Backward:
     kind: Literal["backward"] = field(default="backward", init=False)
 
 
-Statement = Union[Leaf, OpCall, Cut, Backward]
-ValueStatement = Union[Leaf, OpCall, Cut]
+@dataclass(frozen=True)
+class InlineTensor:
+    """A float tensor given inline (module weights): row-major data, float32 values."""
+
+    shape: Shape
+    data: tuple[float, ...]
 
 
-def inputs_of(st: Statement) -> tuple[str, ...]:
-    if isinstance(st, Leaf):
+@dataclass(frozen=True)
+class Module:
+    """A module handle (not a value): `linear` (weight [out, in], optional bias [out]) or
+    `dropout` (probability p)."""
+
+    id: str
+    module: ModuleKind
+    weight: InlineTensor | None = None
+    bias: InlineTensor | None = None
+    p: float = 0.0
+
+    kind: Literal["module"] = field(default="module", init=False)
+
+    @property
+    def in_features(self) -> int:
+        assert self.weight is not None
+        return self.weight.shape[1]
+
+    @property
+    def out_features(self) -> int:
+        assert self.weight is not None
+        return self.weight.shape[0]
+
+
+@dataclass(frozen=True)
+class Transform:
+    """A module handle derived from `input` (a module or transform) by a burn Module method."""
+
+    id: str
+    transform: TransformKind
+    input: str
+
+    kind: Literal["transform"] = field(default="transform", init=False)
+
+
+@dataclass(frozen=True)
+class Apply:
+    """The forward of `module` (a module or transform) on the value `input`."""
+
+    id: str
+    module: str
+    input: str
+
+    kind: Literal["apply"] = field(default="apply", init=False)
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter of the linear module `module`, in PyTorch's layout."""
+
+    id: str
+    module: str
+    param: ParamName
+
+    kind: Literal["param"] = field(default="param", init=False)
+
+
+Statement = Union[Leaf, OpCall, Cut, Backward, Module, Transform, Apply, Param]
+ValueStatement = Union[Leaf, OpCall, Cut, Apply, Param]
+ModuleStatement = Union[Module, Transform]
+VALUE_KINDS = (Leaf, OpCall, Cut, Apply, Param)
+MODULE_KINDS = (Module, Transform)
+
+
+def is_value(st: Statement) -> bool:
+    """Whether `st` defines a value (reported in `values`, usable as an input)."""
+    return isinstance(st, VALUE_KINDS)
+
+
+def value_inputs(st: Statement) -> tuple[str, ...]:
+    """The values `st` reads."""
+    if isinstance(st, (Leaf, Module, Param)):
         return ()
     if isinstance(st, OpCall):
         return st.inputs
+    if isinstance(st, Transform):
+        return ()
     return (st.input,)
+
+
+def module_inputs(st: Statement) -> tuple[str, ...]:
+    """The module handles `st` reads."""
+    if isinstance(st, (Apply, Param)):
+        return (st.module,)
+    if isinstance(st, Transform):
+        return (st.input,)
+    return ()
+
+
+def inputs_of(st: Statement) -> tuple[str, ...]:
+    """Every earlier statement `st` refers to (values and module handles)."""
+    return module_inputs(st) + value_inputs(st)
 
 
 def region_of(st: Statement) -> Region:
@@ -110,7 +206,7 @@ class Program:
         check_structure(self)
 
     def value_ids(self) -> list[str]:
-        return [s.id for s in self.statements if not isinstance(s, Backward)]
+        return [s.id for s in self.statements if is_value(s)]
 
     def by_id(self) -> dict[str, Statement]:
         return {s.id: s for s in self.statements}
@@ -122,19 +218,44 @@ class Program:
         return len(self.statements)
 
 
+def _kind_name(st: Statement) -> str:
+    return st.kind
+
+
 def check_structure(program: Program) -> None:
-    """Ids unique and well-formed; inputs refer to earlier value statements; leaf data fits."""
-    seen_values: set[str] = set()
-    seen: set[str] = set()
+    """Ids unique and well-formed; inputs refer to earlier value statements and module fields
+    to earlier module handles; leaf and module data fit their shapes."""
+    seen: dict[str, Statement] = {}
     for i, st in enumerate(program.statements):
         if not ID_PATTERN.match(st.id):
             raise ProgramError(f"id {st.id!r} does not match {ID_PATTERN.pattern}", i, st.id)
         if st.id in seen:
             raise ProgramError("duplicate id", i, st.id)
-        for ref in inputs_of(st):
-            if ref not in seen_values:
-                what = "a later or unknown" if ref not in seen else "a backward"
-                raise ProgramError(f"input {ref!r} refers to {what} statement", i, st.id)
+        for ref in value_inputs(st):
+            if ref not in seen:
+                raise ProgramError(f"input {ref!r} refers to a later or unknown statement", i, st.id)
+            if not is_value(seen[ref]):
+                raise ProgramError(f"input {ref!r} refers to a {_kind_name(seen[ref])} statement, not a value",
+                                   i, st.id)
+        for ref in module_inputs(st):
+            field_name = "input" if isinstance(st, Transform) else "module"
+            if ref not in seen:
+                raise ProgramError(f"{field_name} {ref!r} refers to a later or unknown statement", i, st.id)
+            if not isinstance(seen[ref], MODULE_KINDS):
+                raise ProgramError(f"{field_name} {ref!r} refers to a {_kind_name(seen[ref])} statement, "
+                                   "not a module or transform", i, st.id)
+        if isinstance(st, Module):
+            _check_module(st, i)
+        if isinstance(st, Transform) and st.transform not in TRANSFORMS:
+            raise ProgramError(f"unknown transform {st.transform!r}", i, st.id)
+        if isinstance(st, Param):
+            if st.param not in PARAMS:
+                raise ProgramError(f"unknown param {st.param!r}", i, st.id)
+            root = root_module(program, st.module, seen)
+            if root.module != "linear":
+                raise ProgramError(f"module {st.module!r} is a {root.module}, which has no parameters", i, st.id)
+            if st.param == "bias" and root.bias is None:
+                raise ProgramError(f"module {st.module!r} is a linear without a bias", i, st.id)
         if isinstance(st, Leaf):
             if not 1 <= len(st.shape) <= MAX_RANK:
                 raise ProgramError(f"rank {len(st.shape)} outside 1..{MAX_RANK}", i, st.id)
@@ -155,6 +276,51 @@ def check_structure(program: Program) -> None:
             raise ProgramError(f"unknown cut {st.cut!r}", i, st.id)
         if isinstance(st, OpCall) and not st.inputs:
             raise ProgramError("op without inputs", i, st.id)
-        seen.add(st.id)
-        if not isinstance(st, Backward):
-            seen_values.add(st.id)
+        seen[st.id] = st
+
+
+def _check_module(st: Module, i: int) -> None:
+    if st.module not in MODULES:
+        raise ProgramError(f"unknown module {st.module!r}", i, st.id)
+    if st.module == "dropout":
+        if st.weight is not None or st.bias is not None:
+            raise ProgramError("a dropout module has no weight or bias", i, st.id)
+        if not (0.0 <= st.p <= 1.0):
+            raise ProgramError(f"p = {st.p!r} is outside [0, 1]", i, st.id)
+        return
+    w = st.weight
+    if w is None:
+        raise ProgramError("a linear module needs a weight", i, st.id)
+    if len(w.shape) != 2 or any(d < 1 for d in w.shape):
+        raise ProgramError(f"weight shape {list(w.shape)} is not [out, in] with dims >= 1", i, st.id)
+    if len(w.data) != numel(w.shape):
+        raise ProgramError(f"weight data has {len(w.data)} elements, shape {list(w.shape)} needs "
+                           f"{numel(w.shape)}", i, st.id)
+    b = st.bias
+    if b is not None:
+        if b.shape != (w.shape[0],):
+            raise ProgramError(f"bias has shape {list(b.shape)} but the weight [out, in] = {list(w.shape)} "
+                               f"needs [{w.shape[0]}]", i, st.id)
+        if len(b.data) != w.shape[0]:
+            raise ProgramError(f"bias data has {len(b.data)} elements, needs {w.shape[0]}", i, st.id)
+
+
+def root_module(program: Program, ident: str, by_id: dict[str, Statement] | None = None) -> Module:
+    """The `module` statement a module handle (a module or a chain of transforms) derives from."""
+    table = by_id if by_id is not None else program.by_id()
+    st = table[ident]
+    while isinstance(st, Transform):
+        st = table[st.input]
+    assert isinstance(st, Module), f"{ident!r} is not a module handle"
+    return st
+
+
+def transforms_of(program: Program, ident: str) -> tuple[Transform, ...]:
+    """The chain of transforms from the root module to the handle `ident`, in order."""
+    table = program.by_id()
+    chain: list[Transform] = []
+    st = table[ident]
+    while isinstance(st, Transform):
+        chain.append(st)
+        st = table[st.input]
+    return tuple(reversed(chain))

@@ -14,13 +14,18 @@ import jsonschema
 from .ir import (
     FORMAT_NAME,
     FORMAT_VERSION,
+    Apply,
     Backward,
     Cut,
+    InlineTensor,
     Leaf,
+    Module,
     OpCall,
+    Param,
     Program,
     ProgramError,
     Statement,
+    Transform,
 )
 
 SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -82,7 +87,35 @@ def statement_to_dict(st: Statement) -> dict[str, Any]:
         if st.region != "grad":
             d["region"] = st.region
         return d
+    if isinstance(st, Module):
+        if st.module == "dropout":
+            return {"id": st.id, "kind": "module", "module": "dropout", "p": st.p}
+        assert st.weight is not None
+        return {
+            "id": st.id,
+            "kind": "module",
+            "module": "linear",
+            "weight": _tensor_to_dict(st.weight),
+            "bias": _tensor_to_dict(st.bias) if st.bias is not None else None,
+        }
+    if isinstance(st, Transform):
+        return {"id": st.id, "kind": "transform", "transform": st.transform, "input": st.input}
+    if isinstance(st, Apply):
+        return {"id": st.id, "kind": "apply", "module": st.module, "input": st.input}
+    if isinstance(st, Param):
+        return {"id": st.id, "kind": "param", "module": st.module, "param": st.param}
     return {"id": st.id, "kind": "backward", "input": st.input}
+
+
+def _tensor_to_dict(t: InlineTensor) -> dict[str, Any]:
+    return {"shape": list(t.shape), "data": encode_floats(t.data)}
+
+
+def _tensor_from_dict(raw: dict[str, Any], where: str) -> InlineTensor:
+    return InlineTensor(
+        tuple(int(d) for d in raw["shape"]),
+        tuple(to_f32(x) for x in decode_floats(raw["data"], f"{where}.data")),
+    )
 
 
 def _jsonable(v: Any) -> Any:
@@ -145,15 +178,20 @@ def validate_dict(doc: Any) -> None:
 
 
 def _best_branch_error(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
-    """For a oneOf over statement kinds, report the branch that matches the statement's kind."""
+    """For a oneOf over statement kinds, report the branch that matches the statement's kind
+    (the branch without a `kind` const error), else the first error that is not about `kind`."""
     if err.validator != "oneOf" or not isinstance(err.instance, dict):
         return err
-    kind = err.instance.get("kind")
-    for sub in err.context or []:
-        ref = sub.schema_path
-        if kind and any(str(p).endswith(str(kind)) for p in ref):
-            return sub
-    for sub in err.context or []:
+    subs = list(err.context or [])
+    branches: dict[Any, list[jsonschema.ValidationError]] = {}
+    for sub in subs:
+        path = list(sub.relative_schema_path)
+        branches.setdefault(path[0] if path else None, []).append(sub)
+    for errors in branches.values():
+        if not any(e.validator == "const" and list(e.relative_schema_path)[-3:] == ["properties", "kind", "const"]
+                   for e in errors):
+            return errors[0]
+    for sub in subs:
         if sub.validator not in ("const",):
             return sub
     return err
@@ -194,6 +232,22 @@ def _statement_from_dict(raw: dict[str, Any]) -> Statement:
         return Cut(id=raw["id"], cut=raw["cut"], input=raw["input"], region=raw.get("region", "grad"))
     if kind == "backward":
         return Backward(id=raw["id"], input=raw["input"])
+    if kind == "module":
+        if raw["module"] == "dropout":
+            return Module(id=raw["id"], module="dropout", p=decode_float(raw["p"], "p"))
+        bias = raw["bias"]
+        return Module(
+            id=raw["id"],
+            module=raw["module"],
+            weight=_tensor_from_dict(raw["weight"], "weight"),
+            bias=_tensor_from_dict(bias, "bias") if bias is not None else None,
+        )
+    if kind == "transform":
+        return Transform(id=raw["id"], transform=raw["transform"], input=raw["input"])
+    if kind == "apply":
+        return Apply(id=raw["id"], module=raw["module"], input=raw["input"])
+    if kind == "param":
+        return Param(id=raw["id"], module=raw["module"], param=raw["param"])
     raise ValueError(f"unknown statement kind {kind!r}")
 
 

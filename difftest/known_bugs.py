@@ -7,11 +7,11 @@ replay fail loudly once burn fixes it (a strict xfail). Nothing else consults th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .ir import OpCall
+from .ir import Backward, Leaf, OpCall, Statement, inputs_of
 
 
 @dataclass(frozen=True)
@@ -20,11 +20,19 @@ class KnownBug:
     summary: str
     case: str  # corpus path of the minimal case
     link: str | None
-    triggers: Callable[[OpCall], bool]
+    triggers: Callable[[Statement, Sequence[Statement]], bool]  # (statement, the statements before it)
 
 
-def _powi_zero(st: OpCall) -> bool:
-    return st.op == "powi_scalar" and st.attrs.get("exponent") == 0
+def _pow_zero(st: Statement, prior: Sequence[Statement]) -> bool:
+    # powf_scalar with an integral exponent is dispatched to powi_scalar by burn
+    return isinstance(st, OpCall) and st.op in ("powi_scalar", "powf_scalar") and st.attrs.get("exponent") == 0
+
+
+def _backward_of_used_leaf(st: Statement, prior: Sequence[Statement]) -> bool:
+    if not isinstance(st, Backward):
+        return False
+    root = next((s for s in prior if s.id == st.input), None)
+    return isinstance(root, Leaf) and any(st.input in inputs_of(s) for s in prior)
 
 
 KNOWN_BUGS: tuple[KnownBug, ...] = (
@@ -36,14 +44,24 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "backward of a loss that only depends on it panics) where PyTorch gives zeros.",
         "corpus/bugs/powi-zero-untracked.json",
         None,
-        _powi_zero,
+        _pow_zero,
+    ),
+    KnownBug(
+        "backward-of-used-leaf-panics",
+        "backward() of a require-grad leaf that feeds a chain of ops over several leaves panics "
+        "with 'graph tape has already been consumed' although nothing was consumed; PyTorch "
+        "gives the leaf a gradient of ones. The generator does not take a leaf with consumers "
+        "as the backward root.",
+        "corpus/bugs/backward-of-used-leaf-panics.json",
+        None,
+        _backward_of_used_leaf,
     ),
 )
 
 
-def known_bug(st: OpCall) -> KnownBug | None:
+def known_bug(st: Statement, prior: Sequence[Statement] = ()) -> KnownBug | None:
     for bug in KNOWN_BUGS:
-        if bug.triggers(st):
+        if bug.triggers(st, prior):
             return bug
     return None
 

@@ -8,12 +8,12 @@ declared rules override the base where the frameworks documentedly differ.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .catalog import CATALOG
-from .ir import Backward, Cut, Leaf, OpCall, Program, Shape, Statement
-from .rules import RULES, Framework, Rule, Step
-from .states import EMPTY, BurnState, Failure, Result, State, TorchState
+from .ir import Apply, Backward, Cut, Leaf, Module, OpCall, Param, Program, Shape, Statement, Transform, value_inputs
+from .rules import RULES, Framework, Rule, Step, burn_param_state, module_param_keys, torch_param_state
+from .states import EMPTY, BurnState, Failure, ModuleState, Result, State, TorchState
 from .strides import contiguous_strides, is_contiguous
 from .validate import infer_shapes
 
@@ -35,6 +35,21 @@ class FrameworkPrediction:
     failure: tuple[int, str, Failure] | None = None  # (index, statement id, failure)
     grads: dict[str, dict[str, bool]] = field(default_factory=dict)  # backward id -> value -> present
     base_states: dict[str, Result] = field(default_factory=dict)
+    modules: dict[str, ModuleState] = field(default_factory=dict)  # module handles
+    # how later statements see a value, where that differs from its reported state (burn: a
+    # `param` weight is read transposed from burn's [in, out] parameter, a new tracked node)
+    as_input: dict[str, State] = field(default_factory=dict)
+    # values whose data this framework draws at random (dropout masks) or computes from such
+    # values: their data, and the gradients of a backward rooted at one, are not comparable
+    nondet: set[str] = field(default_factory=set)
+    roots: dict[str, str] = field(default_factory=dict)  # backward id -> its root
+    # value -> grad key -> the statements through which that key's gradient reaches the value
+    # (a module's own parameters enter an apply as "<apply>#<param>"): where the two frameworks
+    # route a gradient differently (declared rules), its value is not comparable
+    paths: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
+
+    def input_state(self, ident: str) -> State:
+        return self.as_input.get(ident) or self.states[ident]
 
 
 @dataclass
@@ -42,9 +57,18 @@ class Prediction:
     burn: FrameworkPrediction
     torch: FrameworkPrediction
     firings: list[Firing]
+    # backward id -> values whose gradient *values* are not comparable: the frameworks route
+    # different contributions to them (e.g. burn sums over handles sharing a parameter,
+    # clone-shares-params; a valid() forward of a tracked input, valid-with-autodiff-input)
+    incomparable_grads: dict[str, set[str]] = field(default_factory=dict)
 
     def of(self, framework: str) -> FrameworkPrediction:
         return self.burn if framework == "burn" else self.torch
+
+    @property
+    def nondet(self) -> set[str]:
+        """Values not comparable between the frameworks: random in either of them."""
+        return self.burn.nondet | self.torch.nondet
 
     @property
     def rules_fired(self) -> list[str]:
@@ -60,7 +84,24 @@ def predict(program: Program, rules: Sequence[Rule] = RULES) -> Prediction:
     firings: list[Firing] = []
     burn = _run("burn", program, shapes, [r for r in rules if r.framework == "burn"], firings)
     torch = _run("torch", program, shapes, [r for r in rules if r.framework == "torch"], firings)
-    return Prediction(burn, torch, firings)
+    return Prediction(burn, torch, firings, _incomparable_grads(burn, torch))
+
+
+def _incomparable_grads(burn: FrameworkPrediction, torch: FrameworkPrediction) -> dict[str, set[str]]:
+    """For each backward, the values whose gradient reaches the root along different statements
+    in the two frameworks (both have a gradient; only its value would differ)."""
+    out: dict[str, set[str]] = {}
+    for bw, root in torch.roots.items():
+        if burn.roots.get(bw) != root:
+            continue
+        tp, bp = torch.paths.get(root, {}), burn.paths.get(root, {})
+        for ident, ts in torch.states.items():
+            bs = burn.states.get(ident)
+            if ts.key is None or bs is None or bs.key is None:
+                continue
+            if tp.get(ts.key) != bp.get(bs.key):
+                out.setdefault(bw, set()).add(ident)
+    return out
 
 
 def _run(
@@ -69,8 +110,18 @@ def _run(
     pred = FrameworkPrediction(fw)
     consumed: set[str] = set()
     for i, st in enumerate(program.statements):
+        if isinstance(st, (Module, Transform)):
+            handle = module_state(st, pred.modules)
+            source = pred.modules.get(st.input) if isinstance(st, Transform) else None
+            outcome = _apply_rules(fw, rules, firings, Step(i, st, (), handle, source), handle)
+            if isinstance(outcome, Failure):
+                pred.failure = (i, st.id, outcome)
+                return pred
+            assert isinstance(outcome, ModuleState), outcome
+            pred.modules[st.id] = outcome
+            continue
         if isinstance(st, Backward):
-            root = pred.states[st.input]
+            root = pred.input_state(st.input)
             if isinstance(root, TorchState):
                 # a view made under no_grad reports requires_grad but has no graph to walk
                 ok = root.requires_grad and (root.has_grad_fn or root.key is not None)
@@ -83,32 +134,104 @@ def _run(
             pred.grads[st.id] = {
                 v: (s.key is not None and s.key in root.sources) for v, s in pred.states.items()
             }
+            pred.roots[st.id] = st.input
             consumed.add(st.input)
             continue
-        inputs = tuple(pred.states[x] for x in _inputs(st))
-        base = _base_torch(st, inputs, shapes) if fw == "torch" else _base_burn(st, inputs)
-        current: Result = base
-        for rule in rules:
-            step = Step(i, st, inputs, current)
-            if rule.applies(step):
-                new = rule.effect(step)
-                firings.append(Firing(rule.name, fw, i, st.id, base, new))
-                current = new
+        inputs = tuple(pred.input_state(x) for x in value_inputs(st))
+        module = pred.modules[st.module] if isinstance(st, (Apply, Param)) else None
+        if fw == "torch":
+            base: Result = _base_torch(st, inputs, shapes, module)
+        else:
+            base = _base_burn(st, inputs, module)
+        step = Step(i, st, inputs, base, module, tuple(shapes[x] for x in value_inputs(st)))
+        current = _apply_rules(fw, rules, firings, step, base)
         pred.base_states[st.id] = base
         if isinstance(current, Failure):
             pred.failure = (i, st.id, current)
             return pred
+        assert isinstance(current, (TorchState, BurnState)), current
         pred.states[st.id] = current
+        own = frozenset(module_param_keys(fw, module)) if isinstance(st, Apply) and module else EMPTY
+        pred.paths[st.id] = _paths(st.id, current, value_inputs(st), pred, own)
+        if isinstance(st, Param) and st.param == "weight" and isinstance(current, BurnState):
+            pred.as_input[st.id] = _transposed(current)
+        if any(x in pred.nondet for x in value_inputs(st)) or (
+            isinstance(st, Apply) and module is not None and _draws_mask(module, inputs[0], current)
+        ):
+            pred.nondet.add(st.id)
     return pred
 
 
-def _inputs(st: Statement) -> tuple[str, ...]:
-    if isinstance(st, Leaf):
-        return ()
-    if isinstance(st, OpCall):
-        return st.inputs
-    assert isinstance(st, (Cut, Backward))
-    return (st.input,)
+def _apply_rules(fw: Framework, rules: list[Rule], firings: list[Firing], step: Step, base: Result) -> Result:
+    current = base
+    for rule in rules:
+        step = replace(step, current=current)
+        if rule.applies(step):
+            new = rule.effect(step)
+            firings.append(Firing(rule.name, fw, step.index, step.statement.id, base, new))
+            current = new
+    return current
+
+
+def _paths(ident: str, state: State, inputs: tuple[str, ...], pred: FrameworkPrediction,
+           own: frozenset[str]) -> dict[str, frozenset[str]]:
+    out: dict[str, frozenset[str]] = {}
+    for k in state.sources:
+        acc = {ident}
+        for x in inputs:
+            acc |= pred.paths.get(x, {}).get(k, EMPTY)
+        if k in own:
+            acc.add(f"{ident}#{k.rsplit('.', 1)[-1]}")
+        out[k] = frozenset(acc)
+    return out
+
+
+def _draws_mask(module: ModuleState, x: State, out: State) -> bool:
+    """A dropout with 0 < p < 1 that did not return its input as is drew a random mask
+    (burn's masks never match PyTorch's). p = 1 gives zeros in PyTorch (and panics in burn)."""
+    return module.kind == "dropout" and 0.0 < module.p < 1.0 and out is not x
+
+
+def _transposed(s: BurnState) -> BurnState:
+    """burn's [in, out] weight transposed to PyTorch's layout: a new node when tracked."""
+    if s.is_tracked:
+        return BurnState(s.is_autodiff, True, False, None, s.sources)
+    return BurnState(s.is_autodiff, False, False)
+
+
+def module_state(st: Module | Transform, modules: dict[str, ModuleState]) -> ModuleState:
+    """The handle a `module` or `transform` statement defines (see ModuleState)."""
+    if isinstance(st, Module):
+        params: tuple[str, ...] = ()
+        if st.module == "linear":
+            params = ("weight", "bias") if st.bias is not None else ("weight",)
+        return ModuleState(st.id, st.module, st.p, params, burn_origin=st.id)
+    m = modules[st.input]
+    new = replace(m, id=st.id)
+    t = st.transform
+    if t == "valid":  # eval(); burn: a snapshot on the plain device, configured state kept
+        return replace(new, training=False, valid=True, burn_training=False, burn_origin=None)
+    if t == "train":  # burn: back on autodiff; a require-grad parameter stays the same leaf
+        if m.requires_grad:
+            origin = st.id if m.valid else m.burn_origin
+        else:
+            origin = None
+        return replace(new, training=True, valid=False, burn_training=m.burn_configured_training,
+                       burn_origin=origin)
+    if t == "no_grad":  # requires_grad_(False); training flags untouched
+        return replace(new, requires_grad=False, no_grad=True, burn_origin=None)
+    if t == "freeze":  # requires_grad_(False) + eval(); burn: persistently
+        return replace(new, requires_grad=False, training=False, burn_training=False,
+                       burn_configured_training=False, burn_origin=None)
+    assert t == "unfreeze", t
+    # requires_grad_(True) + train(); burn: a plain-device parameter stays plain until train(),
+    # a require-grad one stays the same leaf, a detached one becomes a new leaf
+    if m.valid:
+        origin = None
+    else:
+        origin = m.burn_origin if m.requires_grad else st.id
+    return replace(new, requires_grad=True, training=True, burn_training=True, burn_configured_training=True,
+                   no_grad=False, burn_origin=origin)
 
 
 def _union(states: Sequence[State]) -> frozenset[str]:
@@ -118,11 +241,19 @@ def _union(states: Sequence[State]) -> frozenset[str]:
     return out
 
 
-def _base_torch(st: Statement, inputs: tuple[State, ...], shapes: dict[str, Shape]) -> TorchState:
+def _base_torch(
+    st: Statement, inputs: tuple[State, ...], shapes: dict[str, Shape], module: ModuleState | None = None
+) -> TorchState:
     """PyTorch autograd, including its view semantics: a view made inside no_grad /
     inference_mode keeps its base's requires_grad (as a leaf without grad_fn, whose gradient
     reaches nobody) and its base's inference-ness."""
     ins = [s for s in inputs if isinstance(s, TorchState)]
+    if isinstance(st, Param):
+        assert module is not None
+        return torch_param_state(module, st.param, shapes[st.id])
+    if isinstance(st, Apply):
+        assert module is not None
+        return _torch_apply(module, ins[0], shapes[st.id])
     if isinstance(st, Leaf):
         key = st.id if st.require_grad else None
         return TorchState(st.require_grad, True, False, False, key,
@@ -151,9 +282,30 @@ def _base_torch(st: Statement, inputs: tuple[State, ...], shapes: dict[str, Shap
     return TorchState(False, True, False, False, strides=strides)
 
 
-def _base_burn(st: Statement, inputs: tuple[State, ...]) -> BurnState:
+def _torch_apply(m: ModuleState, x: TorchState, shape: Shape) -> TorchState:
+    """nn.Linear / nn.Dropout on x; a module derived from `valid` runs under torch.no_grad()."""
+    const = TorchState(False, True, False, False, strides=contiguous_strides(shape))
+    if m.kind == "dropout":
+        if not m.training or m.p == 0.0:
+            return x  # PyTorch returns its input itself
+        if m.valid or not x.requires_grad:
+            return const
+        return TorchState(True, False, True, False, None, x.sources, contiguous_strides(shape))
+    params = [torch_param_state(m, name, ()) for name in m.params]
+    if m.valid or not any(s.requires_grad for s in (x, *params)):
+        return const
+    return TorchState(True, False, True, False, None, _union([x, *params]), contiguous_strides(shape))
+
+
+def _base_burn(st: Statement, inputs: tuple[State, ...], module: ModuleState | None = None) -> BurnState:
     """burn as if it followed PyTorch's autograd, mapped onto burn's three flags."""
     ins = [s for s in inputs if isinstance(s, BurnState)]
+    if isinstance(st, Param):
+        assert module is not None
+        return burn_param_state(module, st.param)
+    if isinstance(st, Apply):
+        assert module is not None
+        return _burn_apply(module, ins[0])
     if isinstance(st, Leaf):
         ad = st.device == "autodiff"
         key = st.id if st.require_grad else None
@@ -169,3 +321,19 @@ def _base_burn(st: Statement, inputs: tuple[State, ...]) -> BurnState:
         return BurnState(ad, False, False)
     tracked = any(s.is_tracked for s in ins)
     return BurnState(ad, tracked, False, None, _union([s for s in ins if s.is_tracked]))
+
+
+def _burn_apply(m: ModuleState, x: BurnState) -> BurnState:
+    """PyTorch's apply (see _torch_apply) mapped onto burn's flags; the parameters are on the
+    autodiff device, so the output is too."""
+    if m.kind == "dropout":
+        if not m.training or m.p == 0.0:
+            return x
+        if m.valid:
+            return BurnState(x.is_autodiff, False, False)
+        return BurnState(x.is_autodiff, x.is_tracked, False, None, x.sources if x.is_tracked else EMPTY)
+    if m.valid:
+        return BurnState(True, False, False)
+    ins = [x, *(burn_param_state(m, name) for name in m.params)]
+    tracked = [s for s in ins if s.is_tracked]
+    return BurnState(True, bool(tracked), False, None, _union(tracked))

@@ -6,6 +6,7 @@ Registered as a pytest11 entry point, so `pytest` anywhere in the project picks 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 
 from .burn_worker import BurnWorker
 from .compare import Verdict
-from .corpus import CorpusError, case_from_verdict, judge, load_case, save_case
+from .corpus import CorpusError, case_from_verdict, judge, load_case, replay_memory_case, save_case
 
 ROOT_MARKER = "pyproject.toml"
 _WORKER: BurnWorker | None = None
@@ -62,12 +63,34 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: long-running; needs --run-slow")
 
 
+def memory_full(config: pytest.Config) -> bool:
+    """Whether to run the full set of memory checks: with --run-slow, or when the marker
+    expression selects memory tests specifically (`-m memory`, `-m "memory and not slow"`):
+    it selects a test marked only `memory` and not an unmarked one."""
+    if config.getoption("--run-slow"):
+        return True
+    expr = config.getoption("markexpr", "") or ""
+    if not expr:
+        return False
+    from _pytest.mark.expression import Expression
+
+    def marked(*names: str) -> Any:
+        def matcher(name: str, /, **kwargs: str | int | bool | None) -> bool:
+            return name in names
+
+        return matcher
+
+    compiled = Expression.compile(expr)
+    return compiled.evaluate(marked("memory")) and not compiled.evaluate(marked())
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--run-slow"):
         return
-    skip = pytest.mark.skip(reason="slow: run with --run-slow (see README, 'Tests')")
+    full_memory = memory_full(config)
+    skip = pytest.mark.skip(reason="slow: run with --run-slow (memory checks: or -m memory; see README, 'Tests')")
     for item in items:
-        if "slow" in item.keywords:
+        if "slow" in item.keywords and not (full_memory and "memory" in item.keywords):
             item.add_marker(skip)
 
 
@@ -127,9 +150,23 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Col
     return CorpusFile.from_parent(parent, path=file_path)
 
 
+def _case_kind(path: Path) -> str | None:
+    """The case's "kind" if the file parses (a corrupt file fails when the item runs)."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    kind = doc.get("kind", "program") if isinstance(doc, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
 class CorpusFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
-        yield CorpusItem.from_parent(self, name=self.path.stem)
+        item = CorpusItem.from_parent(self, name=self.path.stem)
+        if _case_kind(self.path) == "memory":
+            # measured in fresh processes: quick size by default, full with --run-slow / -m memory
+            item.add_marker(pytest.mark.memory)
+        yield item
 
 
 class CorpusItem(pytest.Item):
@@ -138,6 +175,11 @@ class CorpusItem(pytest.Item):
             case = load_case(self.path)
         except CorpusError as e:
             raise CorpusFailure(str(e)) from None
+        if case.memory is not None:
+            outcome = replay_memory_case(case, full=memory_full(self.config))
+            if not outcome.ok:
+                raise CorpusFailure(f"{self.path} [{case.status}]: {outcome.message}")
+            return
         from .runner import check
 
         verdict = check(case.program, shared_worker())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .ir import Backward, Cut, Leaf, OpCall, Program
+from .ir import Apply, Cut, Leaf, Module, OpCall, Param, Program, Statement, Transform
 
 
 def fmt_float(x: float) -> str:
@@ -32,7 +32,7 @@ def fmt_attrs(attrs: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def statement_text(st: Leaf | OpCall | Cut | Backward) -> str:
+def statement_text(st: Statement) -> str:
     if isinstance(st, Leaf):
         rg = " require_grad" if st.require_grad else ""
         return f"{st.id} = leaf{list(st.shape)} {st.device}{rg} {fmt_data(st.data)}"
@@ -43,6 +43,18 @@ def statement_text(st: Leaf | OpCall | Cut | Backward) -> str:
     if isinstance(st, Cut):
         region = f"   [{st.region}]" if st.region != "grad" else ""
         return f"{st.id} = {st.cut}({st.input}){region}"
+    if isinstance(st, Module):
+        if st.module == "dropout":
+            return f"{st.id}: dropout(p={fmt_float(st.p)})"
+        assert st.weight is not None
+        bias = fmt_data(st.bias.data) if st.bias is not None else "None"
+        return f"{st.id}: linear{list(st.weight.shape)} weight={fmt_data(st.weight.data)} bias={bias}"
+    if isinstance(st, Transform):
+        return f"{st.id}: {st.input}.{st.transform}()"
+    if isinstance(st, Apply):
+        return f"{st.id} = {st.module}({st.input})"
+    if isinstance(st, Param):
+        return f"{st.id} = {st.module}.{st.param}"
     return f"{st.id}: backward({st.input})"
 
 

@@ -24,7 +24,7 @@ import struct
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .ir import Backward, Cut, Leaf, OpCall, Program, Region, Shape, Statement
+from .ir import Apply, Backward, Cut, Leaf, Module, OpCall, Param, Program, Region, Shape, Statement, Transform
 from .validate import infer_shapes
 
 __all__ = ["rust_test", "rust_test_file", "torch_script", "variable_names"]
@@ -41,7 +41,8 @@ RUST_KEYWORDS = frozenset(
 EMITTER_NAMES = frozenset(
     "torch F sys t e show show_grad fail device plain input lhs rhs indices mask Tensor TensorData Device "
     "Int Bool Shape Slice Gradients activation burn std core alloc f32 f64 i64 usize bool vec println "
-    "assert _".split()
+    "assert _ copy_module show_param show_grad_param Linear Dropout DropoutConfig Param Module nn Some None "
+    "raw".split()
 )
 RESERVED = frozenset(keyword.kwlist) | frozenset(dir(builtins)) | RUST_KEYWORDS | EMITTER_NAMES
 
@@ -132,7 +133,7 @@ def _wrap(items: list[str], indent: str, width: int = 100) -> str:
 _TORCH_UNARY = {
     "exp": "torch.exp", "log": "torch.log", "log1p": "torch.log1p", "sqrt": "torch.sqrt",
     "sin": "torch.sin", "cos": "torch.cos", "tan": "torch.tan", "tanh": "torch.tanh",
-    "sinh": "torch.sinh", "cosh": "torch.cosh", "erf": "torch.erf", "recip": "torch.reciprocal",
+    "sinh": "torch.sinh", "cosh": "torch.cosh", "erf": "torch.erf", "atan": "torch.atan", "recip": "torch.reciprocal",
     "square": "torch.square", "abs": "torch.abs", "neg": "torch.neg", "sign": "torch.sign",
     "floor": "torch.floor", "ceil": "torch.ceil", "round": "torch.round", "sigmoid": "torch.sigmoid",
     "relu": "torch.relu", "gelu": "torch.nn.functional.gelu",
@@ -255,6 +256,33 @@ def fail(index, ident, e):
     raise SystemExit(1)
 '''
 
+# Only in scripts that use modules. burn's transforms return a new module; the counterpart is a
+# deep copy (copy.deepcopy in difftest's executor), rebuilt here so the script imports only torch.
+_TORCH_MODULE_HELPERS = '''
+
+def copy_module(m):
+    """A deep copy of an nn.Linear / nn.Dropout: same values and settings, no gradients."""
+    if isinstance(m, torch.nn.Dropout):
+        c = torch.nn.Dropout(m.p)
+    else:
+        c = torch.nn.Linear(m.in_features, m.out_features, bias=m.bias is not None, dtype=m.weight.dtype)
+        with torch.no_grad():
+            c.weight.copy_(m.weight)
+            if m.bias is not None:
+                c.bias.copy_(m.bias)
+        c.requires_grad_(m.weight.requires_grad)
+    return c.train(m.training)
+'''
+
+# PyTorch counterparts of burn's module transforms (docs/format.md, Modules).
+_TORCH_TRANSFORM = {
+    "valid": ".eval()  # burn: valid(); forwards run under torch.no_grad()",
+    "train": ".train()",
+    "no_grad": ".requires_grad_(False)",
+    "freeze": ".requires_grad_(False).eval()",
+    "unfreeze": ".requires_grad_(True).train()",
+}
+
 _REGION_SCOPE = {"no_grad": "torch.no_grad()", "inference_mode": "torch.inference_mode()"}
 
 
@@ -267,9 +295,13 @@ def torch_script(program: Program, name: str | None = None) -> str:
     catalog's lowerings and prints every value, its autograd flags and the gradients."""
     shapes = infer_shapes(program)
     names = variable_names(program)
-    out = [f"# difftest reproducer{f' {name}' if name else ''}: PyTorch {_count(program)}", _TORCH_PRELUDE, ""]
+    has_modules = any(isinstance(st, Module) for st in program.statements)
+    prelude = _TORCH_PRELUDE + (_TORCH_MODULE_HELPERS if has_modules else "")
+    out = [f"# difftest reproducer{f' {name}' if name else ''}: PyTorch {_count(program)}", prelude, ""]
     defined: list[str] = []
     scope: Region = "grad"
+    no_grad_apply: dict[str, bool] = {}  # module handle -> derived from valid (not trained since)
+    dropouts: set[str] = set()
     for index, st in enumerate(program.statements):
         region = _region(st)
         if region != scope:
@@ -290,6 +322,37 @@ def torch_script(program: Program, name: str | None = None) -> str:
             out.append(f"{ind}print('backward {st.id}')")
             out.extend(f"{ind}show_grad({d!r}, {names[d]})" for d in defined)
             continue
+        if isinstance(st, Module):
+            no_grad_apply[st.id] = False
+            out.extend(_torch_module(st, var))
+            if st.module == "dropout":
+                dropouts.add(st.id)
+            continue
+        if isinstance(st, Transform):
+            src = names[st.input]
+            out.append(f"{var} = copy_module({src}){_TORCH_TRANSFORM[st.transform]}")
+            if st.transform in ("valid", "train"):
+                no_grad_apply[st.id] = st.transform == "valid"
+            else:
+                no_grad_apply[st.id] = no_grad_apply[st.input]
+            if st.input in dropouts:
+                dropouts.add(st.id)
+            continue
+        if isinstance(st, Apply):
+            out.append("try:")
+            if st.module in dropouts:
+                out.append("    torch.manual_seed(0)  # as difftest's executor, before every dropout")
+            call = f"{var} = {names[st.module]}({names[st.input]})"
+            if no_grad_apply[st.module]:
+                out.append("    with torch.no_grad():  # the module derives from valid()")
+                out.append(f"        {call}")
+            else:
+                out.append(f"    {call}")
+            out.append("except Exception as e:")
+            out.append(f"    fail({index}, {st.id!r}, e)")
+            out.append(f"show({st.id!r}, {var})")
+            defined.append(st.id)
+            continue
         if isinstance(st, Leaf):
             data = _wrap([py_f32(x) for x in st.data], ind + " " * 8)
             expr = f"torch.tensor([{data}], dtype=torch.float32).reshape({_list(st.shape)}).clone()"
@@ -297,6 +360,8 @@ def torch_script(program: Program, name: str | None = None) -> str:
                 expr += ".requires_grad_()"
         elif isinstance(st, OpCall):
             expr = torch_op_expr(st, [names[i] for i in st.inputs], shapes)
+        elif isinstance(st, Param):
+            expr = f"{names[st.module]}.{st.param}"
         else:
             src = names[st.input]
             expr = {"detach": f"{src}.detach()", "without_autodiff": f"{src}.detach()", "autodiff": src}[st.cut]
@@ -311,6 +376,22 @@ def torch_script(program: Program, name: str | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
+def _torch_module(st: Module, var: str) -> list[str]:
+    if st.module == "dropout":
+        return [f"{var} = torch.nn.Dropout({py_float(st.p)})"]
+    assert st.weight is not None
+    out_f, in_f = st.weight.shape
+    has_bias = st.bias is not None
+    lines = [f"{var} = torch.nn.Linear({in_f}, {out_f}, bias={has_bias})  # weight [out, in] = [{out_f}, {in_f}]",
+             "with torch.no_grad():"]
+    w = _wrap([py_f32(x) for x in st.weight.data], " " * 8)
+    lines.append(f"    {var}.weight.copy_(torch.tensor([{w}]).reshape({out_f}, {in_f}))")
+    if st.bias is not None:
+        b = _wrap([py_f32(x) for x in st.bias.data], " " * 8)
+        lines.append(f"    {var}.bias.copy_(torch.tensor([{b}]))")
+    return lines
+
+
 def _count(program: Program) -> str:
     return f"({len(program)} statements)"
 
@@ -319,7 +400,7 @@ def _count(program: Program) -> str:
 
 _RUST_METHOD = {
     "exp": "exp", "log": "log", "log1p": "log1p", "sqrt": "sqrt", "sin": "sin", "cos": "cos",
-    "tan": "tan", "tanh": "tanh", "sinh": "sinh", "cosh": "cosh", "erf": "erf", "recip": "recip",
+    "tan": "tan", "tanh": "tanh", "sinh": "sinh", "cosh": "cosh", "erf": "erf", "atan": "atan", "recip": "recip",
     "square": "square", "abs": "abs", "neg": "neg", "sign": "sign", "floor": "floor", "ceil": "ceil",
     "round": "round", "transpose": "transpose",
 }
@@ -436,6 +517,68 @@ def _rust_inline(spec: dict[str, Any], rank: int, kind: str, on: str) -> str:
             f"&{on}.device())")
 
 
+def _rust_param_helpers(uses_grads: bool) -> list[str]:
+    """Linear weights: burn stores [in, out]; flags are the parameter's, values (and the
+    gradient) are printed in PyTorch's [out, in] layout, as difftest-burn reports them."""
+    lines = [
+        "fn show_param(name: &str, raw: &Tensor<2>) {",
+        "    let t = raw.clone().transpose();",
+        "    let values = t.try_to_vec_as::<f32>().unwrap();",
+        "    println!(",
+        '        "{} shape={:?} is_autodiff={} is_tracked={} is_require_grad={} values={:?}",',
+        "        name, t.dims(), raw.is_autodiff(), raw.is_tracked(), raw.is_require_grad(), values",
+        "    );",
+        "}",
+    ]
+    if uses_grads:
+        lines += [
+            "fn show_grad_param(name: &str, raw: &Tensor<2>, grads: &Gradients) {",
+            "    match raw.grad(grads) {",
+            "        Some(g) => {",
+            "            let g = g.transpose();",
+            "            let values = g.try_to_vec_as::<f32>().unwrap();",
+            '            println!("grad {} = {:?} shape={:?}", name, values, g.dims());',
+            "        }",
+            '        None => println!("grad {} = None", name),',
+            "    }",
+            "}",
+        ]
+    return lines
+
+
+def _rust_module(st: Module, var: str) -> str:
+    if st.module == "dropout":
+        return f"let {var} = DropoutConfig::new({rust_f64(st.p)}).init();"
+    assert st.weight is not None
+    out_f, in_f = st.weight.shape
+    # burn's Linear stores [in, out]: the program's [out, in] weight, transposed
+    wt = [st.weight.data[o * in_f + i] for i in range(in_f) for o in range(out_f)]
+    items = [rust_f32(x) for x in wt]
+    if not items[0].startswith("f32::"):
+        items[0] += "f32"
+    w = (f"Param::from_tensor(Tensor::<2>::from_data(TensorData::new(vec![{_wrap(items, '        ')}], "
+         f"[{in_f}, {out_f}]), &device))")
+    if st.bias is None:
+        bias = "None"
+    else:
+        b_items = [rust_f32(x) for x in st.bias.data]
+        if not b_items[0].startswith("f32::"):
+            b_items[0] += "f32"
+        bias = (f"Some(Param::from_tensor(Tensor::<1>::from_data(TensorData::new(vec![{_wrap(b_items, '        ')}], "
+                f"[{out_f}]), &device)))")
+    return "\n".join([
+        f"// weight [out, in] = [{out_f}, {in_f}], stored by burn as [in, out]",
+        f"let {var} = Linear {{",
+        f"    weight: {w},",
+        f"    bias: {bias},",
+        "};",
+    ])
+
+
+_RUST_TRANSFORM = {"valid": "valid()", "train": "clone().train()", "no_grad": "clone().no_grad()",
+                   "freeze": "clone().freeze()", "unfreeze": "clone().unfreeze()"}
+
+
 def _rust_helpers(uses_grads: bool) -> list[str]:
     lines = [
         "fn show<const D: usize>(name: &str, t: &Tensor<D>) {",
@@ -473,20 +616,53 @@ def rust_test(program: Program, name: str) -> str:
     ind = "    "
     body: list[str] = []
     leaves = [s for s in program.statements if isinstance(s, Leaf)]
-    if any(s.device == "autodiff" for s in leaves):
+    modules = [s for s in program.statements if isinstance(s, Module)]
+    nn_uses: set[str] = set()
+    if any(m.module == "dropout" for m in modules):
+        body.append("// dropout masks come from the backend's RNG, seeded as difftest-burn seeds it")
+        body.append("Device::flex().seed(0);")
+    if any(s.device == "autodiff" for s in leaves) or any(m.module == "linear" for m in modules):
         body.append("let device = Device::flex().autodiff();")
     if any(s.device == "plain" for s in leaves):
         body.append("let plain = Device::flex();")
     defined: list[str] = []
+    weights: dict[str, str] = {}  # weight param id -> expression of burn's [in, out] parameter
     for st in program.statements:
         if isinstance(st, Backward):
             body.append(f"let {names[st.id]} = {names[st.input]}.backward();")
             body.append(f'println!("backward {st.id}");')
-            body.extend(f'show_grad("{d}", &{names[d]}, &{names[st.id]});' for d in defined)
+            for d in defined:
+                if d in weights:
+                    body.append(f'show_grad_param("{d}", &{weights[d]}, &{names[st.id]});')
+                else:
+                    body.append(f'show_grad("{d}", &{names[d]}, &{names[st.id]});')
             uses.add("Gradients")
             continue
         var = names[st.id]
+        if isinstance(st, Module):
+            nn_uses.update({"Module", "Param", "Linear"} if st.module == "linear" else {"Module", "DropoutConfig"})
+            body.append(_rust_module(st, var))
+            continue
+        if isinstance(st, Transform):
+            body.append(f"let {var} = {names[st.input]}.{_RUST_TRANSFORM[st.transform]};")
+            continue
         rank = ranks[st.id]
+        if isinstance(st, Param):
+            handle = names[st.module]
+            if st.param == "weight":
+                weights[st.id] = f"{handle}.weight.val()"
+                body.append(f"let {var}: Tensor<2> = {handle}.weight.val().transpose(); // PyTorch's layout")
+                body.append(f'show_param("{st.id}", &{weights[st.id]});')
+            else:
+                body.append(f"let {var}: Tensor<1> = {handle}.bias.as_ref().unwrap().val();")
+                body.append(f'show("{st.id}", &{var});')
+            defined.append(st.id)
+            continue
+        if isinstance(st, Apply):
+            body.append(f"let {var}: Tensor<{rank}> = {names[st.module]}.forward({names[st.input]}.clone());")
+            body.append(f'show("{st.id}", &{var});')
+            defined.append(st.id)
+            continue
         if isinstance(st, Leaf):
             dev = "device" if st.device == "autodiff" else "plain"
             items = [rust_f32(x) for x in st.data]
@@ -520,8 +696,16 @@ def rust_test(program: Program, name: str) -> str:
     out.append(f"fn {name}() {{")
     out.append(f"{ind}// difftest reproducer: burn 0.22.1, Flex backend {_count(program)}")
     out.append(f"{ind}use burn::tensor::{{{', '.join(imports)}}};")
+    for path, names_used in (("burn::module", nn_uses & {"Module", "Param"}),
+                             ("burn::nn", nn_uses & {"DropoutConfig", "Linear"})):
+        if len(names_used) == 1:
+            out.append(f"{ind}use {path}::{next(iter(names_used))};")
+        elif names_used:
+            out.append(f"{ind}use {path}::{{{', '.join(sorted(names_used))}}};")
     out.append("")
     out.extend(f"{ind}{line}" if line else "" for line in _rust_helpers("Gradients" in uses))
+    if weights:
+        out.extend(f"{ind}{line}" if line else "" for line in _rust_param_helpers("Gradients" in uses))
     out.append("")
     for line in body:
         out.extend(f"{ind}{part}" for part in line.split("\n"))

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .catalog import CATALOG
-from .ir import Cut, Leaf, OpCall, Statement, region_of
-from .states import EMPTY, BurnState, Failure, Result, State, TorchState
+from .ir import Apply, Cut, Leaf, Module, OpCall, Param, Shape, Statement, region_of
+from .states import EMPTY, BurnState, Failure, ModuleState, Result, State, TorchState
+from .strides import contiguous_strides
 
 Framework = Literal["burn", "torch"]
 
@@ -35,6 +36,8 @@ class Step:
     statement: Statement
     inputs: tuple[State, ...]
     current: Result
+    module: ModuleState | None = None  # the module handle an apply/param/transform reads
+    input_shapes: tuple[Shape, ...] = ()  # shapes of `inputs`
 
 
 @dataclass(frozen=True)
@@ -92,13 +95,150 @@ def _plain_leaf_require_grad(step: Step) -> bool:
 
 def _saves_inference_tensor(step: Step) -> bool:
     st = step.statement
+    ins = _torch_inputs(step)
+    m = step.module
+    if isinstance(st, Apply) and m is not None:
+        # nn.Linear saves its input for the weight's gradient (outside torch.no_grad()); an
+        # input of rank >= 3 is flattened to [-1, in] first, and when that reshape has to copy
+        # (the leading dims do not merge into one stride), the copy is saved, not the input
+        if m.kind != "linear" or m.valid or not m.requires_grad or not ins[0].is_inference:
+            return False
+        shape = step.input_shapes[0]
+        return len(shape) <= 2 or _merges_to_view(shape[:-1], ins[0].strides[:-1])
     if not isinstance(st, OpCall) or st.region != "grad":
         return False
-    ins = _torch_inputs(step)
     if not any(s.requires_grad for s in ins):
         return False
     saved = CATALOG[st.op].saves
     return any(ins[i].is_inference for i in saved if i < len(ins))
+
+
+def _merges_to_view(shape: Shape, strides: tuple[int, ...]) -> bool:
+    """Whether dims of this shape and these strides flatten into one dim without a copy."""
+    chunk: tuple[int, int] | None = None  # (stride, size) of the merged inner dims
+    for size, stride in reversed(list(zip(shape, strides))):
+        if size == 1:
+            continue
+        if chunk is not None and stride != chunk[0] * chunk[1]:
+            return False
+        chunk = (chunk[0], chunk[1] * size) if chunk is not None else (stride, size)
+    return True
+
+
+# ---------------------------------------------------------------- modules
+
+def torch_param_state(m: ModuleState, name: str, shape: Shape) -> TorchState:
+    """A parameter of the handle `m` in PyTorch: its own leaf (every transform deep-copies)."""
+    key = m.key(name) if m.requires_grad else None
+    return TorchState(m.requires_grad, True, False, False, key, frozenset({key}) if key else EMPTY,
+                      contiguous_strides(shape) if shape else ())
+
+
+def burn_param_state(m: ModuleState, name: str) -> BurnState:
+    """PyTorch's parameter mapped onto burn's flags: a leaf on the autodiff device that
+    requires grad when PyTorch's does, one leaf per handle (the base; rules refine it)."""
+    if not m.requires_grad:
+        return BurnState(True, False, False)
+    key = m.key(name)
+    return BurnState(True, True, True, key, frozenset({key}))
+
+
+def shares_params(m: ModuleState) -> bool:
+    """burn's parameters of `m` are the leaves of an earlier handle (a clone that kept them)."""
+    return (m.kind == "linear" and not m.valid and m.requires_grad and m.burn_origin is not None
+            and m.burn_origin != m.id)
+
+
+def module_param_keys(fw: Framework, m: ModuleState) -> list[str]:
+    """The grad keys of the parameters a forward through `m` records, in each framework."""
+    if m.kind != "linear" or m.valid or not m.requires_grad:
+        return []
+    if fw == "burn" and shares_params(m):
+        return [m.key(name, m.burn_origin) for name in m.params]
+    return [m.key(name) for name in m.params]
+
+
+def _module_of(step: Step) -> ModuleState:
+    assert step.module is not None
+    return step.module
+
+
+def _is_dropout_p1(step: Step) -> bool:
+    st = step.statement
+    return isinstance(st, Module) and st.module == "dropout" and not st.p < 1.0
+
+
+def _valid_module_computes(step: Step) -> bool:
+    """A param of, or a forward through, a module derived from valid() (not trained since)
+    that computes something (a dropout that returns its input as is computes nothing)."""
+    st, m = step.statement, step.module
+    if m is None or not m.valid:
+        return False
+    if isinstance(st, Param):
+        return True
+    return isinstance(st, Apply) and (m.kind == "linear" or (m.training and m.p > 0.0))
+
+
+def _valid_off_autodiff(step: Step) -> Result:
+    return BurnState(False, False, False)
+
+
+def _valid_with_autodiff_input(step: Step) -> bool:
+    return (
+        _valid_module_computes(step)
+        and isinstance(step.statement, Apply)
+        and _burn_inputs(step)[0].is_autodiff
+    )
+
+
+def _autodiff_input_output(step: Step) -> Result:
+    x = _burn_inputs(step)[0]
+    return BurnState(True, x.is_tracked, False, None, x.sources if x.is_tracked else EMPTY)
+
+
+def _shares_params(step: Step) -> bool:
+    m = step.module
+    return isinstance(step.statement, (Param, Apply)) and m is not None and shares_params(m)
+
+
+def _shared_params(step: Step) -> Result:
+    st, m, cur = step.statement, _module_of(step), step.current
+    assert isinstance(cur, BurnState)
+    if isinstance(st, Param):
+        key = m.key(st.param, m.burn_origin)
+        return BurnState(True, True, True, key, frozenset({key}))
+    own = frozenset(module_param_keys("torch", m))  # the base: PyTorch's deep copy's keys
+    shared = frozenset(module_param_keys("burn", m))
+    return BurnState(cur.is_autodiff, cur.is_tracked, cur.is_require_grad, cur.key, (cur.sources - own) | shared)
+
+
+def _module_no_grad(step: Step) -> bool:
+    m = step.module
+    return isinstance(step.statement, (Param, Apply)) and m is not None and m.no_grad and not m.valid
+
+
+def _no_grad_semantics(step: Step) -> Result:
+    """burn's Module::no_grad(): every float parameter set_require_grad(false) (a detached
+    leaf on the autodiff device), persistently (train() keeps it); training flags untouched."""
+    if isinstance(step.statement, Param):
+        return BurnState(True, False, False)
+    return step.current
+
+
+def _freeze_survives_train(step: Step) -> bool:
+    m = step.module
+    return (isinstance(step.statement, Apply) and m is not None and m.kind == "dropout" and m.p > 0.0
+            and m.training and not m.burn_training)
+
+
+def _dropout_off_autodiff(step: Step) -> bool:
+    m = step.module
+    return (isinstance(step.statement, Apply) and m is not None and m.kind == "dropout" and m.p > 0.0
+            and m.burn_training and not _burn_inputs(step)[0].is_autodiff)
+
+
+def _returns_input(step: Step) -> Result:
+    return step.inputs[0]
 
 
 # burn returns its input handle, not a new node, for these no-op calls (found by running:
@@ -108,6 +248,9 @@ NOOP_RETURNS_INPUT: dict[str, Callable[[dict[str, Any]], bool]] = {
     "permute": lambda a: list(a["axes"]) == list(range(len(a["axes"]))),
     "swap_dims": lambda a: a["dim1"] == a["dim2"],
     "powi_scalar": lambda a: a["exponent"] == 1,
+    # burn dispatches powf_scalar with an integral exponent to powi_scalar (found by running:
+    # powf_scalar(x, 1.0) of a require-grad leaf reports true true true)
+    "powf_scalar": lambda a: a["exponent"] == 1.0,
 }
 
 
@@ -161,9 +304,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "inference-tensor-saved",
         "torch",
-        "an inference tensor cannot be saved for backward: an op recorded outside "
-        "inference_mode that saves an inference-mode input raises in PyTorch, while burn's "
-        "plain-device counterpart is just a constant.",
+        "an inference tensor cannot be saved for backward: an op (or an nn.Linear whose "
+        "parameters require grad) recorded outside inference_mode that saves an inference-mode "
+        "input raises in PyTorch, while burn's plain-device counterpart is just a constant.",
         "1 (inference_mode -> plain device) and issue 4 item 5",
         _saves_inference_tensor,
         lambda step: Failure("exception", "inference tensor saved for backward"),
@@ -175,14 +318,99 @@ RULES = (
     Rule(
         "noop-returns-input",
         "burn",
-        "for a no-op call (identity permute, swap_dims(d, d), powi_scalar(1)) burn returns the "
-        "input tensor itself: a require-grad leaf stays a require-grad leaf and receives the "
+        "for a no-op call (identity permute, swap_dims(d, d), powi_scalar(1), powf_scalar(1.0)) "
+        "burn returns the input tensor itself: a require-grad leaf stays a require-grad leaf and receives the "
         "gradient directly; PyTorch records a new node (requires_grad, not a leaf).",
         "issue 4 item 3 (found by running; burn-autodiff float_powi_scalar: `1 => lhs`)",
         _is_noop_alias,
         lambda step: step.inputs[0],
     ),
 )
+
+MODULE_RULES: tuple[Rule, ...] = (
+    Rule(
+        "dropout-p1-panics",
+        "burn",
+        "burn's DropoutConfig::init panics unless 0 <= p < 1 (\"Dropout probability must be finite "
+        "and in the range [0, 1), but got 1\"); PyTorch's nn.Dropout(1.0) zeroes its input.",
+        "2 (many ops panic by design); issue 4 item 2 (Dropout p = 1), found by running",
+        _is_dropout_p1,
+        lambda step: Failure("panic", "DropoutConfig::new(1.0).init() panics (p must be in [0, 1))"),
+    ),
+    Rule(
+        "valid-off-autodiff",
+        "burn",
+        "valid() returns a snapshot whose parameters are on the plain device (false false false, "
+        "no gradient) until train(); unfreeze() does not bring them back. Its forward computes "
+        "off autodiff: the counterpart of PyTorch's eval() + torch.no_grad() (whose parameters "
+        "still require grad).",
+        "1 (mapping table: no_grad model(x) -> model.valid()); golden output 3 (fc.valid().weight)",
+        _valid_module_computes,
+        _valid_off_autodiff,
+    ),
+    Rule(
+        "valid-with-autodiff-input",
+        "burn",
+        "a valid() module fed an input still on the autodiff device returns an autodiff tensor, "
+        "untracked (true false false) unless the input itself is tracked, in which case the "
+        "graph through the input is recorded and the input gets a gradient. Under PyTorch's "
+        "torch.no_grad() the output never requires grad.",
+        "1 (expected divergences: valid-with-autodiff-input; golden output 3, valid fc(x))",
+        _valid_with_autodiff_input,
+        _autodiff_input_output,
+    ),
+    Rule(
+        "module-no-grad",
+        "burn",
+        "Module::no_grad() is requires_grad_(False) on every parameter, not an inference mode: "
+        "the parameters stay on the autodiff device as constants (true false false), forwards "
+        "are still recorded through a tracked input, a later train() does not re-enable "
+        "gradients, and dropout keeps training. Measured against difftest's PyTorch "
+        "counterpart (deep copy + requires_grad_(False)) this is no flag or gradient difference: "
+        "the rule records where DESIGN.md's named divergence is exercised and asserts burn's "
+        "semantics (its effect equals the base, so it cannot go stale).",
+        "1 (mapping table: param.requires_grad_(False) -> Module::no_grad(); expected "
+        "divergences: module-no-grad)",
+        _module_no_grad,
+        _no_grad_semantics,
+    ),
+    Rule(
+        "clone-shares-params",
+        "burn",
+        "a module clone shares its parameter tensors: train() or unfreeze() of a module whose "
+        "parameters already require grad on the autodiff device keeps the same leaves, so the "
+        "gradient of a forward through the new handle also lands on the old handle's params "
+        "(measured: fc.clone().train() and .unfreeze()), and where both handles reach the loss "
+        "burn's gradient is the sum of what PyTorch gives each deep copy (those gradient values "
+        "are not compared: Prediction.incomparable_grads). PyTorch's counterpart is a deep copy with "
+        "its own leaves.",
+        "2 (Module::train / unfreeze); found by running",
+        _shares_params,
+        _shared_params,
+    ),
+    Rule(
+        "freeze-survives-train",
+        "burn",
+        "freeze() clears dropout's training flag persistently: a later train() restores the "
+        "configured flag, which freeze cleared, so the dropout returns its input as is (only "
+        "unfreeze() re-enables it). PyTorch's train() after eval() drops out again.",
+        "2 (Module::freeze docs: 'train keeps ... rather than undoing the freeze'); found by running",
+        _freeze_survives_train,
+        _returns_input,
+    ),
+    Rule(
+        "dropout-off-autodiff-identity",
+        "burn",
+        "burn's Dropout::forward returns its input unchanged when the input is not on the "
+        "autodiff device (`!input.device().is_autodiff()`), even in training mode; PyTorch's "
+        "dropout in training mode always draws a mask.",
+        "2 (burn-nn 0.22.1 dropout.rs forward); found by running",
+        _dropout_off_autodiff,
+        _returns_input,
+    ),
+)
+
+RULES = (*RULES, *MODULE_RULES)
 
 RULES_BY_NAME = {r.name: r for r in RULES}
 assert len(RULES_BY_NAME) == len(RULES), "duplicate rule name"

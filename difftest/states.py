@@ -44,6 +44,36 @@ class BurnState:
 
 
 @dataclass(frozen=True)
+class ModuleState:
+    """What the model knows about a module handle (a `module` or `transform` statement).
+
+    The fields follow each framework's own transform semantics: PyTorch's counterparts
+    (torch_exec.transform_module: every transform is a deep copy, so `id` names the
+    handle's own parameter tensors) and burn's Module methods (burn-core 0.22.1
+    `module/base.rs`, `module/param/tensor.rs`, burn-nn `dropout.rs`). Which of these
+    differences are observable, and how, is declared by the rules in rules.py."""
+
+    id: str  # the handle; PyTorch's parameters of this handle are keyed "<id>.<param>"
+    kind: str  # "linear" | "dropout"
+    p: float = 0.0  # dropout probability
+    params: tuple[str, ...] = ()  # parameter names ("weight", "bias")
+    requires_grad: bool = True  # PyTorch requires_grad of the parameters; burn's configured
+    # trainability (its `is_active`, which no_grad/freeze clear and unfreeze sets)
+    training: bool = True  # PyTorch's module.training (valid/freeze: eval(); train/unfreeze: train())
+    valid: bool = False  # `valid` since the last `train`: PyTorch applies it under torch.no_grad(),
+    # burn's parameters are a snapshot on the plain device
+    burn_training: bool = True  # burn's effective training flag: a `train` after `freeze`
+    # restores the configured flag, which `freeze` cleared (only `unfreeze` sets it again)
+    burn_configured_training: bool = True
+    no_grad: bool = False  # Module::no_grad() since the last unfreeze (not freeze)
+    burn_origin: str | None = None  # the handle whose transform created burn's current
+    # require-grad parameter leaves (burn clones share parameter tensors); None when none
+
+    def key(self, param: str, origin: str | None = None) -> str:
+        return f"{origin or self.id}.{param}"
+
+
+@dataclass(frozen=True)
 class Failure:
     """A predicted error at a statement (a burn panic, a PyTorch exception)."""
 
@@ -52,9 +82,10 @@ class Failure:
 
 
 State = Union[TorchState, BurnState]
-Result = Union[TorchState, BurnState, Failure]
+Result = Union[TorchState, BurnState, Failure, ModuleState]
 
 PLAIN_BURN = BurnState(False, False, False)
 CONST_TORCH = TorchState(False, True, False, False)
 
-__all__ = ["CONST_TORCH", "PLAIN_BURN", "BurnState", "Failure", "Result", "State", "TorchState", "replace"]
+__all__ = ["CONST_TORCH", "PLAIN_BURN", "BurnState", "Failure", "ModuleState", "Result", "State", "TorchState",
+           "replace"]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 
 from .catalog import CATALOG
-from .ir import Backward, Cut, Leaf, OpCall, Program, Region
+from .ir import Apply, Backward, Cut, Leaf, Module, OpCall, Param, Program, Region, Transform
 from .observation import BackwardObs, ErrorObs, Observation, TensorObs, ValueObs
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -42,10 +44,69 @@ def flags(t: torch.Tensor) -> dict[str, bool]:
     }
 
 
+@dataclass(frozen=True)
+class TorchModule:
+    """A module handle: the nn.Module and whether its forward runs under `torch.no_grad()`
+    (a module derived from `valid` and not trained since: `model.eval()` + `no_grad`)."""
+
+    module: torch.nn.Module
+    no_grad: bool = False
+
+
+def build_module(st: Module, dt: torch.dtype) -> torch.nn.Module:
+    """`module` statement -> nn.Linear (weight [out, in] and bias copied from the data, the
+    parameters requiring grad) or nn.Dropout(p)."""
+    if st.module == "dropout":
+        return torch.nn.Dropout(st.p)
+    assert st.weight is not None
+    out_f, in_f = st.weight.shape
+    m = torch.nn.Linear(in_f, out_f, bias=st.bias is not None, dtype=dt)
+    with torch.no_grad():
+        m.weight.copy_(torch.tensor(st.weight.data, dtype=dt).reshape(out_f, in_f))
+        if st.bias is not None and m.bias is not None:
+            m.bias.copy_(torch.tensor(st.bias.data, dtype=dt))
+    return m
+
+
+def transform_module(handle: TorchModule, transform: str) -> TorchModule:
+    """burn's transforms return a new module: a deep copy with PyTorch's counterpart applied."""
+    m = copy.deepcopy(handle.module)
+    for p in m.parameters():
+        p.grad = None  # a copy starts without gradients, like burn's fresh parameters
+    if transform == "valid":
+        return TorchModule(m.eval(), no_grad=True)
+    if transform == "train":
+        return TorchModule(m.train(), no_grad=False)
+    if transform == "no_grad":
+        return TorchModule(m.requires_grad_(False), handle.no_grad)
+    if transform == "freeze":
+        return TorchModule(m.requires_grad_(False).eval(), handle.no_grad)
+    assert transform == "unfreeze", transform
+    return TorchModule(m.requires_grad_(True).train(), handle.no_grad)
+
+
+def apply_module(handle: TorchModule, x: torch.Tensor) -> torch.Tensor:
+    if isinstance(handle.module, torch.nn.Dropout):
+        torch.manual_seed(0)
+    if handle.no_grad:
+        with torch.no_grad():
+            out: torch.Tensor = handle.module(x)
+            return out
+    out = handle.module(x)
+    return out
+
+
+def module_param(handle: TorchModule, name: str) -> torch.Tensor:
+    t = getattr(handle.module, name)
+    assert isinstance(t, torch.Tensor), name
+    return t
+
+
 def run_torch(program: Program, dtype: str = "float32") -> Observation:
     """Execute `program`; a raised exception stops execution and becomes the error."""
     dt = DTYPES[dtype]
     env: dict[str, torch.Tensor] = {}
+    modules: dict[str, TorchModule] = {}
     values: list[ValueObs] = []
     backwards: list[BackwardObs] = []
     error: ErrorObs | None = None
@@ -54,7 +115,18 @@ def run_torch(program: Program, dtype: str = "float32") -> Observation:
             if isinstance(st, Backward):
                 backwards.append(_backward(st, env))
                 continue
-            t = _value(st, env, dt)
+            if isinstance(st, Module):
+                modules[st.id] = TorchModule(build_module(st, dt))
+                continue
+            if isinstance(st, Transform):
+                modules[st.id] = transform_module(modules[st.input], st.transform)
+                continue
+            if isinstance(st, Apply):
+                t = apply_module(modules[st.module], env[st.input])
+            elif isinstance(st, Param):
+                t = module_param(modules[st.module], st.param)
+            else:
+                t = _value(st, env, dt)
         except Exception as e:
             error = ErrorObs("exception", f"{type(e).__name__}: {e}".strip(), i, st.id)
             break

@@ -19,9 +19,27 @@ from difftest import catalog
 from difftest.catalog import VARIADIC, OpSpec
 from difftest.choices import Choices
 from difftest.domains import MAX_MAGNITUDE
-from difftest.ir import MAX_RANK, Backward, Cut, Leaf, OpCall, Program, Region, Shape, Statement, numel
+from difftest.ir import (
+    MAX_RANK,
+    TRANSFORMS,
+    Apply,
+    Backward,
+    Cut,
+    InlineTensor,
+    Leaf,
+    Module,
+    OpCall,
+    Param,
+    Program,
+    Region,
+    Shape,
+    Statement,
+    Transform,
+    numel,
+)
 from difftest.known_bugs import known_bug
 from difftest.shapes import ShapeError
+from difftest.torch_exec import TorchModule, apply_module, build_module, transform_module
 
 from .choices import weighted
 
@@ -43,6 +61,10 @@ class GenConfig:
     region_weights: tuple[float, float, float] = (8.0, 1.5, 1.0)  # grad, no_grad, inference_mode
     kind_weights: tuple[float, float, float] = (6.0, 2.0, 1.0)  # op, cut, leaf
     cut_weights: tuple[float, float, float] = (3.0, 2.0, 1.0)  # detach, without_autodiff, autodiff
+    module_weight: float = 0.5  # next to kind_weights: an nn module (built, transformed, used)
+    linear_weight: float = 3.0  # linear vs dropout (weight 1)
+    dropout_p_weights: tuple[float, float, float] = (1.0, 2.0, 0.5)  # p = 0, 0.5, 1 (burn panics)
+    transform_weights: tuple[float, ...] = (2.0, 2.0, 1.0, 1.0, 1.0)  # valid train no_grad freeze unfreeze
     avoid_known_bugs: bool = True  # skip triggers listed in difftest/known_bugs.py
 
     def op_specs(self) -> list[OpSpec]:
@@ -70,7 +92,7 @@ class _Builder:
         self.cfg = cfg
         self.statements: list[Statement] = []
         self.values: list[_Value] = []
-        self.counter = {"x": 0, "v": 0, "c": 0}
+        self.counter = {"x": 0, "v": 0, "c": 0, "m": 0, "t": 0, "y": 0, "p": 0}
         self.specs = cfg.op_specs()
         self.weights = [cfg.weights.get(s.name, 1.0) for s in self.specs]
         self.leaves = 0
@@ -170,7 +192,7 @@ class _Builder:
             return False
         region = weighted(c, REGIONS, self.cfg.region_weights)
         st = OpCall(self.fresh("v"), spec.name, tuple(v.id for v in inputs), attrs, region)
-        if self.cfg.avoid_known_bugs and known_bug(st) is not None:
+        if self.cfg.avoid_known_bugs and known_bug(st, self.statements) is not None:
             c.note(f"known-bug-avoided:{spec.name}")
             return False
         self.statements.append(st)
@@ -193,10 +215,65 @@ class _Builder:
         c.note(f"cut:{kind}")
         return True
 
+    def module(self) -> bool:
+        """An nn module fitted to an existing value: a Linear whose `in` is the value's last dim
+        (weights drawn here) or a Dropout; then transforms of it, forwards and parameters."""
+        c, cfg = self.c, self.cfg
+        src = self.pick_existing(lambda v: True)
+        if src is None:
+            return False
+        if c.boolean(cfg.linear_weight / (cfg.linear_weight + 1.0)):
+            d_in, d_out = src.shape[-1], c.integer(1, cfg.max_dim)
+            weight = InlineTensor((d_out, d_in), tuple(c.floats(d_out * d_in, -1.0, 1.0)))
+            bias = InlineTensor((d_out,), tuple(c.floats(d_out, -1.0, 1.0))) if c.boolean(0.7) else None
+            st = Module(self.fresh("m"), "linear", weight, bias)
+        else:
+            p = weighted(c, (0.0, 0.5, 1.0), cfg.dropout_p_weights)
+            st = Module(self.fresh("m"), "dropout", p=p)
+        self.statements.append(st)
+        c.note(f"module:{st.module}")
+        handles = [(st.id, TorchModule(build_module(st, torch.float32)))]
+        for _ in range(c.integer(0, 2)):
+            ident, handle = c.choice(handles[::-1])
+            kind = weighted(c, TRANSFORMS, cfg.transform_weights)
+            t = Transform(self.fresh("t"), kind, ident)
+            self.statements.append(t)
+            handles.append((t.id, transform_module(handle, kind)))
+            c.note(f"transform:{kind}")
+        for _ in range(c.integer(1, 2)):
+            ident, handle = c.choice(handles[::-1])
+            if st.module == "linear" and c.boolean(0.3):
+                name = "bias" if st.bias is not None and c.boolean(0.3) else "weight"
+                param = Param(self.fresh("p"), ident, name)  # type: ignore[arg-type]
+                self.statements.append(param)
+                tensor = getattr(handle.module, name).detach().clone()
+                self.values.append(_Value(param.id, tuple(tensor.shape), tensor))
+                c.note("param")
+                continue
+            x = src if c.boolean(0.7) else self.pick_existing(lambda v: v.shape[-1:] == src.shape[-1:])
+            assert x is not None
+            with torch.no_grad():
+                out = apply_module(handle, x.tensor)
+            if not bool(torch.isfinite(out).all()) or (out.numel() and float(out.abs().max()) > MAX_MAGNITUDE):
+                c.note("out-of-range:apply")
+                continue
+            app = Apply(self.fresh("y"), ident, x.id)
+            self.statements.append(app)
+            self.values.append(_Value(app.id, tuple(out.shape), out.detach().clone()))
+            c.note("apply")
+        return True
+
     def backward(self) -> None:
-        if not self.values:
+        roots = self.values[::-1]
+        if self.cfg.avoid_known_bugs:
+            # a linear's bias is burn's parameter leaf itself (a weight is read transposed): as a
+            # backward root it meets backward-of-used-leaf-panics once the module has been applied
+            bias = {s.id for s in self.statements if isinstance(s, Param) and s.param == "bias"}
+            roots = [v for v in roots
+                     if v.id not in bias and known_bug(Backward("bw", v.id), self.statements) is None]
+        if not roots:
             return
-        root = self.c.choice(self.values[::-1])
+        root = self.c.choice(roots)
         self.statements.append(Backward("bw", root.id))
         self.c.note("backward")
 
@@ -209,11 +286,13 @@ def generate(c: Choices, cfg: GenConfig | None = None) -> Program:
     for _ in range(cfg.max_statements):
         if not c.boolean(0.85):
             break
-        kind = weighted(c, ("op", "cut", "leaf"), cfg.kind_weights)
+        kind = weighted(c, ("op", "cut", "leaf", "module"), (*cfg.kind_weights, cfg.module_weight))
         if kind == "op":
             b.op()
         elif kind == "cut":
             b.cut()
+        elif kind == "module":
+            b.module()
         elif b.leaves < cfg.max_leaves:
             b.leaf(b.draw_shape())
     if c.boolean(cfg.p_backward):

@@ -7,12 +7,24 @@
 //! growth of the resident set over the base is reported. burn keeps every forward's graph in a
 //! process-wide structure until the next `backward()`, so the `drop` mode grows; the reading
 //! is only meaningful in a fresh process (the Python side starts one worker per mode).
+//!
+//! The `memory_program` request generalises the experiment to any program made of `leaf`,
+//! `op`, `cut` and `backward` statements: its leaves are created once, its *forward part*
+//! (the ops and cuts before the first backward) is run once together with that backward as
+//! warm-up, then repeated `iters` times with every result dropped (and, when the program has a
+//! backward, followed by one forward+backward and `iters` more forwards).
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use burn::tensor::{Device, Distribution, Tensor};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::exec::panic_message;
+use crate::fault;
+use crate::program::{Cut, DeviceKind, Kind, Program, Region, Statement};
 use crate::protocol::{RequestError, rss_bytes};
+use crate::value::DynTensor;
 
 /// The modes of the experiment, as the seed names them.
 pub const MODES: [&str; 4] = ["drop", "keep", "without-autodiff", "detach"];
@@ -134,6 +146,202 @@ pub fn run(mode: &str, n: usize, iters: usize) -> MemoryReport {
     }
 }
 
+/// What a `memory_program` request measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProgramMemoryReport {
+    pub iters: usize,
+    /// Ops and cuts re-run by one forward (the statements before the first backward).
+    pub forward_statements: usize,
+    /// The id of the first backward, whose root the warm-up (and the optional later
+    /// backward) differentiates; null when the program has none.
+    pub backward: Option<String>,
+    pub rows: Vec<MemoryRow>,
+}
+
+/// The parts of a program the repeated-forward experiment runs.
+struct Plan<'a> {
+    statements: &'a [Statement],
+    /// Index of the first backward statement (the forward part is everything before it).
+    end: usize,
+    /// The first backward's root, an index into `statements`.
+    root: Option<usize>,
+}
+
+impl<'a> Plan<'a> {
+    fn of(program: &'a Program) -> Result<Self, RequestError> {
+        let statements = program.statements.as_slice();
+        let end = statements
+            .iter()
+            .position(|s| matches!(s.kind, Kind::Backward { .. }))
+            .unwrap_or(statements.len());
+        if let Some((i, s)) = statements[..end].iter().enumerate().find(|(_, s)| {
+            !matches!(
+                s.kind,
+                Kind::Leaf { .. } | Kind::Op { .. } | Kind::Cut { .. }
+            )
+        }) {
+            return Err(RequestError {
+                index: Some(i),
+                statement: Some(s.id.clone()),
+                ..RequestError::new(
+                    "invalid-request",
+                    format!(
+                        "a memory program uses leaf, op, cut and backward statements, not {}",
+                        s.kind_name()
+                    ),
+                )
+            });
+        }
+        let root = statements.get(end).map(|s| match s.kind {
+            Kind::Backward { input } => input,
+            _ => unreachable!("end is a backward"),
+        });
+        Ok(Plan {
+            statements,
+            end,
+            root,
+        })
+    }
+
+    /// The leaves, created once; other slots empty.
+    fn leaves(&self, devices: &(Device, Device)) -> Vec<Option<DynTensor>> {
+        self.statements[..self.end]
+            .iter()
+            .map(|s| match &s.kind {
+                Kind::Leaf {
+                    shape,
+                    data,
+                    device,
+                    require_grad,
+                } => {
+                    let device = match device {
+                        DeviceKind::Plain => &devices.0,
+                        DeviceKind::Autodiff => &devices.1,
+                    };
+                    let t = DynTensor::from_f32(data.clone(), shape, device);
+                    Some(if *require_grad { t.require_grad() } else { t })
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// One forward: every op and cut before the first backward, on the given leaves. The
+    /// returned slots hold every result (dropping them drops the forward's tensors).
+    fn forward(&self, leaves: &[Option<DynTensor>]) -> Vec<Option<DynTensor>> {
+        let mut env = leaves.to_vec();
+        for (i, s) in self.statements[..self.end].iter().enumerate() {
+            let get = |env: &[Option<DynTensor>], j: usize, region: Region| {
+                let t = env[j].clone().expect("inputs are earlier values");
+                match region {
+                    Region::Grad => t,
+                    Region::NoGrad | Region::InferenceMode => t.without_autodiff(),
+                }
+            };
+            let value = match &s.kind {
+                Kind::Op { op, inputs, region } => {
+                    fault::execute(op, inputs.iter().map(|&j| get(&env, j, *region)).collect())
+                }
+                Kind::Cut { cut, input, region } => {
+                    let t = get(&env, *input, *region);
+                    fault::cut(*cut, &t).unwrap_or_else(|| match cut {
+                        Cut::Detach => t.detach(),
+                        Cut::WithoutAutodiff => t.without_autodiff(),
+                        Cut::Autodiff => t.autodiff(),
+                    })
+                }
+                _ => continue, // leaves are already in place
+            };
+            env[i] = Some(value);
+        }
+        env
+    }
+
+    /// One forward, then the backward of the first backward's root (gradients dropped).
+    fn forward_backward(&self, leaves: &[Option<DynTensor>]) {
+        let env = self.forward(leaves);
+        if let Some(root) = self.root {
+            let t = env[root].clone().expect("the backward's root is a value");
+            drop(crate::apply!(t, t => t.backward()));
+        }
+    }
+
+    fn run(&self, iters: usize, then_backward: bool) -> ProgramMemoryReport {
+        let plain = Device::flex();
+        let ad = if plain.is_autodiff() {
+            plain.clone()
+        } else {
+            plain.clone().autodiff()
+        };
+        let devices = (plain, ad);
+        let leaves = self.leaves(&devices);
+        self.forward_backward(&leaves); // warm-up: allocator, kernels, graph machinery
+        let base = rss_bytes();
+        let repeat = || {
+            for _ in 0..iters {
+                drop(self.forward(&leaves));
+            }
+        };
+        repeat();
+        let mut rows = vec![MemoryRow {
+            label: format!("{iters} forwards"),
+            rss_growth_mib: growth(base),
+        }];
+        if then_backward && self.root.is_some() {
+            self.forward_backward(&leaves);
+            rows.push(MemoryRow {
+                label: "then one backward".to_owned(),
+                rss_growth_mib: growth(base),
+            });
+            repeat();
+            rows.push(MemoryRow {
+                label: format!("{iters} more forwards"),
+                rss_growth_mib: growth(base),
+            });
+        }
+        let forward_statements = self.statements[..self.end]
+            .iter()
+            .filter(|s| matches!(s.kind, Kind::Op { .. } | Kind::Cut { .. }))
+            .count();
+        ProgramMemoryReport {
+            iters,
+            forward_statements,
+            backward: self.root.map(|_| self.statements[self.end].id.clone()),
+            rows,
+        }
+    }
+}
+
+/// Parses `{"program": {...}, "iters": K, "then_backward": B}` (iters defaults to 20,
+/// then_backward to true) and runs the repeated-forward experiment on the program. A burn
+/// panic fails the request (kind `panic`): a memory reading of a failed run means nothing.
+pub fn handle_program(obj: &Map<String, Value>) -> Result<ProgramMemoryReport, RequestError> {
+    let doc = obj.get("program").ok_or_else(|| {
+        RequestError::new(
+            "invalid-request",
+            "a memory_program request needs a \"program\"",
+        )
+    })?;
+    let program = Program::from_json(doc)?;
+    let iters = field_u64(obj, "iters", 20, MAX_ITERS)? as usize;
+    let then_backward = match obj.get("then_backward") {
+        None => true,
+        Some(v) => v.as_bool().ok_or_else(|| {
+            RequestError::new(
+                "invalid-request",
+                format!("\"then_backward\" must be a boolean, got {v}"),
+            )
+        })?,
+    };
+    let plan = Plan::of(&program)?;
+    catch_unwind(AssertUnwindSafe(|| plan.run(iters, then_backward))).map_err(|p| {
+        RequestError::new(
+            "panic",
+            format!("the memory program panicked: {}", panic_message(&*p)),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +365,52 @@ mod tests {
         );
         assert_eq!(r.saved_bytes_per_forward, 2 * 8 * 8 * 4);
         assert_eq!(run("keep", 8, 2).rows.len(), 1);
+    }
+
+    fn program(statements: Value) -> Map<String, Value> {
+        serde_json::json!({
+            "program": {"format": "difftest-program", "version": 1, "statements": statements},
+            "iters": 2,
+        })
+        .as_object()
+        .cloned()
+        .unwrap()
+    }
+
+    #[test]
+    fn program_rows() {
+        let obj = program(serde_json::json!([
+            {"id": "p", "kind": "leaf", "shape": [2, 2], "data": [1.0, 2.0, 3.0, 4.0],
+             "device": "autodiff", "require_grad": true},
+            {"id": "a", "kind": "op", "op": "sin", "inputs": ["p"]},
+            {"id": "d", "kind": "cut", "cut": "detach", "input": "a"},
+            {"id": "s", "kind": "op", "op": "sum", "inputs": ["a"]},
+            {"id": "bw", "kind": "backward", "input": "s"},
+            {"id": "t", "kind": "op", "op": "exp", "inputs": ["s"]}
+        ]));
+        let r = handle_program(&obj).unwrap();
+        let labels: Vec<&str> = r.rows.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["2 forwards", "then one backward", "2 more forwards"]
+        );
+        assert_eq!(r.forward_statements, 3);
+        assert_eq!(r.backward.as_deref(), Some("bw"));
+    }
+
+    #[test]
+    fn program_rejects_modules_and_reports_panics() {
+        let obj = program(serde_json::json!([
+            {"id": "dr", "kind": "module", "module": "dropout", "p": 0.5}
+        ]));
+        assert_eq!(handle_program(&obj).unwrap_err().index, Some(0));
+        let obj = program(serde_json::json!([
+            {"id": "p", "kind": "leaf", "shape": [2], "data": [1.0, 2.0],
+             "device": "autodiff", "require_grad": true},
+            {"id": "q", "kind": "leaf", "shape": [3], "data": [1.0, 2.0, 3.0],
+             "device": "autodiff", "require_grad": true},
+            {"id": "a", "kind": "op", "op": "add", "inputs": ["p", "q"]}
+        ]));
+        assert_eq!(handle_program(&obj).unwrap_err().kind, "panic");
     }
 }

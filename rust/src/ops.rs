@@ -218,6 +218,7 @@ ops! {
     Sinh = "sinh" / 1;
     Cosh = "cosh" / 1;
     Erf = "erf" / 1;
+    Atan = "atan" / 1;
     Recip = "recip" / 1;
     Square = "square" / 1;
     Abs = "abs" / 1;
@@ -383,6 +384,7 @@ impl Op {
             Op::Sinh {} => map!(next!(), t => t.sinh()),
             Op::Cosh {} => map!(next!(), t => t.cosh()),
             Op::Erf {} => map!(next!(), t => t.erf()),
+            Op::Atan {} => map!(next!(), t => t.atan()),
             Op::Recip {} => map!(next!(), t => t.recip()),
             Op::Square {} => map!(next!(), t => t.square()),
             Op::Abs {} => map!(next!(), t => t.abs()),

@@ -5,7 +5,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
 
 use crate::exec::{self, Observation};
-use crate::memory::{self, MemoryReport};
+use crate::memory::{self, MemoryReport, ProgramMemoryReport};
 use crate::ops::Op;
 use crate::program::{Program, ProgramError};
 
@@ -89,6 +89,7 @@ pub enum Reply {
     Version(VersionInfo),
     Status { rss_bytes: u64, served: u64 },
     Memory(MemoryReport),
+    MemoryProgram(ProgramMemoryReport),
 }
 
 /// One response line: `{"id": …, "ok": …, <payload fields>}`.
@@ -111,6 +112,7 @@ impl Serialize for Response {
                 map.serialize_entry("served", served)?;
             }
             Ok(Reply::Memory(m)) => map.serialize_entry("memory", m)?,
+            Ok(Reply::MemoryProgram(m)) => map.serialize_entry("memory", m)?,
             Err(e) => map.serialize_entry("error", e)?,
         }
         map.end()
@@ -172,9 +174,13 @@ impl Worker {
                 served: self.served,
             }),
             "memory" => memory::handle(obj).map(Reply::Memory),
+            "memory_program" => memory::handle_program(obj).map(Reply::MemoryProgram),
             other => Err(RequestError::new(
                 "invalid-request",
-                format!("unknown request {other:?} (expected run, ops, version, status or memory)"),
+                format!(
+                    "unknown request {other:?} (expected run, ops, version, status, memory or \
+                     memory_program)"
+                ),
             )),
         }
     }

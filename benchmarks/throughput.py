@@ -1,0 +1,67 @@
+"""Campaign throughput with a per-stage breakdown.
+
+    python benchmarks/throughput.py [--programs N] [--seed K]
+
+Times each stage of checking a generated program — generation (including the generator's
+concrete evaluation), the semantic model, the PyTorch executor, the burn worker round trip
+(JSON encode, pipe, interpreter, decode) and the comparison — and prints absolute times,
+each stage's share, and the ratio burn/PyTorch executor time. Measurements only: nothing
+here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+
+import torch
+
+from difftest.burn_worker import BurnWorker
+from difftest.compare import compare
+from difftest.model import predict
+from difftest.numerics import arbitrate
+from difftest.torch_exec import run_torch
+from difftest.validate import infer_shapes
+from strategies import GenConfig, RandomChoices, generate
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--programs", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    stages: dict[str, float] = defaultdict(float)
+    statements = 0
+    with BurnWorker() as worker:
+        worker.run(generate(RandomChoices(-1)))  # warm the worker up
+        start = time.perf_counter()
+        for k in range(args.programs):
+            t0 = time.perf_counter()
+            program = generate(RandomChoices(args.seed * 1_000_003 + k), GenConfig())
+            t1 = time.perf_counter()
+            shapes = infer_shapes(program)
+            prediction = predict(program)
+            t2 = time.perf_counter()
+            torch_obs = run_torch(program)
+            t3 = time.perf_counter()
+            burn_obs = worker.run(program)
+            t4 = time.perf_counter()
+            compare(program, shapes, prediction, torch_obs, burn_obs, arbiter=arbitrate)
+            t5 = time.perf_counter()
+            for name, a, b in (("generate", t0, t1), ("model", t1, t2), ("torch", t2, t3),
+                               ("burn", t3, t4), ("compare", t4, t5)):
+                stages[name] += b - a
+            statements += len(program)
+        total = time.perf_counter() - start
+    n = args.programs
+    print(f"{n} programs ({statements / n:.1f} statements on average) in {total:.1f}s: {n / total:.0f} programs/s")
+    print(f"{'stage':<10} {'total s':>8} {'ms/program':>11} {'share':>6}")
+    for name, secs in stages.items():
+        print(f"{name:<10} {secs:8.2f} {1000 * secs / n:11.3f} {100 * secs / total:5.1f}%")
+    print(f"burn/PyTorch executor time ratio: {stages['burn'] / stages['torch']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
