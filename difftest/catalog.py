@@ -51,6 +51,9 @@ class OpSpec:
     draw_attrs: AttrSampler | None = None
     min_rank: int = 1
     saves: tuple[int, ...] = ()  # inputs PyTorch saves for backward (inference-tensor rule)
+    # of those, the ones PyTorch saves only when *another* input needs a gradient (mul saves a
+    # for b's gradient); the others are saved whenever the op is recorded
+    saved_for_other: tuple[int, ...] = ()
     reduced_extent: Callable[[Sequence[Shape], Attrs], int] = field(default=lambda s, a: 1)
     view: ViewRule | None = None  # PyTorch returns a view of input 0: how its strides change
     view_needs_contiguous: bool = False  # a view only when input 0 is contiguous (else a copy)
@@ -424,8 +427,10 @@ def scalar_op(name: str, f: Callable[[torch.Tensor, float], torch.Tensor], attr:
 
 
 def binary(name: str, f: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], t: tol.ToleranceClass,
-           d: dom.Domain = dom.ANY, saves: tuple[int, ...] = (0, 1)) -> OpSpec:
-    return OpSpec(name, "binary", 2, lambda x, a: f(x[0], x[1]), bcast, t, d, saves=saves)
+           d: dom.Domain = dom.ANY, saves: tuple[int, ...] = (0, 1),
+           saved_for_other: tuple[int, ...] = ()) -> OpSpec:
+    return OpSpec(name, "binary", 2, lambda x, a: f(x[0], x[1]), bcast, t, d, saves=saves,
+                  saved_for_other=saved_for_other)
 
 
 def reduce_all(name: str, f: Callable[[torch.Tensor], torch.Tensor], t: tol.ToleranceClass,
@@ -484,13 +489,13 @@ OPS: tuple[OpSpec, ...] = (
     # binary with broadcasting
     binary("add", torch.add, T.ROUNDED, saves=()),
     binary("sub", torch.sub, T.ROUNDED, saves=()),
-    binary("mul", torch.mul, T.ROUNDED),
-    binary("div", torch.div, T.ROUNDED, dom.DIVISOR),
+    binary("mul", torch.mul, T.ROUNDED, saved_for_other=(0, 1)),
+    binary("div", torch.div, T.ROUNDED, dom.DIVISOR, saved_for_other=(0,)),
     binary("powf", torch.pow, T.TRANSCENDENTAL, dom.POW_BASE),
     binary("maximum", torch.maximum, T.EXACT, dom.NO_TIES_PAIR),
     binary("minimum", torch.minimum, T.EXACT, dom.NO_TIES_PAIR),
     OpSpec("matmul", "matmul", 2, lambda x, a: torch.matmul(x[0], x[1]), matmul_rule, T.ACCUMULATE,
-           min_rank=2, saves=(0, 1), reduced_extent=_matmul_extent),
+           min_rank=2, saves=(0, 1), saved_for_other=(0, 1), reduced_extent=_matmul_extent),
     # reductions
     reduce_all("sum", torch.sum, T.ACCUMULATE),
     reduce_all("mean", torch.mean, T.ACCUMULATE),

@@ -14,7 +14,7 @@ from .catalog import CATALOG
 from .ir import Apply, Backward, Cut, Leaf, Module, OpCall, Param, Program, Shape, Statement, Transform, value_inputs
 from .rules import RULES, Framework, Rule, Step, burn_param_state, module_param_keys, torch_param_state
 from .states import EMPTY, BurnState, Failure, ModuleState, Result, State, TorchState
-from .strides import contiguous_strides, is_contiguous
+from .strides import contiguous_strides, elementwise_strides, is_contiguous
 from .validate import infer_shapes
 
 
@@ -270,7 +270,13 @@ def _base_torch(
     is_view = spec.view is not None and (
         not spec.view_needs_contiguous or is_contiguous(in_shape, x.strides)
     )
-    strides = spec.view(in_shape, x.strides, st.attrs) if spec.view and is_view else contiguous_strides(shapes[st.id])
+    if spec.view and is_view:
+        strides = spec.view(in_shape, x.strides, st.attrs)
+    elif spec.family in ("unary", "scalar", "binary"):
+        operands = [(shapes[i], s.strides) for i, s in zip(st.inputs, ins)]
+        strides = elementwise_strides(shapes[st.id], operands)
+    else:
+        strides = contiguous_strides(shapes[st.id])
     if st.region != "grad":
         if is_view:
             return TorchState(x.requires_grad, True, False, x.is_inference, strides=strides)

@@ -108,9 +108,18 @@ def _saves_inference_tensor(step: Step) -> bool:
     if not isinstance(st, OpCall) or st.region != "grad":
         return False
     if not any(s.requires_grad for s in ins):
-        return False
-    saved = CATALOG[st.op].saves
-    return any(ins[i].is_inference for i in saved if i < len(ins))
+        return False  # nothing is recorded
+    spec = CATALOG[st.op]
+
+    def needs_grad(s: TorchState) -> bool:  # has an autograd edge (a no_grad view has none)
+        return s.requires_grad and (s.has_grad_fn or s.key is not None)
+
+    for i in spec.saves:
+        if i >= len(ins) or not ins[i].is_inference:
+            continue
+        if i not in spec.saved_for_other or any(needs_grad(s) for j, s in enumerate(ins) if j != i):
+            return True
+    return False
 
 
 def _merges_to_view(shape: Shape, strides: tuple[int, ...]) -> bool:

@@ -79,3 +79,50 @@ def expand_view(shape: Shape, strides: Strides, attrs: dict[str, Any]) -> Stride
 def reshape_view(shape: Shape, strides: Strides, attrs: dict[str, Any]) -> Strides:
     """`x.contiguous().view(shape)`: a view of x when x is contiguous."""
     return contiguous_strides(tuple(attrs["shape"]))
+
+
+def elementwise_strides(out_shape: Shape, operands: list[tuple[Shape, Strides]]) -> Strides:
+    """Strides of an elementwise result, as PyTorch's TensorIterator lays it out: contiguous
+    when every operand is, otherwise in the dim order the operands' strides imply (so the
+    result of a transposed input is transposed too)."""
+    rank = len(out_shape)
+    padded: list[Strides] = []
+    for shape, strides in operands:
+        lead = rank - len(shape)
+        st = [0] * lead + list(strides)
+        for i, size in enumerate(shape):
+            if size == 1 and out_shape[lead + i] != 1:
+                st[lead + i] = 0  # broadcast
+        padded.append(tuple(st))
+    if all(is_contiguous(s, st) for s, st in operands):
+        return contiguous_strides(out_shape)
+
+    def should_swap(d0: int, d1: int) -> int:
+        for st in padded:
+            s0, s1 = st[d0], st[d1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 < s1:
+                return -1
+            if s0 > s1:
+                return 1
+            if out_shape[d0] > out_shape[d1]:
+                return 1
+        return 0
+
+    perm = list(range(rank - 1, -1, -1))  # perm[0] is the innermost dim
+    for i in range(1, rank):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = should_swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    out = [0] * rank
+    acc = 1
+    for d in perm:
+        out[d] = acc
+        acc *= out_shape[d]
+    return tuple(out)

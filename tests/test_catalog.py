@@ -35,18 +35,28 @@ def test_saved_inputs_match_pytorch(name: str) -> None:
     shape = (2, 2)
     attrs = {"mask": {"shape": [2, 2], "data": [True, False, False, True]}} if name == "mask_where" else {}
     for i in range(2):
-        with torch.inference_mode():
-            inf = torch.full(shape, 1.5)
-        normal = torch.full(shape, 0.75, requires_grad=True)
-        args = [normal, normal]
-        args[i] = inf
-        try:
-            spec.lower(args, attrs)
-            raised = False
-        except RuntimeError as e:
-            assert "Inference tensors cannot be saved" in str(e)
-            raised = True
-        assert raised == (i in spec.saves), f"{name}: input {i} saved={raised}, catalog says {spec.saves}"
+        for other_has_edge in (True, False):
+            with torch.inference_mode():
+                inf = torch.full(shape, 1.5)
+            base = torch.full(shape, 0.75, requires_grad=True)
+            if other_has_edge:
+                other = base
+            else:  # requires_grad, but a view made under no_grad has no autograd edge
+                with torch.no_grad():
+                    other = base.view(shape)
+            args = [other, other]
+            args[i] = inf
+            try:
+                spec.lower(args, attrs)
+                raised = False
+            except RuntimeError as e:
+                assert "Inference tensors cannot be saved" in str(e)
+                raised = True
+            expected = i in spec.saves and (other_has_edge or i not in spec.saved_for_other)
+            assert raised == expected, (
+                f"{name}: input {i} (other input has an edge: {other_has_edge}) saved={raised}; "
+                f"catalog: saves={spec.saves} saved_for_other={spec.saved_for_other}"
+            )
 
 
 def test_arity_is_declared() -> None:
