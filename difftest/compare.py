@@ -33,6 +33,7 @@ class Mismatch:
     element: int | None = None  # numeric mismatches: flat index of the first failing element
     pair: tuple[float, float] | None = None  # (torch, burn) at that element
     rel: float = 0.0  # the relative budget that was exceeded
+    floor: float = 0.0  # extra absolute allowance (gradients: cancellation among their terms)
     backward: str | None = None  # grad mismatches: which backward
     evidence: dict[str, Any] = field(default_factory=dict)
 
@@ -171,20 +172,26 @@ def input_scale(program: Program, obs: Observation) -> dict[str, float]:
     return scale
 
 
-def close(a: float, b: float, rel: float, scale: float) -> bool:
+def close(a: float, b: float, rel: float, scale: float, floor: float = 0.0) -> bool:
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
     if math.isinf(a) or math.isinf(b):
         return a == b
-    return abs(a - b) <= tol.ATOL + rel * max(abs(a), abs(b), scale)
+    return abs(a - b) <= tol.ATOL + floor + rel * max(abs(a), abs(b), scale)
 
 
-def worst(x: TensorObs, y: TensorObs, rel: float, scale: float) -> tuple[int, float, float] | None:
+def worst(
+    x: TensorObs, y: TensorObs, rel: float, scale: float, floor: float = 0.0
+) -> tuple[int, float, float] | None:
     """First failing element (index, x, y), or None when all close."""
     for i, (a, b) in enumerate(zip(x.data, y.data)):
-        if not close(a, b, rel, scale):
+        if not close(a, b, rel, scale, floor):
             return i, a, b
     return None
+
+
+def magnitude(*tensors: TensorObs | None) -> float:
+    return max((abs(v) for t in tensors if t is not None for v in t.data if math.isfinite(v)), default=0.0)
 
 
 # ---------------------------------------------------------------------- comparison
@@ -317,6 +324,9 @@ def _values(
                                 f"allowed rel {rel:.3g} (budget composed along the path)",
                                 element=j, pair=(x, y), rel=rel))
     gbudget = tol.grad_budget(list(budgets.values()))
+    # a gradient is a sum of products of local derivatives and forward values: its float32 error
+    # scales with the size of those terms, not of the (possibly cancelled) result
+    forward = magnitude(*(v.value for v in t.values))
     tb = {bw.id: bw for bw in t.backwards}
     for bbw in b.backwards:
         tbw = tb.get(bbw.id)
@@ -326,9 +336,11 @@ def _values(
             tg = tbw.grads.get(ident)
             if bg is None or tg is None or bg.shape != tg.shape or ident in merged.get(bbw.id, ()):
                 continue
-            bad = worst(tg, bg, gbudget, 0.0)
+            gfloor = tol.cancellation_floor(max(forward, magnitude(*tbw.grads.values())))
+            bad = worst(tg, bg, gbudget, 0.0, gfloor)
             if bad is not None:
                 j, x, y = bad
                 out.append(Mismatch("grad", ident, index[ident], None, f"torch.grad[{j}]={x!r}",
                                     f"burn.grad[{j}]={y!r}", f"at backward {bbw.id}; allowed rel {gbudget:.3g}",
-                                    element=j, pair=(x, y), rel=gbudget, backward=bbw.id))
+                                    element=j, pair=(x, y), rel=gbudget, backward=bbw.id,
+                                    floor=gfloor))

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .ir import Backward, Leaf, OpCall, Statement, inputs_of
+from .ir import Apply, Backward, Leaf, OpCall, Param, Statement, inputs_of
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,10 @@ def _backward_of_used_leaf(st: Statement, prior: Sequence[Statement]) -> bool:
     if not isinstance(st, Backward):
         return False
     root = next((s for s in prior if s.id == st.input), None)
+    if isinstance(root, Param) and root.param == "bias":
+        # a Linear's bias is burn's parameter leaf itself (a weight is read transposed): once
+        # a module has been applied it may be a used leaf
+        return any(isinstance(s, Apply) for s in prior)  # conservative: any module handle
     return isinstance(root, Leaf) and any(st.input in inputs_of(s) for s in prior)
 
 

@@ -42,12 +42,12 @@ def _reference_tensor(ref: Observation, m: Mismatch) -> TensorObs | None:
     return None
 
 
-def classify(t: float, b: float, r: float, rel: float) -> str:
+def classify(t: float, b: float, r: float, rel: float, extra: float = 0.0) -> str:
     if any(math.isnan(x) or math.isinf(x) for x in (t, b, r)):
         if math.isnan(b) and not math.isnan(t):
             return "burn-wrong"
         return "ill-conditioned"
-    floor = 1e-6 + rel * abs(r)
+    floor = 1e-6 + rel * abs(r) + extra
     eb, et = abs(b - r), abs(t - r)
     if eb <= floor and et <= floor:
         return "agreement"
@@ -69,7 +69,7 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
             continue
         t, b = m.pair
         r = tensor.data[m.element]
-        kind = classify(t, b, r, m.rel)
+        kind = classify(t, b, r, m.rel, m.floor)
         evidence: dict[str, object] = {
             "torch": t, "burn": b, "float64": r, "burn_error": abs(b - r), "torch_error": abs(t - r),
         }

@@ -11,7 +11,10 @@ and a value passes when `|burn - torch| <= atol + budget * max(|burn|, |torch|, 
 elementwise, where `scale` is the magnitude of the value's inputs (this absorbs cancellation:
 a small difference of large numbers is only as precise as the large numbers). Gradients of a
 program get `GRAD_FACTOR` times the largest value budget in the program plus their own class
-budget, because a backward pass runs the same chain of ops again in reverse.
+budget, because a backward pass runs the same chain of ops again in reverse, and an absolute
+allowance `CANCEL * max(1, the largest forward value or gradient)`: a gradient is a sum of
+products of local derivatives and forward values, and when those terms cancel (the gradient of
+`sum(softmax(x))` is exactly 0) the float32 result keeps noise of the terms' size.
 
 This is the only place tolerances are defined; tests and comparison code never special-case
 an op.
@@ -59,6 +62,15 @@ def op_budget(cls: ToleranceClass, input_budgets: list[float], reduced_extent: i
 
 def allowed(budget: float) -> float:
     return max(budget, MIN_REL)
+
+
+CANCEL = 16 * F32_EPS
+
+
+def cancellation_floor(term_scale: float) -> float:
+    """Absolute allowance for a gradient whose terms are about `term_scale` in size: terms that
+    cancel leave float32 noise of that size (documented above: gradients get their own budget)."""
+    return CANCEL * max(term_scale, 1.0)
 
 
 def grad_budget(value_budgets: list[float]) -> float:

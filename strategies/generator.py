@@ -266,11 +266,7 @@ class _Builder:
     def backward(self) -> None:
         roots = self.values[::-1]
         if self.cfg.avoid_known_bugs:
-            # a linear's bias is burn's parameter leaf itself (a weight is read transposed): as a
-            # backward root it meets backward-of-used-leaf-panics once the module has been applied
-            bias = {s.id for s in self.statements if isinstance(s, Param) and s.param == "bias"}
-            roots = [v for v in roots
-                     if v.id not in bias and known_bug(Backward("bw", v.id), self.statements) is None]
+            roots = [v for v in roots if known_bug(Backward("bw", v.id), self.statements) is None]
         if not roots:
             return
         root = self.c.choice(roots)
