@@ -154,7 +154,8 @@ def cmd_rules(args: argparse.Namespace) -> int:
     from .rules import RULES
 
     for r in RULES:
-        print(f"{r.name} [{r.framework}] (DESIGN.md {r.section})\n    {r.reason}\n")
+        where = f"DESIGN.md section {r.section}" if r.section[:1].isdigit() else r.section
+        print(f"{r.name} [{r.framework}] (evidence: {where})\n    {r.reason}\n")
     for b in KNOWN_BUGS:
         print(f"known bug {b.name} -> {b.case}\n    {b.summary}\n")
     return 0
