@@ -263,26 +263,61 @@ fn str_field<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<&'a str, Stri
         .ok_or_else(|| format!("field {key:?} must be a string, got {}", kind_of(v)))
 }
 
+/// What a reference must point at: its name in messages, the statement kinds it accepts, and
+/// how those kinds are described.
+struct RefKind {
+    what: &'static str,
+    accepts: fn(&Statement) -> bool,
+    expected: &'static str,
+}
+
+const INPUT: RefKind = RefKind {
+    what: "input",
+    accepts: Statement::is_value,
+    expected: "a value",
+};
+
+const MODULE: RefKind = RefKind {
+    what: "module",
+    accepts: Statement::is_module,
+    expected: "a module or transform",
+};
+
+/// Resolves a reference to the index of an earlier statement of the kind `kind` accepts.
+fn resolve_ref(
+    kind: &RefKind,
+    name: &Value,
+    ids: &HashMap<String, usize>,
+    statements: &[Statement],
+) -> Result<usize, String> {
+    let what = kind.what;
+    let name = name.as_str().ok_or_else(|| {
+        format!(
+            "{what} reference must be an id string, got {}",
+            kind_of(name)
+        )
+    })?;
+    let index = *ids
+        .get(name)
+        .ok_or_else(|| format!("{what} {name:?} is not the id of an earlier statement"))?;
+    let stmt = &statements[index];
+    if !(kind.accepts)(stmt) {
+        return Err(format!(
+            "{what} {name:?} is a {} statement, not {}",
+            stmt.kind_name(),
+            kind.expected
+        ));
+    }
+    Ok(index)
+}
+
 /// Resolves an input id to the index of an earlier value statement.
 fn resolve(
     name: &Value,
     ids: &HashMap<String, usize>,
     statements: &[Statement],
 ) -> Result<usize, String> {
-    let name = name
-        .as_str()
-        .ok_or_else(|| format!("an input must be an id string, got {}", kind_of(name)))?;
-    let index = *ids
-        .get(name)
-        .ok_or_else(|| format!("input {name:?} is not the id of an earlier statement"))?;
-    let stmt = &statements[index];
-    if !stmt.is_value() {
-        return Err(format!(
-            "input {name:?} is a {} statement, not a value",
-            stmt.kind_name()
-        ));
-    }
-    Ok(index)
+    resolve_ref(&INPUT, name, ids, statements)
 }
 
 /// Resolves a module reference to the index of an earlier module or transform statement.
@@ -291,20 +326,7 @@ fn resolve_module(
     ids: &HashMap<String, usize>,
     statements: &[Statement],
 ) -> Result<usize, String> {
-    let name = name
-        .as_str()
-        .ok_or_else(|| format!("a module must be an id string, got {}", kind_of(name)))?;
-    let index = *ids
-        .get(name)
-        .ok_or_else(|| format!("module {name:?} is not the id of an earlier statement"))?;
-    let stmt = &statements[index];
-    if !stmt.is_module() {
-        return Err(format!(
-            "module {name:?} is a {} statement, not a module or transform",
-            stmt.kind_name()
-        ));
-    }
-    Ok(index)
+    resolve_ref(&MODULE, name, ids, statements)
 }
 
 /// Reads float tensor data (a flat list) and checks its length against `shape`.
