@@ -85,13 +85,13 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// The two devices a program uses.
-struct Devices {
+pub(crate) struct Devices {
     plain: Device,
     autodiff: Device,
 }
 
 impl Devices {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let plain = Device::flex();
         let autodiff = if plain.is_autodiff() {
             plain.clone()
@@ -102,6 +102,23 @@ impl Devices {
         // reproducible.
         plain.seed(0);
         Devices { plain, autodiff }
+    }
+
+    /// A leaf statement's tensor: its data on the device it names, asked for its gradient if it
+    /// requires grad (which panics on the plain device, as burn does).
+    pub(crate) fn leaf(
+        &self,
+        shape: &[usize],
+        data: &[f32],
+        device: DeviceKind,
+        require_grad: bool,
+    ) -> DynTensor {
+        let device = match device {
+            DeviceKind::Plain => &self.plain,
+            DeviceKind::Autodiff => &self.autodiff,
+        };
+        let t = DynTensor::from_f32(data.to_vec(), shape, device);
+        if require_grad { t.require_grad() } else { t }
     }
 }
 
@@ -188,14 +205,7 @@ fn step(stmt: &Statement, env: &[Slot], program: &Program, devices: &Devices) ->
             data,
             device,
             require_grad,
-        } => {
-            let device = match device {
-                DeviceKind::Plain => &devices.plain,
-                DeviceKind::Autodiff => &devices.autodiff,
-            };
-            let t = DynTensor::from_f32(data.clone(), shape, device);
-            if *require_grad { t.require_grad() } else { t }
-        }
+        } => devices.leaf(shape, data, *device, *require_grad),
         Kind::Op { op, inputs, region } => {
             fault::execute(op, inputs.iter().map(|&i| enter(*region, get(i))).collect())
         }

@@ -20,9 +20,9 @@ use burn::tensor::{Device, Distribution, Tensor};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::exec::panic_message;
+use crate::exec::{Devices, panic_message};
 use crate::fault;
-use crate::program::{Cut, DeviceKind, Kind, Program, Region, Statement};
+use crate::program::{Cut, Kind, Program, Region, Statement};
 use crate::protocol::{RequestError, rss_bytes};
 use crate::value::DynTensor;
 
@@ -204,7 +204,7 @@ impl<'a> Plan<'a> {
     }
 
     /// The leaves, created once; other slots empty.
-    fn leaves(&self, devices: &(Device, Device)) -> Vec<Option<DynTensor>> {
+    fn leaves(&self, devices: &Devices) -> Vec<Option<DynTensor>> {
         self.statements[..self.end]
             .iter()
             .map(|s| match &s.kind {
@@ -213,14 +213,7 @@ impl<'a> Plan<'a> {
                     data,
                     device,
                     require_grad,
-                } => {
-                    let device = match device {
-                        DeviceKind::Plain => &devices.0,
-                        DeviceKind::Autodiff => &devices.1,
-                    };
-                    let t = DynTensor::from_f32(data.clone(), shape, device);
-                    Some(if *require_grad { t.require_grad() } else { t })
-                }
+                } => Some(devices.leaf(shape, data, *device, *require_grad)),
                 _ => None,
             })
             .collect()
@@ -267,13 +260,7 @@ impl<'a> Plan<'a> {
     }
 
     fn run(&self, iters: usize, then_backward: bool) -> ProgramMemoryReport {
-        let plain = Device::flex();
-        let ad = if plain.is_autodiff() {
-            plain.clone()
-        } else {
-            plain.clone().autodiff()
-        };
-        let devices = (plain, ad);
+        let devices = Devices::new();
         let leaves = self.leaves(&devices);
         self.forward_backward(&leaves); // warm-up: allocator, kernels, graph machinery
         let base = rss_bytes();
