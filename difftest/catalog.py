@@ -28,6 +28,7 @@ Lowering = Callable[[Sequence[torch.Tensor], Attrs], torch.Tensor]
 ShapeRule = Callable[[Sequence[Shape], Attrs], Shape]
 AttrSampler = Callable[[Choices, Sequence[Shape]], "Attrs | None"]
 ViewRule = Callable[[Shape, tuple[int, ...], Attrs], tuple[int, ...]]
+GradTerms = Callable[[Sequence[torch.Tensor], Attrs, torch.Tensor], list[torch.Tensor]]
 
 VARIADIC = -1
 
@@ -55,6 +56,10 @@ class OpSpec:
     # for b's gradient); the others are saved whenever the op is recorded
     saved_for_other: tuple[int, ...] = ()
     reduced_extent: Callable[[Sequence[Shape], Attrs], int] = field(default=lambda s, a: 1)
+    # ops that burn differentiates through the primitives it composes them of: the size of the
+    # terms their gradient sums (given the inputs, attrs and |incoming gradient|), one tensor per
+    # input; float32 noise of that size may remain where the terms cancel (noise.py)
+    grad_terms: GradTerms | None = None
     view: ViewRule | None = None  # PyTorch returns a view of input 0: how its strides change
     view_needs_contiguous: bool = False  # a view only when input 0 is contiguous (else a copy)
     doc: str = ""
@@ -440,9 +445,22 @@ def reduce_all(name: str, f: Callable[[torch.Tensor], torch.Tensor], t: tol.Tole
 
 
 def reduce_dim(name: str, f: Callable[[torch.Tensor, int], torch.Tensor], t: tol.ToleranceClass,
-               d: dom.Domain = dom.ANY, saves: tuple[int, ...] = (), rule: ShapeRule = keep_dim) -> OpSpec:
+               d: dom.Domain = dom.ANY, saves: tuple[int, ...] = (), rule: ShapeRule = keep_dim,
+               grad_terms: GradTerms | None = None) -> OpSpec:
     return OpSpec(name, "reduction", 1, lambda x, a: f(x[0], a["dim"]), rule, t, d, A_DIM, _dim,
-                  saves=saves, reduced_extent=_dim_extent)
+                  saves=saves, reduced_extent=_dim_extent, grad_terms=grad_terms)
+
+
+def _softmax_terms(x: Sequence[torch.Tensor], a: Attrs, g: torch.Tensor) -> list[torch.Tensor]:
+    # burn: exp(x - max) / sum(exp(x - max)); its backward sums s*g and s * sum(s*g)
+    s = torch.softmax(x[0], a["dim"])
+    return [s * (g + (s * g).sum(a["dim"], keepdim=True))]
+
+
+def _log_softmax_terms(x: Sequence[torch.Tensor], a: Attrs, g: torch.Tensor) -> list[torch.Tensor]:
+    # burn: x - log(sum(exp(x - max))) - max; its backward sums g and softmax * sum(g)
+    s = torch.softmax(x[0], a["dim"])
+    return [g + s * g.sum(a["dim"], keepdim=True)]
 
 
 T = tol
@@ -509,8 +527,8 @@ OPS: tuple[OpSpec, ...] = (
     reduce_dim("prod_dim", lambda x, d: x.prod(d, keepdim=True), T.ACCUMULATE, dom.PRODUCT, (0,)),
     reduce_dim("cumsum", torch.cumsum, T.ACCUMULATE, rule=along_dim),
     reduce_dim("cumprod", torch.cumprod, T.ACCUMULATE, dom.PRODUCT, (0,), rule=along_dim),
-    reduce_dim("softmax", torch.softmax, T.TRANSCENDENTAL, rule=along_dim),
-    reduce_dim("log_softmax", torch.log_softmax, T.TRANSCENDENTAL, rule=along_dim),
+    reduce_dim("softmax", torch.softmax, T.TRANSCENDENTAL, rule=along_dim, grad_terms=_softmax_terms),
+    reduce_dim("log_softmax", torch.log_softmax, T.TRANSCENDENTAL, rule=along_dim, grad_terms=_log_softmax_terms),
     # shape and indexing
     OpSpec("reshape", "shape", 1, lambda x, a: x[0].contiguous().view(a["shape"]), reshape_rule, T.EXACT,
            attrs=(AttrSpec("shape", "shape"),), draw_attrs=_reshape, view=sv.reshape_view,

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import tolerance as tol
-from .catalog import CATALOG
-from .ir import Apply, Backward, Cut, Leaf, Module, OpCall, Param, Program, Shape, Transform
+from .ir import Backward, Program, Shape, is_value
 from .model import Prediction
 from .observation import Observation, TensorObs
 from .states import BurnState, TorchState
@@ -30,12 +29,11 @@ class Mismatch:
     observed: Any
     detail: str = ""
     verdict: str = ""  # numeric verdict after arbitration: burn-wrong | torch-wrong | ill-conditioned | agreement
-    element: int | None = None  # numeric mismatches: flat index of the first failing element
+    element: int | None = None  # numeric mismatches: the worst element (flat index)
     pair: tuple[float, float] | None = None  # (torch, burn) at that element
-    rel: float = 0.0  # the relative budget that was exceeded
-    floor: float = 0.0  # extra absolute allowance (gradients: cancellation among their terms)
     backward: str | None = None  # grad mismatches: which backward
     evidence: dict[str, Any] = field(default_factory=dict)
+    elements: tuple[int, ...] = ()  # numeric mismatches: every element that failed the screen
 
     def line(self) -> str:
         where = f"statement {self.index} ({self.statement})" if self.statement else "program"
@@ -57,7 +55,7 @@ class Mismatch:
             "verdict": self.verdict,
             "element": self.element,
             "pair": _plain(list(self.pair)) if self.pair else None,
-            "rel": self.rel,
+            "elements": list(self.elements),
             "backward": self.backward,
             "evidence": _plain(self.evidence),
         }
@@ -71,6 +69,17 @@ def _plain(x: Any) -> Any:
     if isinstance(x, dict):
         return {k: _plain(v) for k, v in x.items()}
     return x
+
+
+DISMISSED = ("agreement", "ill-conditioned")
+
+
+def dismissal_reason(m: Mismatch) -> str:
+    """`<verdict>: <reason>` with numbers and ids left out, for counting dismissals."""
+    reason = str(m.evidence.get("reason", m.kind))
+    if m.verdict == "ill-conditioned":
+        reason = "near a kink of " + reason.split(" at statement", 1)[0]
+    return f"{m.verdict}: {reason}"
 
 
 @dataclass
@@ -89,7 +98,12 @@ class Verdict:
     @property
     def findings(self) -> list[Mismatch]:
         """Mismatches that are findings (numeric agreement after arbitration is not)."""
-        return [m for m in self.mismatches if m.verdict not in ("agreement", "ill-conditioned")]
+        return [m for m in self.mismatches if m.verdict not in DISMISSED]
+
+    @property
+    def dismissals(self) -> list[Mismatch]:
+        """Numeric mismatches dismissed by arbitration (each carries its evidence)."""
+        return [m for m in self.mismatches if m.verdict in DISMISSED]
 
     @property
     def kind(self) -> str:
@@ -112,88 +126,6 @@ class Verdict:
         return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------- budgets
-
-def _roots(program: Program) -> dict[str, Module]:
-    """Module handle -> the module statement it derives from."""
-    roots: dict[str, Module] = {}
-    for st in program.statements:
-        if isinstance(st, Module):
-            roots[st.id] = st
-        elif isinstance(st, Transform):
-            roots[st.id] = roots[st.input]
-    return roots
-
-
-def value_budgets(program: Program, shapes: dict[str, Shape]) -> dict[str, float]:
-    budgets: dict[str, float] = {}
-    roots = _roots(program)
-    for st in program.statements:
-        if isinstance(st, (Leaf, Param)):
-            budgets[st.id] = 0.0
-        elif isinstance(st, Apply):
-            m = roots[st.module]
-            if m.module == "linear":  # a dot product over `in`, then the bias: like matmul
-                budgets[st.id] = tol.op_budget(tol.ACCUMULATE, [budgets[st.input]], m.in_features + 1)
-            else:  # compared only where it returns its input (or p = 1: zeros)
-                budgets[st.id] = budgets[st.input]
-        elif isinstance(st, OpCall):
-            spec = CATALOG[st.op]
-            ins = [shapes[x] for x in st.inputs]
-            extent = spec.reduced_extent(ins, st.attrs)
-            budgets[st.id] = tol.op_budget(spec.tolerance, [budgets[x] for x in st.inputs], extent)
-        elif isinstance(st, Cut):
-            budgets[st.id] = budgets[st.input]
-    return budgets
-
-
-def input_scale(program: Program, obs: Observation) -> dict[str, float]:
-    """Largest magnitude among a value's inputs (for cancellation-aware absolute error)."""
-    mags: dict[str, float] = {}
-    scale: dict[str, float] = {}
-    for v in obs.values:
-        finite = [abs(x) for x in v.value.data if math.isfinite(x)]
-        mags[v.id] = max(finite, default=0.0)
-    roots = _roots(program)
-    for st in program.statements:
-        if isinstance(st, Apply):
-            m = roots[st.module]
-            params = [*(m.weight.data if m.weight else ()), *(m.bias.data if m.bias else ())]
-            finite = [abs(x) for x in params if math.isfinite(x)]
-            scale[st.id] = max([mags.get(st.input, 0.0), scale.get(st.input, 0.0), *finite])
-        elif isinstance(st, Param):
-            scale[st.id] = 0.0
-        elif isinstance(st, OpCall):
-            scale[st.id] = max([mags.get(x, 0.0) for x in st.inputs] + [scale.get(x, 0.0) for x in st.inputs])
-        elif isinstance(st, Cut):
-            scale[st.id] = scale.get(st.input, 0.0)
-        elif isinstance(st, Leaf):
-            scale[st.id] = 0.0
-    return scale
-
-
-def close(a: float, b: float, rel: float, scale: float, floor: float = 0.0) -> bool:
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    if math.isinf(a) or math.isinf(b):
-        return a == b
-    return abs(a - b) <= tol.ATOL + floor + rel * max(abs(a), abs(b), scale)
-
-
-def worst(
-    x: TensorObs, y: TensorObs, rel: float, scale: float, floor: float = 0.0
-) -> tuple[int, float, float] | None:
-    """First failing element (index, x, y), or None when all close."""
-    for i, (a, b) in enumerate(zip(x.data, y.data)):
-        if not close(a, b, rel, scale, floor):
-            return i, a, b
-    return None
-
-
-def magnitude(*tensors: TensorObs | None) -> float:
-    return max((abs(v) for t in tensors if t is not None for v in t.data if math.isfinite(v)), default=0.0)
-
-
 # ---------------------------------------------------------------------- comparison
 
 Arbiter = Callable[[Verdict, list[Mismatch]], None]
@@ -211,6 +143,7 @@ def compare(
     out = v.mismatches
     for obs in (torch_obs, burn_obs):
         _outcome(program, prediction, obs, out)
+        _completeness(program, obs, out)
         _flags_and_shapes(program, shapes, prediction, obs, out)
         _grad_presence(prediction, obs, out)
     numeric: list[Mismatch] = []
@@ -234,7 +167,7 @@ def _outcome(program: Program, pred: Prediction, obs: Observation, out: list[Mis
     expected = p.failure
     if expected is None and err is None:
         return
-    if expected is not None and err is not None and expected[0] == err.index:
+    if expected is not None and err is not None and expected[0] == err.index and expected[2].kind == err.kind:
         return
     firings = [f for f in pred.firings if f.framework == fw and expected and f.index == expected[0]]
     if expected is not None and err is None and firings:
@@ -301,14 +234,13 @@ def _values(
     nondet: set[str] | frozenset[str] = frozenset(),
     incomparable_grads: dict[str, set[str]] | None = None,
 ) -> None:
-    """Values and gradients between the frameworks; `nondet` values (random dropout masks and
-    what is computed from them) are skipped, and so is every gradient of a backward whose
-    root is one of them, and `incomparable_grads[backward]` (gradients the frameworks route
-    through different statements, by declared rules). Flags and gradient presence are compared
-    regardless."""
+    """Values and gradients between the frameworks, element by element (tolerance.screen);
+    `nondet` values (random dropout masks and what is computed from them) are skipped, and so
+    is every gradient of a backward whose root is one of them, and `incomparable_grads[backward]`
+    (gradients the frameworks route through different statements, by declared rules). Flags and
+    gradient presence are compared regardless. Elements that fail the screen are judged by the
+    arbiter (numerics.py), each on its own."""
     merged = incomparable_grads or {}
-    budgets = value_budgets(program, shapes)
-    scale = input_scale(program, t)
     index = {st.id: i for i, st in enumerate(program.statements)}
     backward_roots = {st.id: st.input for st in program.statements if isinstance(st, Backward)}
     tvals = {v.id: v for v in t.values}
@@ -316,17 +248,9 @@ def _values(
         tv = tvals.get(bv.id)
         if tv is None or tv.value.shape != bv.value.shape or bv.id in nondet:
             continue
-        rel = tol.allowed(budgets.get(bv.id, 0.0))
-        bad = worst(tv.value, bv.value, rel, scale.get(bv.id, 0.0))
-        if bad is not None:
-            j, x, y = bad
-            out.append(Mismatch("value", bv.id, index[bv.id], None, f"torch[{j}]={x!r}", f"burn[{j}]={y!r}",
-                                f"allowed rel {rel:.3g} (budget composed along the path)",
-                                element=j, pair=(x, y), rel=rel))
-    gbudget = tol.grad_budget(list(budgets.values()))
-    # a gradient is a sum of products of local derivatives and forward values: its float32 error
-    # scales with the size of those terms, not of the (possibly cancelled) result
-    forward = magnitude(*(v.value for v in t.values))
+        m = _numeric("value", bv.id, index.get(bv.id), tv.value, bv.value, None)
+        if m is not None:
+            out.append(m)
     tb = {bw.id: bw for bw in t.backwards}
     for bbw in b.backwards:
         tbw = tb.get(bbw.id)
@@ -336,11 +260,62 @@ def _values(
             tg = tbw.grads.get(ident)
             if bg is None or tg is None or bg.shape != tg.shape or ident in merged.get(bbw.id, ()):
                 continue
-            gfloor = tol.cancellation_floor(max(forward, magnitude(*tbw.grads.values())))
-            bad = worst(tg, bg, gbudget, 0.0, gfloor)
-            if bad is not None:
-                j, x, y = bad
-                out.append(Mismatch("grad", ident, index[ident], None, f"torch.grad[{j}]={x!r}",
-                                    f"burn.grad[{j}]={y!r}", f"at backward {bbw.id}; allowed rel {gbudget:.3g}",
-                                    element=j, pair=(x, y), rel=gbudget, backward=bbw.id,
-                                    floor=gfloor))
+            m = _numeric("grad", ident, index.get(ident), tg, bg, bbw.id)
+            if m is not None:
+                out.append(m)
+
+
+def _numeric(kind: str, ident: str, i: int | None, t: TensorObs, b: TensorObs, backward: str | None) -> Mismatch | None:
+    bad = [j for j, (x, y) in enumerate(zip(t.data, b.data)) if not tol.screen(x, y)]
+    if not bad:
+        return None
+
+    def size(j: int) -> float:
+        x, y = t.data[j], b.data[j]
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return math.inf
+        return abs(x - y) / max(abs(x), abs(y), tol.TINY)
+
+    j = max(bad, key=size)
+    x, y = t.data[j], b.data[j]
+    name = "grad" if kind == "grad" else ""
+    where = f"at backward {backward}; " if backward else ""
+    return Mismatch(kind, ident, i, None, f"torch{'.' + name if name else ''}[{j}]={x!r}",
+                    f"burn{'.' + name if name else ''}[{j}]={y!r}",
+                    f"{where}{len(bad)} of {len(t.data)} element(s) differ by more than "
+                    f"{tol.SCREEN / tol.F32_EPS:.0f} ulps", element=j, pair=(x, y), backward=backward,
+                    elements=tuple(bad))
+
+
+def _completeness(program: Program, obs: Observation, out: list[Mismatch]) -> None:
+    """The values, backwards and gradient keys a framework reports must be exactly those the
+    program defines up to where it stopped (its error, if any)."""
+    fw = obs.framework
+    stop = obs.error.index if obs.error is not None and obs.error.index is not None else None
+    if obs.error is not None and (obs.error.kind in ("crash", "timeout") or obs.error.kind.startswith("invalid")):
+        return
+    ran = program.statements[:stop] if stop is not None else program.statements
+    want_values = [st.id for st in ran if is_value(st)]
+    got_values = [v.id for v in obs.values]
+    if got_values != want_values:
+        missing = [x for x in want_values if x not in got_values]
+        extra = [x for x in got_values if x not in want_values]
+        out.append(Mismatch("incomplete", None, None, fw, f"values {want_values}", f"values {got_values}",
+                            f"missing {missing}, extra {extra}, or out of order"))
+    want_bw = [st.id for st in ran if isinstance(st, Backward)]
+    got_bw = [bw.id for bw in obs.backwards]
+    if got_bw != want_bw:
+        out.append(Mismatch("incomplete", None, None, fw, f"backwards {want_bw}", f"backwards {got_bw}",
+                            "a backward the program ran is missing from the report, or one is extra"))
+    defined: list[str] = []
+    backwards = {bw.id: bw for bw in obs.backwards}
+    for i, st in enumerate(ran):
+        if isinstance(st, Backward) and st.id in backwards:
+            keys = sorted(backwards[st.id].grads)
+            if keys != sorted(defined):
+                missing = sorted(set(defined) - set(keys))
+                extra = sorted(set(keys) - set(defined))
+                out.append(Mismatch("incomplete", st.id, i, fw, f"gradient entries for {sorted(defined)}",
+                                    f"entries for {keys}", f"missing {missing}, extra {extra}"))
+        elif is_value(st):
+            defined.append(st.id)

@@ -11,12 +11,13 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .compare import Verdict
+from .compare import Mismatch, Verdict
 from .ir import Program, ProgramError
 from .jsonio import dumps, program_from_dict, program_to_dict
 from .memory import MEMORY_RULES_BY_NAME, MemoryExperiment, Row, format_table
@@ -73,10 +74,53 @@ def check_status(status: str, kind: str = "program") -> None:
     raise CorpusError(f"status {status!r} is not pass, bug or divergence:<rule>")
 
 
+def message_pattern(text: str) -> str:
+    """A regular expression for an error message that ignores its numbers (ids, addresses,
+    values change between runs and between versions of the data)."""
+    first = text.strip().splitlines()[0][:160] if text.strip() else ""
+    return re.sub(r"(?:\\-)?\d+(?:\\\.\d+)?(?:e(?:\\-|\\\+)?\d+)?", r"[-+.0-9e]+", re.escape(first))
+
+
+def expectation(m: Mismatch) -> dict[str, Any]:
+    """What a bug case must reproduce of one finding mismatch."""
+    out: dict[str, Any] = {"kind": m.kind, "statement": m.statement, "framework": m.framework}
+    if m.verdict:
+        out["verdict"] = m.verdict
+    if m.kind in ("outcome", "crash", "timeout", "invalid"):
+        out["message"] = message_pattern(m.detail or str(m.observed))
+    return out
+
+
+def _matches(expect: dict[str, Any], m: Mismatch) -> bool:
+    if (m.kind, m.statement, m.framework) != (expect.get("kind"), expect.get("statement"), expect.get("framework")):
+        return False
+    if expect.get("verdict") and m.verdict != expect["verdict"]:
+        return False
+    pattern = expect.get("message")
+    return not pattern or re.search(pattern, m.detail or str(m.observed)) is not None
+
+
+def check_expectations(expected: list[dict[str, Any]], verdict: Verdict) -> str | None:
+    """None when the verdict's findings are exactly the recorded ones (each expectation matched
+    by a finding, no other finding); else what differs."""
+    findings = verdict.findings
+    missing = [e for e in expected if not any(_matches(e, m) for m in findings)]
+    extra = [m for m in findings if not any(_matches(e, m) for e in expected)]
+    if not missing and not extra:
+        return None
+    lines = []
+    for e in missing:
+        lines.append("  recorded, not reproduced: " + json.dumps(e))
+    for m in extra:
+        lines.append("  observed, not recorded: " + m.line().replace("\n", "\n    "))
+    return "\n".join(lines)
+
+
 def case_from_verdict(verdict: Verdict, *, source: str, burn_version: dict[str, Any] | None = None) -> Case:
     first = verdict.findings[0] if verdict.findings else None
     reason = first.line() if first else "passes"
     record: dict[str, Any] = {
+        "expect": [expectation(m) for m in verdict.findings],
         "verdict": {
             "kind": verdict.kind,
             "mismatches": [m.to_dict() for m in verdict.mismatches],
@@ -162,6 +206,8 @@ def load_case(path: Path) -> Case:
     for key in ("status", "program"):
         if key not in doc:
             raise CorpusError(f"{path}: missing field {key!r}")
+    if doc["status"] == "bug":
+        _check_expect(path, doc.get("expect"))
     try:
         check_status(doc["status"])
         program = program_from_dict(doc["program"])
@@ -175,6 +221,24 @@ def load_case(path: Path) -> Case:
     return Case(
         program, doc["status"], doc.get("reason", ""), doc.get("link"), doc.get("name", path.stem), path, record
     )
+
+
+def _check_expect(path: Path, expect: Any) -> None:
+    """A bug case records the mismatches it must reproduce (`expect`, written when it is saved)."""
+    if not isinstance(expect, list) or not expect:
+        raise CorpusError(f"{path}: a bug case needs \"expect\": the list of mismatches it must reproduce "
+                          "(kind, statement, framework, verdict, message pattern; see corpus/README.md)")
+    for i, e in enumerate(expect):
+        if not isinstance(e, dict) or not isinstance(e.get("kind"), str):
+            raise CorpusError(f"{path}: expect[{i}] is not an object with a \"kind\"")
+        unknown = set(e) - {"kind", "statement", "framework", "verdict", "message"}
+        if unknown:
+            raise CorpusError(f"{path}: expect[{i}] has unknown field(s) {sorted(unknown)}")
+        if "message" in e:
+            try:
+                re.compile(e["message"])
+            except (re.error, TypeError) as err:
+                raise CorpusError(f"{path}: expect[{i}].message is not a regular expression: {err}") from err
 
 
 def _load_memory_case(path: Path, doc: dict[str, Any]) -> Case:
@@ -240,10 +304,14 @@ def judge(case: Case, verdict: Verdict) -> ReplayOutcome:
             return ReplayOutcome(False, f"rule {rule} did not fire (fired: {', '.join(fired) or 'none'}); "
                                  "the case no longer exercises it", verdict.kind)
         return ReplayOutcome(True, f"divergence explained by {rule}", verdict.kind)
-    # bug: expected to fail (strict xfail)
+    # bug: expected to fail (strict xfail), the way it was recorded
     if verdict.ok:
         return ReplayOutcome(False, "bug case now passes: re-classify it (status \"pass\") if the fix is real "
                              f"(reason was: {case.reason})", verdict.kind)
+    diff = check_expectations(case.record.get("expect", []), verdict)
+    if diff is not None:
+        return ReplayOutcome(False, "bug case fails differently from what it recorded:\n" + diff + "\n"
+                             + verdict.report(), verdict.kind)
     return ReplayOutcome(True, f"still fails as recorded ({verdict.kind})", verdict.kind)
 
 

@@ -93,16 +93,19 @@ KINK_AT_ZERO = Domain(
     "relu/abs/sign/leaky_relu are not differentiable at 0: inputs keep |x| >= 0.01 "
     "(the convention at 0 is checked separately, see rules)",
     lambda xs, a: _all(xs, lambda x: x.abs() >= KINK_GAP),
+    tags=("kink",),
 )
 ROUNDING = Domain(
     "off-integer",
     "floor/ceil jump at integers: inputs keep a gap of 0.01 from them",
     lambda xs, a: _all(xs, lambda x: _frac_gap(x, 0.0)),
+    tags=("kink",),
 )
 ROUND_HALF = Domain(
     "off-half",
     "round jumps at half-integers (and ties go to even): inputs keep a gap of 0.01",
     lambda xs, a: _all(xs, lambda x: _frac_gap(x, 0.5)),
+    tags=("kink",),
 )
 CLAMP = Domain(
     "off-bounds",
@@ -111,16 +114,19 @@ CLAMP = Domain(
         xs,
         lambda x: ((x - a.get("min", -1e9)).abs() >= KINK_GAP) & ((x - a.get("max", 1e9)).abs() >= KINK_GAP),
     ),
+    tags=("kink",),
 )
 NO_TIES_PAIR = Domain(
     "no-ties",
     "maximum/minimum of equal values split the gradient differently: |a - b| >= 0.01",
     lambda xs, a: bool(((xs[0] - xs[1]).abs() >= KINK_GAP).all()),
+    tags=("kink",),
 )
 UNIQUE_EXTREME = Domain(
     "unique-extreme",
     "max/min with ties split the gradient by convention: the extreme is unique by 0.01",
     lambda xs, a: _unique_extreme(xs[0], a.get("dim")),
+    tags=("kink",),
 )
 PRODUCT = Domain(
     "product",

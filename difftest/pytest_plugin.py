@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,14 @@ from typing import Any
 import pytest
 
 from .burn_worker import BurnWorker
-from .compare import Verdict
+from .compare import Verdict, dismissal_reason
 from .corpus import CorpusError, case_from_verdict, judge, load_case, replay_memory_case, save_case
 
 ROOT_MARKER = "pyproject.toml"
 _WORKER: BurnWorker | None = None
+# numeric mismatches dismissed by arbitration in this test process, by reason (summed over
+# xdist workers at the end and printed in the terminal summary)
+_DISMISSALS: Counter[str] = Counter()
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -129,8 +133,40 @@ def record_finding(verdict: Verdict, source: str, *, directory: Path | None = No
     return path
 
 
+def note_verdict(verdict: Verdict) -> None:
+    """Count the verdict's dismissals (agreement after arbitration, ill-conditioned) for the
+    session summary."""
+    for m in verdict.dismissals:
+        _DISMISSALS[dismissal_reason(m)] += 1
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: hand the counts to the controller
+        workeroutput["difftest_dismissals"] = dict(_DISMISSALS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    counts = getattr(node, "workeroutput", {}).get("difftest_dismissals", {})
+    _DISMISSALS.update(counts)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _DISMISSALS:
+        return
+    total = sum(_DISMISSALS.values())
+    terminalreporter.section("difftest dismissals")
+    terminalreporter.write_line(f"{total} numeric mismatch(es) dismissed after float64 arbitration "
+                                "(each with its evidence in the verdict):")
+    for reason, n in _DISMISSALS.most_common():
+        terminalreporter.write_line(f"  {n:>6}  {reason}")
+
+
 def assert_agrees(verdict: Verdict, source: str) -> None:
-    """The assertion every property uses: save the finding, then fail with the report."""
+    """The assertion every property uses: count dismissals, save the finding, then fail with
+    the report."""
+    note_verdict(verdict)
     if verdict.ok:
         return
     path = record_finding(verdict, source)
@@ -183,6 +219,7 @@ class CorpusItem(pytest.Item):
         from .runner import check
 
         verdict = check(case.program, shared_worker())
+        note_verdict(verdict)
         outcome = judge(case, verdict)
         if not outcome.ok:
             raise CorpusFailure(f"{self.path} [{case.status}]: {outcome.message}")

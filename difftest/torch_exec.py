@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
+from . import tolerance as tol
 from .catalog import CATALOG
-from .ir import Apply, Backward, Cut, Leaf, Module, OpCall, Param, Program, Region, Transform
+from .ir import Apply, Backward, Cut, Leaf, Module, OpCall, Param, Program, Region, Statement, Transform
 from .observation import BackwardObs, ErrorObs, Observation, TensorObs, ValueObs
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -102,7 +104,39 @@ def module_param(handle: TorchModule, name: str) -> torch.Tensor:
     return t
 
 
-def run_torch(program: Program, dtype: str = "float32") -> Observation:
+class ExecHooks(Protocol):
+    """How the float64 arbiter steers an execution (numerics.py, noise.py): a value held
+    constant (finite differences freeze what autodiff does not differentiate), and a wrapper
+    around each op or module forward (Monte Carlo rounding noise)."""
+
+    def constant(self, st: Statement) -> torch.Tensor | None:
+        """A constant to use for `st` instead of computing it, or None."""
+        ...
+
+    def op(self, site: OpSite, inputs: Sequence[torch.Tensor],
+           compute: Callable[[Sequence[torch.Tensor]], torch.Tensor]) -> torch.Tensor:
+        """Runs `compute(inputs)` (already in the statement's region)."""
+        ...
+
+
+@dataclass(frozen=True)
+class OpSite:
+    """What the noise model needs to know of one op or module forward."""
+
+    id: str
+    region: Region
+    tolerance: tol.ToleranceClass
+    elementwise: bool  # broadcasting elementwise op: its backward sums over broadcast dims
+    extent: int  # reduced extent (accumulating ops)
+    # the op evaluated on the magnitudes of its inputs (accumulating ops: the size of the terms
+    # its sums add up), or None
+    magnitude: Callable[[Sequence[torch.Tensor]], torch.Tensor] | None = None
+    measure: bool = False  # the op can be re-run in float32 on the same inputs (its own rounding)
+    # the size of the terms the op's gradient sums, per input, from |incoming gradient|
+    grad_terms: Callable[[Sequence[torch.Tensor], torch.Tensor], list[torch.Tensor]] | None = None
+
+
+def run_torch(program: Program, dtype: str = "float32", *, hooks: ExecHooks | None = None) -> Observation:
     """Execute `program`; a raised exception stops execution and becomes the error."""
     dt = DTYPES[dtype]
     env: dict[str, torch.Tensor] = {}
@@ -121,12 +155,15 @@ def run_torch(program: Program, dtype: str = "float32") -> Observation:
             if isinstance(st, Transform):
                 modules[st.id] = transform_module(modules[st.input], st.transform)
                 continue
-            if isinstance(st, Apply):
-                t = apply_module(modules[st.module], env[st.input])
+            frozen = hooks.constant(st) if hooks is not None else None
+            if frozen is not None:
+                t = frozen
+            elif isinstance(st, Apply):
+                t = _apply(st, modules, env, hooks)
             elif isinstance(st, Param):
                 t = module_param(modules[st.module], st.param)
             else:
-                t = _value(st, env, dt)
+                t = _value(st, env, dt, hooks)
         except Exception as e:
             error = ErrorObs("exception", f"{type(e).__name__}: {e}".strip(), i, st.id)
             break
@@ -135,14 +172,57 @@ def run_torch(program: Program, dtype: str = "float32") -> Observation:
     return Observation("torch" if dtype == "float32" else "torch64", tuple(values), tuple(backwards), error)
 
 
-def _value(st: Leaf | OpCall | Cut, env: dict[str, torch.Tensor], dt: torch.dtype) -> torch.Tensor:
+def _apply(st: Apply, modules: dict[str, TorchModule], env: dict[str, torch.Tensor],
+           hooks: ExecHooks | None) -> torch.Tensor:
+    handle = modules[st.module]
+    x = env[st.input]
+    if hooks is None or not isinstance(handle.module, torch.nn.Linear):
+        return apply_module(handle, x)
+    lin = handle.module
+
+    def magnitude(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+        bias = lin.bias.detach().abs() if lin.bias is not None else None
+        return torch.nn.functional.linear(xs[0].detach().abs(), lin.weight.detach().abs(), bias)
+
+    # a Linear is a dot product over `in` plus the bias: an accumulating op for the noise model
+    site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", tol.ACCUMULATE, False,
+                  lin.in_features + 1, magnitude)
+    return hooks.op(site, [x], lambda xs: apply_module(handle, xs[0]))
+
+
+def _value(st: Leaf | OpCall | Cut, env: dict[str, torch.Tensor], dt: torch.dtype,
+           hooks: ExecHooks | None = None) -> torch.Tensor:
     if isinstance(st, Leaf):
         t = torch.tensor(st.data, dtype=dt).reshape(st.shape).clone()  # a base, not a view
         return t.requires_grad_(True) if st.require_grad else t
     with region_context(st.region):
         if isinstance(st, OpCall):
             spec = CATALOG[st.op]
-            return spec.lower([env[x] for x in st.inputs], st.attrs)
+            inputs = [env[x] for x in st.inputs]
+            if hooks is None:
+                return spec.lower(inputs, st.attrs)
+
+            def magnitude(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+                return spec.lower([x.detach().abs() for x in xs], st.attrs).abs()
+
+            accumulates = spec.tolerance.grows_with_size
+            extent = spec.reduced_extent([tuple(x.shape) for x in inputs], st.attrs)
+            terms = spec.grad_terms
+
+            def grad_terms(xs: Sequence[torch.Tensor], g: torch.Tensor) -> list[torch.Tensor]:
+                if terms is not None:
+                    return terms(xs, st.attrs, g)
+                # an accumulating op: its vector-Jacobian product on magnitudes sums |terms|
+                with torch.enable_grad():
+                    absx = [x.detach().abs().requires_grad_(True) for x in xs]
+                    out = torch.autograd.grad(spec.lower(absx, st.attrs), absx, g, allow_unused=True)
+                return [o.abs() if o is not None else torch.zeros_like(x) for o, x in zip(out, xs)]
+
+            has_terms = terms is not None or accumulates
+            site = OpSite(st.id, st.region, spec.tolerance, spec.family == "binary", extent,
+                          magnitude if accumulates else None, measure=True,
+                          grad_terms=grad_terms if has_terms else None)
+            return hooks.op(site, inputs, lambda xs: spec.lower(xs, st.attrs))
         x = env[st.input]
         if st.cut in ("detach", "without_autodiff"):
             return x.detach()

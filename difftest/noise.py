@@ -1,0 +1,185 @@
+"""Monte Carlo rounding noise: how much float32 rounding each element's computation carries.
+
+The program runs in float64 with a small random relative error injected at every op boundary,
+the way float32 rounding would perturb it (tolerance.py declares the sizes per op class):
+
+* every op output is multiplied by `1 + rel * u` (u uniform in [-1, 1], one per element);
+* inputs of ops whose internals round intermediate values by `1 + input_rel * u`;
+* accumulating ops (sums, products, matmul, Linear) add `eps * sqrt(n) * op(|inputs|) * u`;
+* in the backward pass, the gradient crossing each op boundary is multiplied by
+  `1 + max(rel, BACKWARD_REL) * u`, and operands broadcast by an elementwise op are expanded
+  first, so the sum over the broadcast dims adds up individually perturbed terms.
+
+Leaves, cuts and values behind them are not perturbed beyond what flows into them. Runs are
+seeded from the program, so the measurement is deterministic.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import tolerance as tol
+from .ir import Program, Statement
+from .jsonio import dumps, program_to_dict
+from .observation import Observation
+from .torch_exec import OpSite, run_torch
+
+
+class _Jitter(torch.autograd.Function):
+    """Forward: x times a fixed factor (or x); backward: the gradient times another factor."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, fwd: torch.Tensor | None, bwd: torch.Tensor) -> torch.Tensor:
+        ctx.bwd = bwd
+        return x * fwd if fwd is not None else x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        return grads[0] * ctx.bwd, None, None
+
+
+def _finite(diff: torch.Tensor) -> torch.Tensor:
+    """A measured difference where float32 overflowed is no noise estimate (such an element is
+    judged as a non-finite result instead): zero there, never an infinite budget."""
+    return torch.nan_to_num(diff, nan=0.0, posinf=0.0, neginf=0.0)
+
+
+@dataclass
+class _Measure:
+    """What _Measured needs: the op, the hooks (random numbers), and the op's inputs as they
+    arrived, before the input noise (its float32 error is measured there)."""
+
+    compute: Callable[[Sequence[torch.Tensor]], torch.Tensor]
+    hooks: NoiseHooks
+    site: OpSite
+    arrived: list[torch.Tensor]
+    inputs: list[torch.Tensor] = field(default_factory=list)
+
+
+def _vjp(compute: Callable[[Sequence[torch.Tensor]], torch.Tensor], xs: Sequence[torch.Tensor],
+         needs: Sequence[bool], g: torch.Tensor, dtype: torch.dtype) -> list[torch.Tensor]:
+    """The op's vector-Jacobian product in `dtype`, as float64, one per input that needs it."""
+    with torch.enable_grad():
+        leaves = [x.detach().to(dtype).clone().requires_grad_(n) for x, n in zip(xs, needs)]
+        wanted = [x for x, n in zip(leaves, needs) if n]
+        grads = torch.autograd.grad(compute(leaves), wanted, g.to(dtype), allow_unused=True)
+    return [gr.double() if gr is not None else torch.zeros_like(x, dtype=torch.float64)
+            for gr, x in zip(grads, wanted)]
+
+
+class _Measured(torch.autograd.Function):
+    """The op in float64 on the noisy inputs, plus its own float32 rounding (float32 minus
+    float64, measured on the inputs as they arrived) times a random factor; the same for its
+    vector-Jacobian product."""
+
+    @staticmethod
+    def forward(ctx: Any, m: _Measure, *inputs: torch.Tensor) -> torch.Tensor:
+        ctx.m = m
+        m.inputs = [x.detach() for x in inputs]
+        return m.hooks.measured(m.compute, m.inputs, m.arrived)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        m: _Measure = ctx.m
+        g = grads[0]
+        needs = list(ctx.needs_input_grad[1:])
+        # the arrived inputs expanded like the noisy ones (broadcast operands are expanded)
+        arrived = [a.expand_as(x) for a, x in zip(m.arrived, m.inputs)]
+        g64 = _vjp(m.compute, m.inputs, needs, g, torch.float64)
+        ref64 = _vjp(m.compute, arrived, needs, g, torch.float64)
+        ref32 = _vjp(m.compute, arrived, needs, g, torch.float32)
+        terms = m.site.grad_terms(m.inputs, g.abs()) if m.site.grad_terms is not None else None
+        size = tol.accumulation_noise(m.site.extent) * tol.GRAD_TERMS_FACTOR
+        out: list[torch.Tensor | None] = [None]
+        k = 0
+        for i, n in enumerate(needs):
+            if not n:
+                out.append(None)
+                continue
+            a = g64[k]
+            noisy = a + _finite(ref32[k] - ref64[k]) * m.hooks.uniform(a.shape) * tol.MEASURED_FACTOR
+            k += 1
+            if terms is not None:
+                t = terms[i].to(noisy.dtype).expand_as(noisy)
+                noisy = noisy + size * t * m.hooks.uniform(noisy.shape)
+            out.append(noisy)
+        return tuple(out)
+
+
+class NoiseHooks:
+    """ExecHooks (torch_exec.py) that inject the noise described above."""
+
+    def __init__(self, seed: int) -> None:
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def uniform(self, shape: torch.Size) -> torch.Tensor:
+        return torch.rand(shape, generator=self.gen, dtype=torch.float64) * 2.0 - 1.0
+
+    def _factor(self, shape: torch.Size, size: float) -> torch.Tensor:
+        return 1.0 + size * self.uniform(shape)
+
+    def measured(self, compute: Callable[[Sequence[torch.Tensor]], torch.Tensor],
+                 xs: Sequence[torch.Tensor], arrived: Sequence[torch.Tensor]) -> torch.Tensor:
+        """compute(xs) in float64 plus the op's own float32 rounding measured at the inputs as
+        they arrived, randomly scaled."""
+        y64 = compute(xs)
+        r64 = compute(arrived)
+        r32 = compute([x.float() for x in arrived]).double()
+        return y64 + _finite(r32 - r64) * self.uniform(y64.shape) * tol.MEASURED_FACTOR
+
+    def constant(self, st: Statement) -> torch.Tensor | None:
+        return None
+
+    def op(self, site: OpSite, inputs: Sequence[torch.Tensor],
+           compute: Callable[[Sequence[torch.Tensor]], torch.Tensor]) -> torch.Tensor:
+        cls = site.tolerance
+        recording = site.region == "grad" and torch.is_grad_enabled()
+        bwd = max(cls.rel, tol.BACKWARD_REL)
+        out_shape = torch.broadcast_shapes(*(x.shape for x in inputs)) if site.elementwise else None  # type: ignore[no-untyped-call]
+        xs: list[torch.Tensor] = []
+        for x in inputs:
+            if recording and x.requires_grad:
+                if out_shape is not None and x.shape != out_shape:
+                    x = x.expand(out_shape)
+                fwd = self._factor(x.shape, cls.input_rel) if cls.input_rel else None
+                x = _Jitter.apply(x, fwd, self._factor(x.shape, bwd))
+            elif cls.input_rel:
+                x = x * self._factor(x.shape, cls.input_rel)
+            xs.append(x)
+        arrived = [x.detach() for x in inputs]
+        if not site.measure:
+            y = compute(xs)
+        elif recording and any(x.requires_grad for x in xs):
+            y = _Measured.apply(_Measure(compute, self, site, arrived), *xs)
+        elif recording or cls.rel or cls.input_rel:
+            y = self.measured(compute, xs, arrived)
+        else:
+            y = compute(xs)  # an exact op outside a recording region: keep PyTorch's view semantics
+        add = None
+        if site.magnitude is not None:
+            with torch.no_grad():
+                terms = site.magnitude(inputs).to(torch.float64)
+                add = tol.accumulation_noise(site.extent) * terms * self.uniform(terms.shape)
+        if recording and y.requires_grad:
+            fwd = self._factor(y.shape, cls.rel) if cls.rel else None
+            y = _Jitter.apply(y, fwd, self._factor(y.shape, bwd))
+        elif cls.rel:
+            y = y * self._factor(y.shape, cls.rel)
+        if add is not None:
+            y = y + add
+        return y
+
+
+def program_seed(program: Program) -> int:
+    return zlib.crc32(dumps(program_to_dict(program)).encode())
+
+
+def noisy_runs(program: Program, samples: int = tol.NOISE_SAMPLES) -> list[Observation]:
+    """`samples` float64 runs of `program` with rounding noise, deterministically seeded."""
+    seed = program_seed(program)
+    return [run_torch(program, "float64", hooks=NoiseHooks(seed + k)) for k in range(samples)]
