@@ -29,6 +29,7 @@ ShapeRule = Callable[[Sequence[Shape], Attrs], Shape]
 AttrSampler = Callable[[Choices, Sequence[Shape]], "Attrs | None"]
 ViewRule = Callable[[Shape, tuple[int, ...], Attrs], tuple[int, ...]]
 GradTerms = Callable[[Sequence[torch.Tensor], Attrs, torch.Tensor], list[torch.Tensor]]
+ValueTerms = Callable[[Sequence[torch.Tensor], Attrs], torch.Tensor]
 
 VARIADIC = -1
 
@@ -60,6 +61,9 @@ class OpSpec:
     # terms their gradient sums (given the inputs, attrs and |incoming gradient|), one tensor per
     # input; float32 noise of that size may remain where the terms cancel (noise.py)
     grad_terms: GradTerms | None = None
+    # the same for the op's value, where its formula sums terms larger than the result (the
+    # accumulating ops' terms are the op applied to |inputs|, no declaration needed)
+    value_terms: ValueTerms | None = None
     view: ViewRule | None = None  # PyTorch returns a view of input 0: how its strides change
     view_needs_contiguous: bool = False  # a view only when input 0 is contiguous (else a copy)
     doc: str = ""
@@ -415,8 +419,23 @@ A_DIM = (AttrSpec("dim", "dim"),)
 
 
 def unary(name: str, f: Callable[[torch.Tensor], torch.Tensor], t: tol.ToleranceClass,
-          d: dom.Domain = dom.ANY, saves: tuple[int, ...] = (0,), family: str = "unary") -> OpSpec:
-    return OpSpec(name, family, 1, lambda x, a: f(x[0]), same, t, d, saves=saves)
+          d: dom.Domain = dom.ANY, saves: tuple[int, ...] = (0,), family: str = "unary",
+          grad_terms: GradTerms | None = None, value_terms: ValueTerms | None = None) -> OpSpec:
+    return OpSpec(name, family, 1, lambda x, a: f(x[0]), same, t, d, saves=saves, grad_terms=grad_terms,
+                  value_terms=value_terms)
+
+
+def _gelu_value_terms(x: Sequence[torch.Tensor], a: Attrs) -> torch.Tensor:
+    # x * 0.5 * (1 + erf(x / sqrt 2)): for x << 0 the terms of 1 + erf cancel, leaving noise of
+    # float32 size relative to |x| / 2 (PyTorch's float32 forward shows it)
+    return x[0].abs() * 0.5 * (1.0 + torch.erf(x[0] / math.sqrt(2.0)).abs())
+
+
+def _gelu_grad_terms(x: Sequence[torch.Tensor], a: Attrs, g: torch.Tensor) -> list[torch.Tensor]:
+    # Phi(x) + x * phi(x), with Phi = 0.5 * (1 + erf(x / sqrt 2)): the same cancellation in the
+    # tail (burn's float32 backward shows it)
+    phi = torch.exp(-0.5 * x[0] * x[0]) / math.sqrt(2.0 * math.pi)
+    return [g * (0.5 * (1.0 + torch.erf(x[0] / math.sqrt(2.0)).abs()) + x[0].abs() * phi)]
 
 
 def scalar_op(name: str, f: Callable[[torch.Tensor, float], torch.Tensor], attr: str,
@@ -488,7 +507,7 @@ OPS: tuple[OpSpec, ...] = (
     unary("round", torch.round, T.STEP, dom.ROUND_HALF, saves=()),
     unary("sigmoid", torch.sigmoid, T.TRANSCENDENTAL, saves=()),
     unary("relu", torch.relu, T.EXACT, dom.KINK_AT_ZERO, saves=()),
-    unary("gelu", F.gelu, T.TRANSCENDENTAL),
+    unary("gelu", F.gelu, T.TRANSCENDENTAL, grad_terms=_gelu_grad_terms, value_terms=_gelu_value_terms),
     OpSpec("leaky_relu", "unary", 1, lambda x, a: F.leaky_relu(x[0], a["slope"]), same, T.ROUNDED,
            dom.KINK_AT_ZERO, (AttrSpec("slope", "float"),), _scalar("slope", 0.01, 0.5), saves=(0,)),
     scalar_op("powf_scalar", torch.pow, "exponent", -2.0, 3.0, T.TRANSCENDENTAL, dom.POW_BASE, saves=(0,)),

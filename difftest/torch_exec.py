@@ -202,10 +202,14 @@ def _value(st: Leaf | OpCall | Cut, env: dict[str, torch.Tensor], dt: torch.dtyp
             if hooks is None:
                 return spec.lower(inputs, st.attrs)
 
+            accumulates = spec.tolerance.grows_with_size
+            value_terms = spec.value_terms
+
             def magnitude(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+                if value_terms is not None:
+                    return value_terms([x.detach() for x in xs], st.attrs)
                 return spec.lower([x.detach().abs() for x in xs], st.attrs).abs()
 
-            accumulates = spec.tolerance.grows_with_size
             extent = spec.reduced_extent([tuple(x.shape) for x in inputs], st.attrs)
             terms = spec.grad_terms
 
@@ -220,7 +224,7 @@ def _value(st: Leaf | OpCall | Cut, env: dict[str, torch.Tensor], dt: torch.dtyp
 
             has_terms = terms is not None or accumulates
             site = OpSite(st.id, st.region, spec.tolerance, spec.family == "binary", extent,
-                          magnitude if accumulates else None, measure=True,
+                          magnitude if accumulates or value_terms is not None else None, measure=True,
                           grad_terms=grad_terms if has_terms else None)
             return hooks.op(site, inputs, lambda xs: spec.lower(xs, st.attrs))
         x = env[st.input]
