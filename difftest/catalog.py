@@ -425,6 +425,18 @@ def unary(name: str, f: Callable[[torch.Tensor], torch.Tensor], t: tol.Tolerance
                   value_terms=value_terms)
 
 
+def _tanh_grad_terms(x: Sequence[torch.Tensor], a: Attrs, g: torch.Tensor) -> list[torch.Tensor]:
+    # both frameworks compute 1 - y**2 from the rounded output y: near |y| = 1 the terms cancel
+    y = torch.tanh(x[0])
+    return [g * (1.0 + y * y)]
+
+
+def _sigmoid_grad_terms(x: Sequence[torch.Tensor], a: Attrs, g: torch.Tensor) -> list[torch.Tensor]:
+    # y * (1 - y) from the rounded output y: near y = 1 the terms of 1 - y cancel
+    y = torch.sigmoid(x[0])
+    return [g * y * (1.0 + y)]
+
+
 def _gelu_value_terms(x: Sequence[torch.Tensor], a: Attrs) -> torch.Tensor:
     # x * 0.5 * (1 + erf(x / sqrt 2)): for x << 0 the terms of 1 + erf cancel, leaving noise of
     # float32 size relative to |x| / 2 (PyTorch's float32 forward shows it)
@@ -492,7 +504,7 @@ OPS: tuple[OpSpec, ...] = (
     unary("sin", torch.sin, T.TRANSCENDENTAL),
     unary("cos", torch.cos, T.TRANSCENDENTAL),
     unary("tan", torch.tan, T.TRANSCENDENTAL, dom.TAN, saves=()),
-    unary("tanh", torch.tanh, T.TRANSCENDENTAL, saves=()),
+    unary("tanh", torch.tanh, T.TRANSCENDENTAL, saves=(), grad_terms=_tanh_grad_terms),
     unary("sinh", torch.sinh, T.TRANSCENDENTAL, dom.EXP),
     unary("cosh", torch.cosh, T.TRANSCENDENTAL, dom.EXP),
     unary("erf", torch.erf, T.TRANSCENDENTAL),
@@ -505,7 +517,7 @@ OPS: tuple[OpSpec, ...] = (
     unary("floor", torch.floor, T.STEP, dom.ROUNDING, saves=()),
     unary("ceil", torch.ceil, T.STEP, dom.ROUNDING, saves=()),
     unary("round", torch.round, T.STEP, dom.ROUND_HALF, saves=()),
-    unary("sigmoid", torch.sigmoid, T.TRANSCENDENTAL, saves=()),
+    unary("sigmoid", torch.sigmoid, T.TRANSCENDENTAL, saves=(), grad_terms=_sigmoid_grad_terms),
     unary("relu", torch.relu, T.EXACT, dom.KINK_AT_ZERO, saves=()),
     unary("gelu", F.gelu, T.TRANSCENDENTAL, grad_terms=_gelu_grad_terms, value_terms=_gelu_value_terms),
     OpSpec("leaky_relu", "unary", 1, lambda x, a: F.leaky_relu(x[0], a["slope"]), same, T.ROUNDED,

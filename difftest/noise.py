@@ -175,6 +175,58 @@ class NoiseHooks:
         return y
 
 
+class _Magnitude(torch.autograd.Function):
+    """Forward: the op. Backward: the sum of the magnitudes of the terms the op's
+    vector-Jacobian product adds up, |J|^T |g|, so that a float64 backward of the whole program
+    gives, per gradient element, the size of the terms that may cancel in it."""
+
+    @staticmethod
+    def forward(ctx: Any, m: _Measure, *inputs: torch.Tensor) -> torch.Tensor:
+        ctx.m = m
+        m.inputs = [x.detach() for x in inputs]
+        return m.compute(m.inputs)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        m: _Measure = ctx.m
+        g = grads[0].abs()
+        needs = list(ctx.needs_input_grad[1:])
+        if m.site.grad_terms is not None:
+            terms = [t.expand_as(x) if t.shape != x.shape else t
+                     for t, x in zip(m.site.grad_terms(m.inputs, g), m.inputs)]
+        else:  # selections, shape ops and elementwise ops: |VJP| at the inputs themselves
+            vjps = iter(_vjp(m.compute, m.inputs, needs, g, torch.float64))
+            terms = [next(vjps).abs() if n else torch.zeros_like(x) for x, n in zip(m.inputs, needs)]
+        out: list[torch.Tensor | None] = [None]
+        out.extend(t.abs() if n else None for t, n in zip(terms, needs))
+        return tuple(out)
+
+
+class MagnitudeHooks:
+    """ExecHooks for the magnitude run: values exact, the backward of every op replaced by the
+    magnitudes of its terms (operands broadcast by an elementwise op are expanded first, so the
+    sum over broadcast dims adds magnitudes too)."""
+
+    def constant(self, st: Statement) -> torch.Tensor | None:
+        return None
+
+    def op(self, site: OpSite, inputs: Sequence[torch.Tensor],
+           compute: Callable[[Sequence[torch.Tensor]], torch.Tensor]) -> torch.Tensor:
+        recording = site.region == "grad" and torch.is_grad_enabled()
+        if not recording or not any(x.requires_grad for x in inputs):
+            return compute(inputs)
+        xs = list(inputs)
+        if site.elementwise:
+            shape = torch.broadcast_shapes(*(x.shape for x in xs))  # type: ignore[no-untyped-call]
+            xs = [x.expand(shape) if x.requires_grad and x.shape != shape else x for x in xs]
+        return _Magnitude.apply(_Measure(compute, NoiseHooks(0), site, []), *xs)
+
+
+def magnitude_run(program: Program) -> Observation:
+    """The program in float64 with the magnitude backward (see _Magnitude)."""
+    return run_torch(program, "float64", hooks=MagnitudeHooks())
+
+
 def program_seed(program: Program) -> int:
     return zlib.crc32(dumps(program_to_dict(program)).encode())
 

@@ -36,7 +36,7 @@ from .catalog import CATALOG
 from .compare import Mismatch, Verdict
 from .domains import KINK_GAP
 from .ir import Backward, Leaf, OpCall, Program, Statement, is_value, value_inputs
-from .noise import noisy_runs
+from .noise import magnitude_run, noisy_runs
 from .observation import Observation, TensorObs
 from .torch_exec import OpSite, run_torch
 
@@ -68,10 +68,12 @@ class Judgement:
     float64: float
     noise: float
     budget: float
+    terms: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"element": self.element, "verdict": self.verdict, "reason": self.reason, "torch": self.torch,
-                "burn": self.burn, "float64": self.float64, "noise": self.noise, "budget": self.budget}
+                "burn": self.burn, "float64": self.float64, "noise": self.noise, "terms": self.terms,
+                "budget": self.budget}
 
 
 def _same(x: float, r: float, budget: float) -> bool:
@@ -80,10 +82,12 @@ def _same(x: float, r: float, budget: float) -> bool:
     return math.isfinite(x) and abs(x - r) <= budget
 
 
-def judge(t: float, b: float, r: float, noise: float, kink: str | None = None) -> tuple[str, str]:
+def judge(t: float, b: float, r: float, noise: float, kink: str | None = None,
+          terms: float = 0.0) -> tuple[str, str]:
     """The verdict and its reason for one element: torch and burn float32 results, the float64
-    reference, the measured noise of this element, and whether a kink is on its path."""
-    budget = tol.budget(noise, r)
+    reference, the measured noise of this element, whether a kink is on its path, and (for a
+    gradient) the magnitude of the terms it sums."""
+    budget = tol.budget(noise, r, terms)
     b_ok, t_ok = _same(b, r, budget), _same(t, r, budget)
     if b_ok and t_ok:
         return "agreement", "both within the measured float32 noise of the float64 result"
@@ -116,6 +120,7 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
     ref = run_torch(program, "float64")
     verdict.reference = ref
     noisy: list[Observation] | None = None
+    magnitudes: Observation | None = None
     for k, m in enumerate(numeric):
         rt = _tensor(ref, m)
         tt, bt = _tensor(verdict.torch, m), _tensor(verdict.burn, m)
@@ -127,13 +132,20 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
             noisy = noisy_runs(program)
         samples = [s for s in (_tensor(o, m) for o in noisy) if s is not None and len(s.data) == len(rt.data)]
         kink = near_kink(program, ref, m)
+        mt = None
+        if m.kind == "grad":
+            if magnitudes is None:
+                magnitudes = magnitude_run(program)
+            mt = _tensor(magnitudes, m)
+            mt = mt if mt is not None and len(mt.data) == len(rt.data) else None
         judged: list[Judgement] = []
         for j in m.elements or ((m.element,) if m.element is not None else ()):
             r = rt.data[j]
             devs = [abs(s.data[j] - r) for s in samples if math.isfinite(s.data[j]) and math.isfinite(r)]
             d = max(devs, default=0.0)
-            kind, reason = judge(tt.data[j], bt.data[j], r, d, kink)
-            judged.append(Judgement(j, kind, reason, tt.data[j], bt.data[j], r, d, tol.budget(d, r)))
+            terms = mt.data[j] if mt is not None and math.isfinite(mt.data[j]) else 0.0
+            kind, reason = judge(tt.data[j], bt.data[j], r, d, kink, terms)
+            judged.append(Judgement(j, kind, reason, tt.data[j], bt.data[j], r, d, tol.budget(d, r, terms), terms))
         evidence: dict[str, Any] = {}
         if m.kind == "grad" and any(x.verdict in ("burn-wrong", "torch-wrong") for x in judged):
             judged, fd = _finite_difference_check(verdict, m, judged)

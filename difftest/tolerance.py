@@ -4,7 +4,10 @@ Nothing here is program-wide. An element of a value or a gradient is compared in
 
 1. **Screen.** burn and PyTorch agree to `SCREEN` (a few float32 ulps of the element's own
    magnitude): nothing to arbitrate. A 1e-4 relative fault is ~840 ulps, far outside.
-2. **Judge** (numerics.py), for the elements that fail the screen. A float64 PyTorch run gives
+2. **Judge** (numerics.py), for the elements that fail the screen. For a gradient element, the
+   budget also allows `TERMS_ULPS` ulps of the sum of the magnitudes of the terms it adds up,
+   measured by a float64 backward of |J|^T |g| (`noise.magnitude_run`): where terms cancel, a
+   few ulps of their size remain in any float32 result, whichever formula computes them. A float64 PyTorch run gives
    the reference `r`. `NOISE_SAMPLES` float64 runs of the same program with Monte Carlo rounding
    noise injected at every op boundary (noise.py) measure, per element, how much float32
    rounding *this very computation* carries, cancellation and reduction lengths included:
@@ -78,6 +81,11 @@ def screen(t: float, b: float) -> bool:
     return abs(t - b) <= SCREEN * max(abs(t), abs(b)) + TINY
 
 
-def budget(noise: float, reference: float) -> float:
-    """The absolute error a float32 result of this element may have against the float64 one."""
-    return NOISE_FACTOR * noise + FLOOR_ULPS * F32_EPS * abs(reference) + TINY
+TERMS_ULPS = 4.0  # gradients: this many ulps of the sum of |terms| (noise.magnitude_run)
+
+
+def budget(noise: float, reference: float, terms: float = 0.0) -> float:
+    """The absolute error a float32 result of this element may have against the float64 one:
+    from its measured noise, its own magnitude and (gradients) the magnitude of the terms it
+    sums, which may cancel."""
+    return NOISE_FACTOR * noise + FLOOR_ULPS * F32_EPS * abs(reference) + TERMS_ULPS * F32_EPS * terms + TINY

@@ -184,9 +184,12 @@ def _apply(st: Apply, modules: dict[str, TorchModule], env: dict[str, torch.Tens
         bias = lin.bias.detach().abs() if lin.bias is not None else None
         return torch.nn.functional.linear(xs[0].detach().abs(), lin.weight.detach().abs(), bias)
 
+    def grad_terms(xs: Sequence[torch.Tensor], g: torch.Tensor) -> list[torch.Tensor]:
+        return [g.abs() @ lin.weight.detach().abs()]  # |g| |W|: the terms of x's gradient
+
     # a Linear is a dot product over `in` plus the bias: an accumulating op for the noise model
     site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", tol.ACCUMULATE, False,
-                  lin.in_features + 1, magnitude)
+                  lin.in_features + 1, magnitude, grad_terms=grad_terms)
     return hooks.op(site, [x], lambda xs: apply_module(handle, xs[0]))
 
 
