@@ -219,7 +219,8 @@ class MagnitudeHooks:
         if site.elementwise:
             shape = torch.broadcast_shapes(*(x.shape for x in xs))  # type: ignore[no-untyped-call]
             xs = [x.expand(shape) if x.requires_grad and x.shape != shape else x for x in xs]
-        return _Magnitude.apply(_Measure(compute, NoiseHooks(0), site, []), *xs)
+        out: torch.Tensor = _Magnitude.apply(_Measure(compute, NoiseHooks(0), site, []), *xs)
+        return out
 
 
 def magnitude_run(program: Program) -> Observation:
