@@ -4,6 +4,12 @@ One worker per test process. A program is written to the in-flight directory bef
 sent and removed when its answer arrives, so a crash or a hang never loses the case. A crash
 (the process exits) or a hang (no answer within the timeout) becomes that program's
 observation; the worker is restarted for the next program.
+
+The worker runs under an address-space limit (RLIMIT_AS, `memory_limit`): a program that
+would take the machine's memory makes the worker's allocation fail instead, which aborts the
+process, which is a crash observation like any other. Programs are also checked against an
+element budget before they run (docs/format.md, "Bounds"), on both sides; the limit is the
+backstop for what that budget does not foresee.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import hashlib
 import json
 import os
 import queue
+import resource
 import shutil
 import subprocess
 import sysconfig
@@ -28,6 +35,14 @@ from .observation import ErrorObs, Observation
 PROTOCOL_VERSION = 1
 DEFAULT_TIMEOUT = 60.0
 RECYCLE_RSS_BYTES = 1 << 30  # burn keeps graphs of programs without backward: recycle past 1 GiB
+# The worker's address-space limit (RLIMIT_AS), in bytes. Address space is not memory: glibc
+# reserves 64 MiB per malloc arena (up to 8 per core) and every thread its stack, so the limit
+# must leave room for reservations that never become resident. An idle worker maps ~10 MiB and
+# the test suite runs under 512 MiB (tests/test_bounds.py); 8 GiB leaves that headroom many
+# times over while still stopping a runaway program long before it takes a large machine down.
+DEFAULT_MEMORY_LIMIT = 8 << 30
+MEMORY_LIMIT_ENV = "DIFFTEST_BURN_MEMORY_LIMIT"  # bytes; overrides the default; 0 = unlimited
+TEST_REQUESTS_ENV = "DIFFTEST_BURN_TEST_REQUESTS"  # "1": the worker serves test-only requests
 
 
 class WorkerError(RuntimeError):
@@ -63,6 +78,21 @@ def find_binary() -> str:
     )
 
 
+def default_memory_limit() -> int | None:
+    """$DIFFTEST_BURN_MEMORY_LIMIT (bytes, 0 = unlimited) if set, else DEFAULT_MEMORY_LIMIT;
+    None means unlimited."""
+    text = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
+    if not text:
+        return DEFAULT_MEMORY_LIMIT
+    try:
+        limit = int(text)
+    except ValueError:
+        raise WorkerError(f"{MEMORY_LIMIT_ENV}={text!r} is not a number of bytes") from None
+    if limit < 0:
+        raise WorkerError(f"{MEMORY_LIMIT_ENV}={text!r} is negative")
+    return limit or None
+
+
 def program_digest(doc: dict[str, Any]) -> str:
     return hashlib.sha256(dumps(doc).encode()).hexdigest()[:16]
 
@@ -75,10 +105,19 @@ class BurnWorker:
         timeout: float = DEFAULT_TIMEOUT,
         inflight_dir: Path | None = None,
         fault: str | None = None,
+        memory_limit: int | None = None,
+        test_requests: bool | None = None,
     ) -> None:
-        """`fault`: a DIFFTEST_BURN_FAULT spec (docs/format.md) for detection-power runs."""
+        """`fault`: a DIFFTEST_BURN_FAULT spec (docs/format.md) for detection-power runs.
+        `memory_limit`: the worker's address-space limit in bytes (0: unlimited; None: the
+        default, $DIFFTEST_BURN_MEMORY_LIMIT or DEFAULT_MEMORY_LIMIT). `test_requests`: serve
+        the test-only requests (`allocate`); None inherits $DIFFTEST_BURN_TEST_REQUESTS."""
         self.binary = binary or find_binary()
         self.fault = fault
+        if memory_limit is not None and memory_limit < 0:
+            raise ValueError(f"memory_limit must be >= 0 bytes, got {memory_limit}")
+        self.memory_limit: int | None = default_memory_limit() if memory_limit is None else (memory_limit or None)
+        self.test_requests = test_requests
         self.timeout = timeout
         self.inflight_dir = inflight_dir
         self._proc: subprocess.Popen[bytes] | None = None
@@ -97,6 +136,10 @@ class BurnWorker:
             env.pop("DIFFTEST_BURN_FAULT", None)
             if self.fault:
                 env["DIFFTEST_BURN_FAULT"] = self.fault
+            if self.test_requests is not None:
+                env.pop(TEST_REQUESTS_ENV, None)
+                if self.test_requests:
+                    env[TEST_REQUESTS_ENV] = "1"
             self._proc = subprocess.Popen(
                 [self.binary, "--worker"],
                 stdin=subprocess.PIPE,
@@ -106,6 +149,14 @@ class BurnWorker:
             )
         except OSError as e:
             raise WorkerError(f"cannot start {self.binary}: {e}") from e
+        if self.memory_limit is not None:
+            # Set from outside once the worker runs (it waits for its first request): a
+            # preexec_fn would run between fork and exec, which is unsafe with the pump threads.
+            try:
+                resource.prlimit(self._proc.pid, resource.RLIMIT_AS, (self.memory_limit, self.memory_limit))
+            except OSError as e:
+                self.kill()
+                raise WorkerError(f"cannot limit the worker's memory to {self.memory_limit} bytes: {e}") from e
         self._lines = queue.Queue()
         proc = self._proc
         threading.Thread(target=self._pump_stdout, args=(proc, self._lines), daemon=True).start()
@@ -204,22 +255,45 @@ class BurnWorker:
         return int(self.request("status")["rss_bytes"])
 
     # ------------------------------------------------------------------ programs
-    def run(self, program: Program | dict[str, Any], timeout: float | None = None) -> Observation:
-        doc = program if isinstance(program, dict) else program_to_dict(program)
-        pending = self._write_inflight(doc)
-        started = time.monotonic()
+    def _observed_request(
+        self, kind: str, timeout: float | None, pending: Path | None, **fields: Any
+    ) -> dict[str, Any] | Observation:
+        """The answer to a request, or, when the worker hangs or dies on it, a `timeout` or
+        `crash` observation (the worker restarted for the next request)."""
         try:
-            answer = self.request("run", timeout, program=doc)
+            return self.request(kind, timeout, **fields)
         except TimeoutError as e:
             tail = self.stderr_tail()
             self.restart()
             return Observation("burn", error=ErrorObs("timeout", f"{e}\n{tail}".strip()),
                                meta={"inflight": str(pending) if pending else None})
         except (EOFError, WorkerError) as e:
+            time.sleep(0.05)  # let the stderr pump take the dying worker's last words
             tail = self.stderr_tail()
             self.restart()
             return Observation("burn", error=ErrorObs("crash", f"{e}\n{tail}".strip()),
                                meta={"inflight": str(pending) if pending else None})
+
+    def allocate(self, nbytes: int, timeout: float | None = None) -> Observation:
+        """Test only: has the worker allocate and touch `nbytes` bytes (the `allocate` request,
+        served only with `test_requests`). Ok: an observation without error, `meta["allocated"]`
+        the byte count; past the memory limit the worker aborts, which gives a `crash`
+        observation and a restarted worker; a refused request gives an `invalid-request` error."""
+        answer = self._observed_request("allocate", timeout, None, bytes=nbytes)
+        if isinstance(answer, Observation):
+            return answer
+        if not answer.get("ok"):
+            err = answer.get("error") or {}
+            return Observation("burn", error=ErrorObs(err.get("kind", "invalid"), err.get("message", "")))
+        return Observation("burn", meta={"allocated": answer.get("allocated")})
+
+    def run(self, program: Program | dict[str, Any], timeout: float | None = None) -> Observation:
+        doc = program if isinstance(program, dict) else program_to_dict(program)
+        pending = self._write_inflight(doc)
+        started = time.monotonic()
+        answer = self._observed_request("run", timeout, pending, program=doc)
+        if isinstance(answer, Observation):
+            return answer
         if pending:
             pending.unlink(missing_ok=True)
         self.served += 1

@@ -1,16 +1,64 @@
-"""Full Python-side validation: schema, structure, op names, attributes and shapes."""
+"""Full Python-side validation: schema, structure, op names, attributes, shapes and the
+element budget (docs/format.md, "Bounds")."""
 
 from __future__ import annotations
 
 from .catalog import CATALOG
-from .ir import Apply, Cut, Leaf, Module, OpCall, Param, Program, ProgramError, Shape, Statement, Transform
+from .ir import Apply, Cut, Leaf, Module, OpCall, Param, Program, ProgramError, Shape, Statement, Transform, numel
 from .shapes import ShapeError
 
+# The element budget, checked before anything runs (the Rust side has the same two constants
+# in rust/src/program.rs). The memory experiments (difftest/memory.py) are exempt: they use
+# infer_shapes, not check_program, and measure larger tensors on purpose.
+MAX_TENSOR_ELEMENTS = 1_000_000  # per tensor: every value, leaf, module weight and inline tensor
+MAX_PROGRAM_ELEMENTS = 4_000_000  # summed over all of those in a program
 
-def infer_shapes(program: Program) -> dict[str, Shape]:
-    """Shape of every value statement; raises ProgramError naming the statement."""
+INLINE_TENSOR_TYPES = ("int_tensor", "bool_tensor")
+
+
+def _tensors_held(st: Statement) -> list[tuple[str, int]]:
+    """(what, elements) of the tensors a statement holds besides its value: module weights and
+    biases, inline attribute tensors (gather indices, masks)."""
+    if isinstance(st, Module):
+        return [(name, numel(t.shape)) for name, t in (("weight", st.weight), ("bias", st.bias)) if t is not None]
+    if isinstance(st, OpCall) and st.op in CATALOG:
+        return [
+            (f"attribute {a.name!r}", numel(tuple(st.attrs[a.name]["shape"])))
+            for a in CATALOG[st.op].attrs
+            if a.type in INLINE_TENSOR_TYPES and isinstance(st.attrs.get(a.name), dict)
+        ]
+    return []
+
+
+class _Budget:
+    """Running element count of a program; raises ProgramError naming the statement."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add(self, tensors: list[tuple[str, int]], index: int, st: Statement) -> None:
+        for what, n in tensors:
+            if n > MAX_TENSOR_ELEMENTS:
+                raise ProgramError(
+                    f"{what} would make {n} elements; the limit is {MAX_TENSOR_ELEMENTS} per tensor", index, st.id
+                )
+            self.total += n
+        if self.total > MAX_PROGRAM_ELEMENTS:
+            raise ProgramError(
+                f"the program's tensors would total {self.total} elements here; the limit is "
+                f"{MAX_PROGRAM_ELEMENTS} per program",
+                index,
+                st.id,
+            )
+
+
+def infer_shapes(program: Program, *, bounded: bool = False) -> dict[str, Shape]:
+    """Shape of every value statement; raises ProgramError naming the statement. `bounded`:
+    also check the element budget, statement by statement (the first offending statement is
+    named, before any later shape error)."""
     shapes: dict[str, Shape] = {}
     roots: dict[str, Module] = {}  # module handle -> the module statement it derives from
+    budget = _Budget() if bounded else None
     for i, st in enumerate(program.statements):
         if isinstance(st, Leaf):
             shapes[st.id] = st.shape
@@ -34,6 +82,11 @@ def infer_shapes(program: Program) -> dict[str, Shape]:
             root = roots[st.module]
             assert root.weight is not None  # checked by the IR
             shapes[st.id] = root.weight.shape if st.param == "weight" else (root.out_features,)
+        if budget is not None:
+            held = _tensors_held(st)
+            if st.id in shapes:
+                held.append((st.op if isinstance(st, OpCall) else st.kind, numel(shapes[st.id])))
+            budget.add(held, i, st)
     return shapes
 
 
@@ -52,4 +105,5 @@ def apply_shape(module: Module, x: Shape, index: int, st: Statement) -> Shape:
 
 
 def check_program(program: Program) -> dict[str, Shape]:
-    return infer_shapes(program)
+    """Everything a program must satisfy before it runs: shapes and the element budget."""
+    return infer_shapes(program, bounded=True)

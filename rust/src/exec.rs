@@ -10,7 +10,7 @@ use crate::apply;
 use crate::fault;
 use crate::floats::serialize_f32s;
 use crate::nn::{NnModule, transpose_data};
-use crate::program::{Cut, DeviceKind, Kind, ParamName, Program, Region, Statement};
+use crate::program::{Cut, DeviceKind, Kind, ParamName, Program, Region, Statement, Transform};
 use crate::value::{DynTensor, Flags};
 
 /// Shape and row-major data of a tensor.
@@ -197,6 +197,36 @@ fn enter(region: Region, t: DynTensor) -> DynTensor {
     }
 }
 
+/// Whether the module handle at `index` was derived (through transforms) from a `valid()`.
+fn derived_from_valid(statements: &[Statement], mut index: usize) -> bool {
+    while let Kind::Transform { transform, input } = &statements[index].kind {
+        if *transform == Transform::Valid {
+            return true;
+        }
+        index = *input;
+    }
+    false
+}
+
+/// Where a value statement's result comes from, for the `flag-after` fault.
+fn flag_site(stmt: &Statement, statements: &[Statement]) -> Option<fault::FlagSite> {
+    match &stmt.kind {
+        Kind::Cut { cut, .. } => Some(fault::FlagSite::of_cut(*cut)),
+        Kind::Op {
+            region: Region::NoGrad,
+            ..
+        } => Some(fault::FlagSite::NoGrad),
+        Kind::Op {
+            region: Region::InferenceMode,
+            ..
+        } => Some(fault::FlagSite::InferenceMode),
+        Kind::Apply { module, .. } if derived_from_valid(statements, *module) => {
+            Some(fault::FlagSite::Valid)
+        }
+        _ => None,
+    }
+}
+
 fn step(stmt: &Statement, env: &[Slot], program: &Program, devices: &Devices) -> Outcome {
     let get = |i: usize| env[i].value();
     let value = match &stmt.kind {
@@ -265,7 +295,7 @@ fn step(stmt: &Statement, env: &[Slot], program: &Program, devices: &Devices) ->
         id: stmt.id.clone(),
         shape,
         data,
-        flags: value.flags(),
+        flags: fault::reported_flags(flag_site(stmt, &program.statements), value.flags()),
     };
     Outcome::Slot(Box::new(Slot::Value(value)), Some(obs))
 }
@@ -313,4 +343,54 @@ pub fn run(program: &Program) -> Observation {
         }
     }
     obs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fault::FlagSite;
+
+    #[test]
+    fn flag_sites() {
+        let doc = serde_json::json!({"format": "difftest-program", "version": 1, "statements": [
+            {"id": "fc", "kind": "module", "module": "linear",
+             "weight": {"shape": [1, 2], "data": [0.5, -1.0]}, "bias": null},
+            {"id": "x", "kind": "leaf", "shape": [1, 2], "data": [1.0, 2.0], "device": "autodiff",
+             "require_grad": true},
+            {"id": "fv", "kind": "transform", "transform": "valid", "input": "fc"},
+            {"id": "ft", "kind": "transform", "transform": "train", "input": "fv"},
+            {"id": "y1", "kind": "apply", "module": "fc", "input": "x"},
+            {"id": "y2", "kind": "apply", "module": "ft", "input": "x"},
+            {"id": "d", "kind": "cut", "cut": "detach", "input": "x", "region": "no_grad"},
+            {"id": "w", "kind": "cut", "cut": "without_autodiff", "input": "x"},
+            {"id": "a", "kind": "cut", "cut": "autodiff", "input": "w"},
+            {"id": "e1", "kind": "op", "op": "exp", "inputs": ["x"], "region": "no_grad"},
+            {"id": "e2", "kind": "op", "op": "exp", "inputs": ["x"], "region": "inference_mode"},
+            {"id": "e3", "kind": "op", "op": "exp", "inputs": ["x"]}
+        ]});
+        let program = Program::from_json(&doc).unwrap();
+        let sites: Vec<Option<FlagSite>> = program
+            .statements
+            .iter()
+            .map(|s| flag_site(s, &program.statements))
+            .collect();
+        use FlagSite::*;
+        assert_eq!(
+            sites,
+            vec![
+                None,
+                None,
+                None,
+                None,
+                None,
+                Some(Valid),
+                Some(Detach),
+                Some(WithoutAutodiff),
+                Some(Autodiff),
+                Some(NoGrad),
+                Some(InferenceMode),
+                None
+            ]
+        );
+    }
 }

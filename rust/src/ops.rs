@@ -16,6 +16,11 @@ pub const NARY: i32 = -1;
 /// An attribute type: how to read it from JSON.
 pub trait Attr: Sized {
     fn parse(v: &Value) -> Result<Self, String>;
+
+    /// The shape of the attribute when it is an inline tensor (element budget), else `None`.
+    fn tensor_shape(&self) -> Option<&[usize]> {
+        None
+    }
 }
 
 impl Attr for f64 {
@@ -137,6 +142,10 @@ impl<T: Attr> Attr for Inline<T> {
         }
         Ok(Inline { shape, data })
     }
+
+    fn tensor_shape(&self) -> Option<&[usize]> {
+        Some(&self.shape)
+    }
 }
 
 fn show(v: &Value) -> String {
@@ -166,6 +175,30 @@ pub fn get<T: Attr>(obj: &Map<String, Value>, key: &str) -> Result<T, String> {
         .get(key)
         .ok_or_else(|| format!("missing attribute {key:?}"))?;
     T::parse(v).map_err(|e| format!("attribute {key:?}: {e}"))
+}
+
+/// `$new` for the field named `dim`, `$old` for any other field (see [`Op::with_dim`]).
+macro_rules! pick_dim {
+    (dim, $old:expr, $new:expr) => {
+        $new
+    };
+    ($field:ident, $old:expr, $new:expr) => {
+        $old
+    };
+}
+
+/// The value of the field named `dim` among `field field` pairs (each field twice: the first
+/// is matched against `dim`, the second names the binding), or `None`.
+macro_rules! dim_value {
+    () => {
+        None
+    };
+    (dim $binding:ident $($rest:ident)*) => {
+        Some(*$binding)
+    };
+    ($field:ident $binding:ident $($rest:ident)*) => {
+        dim_value!($($rest)*)
+    };
 }
 
 macro_rules! ops {
@@ -200,6 +233,44 @@ macro_rules! ops {
             pub fn arity(&self) -> i32 {
                 match self {
                     $( Op::$variant { .. } => $arity, )*
+                }
+            }
+
+            /// The attribute names of the op called `name` (`None`: not a catalog op).
+            pub fn attr_names(name: &str) -> Option<&'static [&'static str]> {
+                match name {
+                    $( $name => Some(&[$($(stringify!($field)),*)?]), )*
+                    _ => None,
+                }
+            }
+
+            /// The op's `dim` attribute, if it has one.
+            #[allow(unused_variables)]
+            pub fn dim(&self) -> Option<usize> {
+                match self {
+                    $( Op::$variant { $($($field),*)? } => dim_value!($($($field $field)*)?), )*
+                }
+            }
+
+            /// The op with its `dim` attribute replaced by `new` (`None` if it has none).
+            #[allow(unused_variables)]
+            pub fn with_dim(&self, new: usize) -> Option<Op> {
+                self.dim()?;
+                Some(match self {
+                    $( Op::$variant { $($($field),*)? } => Op::$variant {
+                        $($($field: pick_dim!($field, $field.clone(), new)),*)?
+                    }, )*
+                })
+            }
+
+            /// The op's inline tensor attributes (gather indices, masks): name and shape.
+            pub fn tensor_attrs(&self) -> Vec<(&'static str, &[usize])> {
+                match self {
+                    $( Op::$variant { $($($field),*)? } => {
+                        let attrs: Vec<(&'static str, Option<&[usize]>)> =
+                            vec![$($((stringify!($field), Attr::tensor_shape($field))),*)?];
+                        attrs.into_iter().filter_map(|(n, s)| Some((n, s?))).collect()
+                    } )*
                 }
             }
         }
@@ -278,6 +349,31 @@ ops! {
     Select = "select" / 1, { dim: usize, indices: Vec<i64> };
     MaskFill = "mask_fill" / 1, { mask: Inline<bool>, value: f64 };
     MaskWhere = "mask_where" / 2, { mask: Inline<bool> };
+}
+
+/// The broadcast of two shapes after burn's rank promotion (leading size-1 dims), or `None`.
+fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let pad = |s: &[usize]| {
+        let mut p = vec![1; rank - s.len()];
+        p.extend_from_slice(s);
+        p
+    };
+    pad(a)
+        .into_iter()
+        .zip(pad(b))
+        .map(|(x, y)| match (x, y) {
+            _ if x == y => Some(x),
+            (1, y) => Some(y),
+            (x, 1) => Some(x),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The number of elements of a shape (saturating: shapes of bombs overflow `u64`).
+pub fn numel(shape: &[usize]) -> u64 {
+    shape.iter().fold(1u64, |n, &d| n.saturating_mul(d as u64))
 }
 
 /// Both operands at the same rank: the lower-rank one gets leading size-1 dims.
@@ -363,6 +459,172 @@ fn slice<const D: usize>(t: Tensor<D>, ranges: &[Range]) -> Tensor<D> {
 }
 
 impl Op {
+    /// The shape of the op's result on inputs of these shapes, as burn computes it, without
+    /// running it; `None` when burn would reject the inputs (it panics at run time). Used by
+    /// the element budget ([`crate::program::Program::check_bounds`]) and the `wrong-dim` fault.
+    pub fn infer_shape(&self, inputs: &[Vec<usize>]) -> Option<Vec<usize>> {
+        let x = inputs.first()?.clone();
+        let rank = x.len();
+        let with = |dim: usize, extent: usize| {
+            let mut s = x.clone();
+            *s.get_mut(dim)? = extent;
+            Some(s)
+        };
+        let shape = match self {
+            Op::Exp {}
+            | Op::Log {}
+            | Op::Log1p {}
+            | Op::Sqrt {}
+            | Op::Sin {}
+            | Op::Cos {}
+            | Op::Tan {}
+            | Op::Tanh {}
+            | Op::Sinh {}
+            | Op::Cosh {}
+            | Op::Erf {}
+            | Op::Atan {}
+            | Op::Recip {}
+            | Op::Square {}
+            | Op::Abs {}
+            | Op::Neg {}
+            | Op::Sign {}
+            | Op::Floor {}
+            | Op::Ceil {}
+            | Op::Round {}
+            | Op::Sigmoid {}
+            | Op::Relu {}
+            | Op::Gelu {}
+            | Op::LeakyRelu { .. }
+            | Op::PowfScalar { .. }
+            | Op::PowiScalar { .. }
+            | Op::Clamp { .. }
+            | Op::ClampMin { .. }
+            | Op::ClampMax { .. }
+            | Op::AddScalar { .. }
+            | Op::SubScalar { .. }
+            | Op::MulScalar { .. }
+            | Op::DivScalar { .. }
+            | Op::Flip { .. } => x,
+            Op::MaskFill { mask, .. } => (mask.shape == x).then_some(x)?,
+            Op::Add {}
+            | Op::Sub {}
+            | Op::Mul {}
+            | Op::Div {}
+            | Op::Powf {}
+            | Op::Maximum {}
+            | Op::Minimum {}
+            | Op::MaskWhere { .. } => broadcast_shapes(&x, inputs.get(1)?)?,
+            Op::Matmul {} => {
+                let y = inputs.get(1)?;
+                let (m, k) = (x.len().checked_sub(2)?, y.len().checked_sub(2)?);
+                if x[m + 1] != y[k] {
+                    return None;
+                }
+                let mut s = broadcast_shapes(&x[..m], &y[..k])?;
+                s.extend([x[m], y[k + 1]]);
+                s
+            }
+            Op::Sum {} | Op::Mean {} | Op::Max {} | Op::Min {} | Op::Prod {} => vec![1],
+            Op::SumDim { dim }
+            | Op::MeanDim { dim }
+            | Op::MaxDim { dim }
+            | Op::MinDim { dim }
+            | Op::ProdDim { dim } => with(*dim, 1)?,
+            Op::Cumsum { dim }
+            | Op::Cumprod { dim }
+            | Op::Softmax { dim }
+            | Op::LogSoftmax { dim } => with(*dim, *x.get(*dim)?)?,
+            Op::Reshape { shape } => (numel(&shape.0) == numel(&x)).then(|| shape.0.clone())?,
+            Op::Transpose {} => {
+                let mut s = x;
+                if rank >= 2 {
+                    s.swap(rank - 2, rank - 1);
+                }
+                s
+            }
+            Op::SwapDims { dim1, dim2 } => {
+                let mut s = x;
+                if *dim1.max(dim2) >= rank {
+                    return None;
+                }
+                s.swap(*dim1, *dim2);
+                s
+            }
+            Op::Permute { axes } => {
+                let mut seen = axes.clone();
+                seen.sort_unstable();
+                if seen != (0..rank).collect::<Vec<_>>() {
+                    return None;
+                }
+                axes.iter().map(|&a| x[a]).collect()
+            }
+            Op::Unsqueeze { dim } => {
+                let mut s = x;
+                if *dim > rank {
+                    return None;
+                }
+                s.insert(*dim, 1);
+                s
+            }
+            Op::Squeeze { dim } => {
+                let mut s = x;
+                if rank < 2 || s.get(*dim) != Some(&1) {
+                    return None;
+                }
+                s.remove(*dim);
+                s
+            }
+            Op::Slice { ranges } => {
+                if ranges.len() > rank {
+                    return None;
+                }
+                let mut s = x;
+                for (d, r) in s.iter_mut().zip(ranges) {
+                    let end = r.1.min(*d);
+                    if r.0 >= end {
+                        return None;
+                    }
+                    *d = end - r.0;
+                }
+                s
+            }
+            Op::Cat { dim } => {
+                if *dim >= rank {
+                    return None;
+                }
+                let off = |s: &[usize]| [&s[..*dim], &s[*dim + 1..]].concat();
+                let mut total = 0usize;
+                for s in inputs {
+                    if s.len() != rank || off(s) != off(&x) {
+                        return None;
+                    }
+                    total = total.saturating_add(s[*dim]);
+                }
+                with(*dim, total)?
+            }
+            Op::Stack { dim } => {
+                if inputs.iter().any(|s| *s != x) || *dim > rank {
+                    return None;
+                }
+                let mut s = x;
+                s.insert(*dim, inputs.len());
+                s
+            }
+            Op::Expand { shape } => {
+                let to = &shape.0;
+                let lead = to.len().checked_sub(rank)?;
+                let fits = x.iter().zip(&to[lead..]).all(|(&a, &b)| a == b || a == 1);
+                fits.then(|| to.clone())?
+            }
+            Op::RepeatDim { dim, times } => with(*dim, x.get(*dim)?.saturating_mul(times.0))?,
+            Op::Gather { dim, indices } => {
+                (*dim < rank && indices.shape.len() == rank).then(|| indices.shape.clone())?
+            }
+            Op::Select { dim, indices } => with(*dim, indices.len())?,
+        };
+        check_shape(&shape).is_ok().then_some(shape)
+    }
+
     /// Runs the op on burn. Inputs are already resolved (and taken off autodiff in a region);
     /// their count matches the arity. Invalid shapes make burn panic, which the caller catches.
     pub fn execute(&self, mut inputs: Vec<DynTensor>) -> DynTensor {
@@ -486,5 +748,106 @@ impl Op {
                 a.mask_where(m, b)
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::Device;
+    use serde_json::json;
+
+    /// `infer_shape` agrees with what burn computes.
+    #[test]
+    fn inferred_shapes_match_burn() {
+        let device = Device::flex();
+        let t = |shape: &[usize]| {
+            let n = shape.iter().product();
+            DynTensor::from_f32(vec![0.5; n], shape, &device)
+        };
+        let cases: Vec<(&str, Value, Vec<Vec<usize>>)> = vec![
+            ("exp", json!({}), vec![vec![2, 3]]),
+            ("add", json!({}), vec![vec![3], vec![2, 1, 3]]),
+            ("mul", json!({}), vec![vec![2, 1], vec![1, 4]]),
+            ("matmul", json!({}), vec![vec![2, 3], vec![5, 3, 4]]),
+            ("matmul", json!({}), vec![vec![2, 1, 2, 3], vec![3, 3, 1]]),
+            ("sum", json!({}), vec![vec![2, 3]]),
+            ("max_dim", json!({"dim": 1}), vec![vec![2, 3, 4]]),
+            ("softmax", json!({"dim": 0}), vec![vec![2, 3]]),
+            ("reshape", json!({"shape": [3, 2]}), vec![vec![6]]),
+            ("transpose", json!({}), vec![vec![2, 3, 4]]),
+            (
+                "swap_dims",
+                json!({"dim1": 0, "dim2": 2}),
+                vec![vec![2, 3, 4]],
+            ),
+            ("permute", json!({"axes": [2, 0, 1]}), vec![vec![2, 3, 4]]),
+            ("unsqueeze", json!({"dim": 1}), vec![vec![2, 3]]),
+            ("squeeze", json!({"dim": 1}), vec![vec![2, 1, 3]]),
+            ("slice", json!({"ranges": [[1, 3]]}), vec![vec![4, 2]]),
+            ("cat", json!({"dim": 1}), vec![vec![2, 3], vec![2, 1]]),
+            (
+                "stack",
+                json!({"dim": 2}),
+                vec![vec![2, 3], vec![2, 3], vec![2, 3]],
+            ),
+            ("expand", json!({"shape": [4, 2, 3]}), vec![vec![1, 3]]),
+            (
+                "repeat_dim",
+                json!({"dim": 0, "times": 3}),
+                vec![vec![2, 3]],
+            ),
+            (
+                "gather",
+                json!({"dim": 1, "indices": {"shape": [2, 1], "data": [0, 2]}}),
+                vec![vec![2, 3]],
+            ),
+            (
+                "select",
+                json!({"dim": 1, "indices": [0, 0, 2, 1]}),
+                vec![vec![2, 3]],
+            ),
+            (
+                "mask_where",
+                json!({"mask": {"shape": [2], "data": [true, false]}}),
+                vec![vec![2], vec![2]],
+            ),
+        ];
+        for (name, attrs, shapes) in cases {
+            let op = Op::parse(name, attrs.as_object().unwrap()).unwrap();
+            let inputs: Vec<DynTensor> = shapes.iter().map(|s| t(s)).collect();
+            let got = op.execute(inputs).dims();
+            assert_eq!(op.infer_shape(&shapes), Some(got), "{name} {shapes:?}");
+        }
+        let add = Op::parse("add", &Map::new()).unwrap();
+        assert_eq!(add.infer_shape(&[vec![2], vec![3]]), None);
+    }
+
+    #[test]
+    fn dim_attributes() {
+        let attrs = json!({"dim": 1, "times": 3});
+        let op = Op::parse("repeat_dim", attrs.as_object().unwrap()).unwrap();
+        assert_eq!(op.dim(), Some(1));
+        let other = op.with_dim(0).unwrap();
+        assert!(matches!(
+            other,
+            Op::RepeatDim {
+                dim: 0,
+                times: Positive(3)
+            }
+        ));
+        let exp = Op::parse("exp", &Map::new()).unwrap();
+        assert!(exp.dim().is_none() && exp.with_dim(0).is_none());
+        assert_eq!(Op::attr_names("clamp"), Some(&["min", "max"][..]));
+        assert_eq!(Op::attr_names("frob"), None);
+        let with_dim: Vec<&str> = Op::ALL
+            .iter()
+            .map(|(n, _)| *n)
+            .filter(|n| Op::attr_names(n).unwrap().contains(&"dim"))
+            .collect();
+        assert!(
+            with_dim.contains(&"gather") && !with_dim.contains(&"swap_dims"),
+            "{with_dim:?}"
+        );
     }
 }

@@ -4,6 +4,11 @@
 //! matching `^[A-Za-z_][A-Za-z0-9_]*$`, inputs that name earlier value statements, leaf data
 //! whose length matches the shape, ranks 1 to 4 with dims >= 1, attributes and their types,
 //! regions and cuts. Shape rules of ops are *not* checked here: burn checks them at run time.
+//!
+//! [`Program::check_bounds`] is the element budget a `run` checks before executing anything
+//! (docs/format.md, "Bounds"): every tensor's shape is inferred from the statements (as burn
+//! would compute it), and no tensor may exceed [`MAX_TENSOR_ELEMENTS`] elements, nor all of a
+//! program's tensors together [`MAX_PROGRAM_ELEMENTS`].
 
 use std::collections::HashMap;
 use std::fmt;
@@ -15,6 +20,12 @@ use crate::ops::{self, NARY, Op, check_keys, check_shape};
 
 pub const FORMAT: &str = "difftest-program";
 pub const VERSION: u64 = 1;
+
+/// The most elements one tensor of a program may have (values, leaves, inline tensors).
+pub const MAX_TENSOR_ELEMENTS: u64 = 1_000_000;
+/// The most elements a program's tensors may have together (every value statement's result,
+/// module weights and biases, inline attribute tensors).
+pub const MAX_PROGRAM_ELEMENTS: u64 = 4_000_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeviceKind {
@@ -250,6 +261,100 @@ impl Program {
             statements.push(stmt);
         }
         Ok(Program { statements })
+    }
+}
+
+impl Program {
+    /// Checks the element budget before anything runs; the error names the first statement
+    /// whose tensor exceeds [`MAX_TENSOR_ELEMENTS`], or at which the running total exceeds
+    /// [`MAX_PROGRAM_ELEMENTS`]. Shapes are inferred as burn computes them
+    /// ([`Op::infer_shape`]); a statement burn would reject (it panics when run, and nothing
+    /// after it runs) has no shape, and neither have the statements that depend on it.
+    pub fn check_bounds(&self) -> Result<(), ProgramError> {
+        let mut shapes: Vec<Option<Vec<usize>>> = Vec::with_capacity(self.statements.len());
+        let mut total: u64 = 0;
+        for (index, stmt) in self.statements.iter().enumerate() {
+            let err = |message: String| ProgramError {
+                index: Some(index),
+                statement: Some(stmt.id.clone()),
+                message,
+            };
+            let shape_of = |i: usize| shapes[i].clone();
+            // (what, elements) of every tensor the statement holds.
+            let mut tensors: Vec<(String, u64)> = Vec::new();
+            let shape = match &stmt.kind {
+                Kind::Leaf { shape, .. } => Some(shape.clone()),
+                Kind::Op { op, inputs, .. } => {
+                    for (name, shape) in op.tensor_attrs() {
+                        tensors.push((format!("attribute {name:?}"), ops::numel(shape)));
+                    }
+                    let ins: Option<Vec<Vec<usize>>> =
+                        inputs.iter().map(|&i| shape_of(i)).collect();
+                    ins.and_then(|ins| op.infer_shape(&ins))
+                }
+                Kind::Cut { input, .. } => shape_of(*input),
+                Kind::Module { spec } => {
+                    if let ModuleSpec::Linear {
+                        d_input,
+                        d_output,
+                        bias,
+                        ..
+                    } = spec
+                    {
+                        tensors.push(("weight".into(), ops::numel(&[*d_output, *d_input])));
+                        if bias.is_some() {
+                            tensors.push(("bias".into(), *d_output as u64));
+                        }
+                    }
+                    None
+                }
+                Kind::Transform { .. } | Kind::Backward { .. } => None,
+                Kind::Apply { module, input } => match module_spec(&self.statements, *module) {
+                    ModuleSpec::Linear {
+                        d_input, d_output, ..
+                    } => shape_of(*input)
+                        .filter(|s| s.last() == Some(d_input))
+                        .map(|mut s| {
+                            s.pop();
+                            s.push(*d_output);
+                            s
+                        }),
+                    ModuleSpec::Dropout { .. } => shape_of(*input),
+                },
+                Kind::Param { module, param } => match module_spec(&self.statements, *module) {
+                    ModuleSpec::Linear {
+                        d_input, d_output, ..
+                    } => Some(match param {
+                        ParamName::Weight => vec![*d_output, *d_input],
+                        ParamName::Bias => vec![*d_output],
+                    }),
+                    ModuleSpec::Dropout { .. } => None,
+                },
+            };
+            if let Some(s) = &shape {
+                let what = match &stmt.kind {
+                    Kind::Op { op, .. } => op.name(),
+                    _ => stmt.kind_name(),
+                };
+                tensors.push((what.to_string(), ops::numel(s)));
+            }
+            for (what, n) in tensors {
+                if n > MAX_TENSOR_ELEMENTS {
+                    return Err(err(format!(
+                        "{what} would make {n} elements; the limit is {MAX_TENSOR_ELEMENTS} per tensor"
+                    )));
+                }
+                total = total.saturating_add(n);
+            }
+            if total > MAX_PROGRAM_ELEMENTS {
+                return Err(err(format!(
+                    "the program's tensors would total {total} elements here; the limit is \
+                     {MAX_PROGRAM_ELEMENTS} per program"
+                )));
+            }
+            shapes.push(shape);
+        }
+        Ok(())
     }
 }
 
@@ -738,6 +843,116 @@ mod tests {
             json!({"id": "bad", "kind": "module", "module": "linear",
             "weight": {"shape": [1, 2], "data": [1, 2]}}),
             "\"bias\"",
+        );
+    }
+
+    fn leaf(id: &str, shape: &[usize]) -> Value {
+        let n: usize = shape.iter().product();
+        json!({"id": id, "kind": "leaf", "shape": shape, "data": vec![0.5; n],
+               "device": "autodiff", "require_grad": false})
+    }
+
+    fn op(id: &str, op: &str, inputs: &[&str], attrs: Value) -> Value {
+        json!({"id": id, "kind": "op", "op": op, "inputs": inputs, "attrs": attrs})
+    }
+
+    fn bounds(statements: Value) -> Result<(), ProgramError> {
+        parse(statements).unwrap().check_bounds()
+    }
+
+    #[test]
+    fn element_budget() {
+        let x = leaf("x", &[2, 2]);
+        let e = bounds(json!([
+            x,
+            op("s", "sum", &["x"], json!({})),
+            op(
+                "v2",
+                "repeat_dim",
+                &["x"],
+                json!({"dim": 0, "times": 4_000_000_000u64})
+            )
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "statement 2 (id \"v2\"): repeat_dim would make 16000000000 elements; the limit is \
+             1000000 per tensor"
+        );
+        let e = bounds(json!([
+            x,
+            op(
+                "big",
+                "expand",
+                &["x"],
+                json!({"shape": [1000, 1000, 2, 2]})
+            )
+        ]))
+        .unwrap_err();
+        assert_eq!((e.index, e.statement.as_deref()), (Some(1), Some("big")));
+        assert!(
+            e.message.contains("expand would make 4000000 elements"),
+            "{e}"
+        );
+        // Through reshape and matmul: the inferred shapes carry the size along.
+        let e = bounds(json!([
+            leaf("a", &[2000, 1]),
+            leaf("b", &[1, 2000]),
+            op("r", "reshape", &["b"], json!({"shape": [1, 2000]})),
+            op("m", "matmul", &["a", "r"], json!({}))
+        ]))
+        .unwrap_err();
+        assert_eq!(e.index, Some(3), "{e}");
+        // Exactly at the limit is fine; the program total counts every value.
+        let ok = json!([leaf("a", &[1000, 1000])]);
+        bounds(ok).unwrap();
+        let e = bounds(
+            json!([leaf("a", &[1000, 1000]), op("b", "exp", &["a"], json!({})),
+            op("c", "exp", &["b"], json!({})), op("d", "exp", &["c"], json!({})),
+            {"id": "e", "kind": "cut", "cut": "detach", "input": "d"}]),
+        )
+        .unwrap_err();
+        assert_eq!(e.index, Some(4), "{e}");
+        assert!(
+            e.message.contains("total 5000000 elements")
+                && e.message.contains("4000000 per program"),
+            "{e}"
+        );
+        // A statement burn rejects (here: mismatched inner dims) has no shape: burn panics
+        // there at run time, so nothing after it is counted.
+        bounds(json!([
+            x,
+            leaf("y", &[3, 3]),
+            op("m", "matmul", &["x", "y"], json!({})),
+            op(
+                "r",
+                "repeat_dim",
+                &["m"],
+                json!({"dim": 0, "times": 4_000_000_000u64})
+            )
+        ]))
+        .unwrap();
+        // Module weights and applying them.
+        let e = bounds(json!([{"id": "fc", "kind": "module", "module": "linear",
+            "weight": {"shape": [1, 2], "data": [1, 2]}, "bias": null},
+            leaf("x", &[2]), op("w", "expand", &["x"], json!({"shape": [600000, 2]})),
+            {"id": "y", "kind": "apply", "module": "fc", "input": "w"}]))
+        .unwrap_err();
+        assert_eq!(e.index, Some(2), "{e}");
+        let e = bounds(json!([
+            leaf("x", &[3]),
+            op(
+                "g",
+                "gather",
+                &["x"],
+                json!({"dim": 0, "indices": {"shape": [1_000_001], "data": vec![0; 1_000_001]}})
+            )
+        ]))
+        .unwrap_err();
+        assert!(
+            e.message
+                .starts_with("attribute \"indices\" would make 1000001"),
+            "{e}"
         );
     }
 }

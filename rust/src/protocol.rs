@@ -76,10 +76,40 @@ pub fn version_info() -> VersionInfo {
     }
 }
 
-/// Parses and runs a program document.
+/// Parses and runs a program document (after checking its element budget).
 pub fn run_program(doc: &Value) -> Result<Observation, RequestError> {
     let program = Program::from_json(doc)?;
+    program.check_bounds()?;
     Ok(exec::run(&program))
+}
+
+/// The environment variable that enables the test-only requests (`allocate`) when it is `1`.
+pub const TEST_REQUESTS_ENV: &str = "DIFFTEST_BURN_TEST_REQUESTS";
+
+fn test_requests_enabled() -> bool {
+    std::env::var(TEST_REQUESTS_ENV).is_ok_and(|v| v == "1")
+}
+
+/// The test-only `allocate` request: allocates `bytes` bytes and writes every one of them (so
+/// the pages are really used), then frees them. Past the worker's memory limit the allocation
+/// fails and the process aborts, which is what the tests of the crash path want.
+fn allocate(obj: &serde_json::Map<String, Value>) -> Result<u64, RequestError> {
+    let bytes = obj.get("bytes").and_then(Value::as_u64).ok_or_else(|| {
+        RequestError::new(
+            "invalid-request",
+            "an allocate request needs a non-negative integer \"bytes\"",
+        )
+    })?;
+    let n = usize::try_from(bytes).map_err(|_| {
+        RequestError::new(
+            "invalid-request",
+            format!("{bytes} bytes do not fit in memory"),
+        )
+    })?;
+    let block = std::hint::black_box(vec![1u8; n]);
+    let touched: u64 = block.iter().step_by(4096).map(|&b| u64::from(b)).sum();
+    std::hint::black_box(touched);
+    Ok(bytes)
 }
 
 /// The payload of a successful response.
@@ -90,6 +120,7 @@ pub enum Reply {
     Status { rss_bytes: u64, served: u64 },
     Memory(MemoryReport),
     MemoryProgram(ProgramMemoryReport),
+    Allocated(u64),
 }
 
 /// One response line: `{"id": …, "ok": …, <payload fields>}`.
@@ -113,6 +144,7 @@ impl Serialize for Response {
             }
             Ok(Reply::Memory(m)) => map.serialize_entry("memory", m)?,
             Ok(Reply::MemoryProgram(m)) => map.serialize_entry("memory", m)?,
+            Ok(Reply::Allocated(n)) => map.serialize_entry("allocated", n)?,
             Err(e) => map.serialize_entry("error", e)?,
         }
         map.end()
@@ -175,6 +207,7 @@ impl Worker {
             }),
             "memory" => memory::handle(obj).map(Reply::Memory),
             "memory_program" => memory::handle_program(obj).map(Reply::MemoryProgram),
+            "allocate" if test_requests_enabled() => allocate(obj).map(Reply::Allocated),
             other => Err(RequestError::new(
                 "invalid-request",
                 format!(
