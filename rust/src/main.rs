@@ -28,7 +28,11 @@ usage:
 environment:
   DIFFTEST_BURN_FAULT=SPEC      inject a deliberate fault (detection-power tests); SPEC is one of
                                 grad-scale:<op>:<eps>, grad-sign:<op>, grad-drop:<op>,
-                                flag-without-autodiff, detach-like-torch, lowering:<op>=<other>
+                                grad-drop-input:<op>:<i>, wrong-dim:<op>, promote-trailing:<op>,
+                                value-scale:<op>:<eps>, lowering:<op>=<other>[{json attrs}],
+                                flag-after:<detach|without_autodiff|autodiff|no_grad|inference_mode|valid>,
+                                flag-without-autodiff, detach-like-torch (docs/format.md)
+  DIFFTEST_BURN_TEST_REQUESTS=1 also serve the test-only `allocate` request (tests only)
 
 exit status: 0 ok, 2 invalid program, invalid JSON, usage error or unknown fault spec";
 
