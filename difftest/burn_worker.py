@@ -213,6 +213,10 @@ class BurnWorker:
     # ------------------------------------------------------------------ raw protocol
     def send_line(self, line: str, timeout: float | None = None) -> dict[str, Any]:
         """Send one raw line, return the parsed answer. Raises TimeoutError / EOFError."""
+        self._write(line)
+        return self._read(timeout)
+
+    def _write(self, line: str) -> None:
         self.start()
         proc = self._proc
         assert proc is not None and proc.stdin is not None
@@ -221,6 +225,11 @@ class BurnWorker:
             proc.stdin.flush()
         except (BrokenPipeError, OSError) as e:
             raise EOFError(f"worker stdin closed: {e}") from e
+
+    def _read(self, timeout: float | None = None) -> dict[str, Any]:
+        proc = self._proc
+        if proc is None:
+            raise EOFError("worker is not running")
         try:
             raw = self._lines.get(timeout=timeout or self.timeout)
         except queue.Empty:
@@ -235,9 +244,16 @@ class BurnWorker:
         return answer
 
     def request(self, kind: str, timeout: float | None = None, **fields: Any) -> dict[str, Any]:
+        rid = self._send_request(kind, **fields)
+        return self._answer(rid, timeout)
+
+    def _send_request(self, kind: str, **fields: Any) -> int:
         self._next_id += 1
-        rid = self._next_id
-        answer = self.send_line(dumps({"request": kind, "id": rid, **fields}), timeout)
+        self._write(dumps({"request": kind, "id": self._next_id, **fields}))
+        return self._next_id
+
+    def _answer(self, rid: int, timeout: float | None) -> dict[str, Any]:
+        answer = self._read(timeout)
         if answer.get("id") != rid:
             raise WorkerError(f"answer id {answer.get('id')!r} does not match request {rid}")
         return answer
@@ -261,18 +277,26 @@ class BurnWorker:
         """The answer to a request, or, when the worker hangs or dies on it, a `timeout` or
         `crash` observation (the worker restarted for the next request)."""
         try:
-            return self.request(kind, timeout, **fields)
-        except TimeoutError as e:
-            tail = self.stderr_tail()
-            self.restart()
-            return Observation("burn", error=ErrorObs("timeout", f"{e}\n{tail}".strip()),
-                               meta={"inflight": str(pending) if pending else None})
+            rid = self._send_request(kind, **fields)
         except (EOFError, WorkerError) as e:
+            return self._failed(e, pending, "crash")
+        return self._observed_answer(rid, timeout, pending)
+
+    def _observed_answer(self, rid: int, timeout: float | None, pending: Path | None) -> dict[str, Any] | Observation:
+        try:
+            return self._answer(rid, timeout)
+        except TimeoutError as e:
+            return self._failed(e, pending, "timeout")
+        except (EOFError, WorkerError) as e:
+            return self._failed(e, pending, "crash")
+
+    def _failed(self, e: Exception, pending: Path | None, kind: str) -> Observation:
+        if kind == "crash":
             time.sleep(0.05)  # let the stderr pump take the dying worker's last words
-            tail = self.stderr_tail()
-            self.restart()
-            return Observation("burn", error=ErrorObs("crash", f"{e}\n{tail}".strip()),
-                               meta={"inflight": str(pending) if pending else None})
+        tail = self.stderr_tail()
+        self.restart()
+        return Observation("burn", error=ErrorObs(kind, f"{e}\n{tail}".strip()),
+                           meta={"inflight": str(pending) if pending else None})
 
     def allocate(self, nbytes: int, timeout: float | None = None) -> Observation:
         """Test only: has the worker allocate and touch `nbytes` bytes (the `allocate` request,
@@ -288,18 +312,31 @@ class BurnWorker:
         return Observation("burn", meta={"allocated": answer.get("allocated")})
 
     def run(self, program: Program | dict[str, Any], timeout: float | None = None) -> Observation:
+        return self.submit(program, timeout).result()
+
+    def submit(self, program: Program | dict[str, Any], timeout: float | None = None) -> PendingRun:
+        """Send a program without waiting for its answer (the caller runs PyTorch meanwhile);
+        `result()` of the returned handle waits. One program at a time per worker."""
         doc = program if isinstance(program, dict) else program_to_dict(program)
         pending = self._write_inflight(doc)
         started = time.monotonic()
-        answer = self._observed_request("run", timeout, pending, program=doc)
+        try:
+            rid = self._send_request("run", program=doc)
+        except (EOFError, WorkerError) as e:
+            failed = self._failed(e, pending, "crash")
+            return PendingRun(self, 0, timeout, pending, started, failed)
+        return PendingRun(self, rid, timeout, pending, started)
+
+    def _finish_run(self, run: PendingRun) -> Observation:
+        answer = self._observed_answer(run.rid, run.timeout, run.inflight)
         if isinstance(answer, Observation):
             return answer
-        if pending:
-            pending.unlink(missing_ok=True)
+        if run.inflight:
+            run.inflight.unlink(missing_ok=True)
         self.served += 1
         if self.served % 200 == 0:
             self._maybe_recycle()
-        elapsed = time.monotonic() - started
+        elapsed = time.monotonic() - run.started
         if not answer.get("ok"):
             err = answer.get("error") or {}
             return Observation(
@@ -328,3 +365,21 @@ class BurnWorker:
                 self.restart()
         except (TimeoutError, EOFError, WorkerError):
             self.restart()
+
+
+class PendingRun:
+    """A program sent to the worker whose answer has not been read yet."""
+
+    def __init__(self, worker: BurnWorker, rid: int, timeout: float | None, inflight: Path | None,
+                 started: float, failed: Observation | None = None) -> None:
+        self.worker = worker
+        self.rid = rid
+        self.timeout = timeout
+        self.inflight = inflight
+        self.started = started
+        self._result = failed
+
+    def result(self) -> Observation:
+        if self._result is None:
+            self._result = self.worker._finish_run(self)
+        return self._result

@@ -16,7 +16,8 @@ from .validate import check_program
 
 def check(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] = RULES) -> Verdict:
     shapes = check_program(program)
+    pending = worker.submit(program)  # burn runs in its process while PyTorch runs here
     prediction = predict(program, rules)
     torch_obs = run_torch(program)
-    burn_obs = worker.run(program)
+    burn_obs = pending.result()
     return compare(program, shapes, prediction, torch_obs, burn_obs, arbiter=arbitrate)
