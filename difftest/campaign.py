@@ -1,7 +1,12 @@
 """Campaigns: seeded streams of generated programs through both frameworks.
 
-`difftest fuzz` is a campaign that saves findings; the detection-power suite runs campaigns
-against a deliberately faulty interpreter and records how many programs it takes to notice.
+`difftest fuzz` is a campaign that saves findings (run in parallel jobs by `parallel.py`); the
+detection-power suite runs campaigns against a deliberately faulty interpreter and records how
+many programs it takes to notice.
+
+Program k of seed s is always `generate(RandomChoices(s * 1_000_003 + k))`: a campaign is a set
+of program indices, so it can be split among jobs and shards (`start`, `stride`) and give the
+same programs however it is split.
 """
 
 from __future__ import annotations
@@ -13,7 +18,29 @@ from dataclasses import dataclass, field
 
 from .burn_worker import BurnWorker
 from .compare import Verdict
+from .ir import Program
 from .runner import check
+from .signature import DISMISSED
+
+SEED_STRIDE = 1_000_003
+
+
+def program_seed(seed: int, k: int) -> int:
+    """The RandomChoices seed of program k of a campaign with seed `seed`."""
+    return seed * SEED_STRIDE + k
+
+
+def program_at(seed: int, k: int, ops: tuple[str, ...] | None = None, max_statements: int = 10) -> Program:
+    """Program k of a campaign (the same program `run_campaign` checks at index k)."""
+    from strategies import GenConfig, RandomChoices, generate
+
+    return generate(RandomChoices(program_seed(seed, k)), GenConfig(ops=ops, max_statements=max_statements))
+
+
+def dismissals(verdict: Verdict) -> list[str]:
+    """The mismatches arbitration dismissed (numeric agreement, ill-conditioning), as
+    `verdict:reason` (the reason from the evidence, else the mismatch kind)."""
+    return [f"{m.verdict}:{m.evidence.get('reason', m.kind)}" for m in verdict.mismatches if m.verdict in DISMISSED]
 
 
 @dataclass
@@ -23,7 +50,9 @@ class CampaignStats:
     verdicts: Counter[str] = field(default_factory=Counter)
     rules: Counter[str] = field(default_factory=Counter)
     ops: Counter[str] = field(default_factory=Counter)
-    first_finding: int | None = None  # 1-based index of the first failing program
+    dismissals: Counter[str] = field(default_factory=Counter)  # see `dismissals`
+    restarts: int = 0  # of the burn worker (crashes, hangs, memory recycling)
+    first_finding: int | None = None  # 1-based count of programs run up to the first failing one
     findings: list[Verdict] = field(default_factory=list)
 
 
@@ -39,28 +68,49 @@ def run_campaign(
     on_finding: Callable[[Verdict], None] | None = None,
     on_progress: Callable[[CampaignStats], None] | None = None,
     progress_every: float = 10.0,
+    start: int = 0,
+    stride: int = 1,
+    deadline: float | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    on_program: Callable[[int, Verdict, dict[str, int]], None] | None = None,
+    keep_findings: bool = True,
 ) -> CampaignStats:
+    """Checks programs `start`, `start + stride`, ... (`programs` of them, or until `seconds`
+    have passed, or until the wall-clock `deadline` (time.time()), or until `should_stop()`).
+    `on_program(k, verdict, op counts)` is called after each program; `keep_findings=False`
+    keeps failing verdicts out of `stats.findings` (long campaigns that report them elsewhere)."""
     from strategies import GenConfig, RandomChoices, generate
 
     cfg = GenConfig(ops=ops, max_statements=max_statements)
     cfg.op_specs()
     stats = CampaignStats()
-    start = last = time.monotonic()
+    begin = last = time.monotonic()
     while True:
         now = time.monotonic()
-        if seconds and now - start >= seconds:
+        if seconds and now - begin >= seconds:
             break
-        if not seconds and stats.programs >= programs:
+        if deadline is not None and time.time() >= deadline:
             break
-        c = RandomChoices(seed * 1_000_003 + stats.programs)
+        if not seconds and deadline is None and stats.programs >= programs:
+            break
+        if should_stop is not None and should_stop():
+            break
+        k = start + stride * stats.programs
+        c = RandomChoices(program_seed(seed, k))
         program = generate(c, cfg)
         stats.programs += 1
-        stats.ops.update({k[3:]: v for k, v in c.events.items() if k.startswith("op:")})
+        op_counts = {e[3:]: v for e, v in c.events.items() if e.startswith("op:")}
+        stats.ops.update(op_counts)
         verdict = check(program, worker)
         stats.verdicts[verdict.kind] += 1
         stats.rules.update(verdict.prediction.rules_fired)
+        stats.dismissals.update(dismissals(verdict))
+        stats.restarts = worker.restarts
+        if on_program is not None:
+            on_program(k, verdict, op_counts)
         if not verdict.ok:
-            stats.findings.append(verdict)
+            if keep_findings:
+                stats.findings.append(verdict)
             if stats.first_finding is None:
                 stats.first_finding = stats.programs
             if on_finding:
@@ -69,7 +119,7 @@ def run_campaign(
                 break
         if on_progress and now - last >= progress_every:
             last = now
-            stats.seconds = now - start
+            stats.seconds = now - begin
             on_progress(stats)
-    stats.seconds = time.monotonic() - start
+    stats.seconds = time.monotonic() - begin
     return stats

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .burn_worker import BurnWorker
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _worker(args: argparse.Namespace) -> BurnWorker:
@@ -18,66 +23,79 @@ def _worker(args: argparse.Namespace) -> BurnWorker:
     return BurnWorker(timeout=args.timeout, inflight_dir=state / "inflight", fault=getattr(args, "fault", None))
 
 
+def _console() -> Console:
+    from rich.console import Console
+
+    tty = sys.stdout.isatty()
+    return Console(markup=False, highlight=False, soft_wrap=not tty, width=None if tty else 160)
+
+
 def cmd_fuzz(args: argparse.Namespace) -> int:
     import torch
 
-    from .campaign import CampaignStats, run_campaign
-    from .compare import Verdict
-    from .corpus import case_from_verdict, save_case
-    from .runner import check
-    from .shrink import shrink
-
-    torch.set_num_threads(1)
-    ops = tuple(args.ops.split(",")) if args.ops else None
-    corpus = Path(args.corpus) / "findings"
-    worker = _worker(args)
-    worker.start()
-    version = worker.version()
-    fault = f", FAULT {version.get('fault')}" if version.get("fault") else ""
-    budget = f"{args.time:.0f}s" if args.time else f"{args.programs} programs"
-    print(f"difftest {__version__} fuzz: burn {version.get('burn')} (difftest-burn {version.get('difftest_burn')}"
-          f"{fault}), torch {torch.__version__}, seed {args.seed}, {budget}", flush=True)
-    new_files: list[Path] = []
-
-    def on_finding(verdict: Verdict) -> None:
-        kind = verdict.kind
-        small = shrink(verdict.program, lambda p: check(p, worker).kind == kind)
-        final = check(small, worker)
-        case = case_from_verdict(final, source=f"difftest fuzz --seed {args.seed}", burn_version=version)
-        path, created = save_case(case, corpus)
-        if created:
-            new_files.append(path)
-        note = "" if created else " (already in the corpus)"
-        print(f"  finding ({kind}, shrunk {len(verdict.program)} -> {len(small)} statements): {path}{note}",
-              flush=True)
-        if args.verbose:
-            print(final.report(), flush=True)
-
-    def on_progress(stats: CampaignStats) -> None:
-        rate = stats.programs / max(stats.seconds, 1e-9)
-        print(f"  {stats.programs} programs, {rate:.0f}/s, {len(stats.findings)} finding(s)", flush=True)
+    from .parallel import FuzzOptions, fuzz, parse_shard, print_summary, write_json
 
     try:
-        stats = run_campaign(
-            worker, seed=args.seed, programs=args.programs, seconds=args.time, ops=ops,
-            max_statements=args.max_statements, on_finding=on_finding, on_progress=on_progress,
-            progress_every=args.progress,
-        )
-    finally:
-        worker.close()
-    n, elapsed = stats.programs, stats.seconds
-    print(f"\n{n} programs in {elapsed:.1f}s ({n / max(elapsed, 1e-9):.0f}/s)")
-    print("verdicts: " + ", ".join(f"{k} {v}" for k, v in stats.verdicts.most_common()))
-    print("rules fired: " + (", ".join(f"{k} {v}" for k, v in stats.rules.most_common()) or "none"))
-    least = sorted(stats.ops.items(), key=lambda kv: kv[1])[:5]
-    print(f"ops generated: {len(stats.ops)} distinct; least: " + ", ".join(f"{k} {v}" for k, v in least))
-    if new_files:
-        print(f"{len(new_files)} new finding(s) saved under {corpus}/ (triage: corpus/README.md)")
+        shard, shards = parse_shard(args.shard)
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
+    if jobs < 1:
+        print("-j must be at least 1", file=sys.stderr)
+        return 2
+    opts = FuzzOptions(
+        seed=args.seed, programs=args.programs, seconds=args.time,
+        ops=tuple(args.ops.split(",")) if args.ops else None, max_statements=args.max_statements, jobs=jobs,
+        shard=shard, shards=shards, corpus=Path(args.corpus), timeout=args.timeout, fault=args.fault,
+        progress_every=args.progress, verbose=args.verbose,
+    )
+    from strategies import GenConfig
+
+    try:
+        GenConfig(ops=opts.ops).op_specs()  # unknown ops: fail here, not in every job
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    try:
+        with _worker(args) as worker:  # the interpreter's version, and a check that it starts
+            version = worker.version()
+    except KeyboardInterrupt:
+        print("interrupted before the campaign started", file=sys.stderr)
+        return 130
+    console = _console()
+    fault = f", FAULT {version.get('fault')}" if version.get("fault") else ""
+    budget = f"{args.time:.0f}s" if args.time else f"{args.programs} programs"
+    where = f", shard {shard}/{shards}" if shards > 1 else ""
+    print(f"difftest {__version__} fuzz: burn {version.get('burn')} (difftest-burn {version.get('difftest_burn')}"
+          f"{fault}), torch {torch.__version__}, seed {args.seed}, {budget}{where}, {jobs} job(s)", flush=True)
+    summary = fuzz(opts, console)
+    summary.versions = {"burn": version.get("burn"), "difftest_burn": version.get("difftest_burn"),
+                        "torch": torch.__version__, "difftest": __version__, "fault": version.get("fault")}
+    print_summary(summary, console)
+    if args.json:
+        write_json(summary, Path(args.json))
+    if summary.saved:
         return 1
-    if stats.findings:
-        print(f"{len(stats.findings)} finding(s), all already in the corpus")
-        return 1
-    print("no findings")
+    return 2 if summary.errors else 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from .parallel import merge, print_summary, write_json
+
+    paths = [Path(p) for p in args.paths]
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        print(f"not found: {', '.join(map(str, missing))}", file=sys.stderr)
+        return 2
+    try:
+        summary = merge(paths)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"cannot merge: {e}", file=sys.stderr)
+        return 2
+    print_summary(summary, _console())
+    if args.json:
+        write_json(summary, Path(args.json))
     return 0
 
 
@@ -195,18 +213,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=60.0, help="per-program burn timeout in seconds")
     sub = p.add_subparsers(dest="command", required=True)
 
-    f = sub.add_parser("fuzz", help="run a campaign on the built-in op set")
-    f.add_argument("--programs", type=int, default=2000, help="number of programs (default 2000)")
+    f = sub.add_parser("fuzz", help="run a campaign on the built-in op set (in parallel jobs)")
+    f.add_argument("--programs", type=int, default=2000,
+                   help="number of programs (default 2000; with --shard, of this shard)")
     f.add_argument("--time", type=float, default=0.0, help="run for this many seconds instead")
+    f.add_argument("-j", "--jobs", type=int, default=None,
+                   help="job processes, each with its own burn worker (default: all cores)")
+    f.add_argument("--shard", default="0/1", metavar="I/N",
+                   help="run the I-th (0-based) of N disjoint slices of the campaign (program k with k = I mod N)")
+    f.add_argument("--json", default=None, metavar="FILE", help="also write the summary as JSON")
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--ops", default="", help="comma-separated ops to restrict to (see `difftest ops`)")
     f.add_argument("--max-statements", type=int, default=10)
     f.add_argument("--corpus", default="corpus", help="where findings are saved (under findings/)")
-    f.add_argument("--progress", type=float, default=10.0, help="seconds between progress lines")
+    f.add_argument("--progress", type=float, default=10.0,
+                   help="seconds between progress lines (when stdout is not a terminal)")
     f.add_argument("-v", "--verbose", action="store_true", help="print each finding's report")
     f.add_argument("--fault", default=None, help="run against a deliberately faulty interpreter "
                    "(DIFFTEST_BURN_FAULT spec, docs/format.md) to measure detection power")
     f.set_defaults(func=cmd_fuzz)
+
+    mg = sub.add_parser("merge", help="merge shard summaries (--json files) and corpus directories by signature")
+    mg.add_argument("paths", nargs="+", metavar="DIR_OR_JSON")
+    mg.add_argument("--json", default=None, metavar="FILE", help="also write the merged summary as JSON")
+    mg.set_defaults(func=cmd_merge)
 
     r = sub.add_parser("replay", help="replay corpus cases and print a table")
     r.add_argument("paths", nargs="*")

@@ -1,0 +1,54 @@
+"""Campaign throughput with 1 job and with J jobs (`difftest fuzz -j`), and the speed-up.
+
+    python benchmarks/parallel.py [--programs N] [--jobs J] [--seed K]
+
+Runs the same campaign (seed, programs) with -j 1 and with -j J, without shrinking and into a
+throw-away corpus, and prints programs/s of each: over the whole run, and after start-up (the
+time until the first job reports: fork, burn worker start; the forkserver that imports torch
+once is started by a warm-up run first). The programs are the
+same in both runs, so the ratio is the parallel speed-up. Measurements only: nothing here
+asserts a speed (on a machine shared with other work the ratio is noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+
+from difftest.parallel import FuzzOptions, Summary, fuzz
+
+
+def run(jobs: int, programs: int, seed: int, corpus: Path) -> Summary:
+    opts = FuzzOptions(seed=seed, programs=programs, jobs=jobs, corpus=corpus, shrink=False, inflight_dir=None,
+                       live=False, progress_every=1e9)
+    return fuzz(opts, Console(quiet=True))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--programs", type=int, default=3000)
+    ap.add_argument("--jobs", type=int, default=2, help="the parallel run's jobs (default 2)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    print(f"{os.cpu_count()} cores; {args.programs} programs, seed {args.seed}")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        run(1, 1, args.seed, Path(tmp) / "warm-up")  # starts the forkserver (imports torch once)
+        for jobs in (1, args.jobs):
+            s = run(jobs, args.programs, args.seed, Path(tmp) / f"corpus-{jobs}")
+            rows.append((jobs, s))
+            print(f"-j {jobs}: {s.programs} programs in {s.seconds:.1f}s: {s.rate:.0f} programs/s "
+                  f"({s.steady_rate:.0f}/s after {s.startup:.1f}s start-up)", flush=True)
+    (_, one), (j, many) = rows
+    if one.verdicts != many.verdicts:
+        print(f"WARNING: verdicts differ: {dict(one.verdicts)} vs {dict(many.verdicts)}")
+    print(f"speed-up -j {j} / -j 1: {many.rate / one.rate:.2f} overall, "
+          f"{many.steady_rate / one.steady_rate:.2f} after start-up")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""Finding signatures: what makes two findings "the same bug" for campaign dedup (corpus/README.md).
+
+A signature is built from a verdict's first finding (the mismatch that names the verdict):
+
+    <verdict>:<framework>:<where>:<mismatch kind>[ <message>] #<12 hex digits>
+
+* `verdict`: the numeric verdict after arbitration (`burn-wrong`, `torch-wrong`) or else the
+  mismatch kind (`outcome`, `flags`, `crash`, ...);
+* `framework`: `burn`, `torch`, or `-` for a comparison between the frameworks;
+* `where`: what the failing statement is: the op of an `OpCall`, `cut:<kind>`, `backward`,
+  `leaf`, `apply:<module kind>`, `param:<name>`, `module:<kind>`, `transform:<kind>`; `program`
+  when the mismatch names no statement (a crash or a hang of the worker). A gradient mismatch
+  names the leaf whose gradient is wrong, and gradients are observed at leaves only, so there
+  `where` is what reads that leaf on the way to the backward's root (`powf`, `cut:detach`;
+  several joined with `+`): "leaf" would make every gradient bug one signature;
+* `message`: for outcomes, the error (burn's panic message, the exception); for crashes the
+  worker's exit status (only: its stderr is read racily); for flags the flags that differ and
+  their observed values; for gradient presence which way it differs. Numbers, statement ids,
+  hex addresses and hashes are stripped and whitespace collapsed, so the same panic on other
+  data is the same signature. Numeric value and gradient mismatches carry no message: the
+  numbers are the data, not the bug.
+
+The hash covers the whole normalised key (the readable part truncates the message).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+from .compare import Mismatch, Verdict
+from .ir import Apply, Backward, Cut, Leaf, Module, OpCall, Param, Program, Transform, root_module, value_inputs
+
+DISMISSED = ("agreement", "ill-conditioned")  # numeric verdicts that are not findings (Verdict.findings)
+MESSAGE_CHARS = 60  # of the normalised message, in the readable part
+
+_HEX = re.compile(r"\b0x[0-9a-f]+\b")
+_HASH = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b")  # digests, in-flight file names
+_ID = re.compile(r"\b([a-z_]+)\d+\b")  # statement ids (x0, v12), NodeId(3) is handled by _NUM
+_NUM = re.compile(r"(?:(?<![\w)\]])[-+])?(?:\d+(?:\.\d+)?|\.\d+)(?:e[-+]?\d+)?")
+_SPACE = re.compile(r"\s+")
+_EXIT = re.compile(r"exited with status (-?\d+)")
+
+
+def normalize(text: str) -> str:
+    """`text` with hex addresses, hashes, ids and numbers replaced and whitespace collapsed."""
+    text = _HEX.sub("ADDR", text.lower())
+    text = _HASH.sub("HASH", text)
+    text = _ID.sub(r"\1N", text)
+    text = _NUM.sub("N", text)
+    return _SPACE.sub(" ", text).strip()
+
+
+def _where(statement: str | None, program: Program | None) -> str:
+    if statement is None:
+        return "program"
+    if program is None:
+        return "?"
+    table = program.by_id()
+    st = table.get(statement)
+    if st is None:
+        return "?"
+    if isinstance(st, OpCall):
+        return st.op
+    if isinstance(st, Cut):
+        return f"cut:{st.cut}"
+    if isinstance(st, Backward):
+        return "backward"
+    if isinstance(st, Leaf):
+        return "leaf"
+    if isinstance(st, Apply):
+        try:
+            return f"apply:{root_module(program, st.module, table).module}"
+        except (KeyError, AssertionError):
+            return "apply"
+    if isinstance(st, Param):
+        return f"param:{st.param}"
+    if isinstance(st, Module):
+        return f"module:{st.module}"
+    if isinstance(st, Transform):
+        return f"transform:{st.transform}"
+    return str(getattr(st, "kind", "?"))
+
+
+def _grad_where(m: Mapping[str, Any], program: Program) -> str | None:
+    """Where a wrong gradient comes from, as far as the program says: the statements that read
+    the value whose gradient differs (a leaf, most often) on the way to the backward's root.
+    Gradients are observed at leaves only, so the op whose backward is wrong cannot be named;
+    the leaf's reader is the next best thing (and what a shrunk program keeps)."""
+    ident, bw = m.get("statement"), m.get("backward")
+    table = program.by_id()
+    root = table.get(str(bw)) if bw is not None else None
+    if ident is None or not isinstance(root, Backward):
+        return None
+    needed: set[str] = set()  # the values the root is computed from (the root included)
+    todo = [root.input]
+    while todo:
+        x = todo.pop()
+        if x in needed or x not in table:
+            continue
+        needed.add(x)
+        todo.extend(value_inputs(table[x]))
+    readers = {_where(st.id, program) for st in program.statements
+               if st.id in needed and ident in value_inputs(st)}
+    return "+".join(sorted(readers)) or None
+
+
+def _crash_message(message: str) -> str:
+    """A crash or hang: the exit status (or the timeout message). Not the worker's stderr tail,
+    which also holds earlier caught panics and is read racily as the process dies: a signature
+    that changed from one run to the next would also defeat the shrinker, which keeps a smaller
+    program only if its signature is the same."""
+    head = message.partition("\n")[0]
+    m = _EXIT.search(head)
+    return f"exit {m.group(1)}" if m else normalize(head)
+
+
+def _message(m: Mapping[str, Any]) -> str:
+    kind = m.get("kind")
+    expected, observed, detail = m.get("expected"), m.get("observed"), str(m.get("detail") or "")
+    if kind in ("crash", "timeout"):
+        return _crash_message(detail)
+    if kind in ("outcome", "invalid"):
+        return normalize(f"{observed}: {detail}" if detail else str(observed))
+    if kind in ("flags", "stale-rule") and isinstance(expected, Mapping) and isinstance(observed, Mapping):
+        differ = sorted(k for k in set(expected) | set(observed) if expected.get(k) != observed.get(k))
+        return ",".join(f"{k}={observed.get(k)}" for k in differ)
+    if kind == "stale-rule":
+        return normalize(f"{observed}: {detail}")
+    if kind == "grad-presence":
+        return f"{expected} -> {observed}"
+    if kind == "shape":
+        return normalize(f"{expected} -> {observed}")
+    return ""  # value, grad: the numbers are the data
+
+
+def signature_of_mismatch(m: Mismatch | Mapping[str, Any], program: Program | None) -> str:
+    """The signature of one (finding) mismatch, given as a `Mismatch` or as its recorded dict
+    (`Mismatch.to_dict`, the `verdict.mismatches` of a case file)."""
+    d: Mapping[str, Any] = m.to_dict() if isinstance(m, Mismatch) else m
+    verdict = d.get("verdict") or d.get("kind") or "?"
+    framework = d.get("framework") or "-"
+    where = None
+    if d.get("kind") == "grad" and program is not None:
+        where = _grad_where(d, program)
+    where = where or _where(d.get("statement"), program)
+    kind = d.get("kind") or "?"
+    message = _message(d)
+    key = "\x1f".join((str(verdict), str(framework), where, str(kind), message))
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    short = message if len(message) <= MESSAGE_CHARS else message[: MESSAGE_CHARS - 1] + "…"
+    return f"{verdict}:{framework}:{where}:{kind}" + (f" {short}" if short else "") + f" #{digest}"
+
+
+def signature(verdict: Verdict) -> str:
+    """The signature of a failing verdict (its first finding); `pass` for a passing one."""
+    findings = verdict.findings
+    if not findings:
+        return "pass"
+    return signature_of_mismatch(findings[0], verdict.program)
+
+
+def signature_of_record(record: Mapping[str, Any], program: Program | None) -> str | None:
+    """The signature of a case file's recorded verdict (`record["verdict"]["mismatches"]`), or
+    None when it recorded no finding."""
+    verdict = record.get("verdict")
+    if not isinstance(verdict, Mapping):
+        return None
+    for m in verdict.get("mismatches") or ():
+        if isinstance(m, Mapping) and m.get("verdict") not in DISMISSED:
+            return signature_of_mismatch(m, program)
+    return None
+
+
+def signature_hash(sig: str) -> str:
+    """The 12 hex digits of a signature."""
+    return sig.rsplit("#", 1)[-1]
+
+
+def case_signature(path: Path) -> tuple[str | None, str | None]:
+    """(signature, status) of a case file: its `"signature"` field, else recomputed from its
+    recorded verdict; (None, status) for a case without a recorded finding, (None, None) for a
+    file that is not a readable program case."""
+    from .corpus import CorpusError, load_case
+
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None, None
+    if not isinstance(doc, dict) or doc.get("kind", "program") != "program":
+        return None, None
+    status = doc.get("status")
+    if isinstance(doc.get("signature"), str):
+        return doc["signature"], status
+    try:
+        case = load_case(path)
+    except CorpusError:
+        return None, status
+    return signature_of_record(case.record, case.program), status
+
+
+def corpus_cases(corpus_dir: Path, *, statuses: Collection[str] | None = ("bug",)) -> list[tuple[str, Path]]:
+    """(signature, case file) for every case under `corpus_dir` (recursively) that has a
+    signature and whose status is in `statuses` (None: any status)."""
+    from .corpus import iter_case_files
+
+    out: list[tuple[str, Path]] = []
+    if not corpus_dir.exists():
+        return out
+    for path in iter_case_files([corpus_dir]):
+        sig, status = case_signature(path)
+        if sig is not None and (statuses is None or status in statuses):
+            out.append((sig, path))
+    return out
+
+
+def corpus_signatures(corpus_dir: Path, *, statuses: Collection[str] | None = ("bug",)) -> dict[str, Path]:
+    """Signature -> case file (the first in path order), for the cases under `corpus_dir` whose
+    status is in `statuses`. By default only `bug` cases count as known: a `pass` case recorded a
+    false alarm that was fixed, and a `divergence:` case one that a rule explains, so the same
+    signature found again is news (a regression, or a new bug of the same shape)."""
+    out: dict[str, Path] = {}
+    for sig, path in corpus_cases(corpus_dir, statuses=statuses):
+        out.setdefault(sig, path)
+    return out
