@@ -1,8 +1,9 @@
-//! Running a program on burn and recording what it reports.
+//! Running a program on burn and recording what it reports. Leaves, ops and cuts execute as
+//! in the memory experiment ([`crate::step`]); modules, parameters and backwards only here.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use burn::tensor::{Device, Gradients};
+use burn::tensor::Gradients;
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
@@ -10,7 +11,8 @@ use crate::apply;
 use crate::fault;
 use crate::floats::serialize_f32s;
 use crate::nn::{NnModule, transpose_data};
-use crate::program::{Cut, DeviceKind, Kind, ParamName, Program, Region, Statement, Transform};
+use crate::program::{Kind, ParamName, Program, Region, Statement, Transform};
+use crate::step::{self, Devices, panic_message};
 use crate::value::{DynTensor, Flags};
 
 /// Shape and row-major data of a tensor.
@@ -71,55 +73,6 @@ pub struct Observation {
     pub values: Vec<ValueObs>,
     pub backwards: Vec<BackwardObs>,
     pub error: Option<RunError>,
-}
-
-/// The message of a panic payload (`&str` or `String`; anything else is described).
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "<panic payload is not a string>".to_owned()
-    }
-}
-
-/// The two devices a program uses.
-pub(crate) struct Devices {
-    plain: Device,
-    autodiff: Device,
-}
-
-impl Devices {
-    pub(crate) fn new() -> Self {
-        let plain = Device::flex();
-        let autodiff = if plain.is_autodiff() {
-            plain.clone()
-        } else {
-            plain.clone().autodiff()
-        };
-        // Dropout draws its mask from the backend's RNG: a fixed seed per run keeps runs
-        // reproducible.
-        plain.seed(0);
-        Devices { plain, autodiff }
-    }
-
-    /// A leaf statement's tensor: its data on the device it names, asked for its gradient if it
-    /// requires grad (which panics on the plain device, as burn does).
-    pub(crate) fn leaf(
-        &self,
-        shape: &[usize],
-        data: &[f32],
-        device: DeviceKind,
-        require_grad: bool,
-    ) -> DynTensor {
-        let device = match device {
-            DeviceKind::Plain => &self.plain,
-            DeviceKind::Autodiff => &self.autodiff,
-        };
-        let t = DynTensor::from_f32(data.to_vec(), shape, device);
-        if require_grad { t.require_grad() } else { t }
-    }
 }
 
 /// What a statement left for later statements.
@@ -189,14 +142,6 @@ fn grad_of(v: &DynTensor, grads: &Gradients) -> Option<DynTensor> {
     }
 }
 
-/// An input as a statement in `region` sees it: off autodiff inside `no_grad`/`inference_mode`.
-fn enter(region: Region, t: DynTensor) -> DynTensor {
-    match region {
-        Region::Grad => t,
-        Region::NoGrad | Region::InferenceMode => t.without_autodiff(),
-    }
-}
-
 /// Whether the module handle at `index` was derived (through transforms) from a `valid()`.
 fn derived_from_valid(statements: &[Statement], mut index: usize) -> bool {
     while let Kind::Transform { transform, input } = &statements[index].kind {
@@ -227,25 +172,12 @@ fn flag_site(stmt: &Statement, statements: &[Statement]) -> Option<fault::FlagSi
     }
 }
 
-fn step(stmt: &Statement, env: &[Slot], program: &Program, devices: &Devices) -> Outcome {
+/// Runs one statement on the slots of the statements before it.
+fn run_statement(stmt: &Statement, env: &[Slot], program: &Program, devices: &Devices) -> Outcome {
     let get = |i: usize| env[i].value();
     let value = match &stmt.kind {
-        Kind::Leaf {
-            shape,
-            data,
-            device,
-            require_grad,
-        } => devices.leaf(shape, data, *device, *require_grad),
-        Kind::Op { op, inputs, region } => {
-            fault::execute(op, inputs.iter().map(|&i| enter(*region, get(i))).collect())
-        }
-        Kind::Cut { cut, input, region } => {
-            let t = enter(*region, get(*input));
-            fault::cut(*cut, &t).unwrap_or_else(|| match cut {
-                Cut::Detach => t.detach(),
-                Cut::WithoutAutodiff => t.without_autodiff(),
-                Cut::Autodiff => t.autodiff(),
-            })
+        Kind::Leaf { .. } | Kind::Op { .. } | Kind::Cut { .. } => {
+            step::tensor(&stmt.kind, devices, get).expect("leaf, op and cut are tensors")
         }
         Kind::Module { spec } => {
             let m = NnModule::build(spec, &devices.autodiff);
@@ -321,7 +253,9 @@ pub fn run(program: &Program) -> Observation {
     };
     let mut env: Vec<Slot> = Vec::with_capacity(program.statements.len());
     for (index, stmt) in program.statements.iter().enumerate() {
-        let outcome = catch_unwind(AssertUnwindSafe(|| step(stmt, &env, program, &devices)));
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            run_statement(stmt, &env, program, &devices)
+        }));
         match outcome {
             Ok(Outcome::Slot(slot, v)) => {
                 env.push(*slot);

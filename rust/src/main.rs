@@ -1,6 +1,7 @@
 //! `difftest-burn`: runs difftest tensor programs on burn (Flex backend, autodiff) and reports
 //! values, autodiff flags and gradients. See docs/format.md.
 
+mod document;
 mod exec;
 mod fault;
 mod floats;
@@ -9,13 +10,16 @@ mod nn;
 mod ops;
 mod program;
 mod protocol;
+mod request;
+mod step;
 mod value;
 
 use std::io::{BufRead, Read, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::process::ExitCode;
 
-use protocol::{RequestError, Response, Worker};
+use protocol::{Response, Worker};
+use request::RequestError;
 
 const USAGE: &str = "\
 usage:
@@ -84,7 +88,7 @@ fn worker() -> ExitCode {
                     id: serde_json::Value::Null,
                     reply: Err(RequestError::new(
                         "internal",
-                        format!("panic outside a statement: {}", exec::panic_message(&*p)),
+                        format!("panic outside a statement: {}", step::panic_message(&*p)),
                     )),
                 }
             });

@@ -12,7 +12,8 @@
 //! `op`, `cut` and `backward` statements: its leaves are created once, its *forward part*
 //! (the ops and cuts before the first backward) is run once together with that backward as
 //! warm-up, then repeated `iters` times with every result dropped (and, when the program has a
-//! backward, followed by one forward+backward and `iters` more forwards).
+//! backward, followed by one forward+backward and `iters` more forwards). Its statements execute
+//! as in a run ([`crate::step`]).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -20,10 +21,9 @@ use burn::tensor::{Device, Distribution, Tensor};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::exec::{Devices, panic_message};
-use crate::fault;
-use crate::program::{Cut, Kind, Program, Region, Statement};
-use crate::protocol::{RequestError, rss_bytes};
+use crate::program::{Kind, Program, Statement};
+use crate::request::RequestError;
+use crate::step::{self, Devices, panic_message};
 use crate::value::DynTensor;
 
 /// The modes of the experiment, as the seed names them.
@@ -88,6 +88,15 @@ pub fn handle(obj: &Map<String, Value>) -> Result<MemoryReport, RequestError> {
     let n = field_u64(obj, "n", 1024, MAX_N)? as usize;
     let iters = field_u64(obj, "iters", 20, MAX_ITERS)? as usize;
     Ok(run(mode, n, iters))
+}
+
+/// Resident set size from `/proc/self/statm` (pages × 4096), or 0 when unavailable.
+pub fn rss_bytes() -> u64 {
+    const PAGE_SIZE: u64 = 4096;
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * PAGE_SIZE)
 }
 
 fn growth(base: u64) -> f64 {
@@ -207,13 +216,8 @@ impl<'a> Plan<'a> {
     fn leaves(&self, devices: &Devices) -> Vec<Option<DynTensor>> {
         self.statements[..self.end]
             .iter()
-            .map(|s| match &s.kind {
-                Kind::Leaf {
-                    shape,
-                    data,
-                    device,
-                    require_grad,
-                } => Some(devices.leaf(shape, data, *device, *require_grad)),
+            .map(|s| match s.kind {
+                Kind::Leaf { .. } => step::tensor(&s.kind, devices, |_| unreachable!("no inputs")),
                 _ => None,
             })
             .collect()
@@ -221,38 +225,23 @@ impl<'a> Plan<'a> {
 
     /// One forward: every op and cut before the first backward, on the given leaves. The
     /// returned slots hold every result (dropping them drops the forward's tensors).
-    fn forward(&self, leaves: &[Option<DynTensor>]) -> Vec<Option<DynTensor>> {
+    fn forward(&self, devices: &Devices, leaves: &[Option<DynTensor>]) -> Vec<Option<DynTensor>> {
         let mut env = leaves.to_vec();
         for (i, s) in self.statements[..self.end].iter().enumerate() {
-            let get = |env: &[Option<DynTensor>], j: usize, region: Region| {
-                let t = env[j].clone().expect("inputs are earlier values");
-                match region {
-                    Region::Grad => t,
-                    Region::NoGrad | Region::InferenceMode => t.without_autodiff(),
-                }
-            };
-            let value = match &s.kind {
-                Kind::Op { op, inputs, region } => {
-                    fault::execute(op, inputs.iter().map(|&j| get(&env, j, *region)).collect())
-                }
-                Kind::Cut { cut, input, region } => {
-                    let t = get(&env, *input, *region);
-                    fault::cut(*cut, &t).unwrap_or_else(|| match cut {
-                        Cut::Detach => t.detach(),
-                        Cut::WithoutAutodiff => t.without_autodiff(),
-                        Cut::Autodiff => t.autodiff(),
-                    })
-                }
-                _ => continue, // leaves are already in place
-            };
-            env[i] = Some(value);
+            if matches!(s.kind, Kind::Leaf { .. }) {
+                continue; // already in place
+            }
+            let value = step::tensor(&s.kind, devices, |j| {
+                env[j].clone().expect("inputs are earlier values")
+            });
+            env[i] = value;
         }
         env
     }
 
     /// One forward, then the backward of the first backward's root (gradients dropped).
-    fn forward_backward(&self, leaves: &[Option<DynTensor>]) {
-        let env = self.forward(leaves);
+    fn forward_backward(&self, devices: &Devices, leaves: &[Option<DynTensor>]) {
+        let env = self.forward(devices, leaves);
         if let Some(root) = self.root {
             let t = env[root].clone().expect("the backward's root is a value");
             drop(crate::apply!(t, t => t.backward()));
@@ -262,11 +251,11 @@ impl<'a> Plan<'a> {
     fn run(&self, iters: usize, then_backward: bool) -> ProgramMemoryReport {
         let devices = Devices::new();
         let leaves = self.leaves(&devices);
-        self.forward_backward(&leaves); // warm-up: allocator, kernels, graph machinery
+        self.forward_backward(&devices, &leaves); // warm-up: allocator, kernels, graph machinery
         let base = rss_bytes();
         let repeat = || {
             for _ in 0..iters {
-                drop(self.forward(&leaves));
+                drop(self.forward(&devices, &leaves));
             }
         };
         repeat();
@@ -275,7 +264,7 @@ impl<'a> Plan<'a> {
             rss_growth_mib: growth(base),
         }];
         if then_backward && self.root.is_some() {
-            self.forward_backward(&leaves);
+            self.forward_backward(&devices, &leaves);
             rows.push(MemoryRow {
                 label: "then one backward".to_owned(),
                 rss_growth_mib: growth(base),

@@ -1,9 +1,13 @@
-//! Programs: parsing and validating the JSON document into typed statements.
+//! Programs: the JSON document parsed into typed, validated statements.
 //!
-//! Validation covers the document's structure (docs/format.md): format and version, unique ids
-//! matching `^[A-Za-z_][A-Za-z0-9_]*$`, inputs that name earlier value statements, leaf data
-//! whose length matches the shape, ranks 1 to 4 with dims >= 1, attributes and their types,
-//! regions and cuts. Shape rules of ops are *not* checked here: burn checks them at run time.
+//! serde reads the document and each statement ([`crate::document`]: fields, their types,
+//! the accepted values of `kind`, `device`, `cut`, `region`, `transform`, `param` and
+//! `module`, no unknown fields). One resolution pass ([`Program::from_json`]) then checks the
+//! rest of the document's structure (docs/format.md): format and version, unique ids matching
+//! `^[A-Za-z_][A-Za-z0-9_]*$`, inputs that name earlier value statements, leaf data whose
+//! length matches the shape, ranks 1 to 4 with dims >= 1, op attributes and arities, module
+//! weights and biases. Shape rules of ops are *not* checked here: burn checks them at run
+//! time.
 //!
 //! [`Program::check_bounds`] is the element budget a `run` checks before executing anything
 //! (docs/format.md, "Bounds"): every tensor's shape is inferred from the statements (as burn
@@ -13,10 +17,11 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::floats::{kind_of, parse_f32};
-use crate::ops::{self, NARY, Op, check_keys, check_shape};
+use crate::document::{self, Document};
+pub use crate::document::{Cut, DeviceKind, ParamName, Region, Transform};
+use crate::ops::{self, NARY, Op, check_shape};
 
 pub const FORMAT: &str = "difftest-program";
 pub const VERSION: u64 = 1;
@@ -26,43 +31,6 @@ pub const MAX_TENSOR_ELEMENTS: u64 = 1_000_000;
 /// The most elements a program's tensors may have together (every value statement's result,
 /// module weights and biases, inline attribute tensors).
 pub const MAX_PROGRAM_ELEMENTS: u64 = 4_000_000;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeviceKind {
-    Plain,
-    Autodiff,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Region {
-    Grad,
-    NoGrad,
-    InferenceMode,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cut {
-    Detach,
-    WithoutAutodiff,
-    Autodiff,
-}
-
-/// A module transform (`kind: "transform"`), one of burn's `Module` methods.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transform {
-    Valid,
-    Train,
-    NoGrad,
-    Freeze,
-    Unfreeze,
-}
-
-/// A parameter of a `linear` module (`kind: "param"`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ParamName {
-    Weight,
-    Bias,
-}
 
 /// How a module is built (`kind: "module"`).
 #[derive(Clone, Debug)]
@@ -210,57 +178,54 @@ pub fn valid_id(id: &str) -> bool {
 }
 
 impl Program {
+    /// Parses a program document: the document and then each statement with serde
+    /// ([`document`]), then one pass that validates the statements in order and resolves their
+    /// references. An error names the statement at fault (index, and id when it has one).
     pub fn from_json(doc: &Value) -> Result<Program, ProgramError> {
-        let obj = doc.as_object().ok_or_else(|| {
-            doc_error(format!("a program must be an object, got {}", kind_of(doc)))
-        })?;
-        check_keys(obj, &["format", "version", "name", "statements"])
-            .map_err(|e| doc_error(e.replace("attribute", "field")))?;
-        match obj.get("format") {
-            Some(Value::String(s)) if s == FORMAT => {}
-            Some(v) => return Err(doc_error(format!("\"format\" must be {FORMAT:?}, got {v}"))),
-            None => return Err(doc_error("missing field \"format\"")),
-        }
-        if let Some(v) = obj.get("name").filter(|v| !v.is_string()) {
+        let header: Document = document::from_object(doc, "a program").map_err(doc_error)?;
+        if header.format != FORMAT {
             return Err(doc_error(format!(
-                "\"name\" must be a string, got {}",
-                kind_of(v)
+                "\"format\" must be {FORMAT:?}, got {:?}",
+                header.format
             )));
         }
-        match obj.get("version") {
-            Some(v) if v.as_u64() == Some(VERSION) => {}
-            Some(v) => {
-                return Err(doc_error(format!(
-                    "unsupported \"version\" {v} (expected {VERSION})"
-                )));
-            }
-            None => return Err(doc_error("missing field \"version\"")),
+        if header.version != VERSION {
+            return Err(doc_error(format!(
+                "unsupported \"version\" {} (expected {VERSION})",
+                header.version
+            )));
         }
-        let items = match obj.get("statements") {
-            Some(Value::Array(items)) => items,
-            Some(v) => {
-                return Err(doc_error(format!(
-                    "\"statements\" must be an array, got {}",
-                    kind_of(v)
-                )));
-            }
-            None => return Err(doc_error("missing field \"statements\"")),
+        let items = doc["statements"].as_array().expect("checked by Document");
+        let parsed = items
+            .iter()
+            .enumerate()
+            .map(|(index, item)| {
+                document::from_object::<document::Statement>(item, "a statement").map_err(
+                    |message| ProgramError {
+                        index: Some(index),
+                        statement: item.get("id").and_then(Value::as_str).map(str::to_owned),
+                        message,
+                    },
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut resolver = Resolver {
+            statements: Vec::with_capacity(parsed.len()),
+            ids: HashMap::new(),
         };
-
-        let mut statements: Vec<Statement> = Vec::with_capacity(items.len());
-        let mut ids: HashMap<String, usize> = HashMap::new();
-        for (index, item) in items.iter().enumerate() {
-            let id = item.get("id").and_then(Value::as_str).map(str::to_owned);
-            let err = |message: String| ProgramError {
+        for (index, raw) in parsed.into_iter().enumerate() {
+            let id = raw.id().to_owned();
+            let stmt = resolver.statement(raw).map_err(|message| ProgramError {
                 index: Some(index),
-                statement: id.clone(),
+                statement: Some(id.clone()),
                 message,
-            };
-            let stmt = parse_statement(item, &ids, &statements).map_err(err)?;
-            ids.insert(stmt.id.clone(), index);
-            statements.push(stmt);
+            })?;
+            resolver.ids.insert(id, index);
+            resolver.statements.push(stmt);
         }
-        Ok(Program { statements })
+        Ok(Program {
+            statements: resolver.statements,
+        })
     }
 }
 
@@ -358,16 +323,6 @@ impl Program {
     }
 }
 
-fn field<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<&'a Value, String> {
-    obj.get(key).ok_or_else(|| format!("missing field {key:?}"))
-}
-
-fn str_field<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
-    let v = field(obj, key)?;
-    v.as_str()
-        .ok_or_else(|| format!("field {key:?} must be a string, got {}", kind_of(v)))
-}
-
 /// What a reference must point at: its name in messages, the statement kinds it accepts, and
 /// how those kinds are described.
 struct RefKind {
@@ -388,228 +343,116 @@ const MODULE: RefKind = RefKind {
     expected: "a module or transform",
 };
 
-/// Resolves a reference to the index of an earlier statement of the kind `kind` accepts.
-fn resolve_ref(
-    kind: &RefKind,
-    name: &Value,
-    ids: &HashMap<String, usize>,
-    statements: &[Statement],
-) -> Result<usize, String> {
-    let what = kind.what;
-    let name = name.as_str().ok_or_else(|| {
-        format!(
-            "{what} reference must be an id string, got {}",
-            kind_of(name)
-        )
-    })?;
-    let index = *ids
-        .get(name)
-        .ok_or_else(|| format!("{what} {name:?} is not the id of an earlier statement"))?;
-    let stmt = &statements[index];
-    if !(kind.accepts)(stmt) {
-        return Err(format!(
-            "{what} {name:?} is a {} statement, not {}",
-            stmt.kind_name(),
-            kind.expected
-        ));
-    }
-    Ok(index)
+/// The statements resolved so far, which references may name.
+struct Resolver {
+    statements: Vec<Statement>,
+    ids: HashMap<String, usize>,
 }
 
-/// Resolves an input id to the index of an earlier value statement.
-fn resolve(
-    name: &Value,
-    ids: &HashMap<String, usize>,
-    statements: &[Statement],
-) -> Result<usize, String> {
-    resolve_ref(&INPUT, name, ids, statements)
-}
-
-/// Resolves a module reference to the index of an earlier module or transform statement.
-fn resolve_module(
-    name: &Value,
-    ids: &HashMap<String, usize>,
-    statements: &[Statement],
-) -> Result<usize, String> {
-    resolve_ref(&MODULE, name, ids, statements)
-}
-
-/// Reads float tensor data (a flat list) and checks its length against `shape`.
-fn parse_data(v: &Value, shape: &[usize]) -> Result<Vec<f32>, String> {
-    let data = v
-        .as_array()
-        .ok_or("field \"data\" must be an array")?
-        .iter()
-        .enumerate()
-        .map(|(i, v)| parse_f32(v).map_err(|e| format!("data[{i}]: {e}")))
-        .collect::<Result<Vec<f32>, String>>()?;
-    let n: usize = shape.iter().product();
-    if data.len() != n {
-        return Err(format!(
-            "data has {} elements but shape {shape:?} needs {n}",
-            data.len()
-        ));
-    }
-    Ok(data)
-}
-
-/// Reads an inline float tensor `{"shape": [...], "data": [...]}` of the given rank.
-fn parse_tensor(v: &Value, what: &str, rank: usize) -> Result<(Vec<usize>, Vec<f32>), String> {
-    let obj = v
-        .as_object()
-        .ok_or_else(|| format!("{what} must be {{\"shape\", \"data\"}}, got {}", kind_of(v)))?;
-    check_keys(obj, &["shape", "data"])
-        .map_err(|e| format!("{what}: {}", e.replace("attribute", "field")))?;
-    let shape: Vec<usize> = ops::get(obj, "shape")
-        .map_err(|e| format!("{what}: {}", e.replace("attribute", "field")))?;
-    check_shape(&shape).map_err(|e| format!("{what}: {e}"))?;
-    if shape.len() != rank {
-        return Err(format!("{what} must have rank {rank}, got shape {shape:?}"));
-    }
-    let data = parse_data(field(obj, "data")?, &shape).map_err(|e| format!("{what}: {e}"))?;
-    Ok((shape, data))
-}
-
-fn parse_region(obj: &Map<String, Value>) -> Result<Region, String> {
-    match obj.get("region") {
-        None => Ok(Region::Grad),
-        Some(v) => match v.as_str() {
-            Some("grad") => Ok(Region::Grad),
-            Some("no_grad") => Ok(Region::NoGrad),
-            Some("inference_mode") => Ok(Region::InferenceMode),
-            _ => Err(format!(
-                "\"region\" must be \"grad\", \"no_grad\" or \"inference_mode\", got {v}"
-            )),
-        },
-    }
-}
-
-fn parse_statement(
-    item: &Value,
-    ids: &HashMap<String, usize>,
-    statements: &[Statement],
-) -> Result<Statement, String> {
-    let obj = item
-        .as_object()
-        .ok_or_else(|| format!("a statement must be an object, got {}", kind_of(item)))?;
-    let id = str_field(obj, "id")?;
-    if !valid_id(id) {
-        return Err(format!("id {id:?} does not match ^[A-Za-z_][A-Za-z0-9_]*$"));
-    }
-    if let Some(&first) = ids.get(id) {
-        return Err(format!(
-            "duplicate id {id:?} (first used by statement {first})"
-        ));
-    }
-    let kind = str_field(obj, "kind")?;
-    let fields = |allowed: &[&str]| {
-        check_keys(obj, allowed).map_err(|e| format!("{kind}: {}", e.replace("attribute", "field")))
-    };
-    let kind = match kind {
-        "leaf" => {
-            fields(&["id", "kind", "shape", "data", "device", "require_grad"])?;
-            let shape: Vec<usize> =
-                ops::get(obj, "shape").map_err(|e| e.replace("attribute", "field"))?;
-            check_shape(&shape)?;
-            let data = parse_data(field(obj, "data")?, &shape)?;
-            let device = match str_field(obj, "device")? {
-                "plain" => DeviceKind::Plain,
-                "autodiff" => DeviceKind::Autodiff,
-                other => {
-                    return Err(format!(
-                        "\"device\" must be \"plain\" or \"autodiff\", got {other:?}"
-                    ));
-                }
-            };
-            let require_grad = match field(obj, "require_grad")? {
-                Value::Bool(b) => *b,
-                v => return Err(format!("\"require_grad\" must be a boolean, got {v}")),
-            };
-            Kind::Leaf {
-                shape,
-                data,
-                device,
-                require_grad,
-            }
+impl Resolver {
+    /// Resolves a reference to the index of an earlier statement of the kind `kind` accepts.
+    fn reference(&self, kind: &RefKind, name: &str) -> Result<usize, String> {
+        let what = kind.what;
+        let index = *self
+            .ids
+            .get(name)
+            .ok_or_else(|| format!("{what} {name:?} is not the id of an earlier statement"))?;
+        let stmt = &self.statements[index];
+        if !(kind.accepts)(stmt) {
+            return Err(format!(
+                "{what} {name:?} is a {} statement, not {}",
+                stmt.kind_name(),
+                kind.expected
+            ));
         }
-        "op" => {
-            fields(&["id", "kind", "op", "inputs", "attrs", "region"])?;
-            let name = str_field(obj, "op")?;
-            let empty = Map::new();
-            let attrs = match obj.get("attrs") {
-                None => &empty,
-                Some(Value::Object(m)) => m,
-                Some(v) => return Err(format!("\"attrs\" must be an object, got {}", kind_of(v))),
-            };
-            let op = Op::parse(name, attrs).map_err(|e| {
-                if e.starts_with("unknown op") {
-                    e
-                } else {
-                    format!("op {name:?}: {e}")
+        Ok(index)
+    }
+
+    /// Resolves an input id to the index of an earlier value statement.
+    fn input(&self, name: &str) -> Result<usize, String> {
+        self.reference(&INPUT, name)
+    }
+
+    /// Resolves a module reference to the index of an earlier module or transform statement.
+    fn module(&self, name: &str) -> Result<usize, String> {
+        self.reference(&MODULE, name)
+    }
+
+    /// Validates one parsed statement against the earlier ones and resolves its references.
+    fn statement(&self, raw: document::Statement) -> Result<Statement, String> {
+        let id = raw.id();
+        if !valid_id(id) {
+            return Err(format!("id {id:?} does not match ^[A-Za-z_][A-Za-z0-9_]*$"));
+        }
+        if let Some(&first) = self.ids.get(id) {
+            return Err(format!(
+                "duplicate id {id:?} (first used by statement {first})"
+            ));
+        }
+        let id = id.to_owned();
+        let kind = match raw {
+            document::Statement::Leaf(s) => {
+                check_shape(&s.shape)?;
+                check_data(&s.data.0, &s.shape)?;
+                Kind::Leaf {
+                    shape: s.shape,
+                    data: s.data.0,
+                    device: s.device,
+                    require_grad: s.require_grad,
                 }
-            })?;
-            let inputs = field(obj, "inputs")?
-                .as_array()
-                .ok_or("field \"inputs\" must be an array")?
-                .iter()
-                .map(|v| resolve(v, ids, statements))
-                .collect::<Result<Vec<usize>, String>>()?;
-            let arity = op.arity();
-            let ok = if arity == NARY {
-                !inputs.is_empty()
-            } else {
-                inputs.len() == arity as usize
-            };
-            if !ok {
-                let want = if arity == NARY {
-                    "at least 1".to_string()
+            }
+            document::Statement::Op(s) => {
+                let name = s.op.as_str();
+                let op = Op::parse(name, &s.attrs).map_err(|e| {
+                    if e.starts_with("unknown op") {
+                        e
+                    } else {
+                        format!("op {name:?}: {e}")
+                    }
+                })?;
+                let inputs = s
+                    .inputs
+                    .iter()
+                    .map(|i| self.input(i))
+                    .collect::<Result<Vec<usize>, String>>()?;
+                let arity = op.arity();
+                let ok = if arity == NARY {
+                    !inputs.is_empty()
                 } else {
-                    arity.to_string()
+                    inputs.len() == arity as usize
                 };
-                return Err(format!(
-                    "op {name:?} takes {want} input(s), got {}",
-                    inputs.len()
-                ));
-            }
-            Kind::Op {
-                op,
-                inputs,
-                region: parse_region(obj)?,
-            }
-        }
-        "cut" => {
-            fields(&["id", "kind", "cut", "input", "region"])?;
-            let cut = match str_field(obj, "cut")? {
-                "detach" => Cut::Detach,
-                "without_autodiff" => Cut::WithoutAutodiff,
-                "autodiff" => Cut::Autodiff,
-                other => {
+                if !ok {
+                    let want = if arity == NARY {
+                        "at least 1".to_string()
+                    } else {
+                        arity.to_string()
+                    };
                     return Err(format!(
-                        "\"cut\" must be \"detach\", \"without_autodiff\" or \"autodiff\", got {other:?}"
+                        "op {name:?} takes {want} input(s), got {}",
+                        inputs.len()
                     ));
                 }
-            };
-            Kind::Cut {
-                cut,
-                input: resolve(field(obj, "input")?, ids, statements)?,
-                region: parse_region(obj)?,
+                Kind::Op {
+                    op,
+                    inputs,
+                    region: s.region,
+                }
             }
-        }
-        "backward" => {
-            fields(&["id", "kind", "input"])?;
-            Kind::Backward {
-                input: resolve(field(obj, "input")?, ids, statements)?,
-            }
-        }
-        "module" => match str_field(obj, "module")? {
-            "linear" => {
-                fields(&["id", "kind", "module", "weight", "bias"])?;
-                let (shape, weight) = parse_tensor(field(obj, "weight")?, "weight", 2)?;
+            document::Statement::Cut(s) => Kind::Cut {
+                cut: s.cut,
+                input: self.input(&s.input)?,
+                region: s.region,
+            },
+            document::Statement::Backward(s) => Kind::Backward {
+                input: self.input(&s.input)?,
+            },
+            document::Statement::Module(document::Module::Linear(s)) => {
+                let (shape, weight) = inline_tensor(s.weight, "weight", 2)?;
                 let (d_output, d_input) = (shape[0], shape[1]);
-                let bias = match field(obj, "bias")? {
-                    Value::Null => None,
-                    v => {
-                        let (bshape, bias) = parse_tensor(v, "bias", 1)?;
+                let bias = match s.bias {
+                    None => None,
+                    Some(b) => {
+                        let (bshape, bias) = inline_tensor(b, "bias", 1)?;
                         if bshape != [d_output] {
                             return Err(format!(
                                 "bias has shape {bshape:?} but the weight [out, in] = {shape:?} needs [{d_output}]"
@@ -627,84 +470,70 @@ fn parse_statement(
                     },
                 }
             }
-            "dropout" => {
-                fields(&["id", "kind", "module", "p"])?;
-                let p = match field(obj, "p")? {
-                    Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
-                    v => return Err(format!("\"p\" must be a number, got {}", kind_of(v))),
-                };
-                if !(0.0..=1.0).contains(&p) {
-                    return Err(format!("\"p\" must be in [0, 1], got {p}"));
+            document::Statement::Module(document::Module::Dropout(s)) => {
+                if !(0.0..=1.0).contains(&s.p) {
+                    return Err(format!("\"p\" must be in [0, 1], got {}", s.p));
                 }
                 Kind::Module {
-                    spec: ModuleSpec::Dropout { p },
+                    spec: ModuleSpec::Dropout { p: s.p },
                 }
             }
-            other => {
-                return Err(format!(
-                    "unknown module {other:?} (expected \"linear\" or \"dropout\")"
-                ));
-            }
-        },
-        "transform" => {
-            fields(&["id", "kind", "transform", "input"])?;
-            let transform = match str_field(obj, "transform")? {
-                "valid" => Transform::Valid,
-                "train" => Transform::Train,
-                "no_grad" => Transform::NoGrad,
-                "freeze" => Transform::Freeze,
-                "unfreeze" => Transform::Unfreeze,
-                other => {
-                    return Err(format!(
-                        "\"transform\" must be \"valid\", \"train\", \"no_grad\", \"freeze\" or \"unfreeze\", got {other:?}"
-                    ));
+            document::Statement::Transform(s) => Kind::Transform {
+                transform: s.transform,
+                input: self.module(&s.input)?,
+            },
+            document::Statement::Apply(s) => Kind::Apply {
+                module: self.module(&s.module)?,
+                input: self.input(&s.input)?,
+            },
+            document::Statement::Param(s) => {
+                let module = self.module(&s.module)?;
+                match module_spec(&self.statements, module) {
+                    ModuleSpec::Dropout { .. } => {
+                        return Err("param: a dropout module has no parameters".to_string());
+                    }
+                    ModuleSpec::Linear { bias: None, .. } if s.param == ParamName::Bias => {
+                        return Err("param: the linear module has no bias".to_string());
+                    }
+                    ModuleSpec::Linear { .. } => {}
                 }
-            };
-            Kind::Transform {
-                transform,
-                input: resolve_module(field(obj, "input")?, ids, statements)?,
-            }
-        }
-        "apply" => {
-            fields(&["id", "kind", "module", "input"])?;
-            Kind::Apply {
-                module: resolve_module(field(obj, "module")?, ids, statements)?,
-                input: resolve(field(obj, "input")?, ids, statements)?,
-            }
-        }
-        "param" => {
-            fields(&["id", "kind", "module", "param"])?;
-            let module = resolve_module(field(obj, "module")?, ids, statements)?;
-            let param = match str_field(obj, "param")? {
-                "weight" => ParamName::Weight,
-                "bias" => ParamName::Bias,
-                other => {
-                    return Err(format!(
-                        "\"param\" must be \"weight\" or \"bias\", got {other:?}"
-                    ));
+                Kind::Param {
+                    module,
+                    param: s.param,
                 }
-            };
-            match module_spec(statements, module) {
-                ModuleSpec::Dropout { .. } => {
-                    return Err("param: a dropout module has no parameters".to_string());
-                }
-                ModuleSpec::Linear { bias: None, .. } if param == ParamName::Bias => {
-                    return Err("param: the linear module has no bias".to_string());
-                }
-                ModuleSpec::Linear { .. } => {}
             }
-            Kind::Param { module, param }
-        }
-        other => {
-            return Err(format!(
-                "unknown kind {other:?} (expected \"leaf\", \"op\", \"cut\", \"backward\", \"module\", \"transform\", \"apply\" or \"param\")"
-            ));
-        }
-    };
-    Ok(Statement {
-        id: id.to_owned(),
-        kind,
-    })
+        };
+        Ok(Statement { id, kind })
+    }
+}
+
+/// Checks float tensor data's length against `shape`.
+fn check_data(data: &[f32], shape: &[usize]) -> Result<(), String> {
+    let n: usize = shape.iter().product();
+    if data.len() != n {
+        return Err(format!(
+            "data has {} elements but shape {shape:?} needs {n}",
+            data.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Checks an inline float tensor (`what`: its field) of the given rank.
+fn inline_tensor(
+    t: document::Tensor,
+    what: &str,
+    rank: usize,
+) -> Result<(Vec<usize>, Vec<f32>), String> {
+    check_shape(&t.shape).map_err(|e| format!("{what}: {e}"))?;
+    if t.shape.len() != rank {
+        return Err(format!(
+            "{what} must have rank {rank}, got shape {:?}",
+            t.shape
+        ));
+    }
+    check_data(&t.data.0, &t.shape).map_err(|e| format!("{what}: {e}"))?;
+    Ok((t.shape, t.data.0))
 }
 
 #[cfg(test)]
@@ -806,7 +635,7 @@ mod tests {
         );
         bad(
             json!({"id": "bad", "kind": "transform", "transform": "eval", "input": "fc"}),
-            "\"transform\"",
+            "unknown variant `eval`, expected one of `valid`, `train`",
         );
         bad(
             json!({"id": "bad", "kind": "param", "module": "fc", "param": "bias"}),
@@ -822,7 +651,7 @@ mod tests {
         );
         bad(
             json!({"id": "bad", "kind": "module", "module": "conv", "p": 1.5}),
-            "unknown module",
+            "unknown variant `conv`, expected `linear` or `dropout`",
         );
         bad(
             json!({"id": "bad", "kind": "module", "module": "linear",
@@ -842,8 +671,251 @@ mod tests {
         bad(
             json!({"id": "bad", "kind": "module", "module": "linear",
             "weight": {"shape": [1, 2], "data": [1, 2]}}),
-            "\"bias\"",
+            "missing field `bias`",
         );
+    }
+
+    /// A malformed statement (serde's part) is an error naming the statement's index, and its
+    /// id when the statement has a string `id`.
+    #[test]
+    fn malformed_statements_name_the_statement() {
+        let x = json!({"id": "x", "kind": "leaf", "shape": [2], "data": [1.0, 2.0],
+                       "device": "plain", "require_grad": false});
+        let bad = |stmt: Value, id: Option<&str>, message: &str| {
+            let e = parse(json!([x, stmt])).unwrap_err();
+            assert_eq!((e.index, e.statement.as_deref()), (Some(1), id), "{e}");
+            assert_eq!(e.message, message, "{e}");
+            let shown = match id {
+                Some(id) => format!("statement 1 (id {id:?}): {message}"),
+                None => format!("statement 1: {message}"),
+            };
+            assert_eq!(e.to_string(), shown);
+        };
+        // Unknown fields, per kind.
+        bad(
+            json!({"id": "y", "kind": "op", "op": "exp", "inputs": ["x"], "atrs": {}}),
+            Some("y"),
+            "unknown field `atrs`, expected one of `id`, `op`, `inputs`, `attrs`, `region`",
+        );
+        bad(
+            json!({"id": "y", "kind": "backward", "input": "x", "region": "grad"}),
+            Some("y"),
+            "unknown field `region`, expected `id` or `input`",
+        );
+        bad(
+            json!({"id": "fc", "kind": "module", "module": "dropout", "p": 0.5, "bias": null}),
+            Some("fc"),
+            "unknown field `bias`, expected `id` or `p`",
+        );
+        bad(
+            json!({"id": "fc", "kind": "module", "module": "linear",
+                   "weight": {"shape": [1, 1], "data": [1], "dtype": "f32"}, "bias": null}),
+            Some("fc"),
+            "unknown field `dtype`, expected `shape` or `data`",
+        );
+        // Wrong types.
+        bad(
+            json!({"id": "y", "kind": "leaf", "shape": [2], "data": [1.0, 2.0],
+                   "device": "plain", "require_grad": "no"}),
+            Some("y"),
+            "invalid type: string \"no\", expected a boolean",
+        );
+        bad(
+            json!({"id": "y", "kind": "op", "op": "exp", "inputs": "x"}),
+            Some("y"),
+            "invalid type: string \"x\", expected a sequence",
+        );
+        bad(
+            json!({"id": "y", "kind": "op", "op": "exp", "inputs": ["x"], "attrs": []}),
+            Some("y"),
+            "invalid type: sequence, expected a map",
+        );
+        bad(
+            json!({"id": "y", "kind": "leaf", "shape": [-2], "data": [1.0, 2.0],
+                   "device": "plain", "require_grad": false}),
+            Some("y"),
+            "invalid value: integer `-2`, expected usize",
+        );
+        bad(
+            json!({"id": "y", "kind": "leaf", "shape": [2], "data": [1.0, "nan"],
+                   "device": "plain", "require_grad": false}),
+            Some("y"),
+            "data[1]: string \"nan\" is not a float (only \"NaN\", \"Infinity\", \"-Infinity\")",
+        );
+        bad(
+            json!({"id": "y", "kind": "leaf", "shape": [2], "data": [1.0, 1e39],
+                   "device": "plain", "require_grad": false}),
+            Some("y"),
+            "data[1]: 1000000000000000000000000000000000000000 overflows float32",
+        );
+        bad(
+            json!({"id": "y", "kind": "module", "module": "dropout", "p": "0.5"}),
+            Some("y"),
+            "invalid type: string \"0.5\", expected f64",
+        );
+        bad(
+            json!({"id": 3, "kind": "backward", "input": "x"}),
+            None,
+            "invalid type: integer `3`, expected a string",
+        );
+        bad(
+            json!("y"),
+            None,
+            "a statement must be an object, got a string",
+        );
+        bad(
+            json!(["backward", "y", "x"]),
+            None,
+            "a statement must be an object, got an array",
+        );
+        bad(
+            json!({"id": "fc", "kind": "module", "module": "linear",
+                   "weight": [[1, 1], [1]], "bias": null}),
+            Some("fc"),
+            "invalid type: sequence, expected a map",
+        );
+        bad(
+            json!({"id": "fc", "kind": "module", "module": "linear",
+                   "weight": {"shape": [1, 1], "data": [1]}, "bias": [[1], [1]]}),
+            Some("fc"),
+            "invalid type: sequence, expected a map",
+        );
+        // Unknown or missing kind and values.
+        bad(
+            json!({"id": "y", "kind": "opp", "op": "exp", "inputs": ["x"]}),
+            Some("y"),
+            "unknown variant `opp`, expected one of `leaf`, `op`, `cut`, `backward`, `module`, \
+             `transform`, `apply`, `param`",
+        );
+        bad(
+            json!({"id": "y", "op": "exp", "inputs": ["x"]}),
+            Some("y"),
+            "missing field `kind`",
+        );
+        bad(
+            json!({"id": "y", "kind": "leaf", "shape": [2], "data": [1.0, 2.0],
+                   "device": "gpu", "require_grad": false}),
+            Some("y"),
+            "unknown variant `gpu`, expected `plain` or `autodiff`",
+        );
+        bad(
+            json!({"id": "y", "kind": "cut", "cut": "stop", "input": "x"}),
+            Some("y"),
+            "unknown variant `stop`, expected one of `detach`, `without_autodiff`, `autodiff`",
+        );
+        bad(
+            json!({"id": "y", "kind": "op", "op": "exp", "inputs": ["x"], "region": "grads"}),
+            Some("y"),
+            "unknown variant `grads`, expected one of `grad`, `no_grad`, `inference_mode`",
+        );
+        bad(
+            json!({"id": "y", "kind": "cut", "cut": "detach"}),
+            Some("y"),
+            "missing field `input`",
+        );
+        // The first malformed statement is reported, before any resolution error.
+        let e = parse(json!([
+            x,
+            {"id": "y", "kind": "op", "op": "exp", "inputs": ["nope"]},
+            {"id": "z", "kind": "op", "op": "exp", "inputs": ["x"], "colour": 1}
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            (e.index, e.statement.as_deref()),
+            (Some(2), Some("z")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn defaults_and_nullable_fields() {
+        let p = parse(json!([
+            {"id": "x", "kind": "leaf", "shape": [2], "data": [1, "-Infinity"],
+             "device": "autodiff", "require_grad": true},
+            {"id": "y", "kind": "op", "op": "exp", "inputs": ["x"]},
+            {"id": "c", "kind": "cut", "cut": "without_autodiff", "input": "y",
+             "region": "inference_mode"},
+            {"id": "d", "kind": "module", "module": "dropout", "p": 1},
+            {"id": "fc", "kind": "module", "module": "linear",
+             "weight": {"shape": [1, 2], "data": [1, 2]}, "bias": {"shape": [1], "data": [0]}}
+        ]))
+        .unwrap();
+        match &p.statements[0].kind {
+            Kind::Leaf {
+                data,
+                device: DeviceKind::Autodiff,
+                require_grad: true,
+                ..
+            } => assert_eq!(data, &[1.0, f32::NEG_INFINITY]),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            p.statements[1].kind,
+            Kind::Op {
+                region: Region::Grad,
+                ..
+            }
+        ));
+        assert!(matches!(
+            p.statements[2].kind,
+            Kind::Cut {
+                cut: Cut::WithoutAutodiff,
+                input: 1,
+                region: Region::InferenceMode
+            }
+        ));
+        assert!(matches!(
+            p.statements[3].kind,
+            Kind::Module {
+                spec: ModuleSpec::Dropout { p }
+            } if p == 1.0
+        ));
+        assert!(matches!(
+            &p.statements[4].kind,
+            Kind::Module {
+                spec: ModuleSpec::Linear { bias: Some(b), .. }
+            } if b == &[0.0]
+        ));
+    }
+
+    #[test]
+    fn malformed_documents() {
+        let doc_err = |doc: Value, message: &str| {
+            let e = Program::from_json(&doc).unwrap_err();
+            assert_eq!((e.index, e.statement.as_deref()), (None, None), "{e}");
+            assert_eq!(e.message, message);
+        };
+        doc_err(json!([]), "a program must be an object, got an array");
+        doc_err(
+            json!([FORMAT, 1, null, []]),
+            "a program must be an object, got an array",
+        );
+        doc_err(
+            json!({"format": FORMAT, "version": 1, "statements": [], "extra": 1}),
+            "unknown field `extra`, expected one of `format`, `version`, `name`, `statements`",
+        );
+        doc_err(
+            json!({"format": "other", "version": 1, "statements": []}),
+            "\"format\" must be \"difftest-program\", got \"other\"",
+        );
+        doc_err(
+            json!({"format": FORMAT, "version": 2, "statements": []}),
+            "unsupported \"version\" 2 (expected 1)",
+        );
+        doc_err(
+            json!({"format": FORMAT, "version": 1}),
+            "missing field `statements`",
+        );
+        doc_err(
+            json!({"format": FORMAT, "version": 1, "statements": {}}),
+            "invalid type: map, expected an array of statements",
+        );
+        doc_err(
+            json!({"format": FORMAT, "version": 1, "name": null, "statements": []}),
+            "invalid type: null, expected a string",
+        );
+        Program::from_json(&json!({"format": FORMAT, "version": 1, "name": "n", "statements": []}))
+            .unwrap();
     }
 
     fn leaf(id: &str, shape: &[usize]) -> Value {

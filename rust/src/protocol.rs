@@ -7,43 +7,13 @@ use serde_json::Value;
 use crate::exec::{self, Observation};
 use crate::memory::{self, MemoryReport, ProgramMemoryReport};
 use crate::ops::Op;
-use crate::program::{Program, ProgramError};
+use crate::program::Program;
+use crate::request::RequestError;
 
 pub const PROTOCOL: u32 = 1;
 /// The burn version this binary is built against (a test checks it against Cargo.lock).
 pub const BURN_VERSION: &str = "0.22.1";
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// A request that cannot be served.
-#[derive(Clone, Debug, Serialize)]
-pub struct RequestError {
-    pub kind: &'static str,
-    pub message: String,
-    pub index: Option<usize>,
-    pub statement: Option<String>,
-}
-
-impl RequestError {
-    pub fn new(kind: &'static str, message: impl Into<String>) -> Self {
-        RequestError {
-            kind,
-            message: message.into(),
-            index: None,
-            statement: None,
-        }
-    }
-}
-
-impl From<ProgramError> for RequestError {
-    fn from(e: ProgramError) -> Self {
-        RequestError {
-            kind: "invalid-program",
-            message: e.to_string(),
-            index: e.index,
-            statement: e.statement,
-        }
-    }
-}
 
 #[derive(Clone, Debug, Serialize)]
 pub struct OpInfo {
@@ -151,15 +121,6 @@ impl Serialize for Response {
     }
 }
 
-/// Resident set size from `/proc/self/statm` (pages × 4096), or 0 when unavailable.
-pub fn rss_bytes() -> u64 {
-    const PAGE_SIZE: u64 = 4096;
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map_or(0, |pages| pages * PAGE_SIZE)
-}
-
 /// The worker's state: how many requests it has answered.
 #[derive(Debug, Default)]
 pub struct Worker {
@@ -202,7 +163,7 @@ impl Worker {
             "ops" => Ok(Reply::Ops(op_list())),
             "version" => Ok(Reply::Version(version_info())),
             "status" => Ok(Reply::Status {
-                rss_bytes: rss_bytes(),
+                rss_bytes: memory::rss_bytes(),
                 served: self.served,
             }),
             "memory" => memory::handle(obj).map(Reply::Memory),
@@ -247,5 +208,52 @@ mod tests {
         let r =
             serde_json::to_value(w.handle_line(br#"{"request": "status", "id": "s"}"#)).unwrap();
         assert_eq!(r["served"], 2);
+    }
+
+    #[test]
+    fn malformed_statement_is_an_invalid_program() {
+        let mut w = Worker::default();
+        let x = r#"{"id": "x", "kind": "leaf", "shape": [1], "data": [1.0], "device": "plain",
+                    "require_grad": false}"#;
+        let cases = [
+            (
+                r#"{"id": "y", "kind": "op", "op": "exp", "inputs": ["x"], "colour": 1}"#,
+                Value::from("y"),
+                "unknown field `colour`",
+            ),
+            (
+                r#"{"id": "y", "kind": "cut", "cut": "detach", "input": 3}"#,
+                Value::from("y"),
+                "invalid type: integer `3`, expected a string",
+            ),
+            (
+                r#"{"id": "y", "kind": "reshape", "input": "x"}"#,
+                Value::from("y"),
+                "unknown variant `reshape`",
+            ),
+            (
+                r#"{"kind": "backward", "input": "x"}"#,
+                Value::Null,
+                "missing field `id`",
+            ),
+        ];
+        for request in ["run", "memory_program"] {
+            for (stmt, id, needle) in &cases {
+                let line = format!(
+                    r#"{{"request": "{request}", "id": 1, "program": {{"format": "difftest-program",
+                       "version": 1, "statements": [{x}, {stmt}]}}}}"#
+                );
+                let r = serde_json::to_value(w.handle_line(line.as_bytes())).unwrap();
+                assert_eq!(r["ok"], false, "{r}");
+                let e = &r["error"];
+                assert_eq!(e["kind"], "invalid-program", "{r}");
+                assert_eq!((&e["index"], &e["statement"]), (&Value::from(1), id), "{r}");
+                let message = e["message"].as_str().unwrap();
+                assert!(
+                    message.starts_with("statement 1") && message.contains(needle),
+                    "{r}"
+                );
+            }
+        }
     }
 }

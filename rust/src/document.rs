@@ -1,0 +1,298 @@
+//! The program document as serde reads it (docs/format.md): the top-level object, then one
+//! internally tagged enum per statement (tag `"kind"`), every field typed and unknown fields
+//! rejected. References are still ids here and nothing is checked beyond the field types:
+//! [`crate::program::Program::from_json`] resolves and validates the statements in one pass.
+//!
+//! Each statement is deserialized on its own (the document's `statements` is checked to be an
+//! array of JSON values first), so that a serde error can name the statement's index and id.
+
+use serde::de::{DeserializeOwned, Error, IgnoredAny, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value};
+
+use crate::floats::{kind_of, parse_f32};
+
+/// The top-level object. `statements` is only checked to be an array here: its elements are
+/// deserialized one by one from the document ([`Statement`]), so that an error names the
+/// statement (and nothing is copied).
+///
+/// A derived struct also accepts an array of its fields in order (and an internally tagged
+/// enum an array starting with the tag): [`from_object`] reads only objects.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Document {
+    pub format: String,
+    pub version: u64,
+    /// Checked (a string when present), not used.
+    #[allow(dead_code)]
+    #[serde(default, deserialize_with = "present")]
+    pub name: Option<String>,
+    #[allow(dead_code)]
+    pub statements: AnArray,
+}
+
+/// Any JSON array, not kept.
+#[derive(Debug)]
+pub struct AnArray;
+
+impl<'de> Deserialize<'de> for AnArray {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct AnArrayVisitor;
+
+        impl<'de> Visitor<'de> for AnArrayVisitor {
+            type Value = AnArray;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an array of statements")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<AnArray, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(AnArray)
+            }
+        }
+
+        d.deserialize_seq(AnArrayVisitor)
+    }
+}
+
+/// One statement as written: `id` and the fields of its `kind`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Statement {
+    Leaf(Leaf),
+    Op(OpCall),
+    Cut(CutStmt),
+    Backward(Backward),
+    Module(Module),
+    Transform(TransformStmt),
+    Apply(Apply),
+    Param(Param),
+}
+
+impl Statement {
+    pub fn id(&self) -> &str {
+        match self {
+            Statement::Leaf(s) => &s.id,
+            Statement::Op(s) => &s.id,
+            Statement::Cut(s) => &s.id,
+            Statement::Backward(s) => &s.id,
+            Statement::Module(Module::Linear(s)) => &s.id,
+            Statement::Module(Module::Dropout(s)) => &s.id,
+            Statement::Transform(s) => &s.id,
+            Statement::Apply(s) => &s.id,
+            Statement::Param(s) => &s.id,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Leaf {
+    pub id: String,
+    pub shape: Vec<usize>,
+    pub data: F32s,
+    pub device: DeviceKind,
+    pub require_grad: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpCall {
+    pub id: String,
+    pub op: String,
+    pub inputs: Vec<String>,
+    /// Handed to [`crate::ops::Op::parse`] as is; omitted means none.
+    #[serde(default)]
+    pub attrs: Map<String, Value>,
+    #[serde(default)]
+    pub region: Region,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CutStmt {
+    pub id: String,
+    pub cut: Cut,
+    pub input: String,
+    #[serde(default)]
+    pub region: Region,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Backward {
+    pub id: String,
+    pub input: String,
+}
+
+/// A `module` statement, tagged by its `"module"` field.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "module", rename_all = "snake_case")]
+pub enum Module {
+    Linear(Linear),
+    Dropout(Dropout),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Linear {
+    pub id: String,
+    /// `[out, in]`, PyTorch's layout.
+    #[serde(deserialize_with = "object")]
+    pub weight: Tensor,
+    /// Required, `null` for none.
+    #[serde(deserialize_with = "nullable_object")]
+    pub bias: Option<Tensor>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dropout {
+    pub id: String,
+    pub p: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransformStmt {
+    pub id: String,
+    pub transform: Transform,
+    pub input: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Apply {
+    pub id: String,
+    pub module: String,
+    pub input: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Param {
+    pub id: String,
+    pub module: String,
+    pub param: ParamName,
+}
+
+// The values of the fields that name a choice, as written (snake_case). The typed program
+// uses them as they are.
+
+/// `device` of a leaf.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceKind {
+    Plain,
+    Autodiff,
+}
+
+/// `region` of an op or cut (default `grad`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Region {
+    #[default]
+    Grad,
+    NoGrad,
+    InferenceMode,
+}
+
+/// `cut` of a cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cut {
+    Detach,
+    WithoutAutodiff,
+    Autodiff,
+}
+
+/// A module transform (`kind: "transform"`), one of burn's `Module` methods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transform {
+    Valid,
+    Train,
+    NoGrad,
+    Freeze,
+    Unfreeze,
+}
+
+/// A parameter of a `linear` module (`kind: "param"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamName {
+    Weight,
+    Bias,
+}
+
+/// An inline float tensor `{"shape": [...], "data": [...]}` (module weights and biases).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tensor {
+    pub shape: Vec<usize>,
+    pub data: F32s,
+}
+
+/// Float tensor data: a flat list of numbers and `"NaN"`, `"Infinity"`, `"-Infinity"`, each
+/// narrowed to f32 ([`parse_f32`]); an element's error names its position (`data[3]: ...`).
+#[derive(Debug)]
+pub struct F32s(pub Vec<f32>);
+
+impl<'de> Deserialize<'de> for F32s {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct F32sVisitor;
+
+        impl<'de> Visitor<'de> for F32sVisitor {
+            type Value = F32s;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an array of floats")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<F32s, A::Error> {
+                let mut data = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+                while let Some(v) = seq.next_element::<Value>()? {
+                    let x = parse_f32(&v)
+                        .map_err(|e| A::Error::custom(format!("data[{}]: {e}", data.len())))?;
+                    data.push(x);
+                }
+                Ok(F32s(data))
+            }
+        }
+
+        d.deserialize_seq(F32sVisitor)
+    }
+}
+
+/// Deserializes `T` from `value` when it is an object; `what` names the value otherwise.
+pub fn from_object<T: DeserializeOwned>(value: &Value, what: &str) -> Result<T, String> {
+    if !value.is_object() {
+        return Err(format!("{what} must be an object, got {}", kind_of(value)));
+    }
+    T::deserialize(value).map_err(|e| e.to_string())
+}
+
+/// A struct field read only from an object (see [`Document`]).
+fn object<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<T, D::Error> {
+    let map = Map::<String, Value>::deserialize(d)?;
+    T::deserialize(Value::Object(map)).map_err(D::Error::custom)
+}
+
+/// A struct field read only from an object, that must be present but may be `null` (serde
+/// would default a missing `Option`).
+fn nullable_object<'de, D: Deserializer<'de>, T: DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    match Option::<Map<String, Value>>::deserialize(d)? {
+        None => Ok(None),
+        Some(map) => T::deserialize(Value::Object(map))
+            .map(Some)
+            .map_err(D::Error::custom),
+    }
+}
+
+/// A field that may be omitted but not `null` (with `#[serde(default)]`).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}

@@ -1,0 +1,102 @@
+//! Executing one statement on burn: what a run ([`crate::exec`]) and the memory experiment
+//! ([`crate::memory`]) share. A leaf is created on its device; an op or cut statement takes its
+//! inputs as its region sees them ([`enter`]) and runs under the injected fault, if any
+//! ([`crate::fault`]).
+
+use burn::tensor::Device;
+
+use crate::fault;
+use crate::program::{Cut, DeviceKind, Kind, Region};
+use crate::value::DynTensor;
+
+/// The message of a panic payload (`&str` or `String`; anything else is described).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<panic payload is not a string>".to_owned()
+    }
+}
+
+/// The two devices a program uses.
+pub struct Devices {
+    plain: Device,
+    pub autodiff: Device,
+}
+
+impl Devices {
+    pub fn new() -> Self {
+        let plain = Device::flex();
+        let autodiff = if plain.is_autodiff() {
+            plain.clone()
+        } else {
+            plain.clone().autodiff()
+        };
+        // Dropout draws its mask from the backend's RNG: a fixed seed per run keeps runs
+        // reproducible.
+        plain.seed(0);
+        Devices { plain, autodiff }
+    }
+
+    /// A leaf statement's tensor: its data on the device it names, asked for its gradient if it
+    /// requires grad (which panics on the plain device, as burn does).
+    fn leaf(
+        &self,
+        shape: &[usize],
+        data: &[f32],
+        device: DeviceKind,
+        require_grad: bool,
+    ) -> DynTensor {
+        let device = match device {
+            DeviceKind::Plain => &self.plain,
+            DeviceKind::Autodiff => &self.autodiff,
+        };
+        let t = DynTensor::from_f32(data.to_vec(), shape, device);
+        if require_grad { t.require_grad() } else { t }
+    }
+}
+
+/// An input as a statement in `region` sees it: off autodiff inside `no_grad`/`inference_mode`.
+pub fn enter(region: Region, t: DynTensor) -> DynTensor {
+    match region {
+        Region::Grad => t,
+        Region::NoGrad | Region::InferenceMode => t.without_autodiff(),
+    }
+}
+
+/// The value of a leaf, op or cut statement; `value(i)` is the value of the earlier statement
+/// `i` (as later statements see it). `None` for the other kinds (modules, transforms, apply,
+/// param, backward), which only a run executes.
+pub fn tensor(
+    kind: &Kind,
+    devices: &Devices,
+    value: impl Fn(usize) -> DynTensor,
+) -> Option<DynTensor> {
+    Some(match kind {
+        Kind::Leaf {
+            shape,
+            data,
+            device,
+            require_grad,
+        } => devices.leaf(shape, data, *device, *require_grad),
+        Kind::Op { op, inputs, region } => fault::execute(
+            op,
+            inputs.iter().map(|&i| enter(*region, value(i))).collect(),
+        ),
+        Kind::Cut { cut, input, region } => {
+            let t = enter(*region, value(*input));
+            fault::cut(*cut, &t).unwrap_or_else(|| match cut {
+                Cut::Detach => t.detach(),
+                Cut::WithoutAutodiff => t.without_autodiff(),
+                Cut::Autodiff => t.autodiff(),
+            })
+        }
+        Kind::Backward { .. }
+        | Kind::Module { .. }
+        | Kind::Transform { .. }
+        | Kind::Apply { .. }
+        | Kind::Param { .. } => return None,
+    })
+}
