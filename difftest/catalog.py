@@ -66,6 +66,9 @@ class OpSpec:
     value_terms: ValueTerms | None = None
     view: ViewRule | None = None  # PyTorch returns a view of input 0: how its strides change
     view_needs_contiguous: bool = False  # a view only when input 0 is contiguous (else a copy)
+    # not a view, but the result keeps input 0's memory layout (PyTorch's flip), as elementwise
+    # ops do; other copies are contiguous
+    keeps_layout: bool = False
     doc: str = ""
 
     def shape(self, shapes: Sequence[Shape], attrs: Attrs) -> Shape:
@@ -575,7 +578,7 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("squeeze", "shape", 1, lambda x, a: x[0].squeeze(a["dim"]), squeeze_rule, T.EXACT,
            attrs=A_DIM, draw_attrs=_squeeze, view=sv.squeeze_view),
     OpSpec("flip", "shape", 1, lambda x, a: x[0].flip(a["axes"]), flip_rule, T.EXACT,
-           attrs=(AttrSpec("axes", "dims"),), draw_attrs=_flip),
+           attrs=(AttrSpec("axes", "dims"),), draw_attrs=_flip, keeps_layout=True),
     OpSpec("slice", "index", 1, _slice_lower, slice_rule, T.EXACT,
            attrs=(AttrSpec("ranges", "ranges"),), draw_attrs=_slice, view=sv.same_view),
     OpSpec("cat", "shape", VARIADIC, lambda x, a: torch.cat(list(x), a["dim"]), cat_rule, T.EXACT,

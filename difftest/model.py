@@ -272,7 +272,7 @@ def _base_torch(
     )
     if spec.view and is_view:
         strides = spec.view(in_shape, x.strides, st.attrs)
-    elif spec.family in ("unary", "scalar", "binary"):
+    elif spec.family in ("unary", "scalar", "binary") or spec.keeps_layout:
         operands = [(shapes[i], s.strides) for i, s in zip(st.inputs, ins)]
         strides = elementwise_strides(shapes[st.id], operands)
     else:
