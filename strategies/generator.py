@@ -6,12 +6,26 @@ domain holds: programs are valid by construction and nothing is rejected after t
 an existing value does not fit an op's domain, fresh leaves drawn from the domain's range take
 its place. Each statement is drawn inside the loop, so Hypothesis shrinks a program by
 deleting statements and simplifying their choices.
+
+The distribution is shaped for detection power (issue 10; measured by
+tests/quality/test_distribution.py):
+
+* Most programs end in a backward of a *tracked* root reached through several recorded ops. The
+  generator keeps a light track of which values depend on a require-grad autodiff leaf through
+  ops in the grad region (`_Value.tracked`, `depth`: the longest such chain); ops take tracked
+  inputs by preference, the deepest first, so programs grow chains, and the backward's root is
+  the deepest tracked value by preference. A program rarely stops before it has a few ops.
+* Every catalog op appears about equally often: an op is drawn by weight once and then tried on
+  up to `op_attempts` inputs (existing values first, then fresh leaves, the last from a narrowed
+  range and of a fresh shape), so ops whose domain or attributes rarely fit are not starved.
+* Leaf values are continuous, uniform over the domain's range (strategies/choices.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import torch
 
@@ -54,12 +68,26 @@ class GenConfig:
     max_leaves: int = 6
     max_dim: int = 4
     max_rank: int = MAX_RANK
-    p_backward: float = 0.8
-    p_plain_leaf: float = 0.15
-    p_require_grad: float = 0.7
+    # after each statement another one (up to max_statements): with p_continue_short while the
+    # program has fewer than `short_ops` ops (few programs end before their ops), else p_continue
+    p_continue: float = 0.85
+    p_continue_short: float = 0.98
+    short_ops: int = 5
+    p_backward: float = 0.95
+    # the backward's root: a tracked op result (one that depends on a require-grad leaf through
+    # recorded ops), the deepest first, with this probability when there is one; else any value
+    p_tracked_root: float = 0.95
+    # an op's inputs: a tracked value, with this probability when there is one of the right
+    # shape; else any value
+    p_tracked_input: float = 0.9
+    p_deepest_input: float = 0.75  # of those tracked inputs, the deepest one (else any)
+    p_deepest_root: float = 0.9  # of the tracked roots, the deepest one (else any)
+    op_attempts: int = 4  # a drawn op is tried on this many inputs before it is given up
+    p_plain_leaf: float = 0.08
+    p_require_grad: float = 0.85
     p_plain_require_grad: float = 0.05  # asks burn to panic (rule plain-leaf-require-grad)
-    region_weights: tuple[float, float, float] = (8.0, 1.5, 1.0)  # grad, no_grad, inference_mode
-    kind_weights: tuple[float, float, float] = (6.0, 2.0, 1.0)  # op, cut, leaf
+    region_weights: tuple[float, float, float] = (10.0, 1.5, 1.0)  # grad, no_grad, inference_mode
+    kind_weights: tuple[float, float, float] = (10.0, 2.0, 1.0)  # op, cut, leaf
     cut_weights: tuple[float, float, float] = (3.0, 2.0, 1.0)  # detach, without_autodiff, autodiff
     module_weight: float = 0.5  # next to kind_weights: an nn module (built, transformed, used)
     linear_weight: float = 3.0  # linear vs dropout (weight 1)
@@ -75,6 +103,7 @@ class GenConfig:
         return [catalog.CATALOG[n] for n in names]
 
 
+_T = TypeVar("_T")
 REGIONS: tuple[Region, ...] = ("grad", "no_grad", "inference_mode")
 CUTS = ("detach", "without_autodiff", "autodiff")
 
@@ -84,6 +113,22 @@ class _Value:
     id: str
     shape: Shape
     tensor: torch.Tensor  # concrete float32 value, no autograd
+    # depends on a require-grad autodiff leaf through recorded (grad-region) ops, deterministically
+    # (the generator's own light tracking; difftest.model has the exact flags of each framework)
+    tracked: bool = False
+    depth: int = 0  # recorded ops on the longest tracked path from a leaf
+
+
+@dataclass
+class _Handle:
+    """What the generator tracks of a module handle: whether its output is recorded."""
+
+    module: TorchModule
+    kind: str
+    p: float = 0.0
+    params_require_grad: bool = True
+    valid: bool = False  # applied under no_grad (PyTorch) / on the plain device (burn)
+    training: bool = True
 
 
 class _Builder:
@@ -102,6 +147,17 @@ class _Builder:
         self.counter[prefix] = n + 1
         return f"{prefix}{n}"
 
+    def mark(self) -> tuple[int, int, int, dict[str, int]]:
+        return len(self.statements), len(self.values), self.leaves, dict(self.counter)
+
+    def rollback(self, mark: tuple[int, int, int, dict[str, int]]) -> None:
+        """Forget the statements added since `mark` (the leaves of a failed op attempt)."""
+        n_st, n_v, leaves, counter = mark
+        del self.statements[n_st:]
+        del self.values[n_v:]
+        self.leaves = leaves
+        self.counter = counter
+
     # ---------------------------------------------------------------- leaves
     def draw_shape(self) -> Shape:
         rank = min(self.c.integer(1, 3) if not self.c.boolean(0.1) else MAX_RANK, self.cfg.max_rank)
@@ -114,13 +170,36 @@ class _Builder:
         data = c.floats(numel(shape), rng[0], rng[1])
         st = Leaf(self.fresh("x"), shape, tuple(data), "plain" if plain else "autodiff", rg)
         self.statements.append(st)
-        v = _Value(st.id, shape, torch.tensor(data, dtype=torch.float32).reshape(shape))
+        tensor = torch.tensor(data, dtype=torch.float32).reshape(shape)
+        v = _Value(st.id, shape, tensor, tracked=rg and not plain)
         self.values.append(v)
         self.leaves += 1
         c.note("leaf:" + ("plain" if plain else "autodiff") + (":require_grad" if rg else ""))
         return v
 
-    # ---------------------------------------------------------------- partners
+    # ---------------------------------------------------------------- picking values
+    def likely(self, p: float) -> bool:
+        """True with probability p, True being the choice a shrinker (and Hypothesis, which
+        favours simple choices) goes to."""
+        return not self.c.boolean(1.0 - p)
+
+    def biased_index(self, n: int, p_first: float) -> int:
+        """0 with probability p_first + (1 - p_first) / n, else uniform in [0, n); shrinks toward 0."""
+        return self.c.integer(0, n - 1) if n > 1 and self.c.boolean(1.0 - p_first) else 0
+
+    def pick_existing(self, pred: Callable[[_Value], bool]) -> _Value | None:
+        """A value satisfying `pred`: with probability p_tracked_input a tracked one (the deepest
+        likelier, so programs grow chains that a backward runs through), else any one (the
+        choice a shrinker goes to: the most recent value)."""
+        cands = [v for v in self.values if pred(v)]
+        if not cands:
+            return None
+        # the deepest first, the most recent among equals
+        tracked = sorted((v for v in cands[::-1] if v.tracked), key=lambda v: -v.depth)
+        if tracked and self.c.boolean(self.cfg.p_tracked_input):
+            return tracked[self.biased_index(len(tracked), self.cfg.p_deepest_input)]
+        return self.c.choice(cands[::-1])  # shrinks toward the most recent value
+
     def partner_shape(self, spec: OpSpec, first: Shape, k: int) -> Shape | None:
         c = self.c
         if spec.name == "matmul":
@@ -134,12 +213,6 @@ class _Builder:
         drop = c.integer(0, len(first) - 1) if c.boolean(0.3) else 0
         return tuple(1 if c.boolean(0.2) else d for d in first[drop:])
 
-    def pick_existing(self, pred: object) -> _Value | None:
-        cands = [v for v in self.values if pred(v)]  # type: ignore[operator]
-        if not cands:
-            return None
-        return self.c.choice(cands[::-1])  # shrinks toward the most recent value
-
     def input_for(self, shape: Shape, rng: tuple[float, float]) -> _Value:
         if self.leaves < self.cfg.max_leaves and self.c.boolean(0.4):
             return self.leaf(shape, rng)
@@ -148,22 +221,51 @@ class _Builder:
 
     # ---------------------------------------------------------------- statements
     def op(self) -> bool:
+        """One op drawn by weight, tried on up to `op_attempts` inputs (so ops whose domain or
+        attributes rarely fit a random value still appear as often as the others)."""
+        spec = weighted(self.c, self.specs, self.weights)
+        for attempt in range(self.cfg.op_attempts):
+            mark = self.mark()
+            if self.try_op(spec, attempt):
+                return True
+            self.rollback(mark)
+        return False
+
+    def try_op(self, spec: OpSpec, attempt: int) -> bool:
         c = self.c
-        spec = weighted(c, self.specs, self.weights)
-        first = self.pick_existing(lambda v: len(v.shape) >= spec.min_rank)
+        # The first attempts take existing values (which keeps chains going); where they do not
+        # fit the domain, the later ones take fresh leaves, drawn from the domain's range, and the
+        # last one a fresh first input of a fresh shape from that range narrowed around its middle.
+        fresh_ok = attempt >= self.cfg.op_attempts - 2
+        last = attempt == self.cfg.op_attempts - 1
+        narrow = 0.25 if last else 1.0
+
+        def leaf_range(i: int) -> tuple[float, float]:
+            lo, hi = spec.domain.leaf_range(i)
+            mid, half = (lo + hi) / 2, (hi - lo) / 2 * narrow
+            return (mid - half, mid + half)
+
+        first = None
+        if last and self.leaves < self.cfg.max_leaves:
+            fresh = self.draw_shape()
+            if len(fresh) >= spec.min_rank:
+                first = self.leaf(fresh, leaf_range(0))
+        if first is None:
+            first = self.pick_existing(lambda v: len(v.shape) >= spec.min_rank)
         if first is None:
             return False
+
         inputs = [first]
         if spec.arity == 2:
             shape = self.partner_shape(spec, first.shape, 1)
             assert shape is not None
-            inputs.append(self.input_for(shape, spec.domain.leaf_range(1)))
+            inputs.append(self.input_for(shape, leaf_range(1)))
         shapes: list[Shape] = [v.shape for v in inputs]
         if spec.arity == VARIADIC:
             extra = c.integer(0, 2)
             if spec.name == "stack":
                 for _ in range(extra):
-                    inputs.append(self.input_for(first.shape, spec.domain.leaf_range(1)))
+                    inputs.append(self.input_for(first.shape, leaf_range(1)))
             shapes = [v.shape for v in inputs]
         attrs = spec.sample_attrs(c, shapes)
         if attrs is None:
@@ -172,16 +274,16 @@ class _Builder:
             d = attrs["dim"]
             for _ in range(c.integer(0, 2)):
                 s = first.shape[:d] + (c.integer(1, self.cfg.max_dim),) + first.shape[d + 1 :]
-                inputs.append(self.input_for(s, spec.domain.leaf_range(1)))
+                inputs.append(self.input_for(s, leaf_range(1)))
             shapes = [v.shape for v in inputs]
         try:
             spec.shape(shapes, attrs)
         except ShapeError:
             return False
         if not spec.domain.accepts([v.tensor for v in inputs], attrs):
-            if self.leaves + len(inputs) > self.cfg.max_leaves + 2:
+            if not fresh_ok or self.leaves + len(inputs) > self.cfg.max_leaves + 2:
                 return False
-            inputs = [self.leaf(v.shape, spec.domain.leaf_range(i)) for i, v in enumerate(inputs)]
+            inputs = [self.leaf(v.shape, leaf_range(i)) for i, v in enumerate(inputs)]
             if not spec.domain.accepts([v.tensor for v in inputs], attrs):
                 c.note(f"domain-miss:{spec.name}")
                 return False
@@ -196,7 +298,10 @@ class _Builder:
             c.note(f"known-bug-avoided:{spec.name}")
             return False
         self.statements.append(st)
-        self.values.append(_Value(st.id, tuple(out.shape), out.detach().clone()))
+        tracked_in = [v for v in inputs if v.tracked]
+        tracked = region == "grad" and bool(tracked_in)
+        depth = 1 + max(v.depth for v in tracked_in) if tracked else 0
+        self.values.append(_Value(st.id, tuple(out.shape), out.detach().clone(), tracked, depth))
         c.note(f"op:{spec.name}")
         if region != "grad":
             c.note(f"region:{region}")
@@ -211,7 +316,8 @@ class _Builder:
         region = weighted(c, REGIONS, self.cfg.region_weights)
         st = Cut(self.fresh("c"), kind, src.id, region)  # type: ignore[arg-type]
         self.statements.append(st)
-        self.values.append(_Value(st.id, src.shape, src.tensor))
+        keeps = kind == "autodiff" and src.tracked  # autodiff() keeps the graph; the others cut it
+        self.values.append(_Value(st.id, src.shape, src.tensor, keeps, src.depth if keeps else 0))
         c.note(f"cut:{kind}")
         return True
 
@@ -232,13 +338,13 @@ class _Builder:
             st = Module(self.fresh("m"), "dropout", p=p)
         self.statements.append(st)
         c.note(f"module:{st.module}")
-        handles = [(st.id, TorchModule(build_module(st, torch.float32)))]
+        handles = [(st.id, _Handle(TorchModule(build_module(st, torch.float32)), st.module, st.p))]
         for _ in range(c.integer(0, 2)):
             ident, handle = c.choice(handles[::-1])
             kind = weighted(c, TRANSFORMS, cfg.transform_weights)
             t = Transform(self.fresh("t"), kind, ident)
             self.statements.append(t)
-            handles.append((t.id, transform_module(handle, kind)))
+            handles.append((t.id, _transformed(handle, kind)))
             c.note(f"transform:{kind}")
         for _ in range(c.integer(1, 2)):
             ident, handle = c.choice(handles[::-1])
@@ -246,42 +352,81 @@ class _Builder:
                 name = "bias" if st.bias is not None and c.boolean(0.3) else "weight"
                 param = Param(self.fresh("p"), ident, name)  # type: ignore[arg-type]
                 self.statements.append(param)
-                tensor = getattr(handle.module, name).detach().clone()
+                tensor = getattr(handle.module.module, name).detach().clone()
                 self.values.append(_Value(param.id, tuple(tensor.shape), tensor))
                 c.note("param")
                 continue
             x = src if c.boolean(0.7) else self.pick_existing(lambda v: v.shape[-1:] == src.shape[-1:])
             assert x is not None
             with torch.no_grad():
-                out = apply_module(handle, x.tensor)
+                out = apply_module(handle.module, x.tensor)
             if not bool(torch.isfinite(out).all()) or (out.numel() and float(out.abs().max()) > MAX_MAGNITUDE):
                 c.note("out-of-range:apply")
                 continue
             app = Apply(self.fresh("y"), ident, x.id)
             self.statements.append(app)
-            self.values.append(_Value(app.id, tuple(out.shape), out.detach().clone()))
+            if handle.valid:
+                tracked, depth = False, 0
+            elif handle.kind == "linear":
+                tracked = x.tracked or handle.params_require_grad
+                depth = x.depth + 1 if x.tracked else 1
+            else:  # dropout: deterministic only where it returns its input
+                tracked = x.tracked and (handle.p == 0.0 or not handle.training)
+                depth = x.depth
+            self.values.append(_Value(app.id, tuple(out.shape), out.detach().clone(), tracked, depth))
             c.note("apply")
         return True
 
     def backward(self) -> None:
-        roots = self.values[::-1]
-        if self.cfg.avoid_known_bugs:
-            roots = [v for v in roots if known_bug(Backward("bw", v.id), self.statements) is None]
-        if not roots:
-            return
-        root = self.c.choice(roots)
+        def allowed(v: _Value) -> bool:
+            return not self.cfg.avoid_known_bugs or known_bug(Backward("bw", v.id), self.statements) is None
+
+        # the deepest tracked op results first (the most recent among equals)
+        tracked = sorted((v for v in self.values[::-1] if v.tracked and v.depth > 0), key=lambda v: -v.depth)
+        tracked = [v for v in tracked if allowed(v)]
+        if tracked and self.likely(self.cfg.p_tracked_root):
+            root = tracked[self.biased_index(len(tracked), self.cfg.p_deepest_root)]
+            self.c.note("backward:tracked")
+        else:
+            roots = [v for v in self.values[::-1] if allowed(v)]
+            if not roots:
+                return
+            root = self.c.choice(roots)
+            self.c.note("backward:any")
         self.statements.append(Backward("bw", root.id))
-        self.c.note("backward")
+
+
+def _transformed(h: _Handle, kind: str) -> _Handle:
+    module = transform_module(h.module, kind)
+    if kind == "valid":
+        return replace(h, module=module, valid=True, training=False)
+    if kind == "train":
+        return replace(h, module=module, valid=False, training=True)
+    if kind == "no_grad":
+        return replace(h, module=module, params_require_grad=False)
+    if kind == "freeze":
+        return replace(h, module=module, params_require_grad=False, training=False)
+    return replace(h, module=module, params_require_grad=True, training=True, valid=False)  # unfreeze
+
+
+def _grouped(c: Choices, fn: Callable[[], _T]) -> _T:
+    """fn(), as one group of choices where the source supports it (Hypothesis: one span, which
+    its shrinker deletes whole)."""
+    group: Callable[[Callable[[], _T]], _T] | None = getattr(c, "group", None)
+    return fn() if group is None else group(fn)
 
 
 def generate(c: Choices, cfg: GenConfig | None = None) -> Program:
     cfg = cfg or GenConfig()
     b = _Builder(c, cfg)
     for _ in range(c.integer(1, 2)):
-        b.leaf(b.draw_shape())
-    for _ in range(cfg.max_statements):
-        if not c.boolean(0.85):
-            break
+        _grouped(c, lambda: b.leaf(b.draw_shape()))
+
+    def statement() -> bool:
+        """One statement (with the choice to have it): False ends the program."""
+        ops = sum(isinstance(s, OpCall) for s in b.statements)
+        if not c.boolean(cfg.p_continue_short if ops < cfg.short_ops else cfg.p_continue):
+            return False
         kind = weighted(c, ("op", "cut", "leaf", "module"), (*cfg.kind_weights, cfg.module_weight))
         if kind == "op":
             b.op()
@@ -291,8 +436,13 @@ def generate(c: Choices, cfg: GenConfig | None = None) -> Program:
             b.module()
         elif b.leaves < cfg.max_leaves:
             b.leaf(b.draw_shape())
+        return True
+
+    for _ in range(cfg.max_statements):
+        if not _grouped(c, statement):
+            break
     if c.boolean(cfg.p_backward):
-        b.backward()
+        _grouped(c, b.backward)
     return Program(tuple(b.statements))
 
 

@@ -14,11 +14,25 @@ from difftest.rules import RULES
 from difftest.runner import check
 from strategies import programs
 
+# Examples of the default run. The profile (tests/conftest.py) decides the rest: derandomized
+# without a database in CI and by default (the same programs every run), random with
+# HYPOTHESIS_PROFILE=dev. Hypothesis spends its first tenth (at most 50) on small programs.
+EXAMPLES = 2000
+DETECTION_LOG = "DIFFTEST_DETECTION_LOG"  # tests/quality: where to note the first failing example
+_examples = {"run": 0, "logged": False}
 
+
+@settings(max_examples=EXAMPLES)
 @given(program=programs())
 def test_burn_agrees_with_pytorch(program: Program, burn_worker: BurnWorker) -> None:
+    _examples["run"] += 1
     verdict = check(program, burn_worker)
     note(verdict.report())
+    log = os.environ.get(DETECTION_LOG)
+    if log and not verdict.ok and not _examples["logged"]:
+        _examples["logged"] = True
+        with open(log, "a") as f:
+            f.write(f"property example={_examples['run']} kind={verdict.kind}\n")
     if os.environ.get("DIFFTEST_HUNT") == "1":  # steer generation toward numeric disagreement
         target(max_relative_error(verdict), label="max relative error burn vs torch")
     assert_agrees(verdict, "tests/test_property.py::test_burn_agrees_with_pytorch")
