@@ -21,9 +21,9 @@ import time
 import torch
 from hypothesis import HealthCheck, given, settings
 
-from difftest.burn_worker import BurnWorker
-from difftest.ir import Program
-from difftest.runner import check
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.runner import check
+from difftest.program.ir import Program
 from strategies import GenConfig, RandomChoices, generate, programs
 
 

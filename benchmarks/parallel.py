@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from difftest.parallel import FuzzOptions, Summary, fuzz
+from difftest.exec.parallel import FuzzOptions, Summary, fuzz
 
 
 def run(jobs: int, programs: int, seed: int, corpus: Path) -> Summary:

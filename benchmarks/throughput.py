@@ -17,12 +17,12 @@ from collections import defaultdict
 
 import torch
 
-from difftest.burn_worker import BurnWorker
-from difftest.compare import compare
-from difftest.model import predict
-from difftest.numerics import arbitrate
-from difftest.torch_exec import run_torch
-from difftest.validate import infer_shapes
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.torch_exec import run_torch
+from difftest.oracle.compare import compare
+from difftest.oracle.model import predict
+from difftest.oracle.numerics import arbitrate
+from difftest.program.validate import infer_shapes
 from strategies import GenConfig, RandomChoices, generate
 
 

@@ -9,15 +9,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import __version__
-from .burn_worker import BurnWorker
+from difftest import __version__
+from difftest.exec.burn_worker import BurnWorker
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 
 def _worker(args: argparse.Namespace) -> BurnWorker:
-    from .burn_worker import BurnWorker
+    from difftest.exec.burn_worker import BurnWorker
 
     state = Path(".difftest")
     return BurnWorker(timeout=args.timeout, inflight_dir=state / "inflight", fault=getattr(args, "fault", None))
@@ -33,7 +33,7 @@ def _console() -> Console:
 def cmd_fuzz(args: argparse.Namespace) -> int:
     import torch
 
-    from .parallel import FuzzOptions, fuzz, parse_shard, print_summary, write_json
+    from difftest.exec.parallel import FuzzOptions, fuzz, parse_shard, print_summary, write_json
 
     try:
         shard, shards = parse_shard(args.shard)
@@ -81,7 +81,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from .parallel import merge, print_summary, write_json
+    from difftest.exec.parallel import merge, print_summary, write_json
 
     paths = [Path(p) for p in args.paths]
     missing = [p for p in paths if not p.exists()]
@@ -100,8 +100,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from .corpus import CorpusError, iter_case_files, judge, load_case
-    from .runner import check
+    from difftest.exec.runner import check
+    from difftest.findings.corpus import CorpusError, iter_case_files, judge, load_case
 
     files = iter_case_files([Path(p) for p in (args.paths or [args.corpus])])
     if not files:
@@ -131,14 +131,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from .corpus import load_case
-    from .render import program_text
+    from difftest.findings.corpus import load_case
+    from difftest.findings.render import program_text
 
     case = load_case(Path(args.case))
     print(f"# {case.name} [{case.status}] {case.reason}\n")
     print(program_text(case.program))
     try:
-        from . import reproducers
+        from difftest.findings import reproducers
     except ImportError:
         return 0
     if args.format in ("all", "torch"):
@@ -151,7 +151,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
-    from .catalog import OPS
+    from difftest.ops.catalog import OPS
 
     if args.json:
         print(json.dumps([{"name": o.name, "family": o.family, "arity": o.arity,
@@ -168,8 +168,8 @@ def cmd_ops(args: argparse.Namespace) -> int:
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
-    from .known_bugs import KNOWN_BUGS
-    from .rules import RULES
+    from difftest.divergences.known_bugs import KNOWN_BUGS
+    from difftest.divergences.rules import RULES
 
     for r in RULES:
         where = f"DESIGN.md section {r.section}" if r.section[:1].isdigit() else r.section
@@ -180,9 +180,9 @@ def cmd_rules(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .ir import ProgramError
-    from .jsonio import program_from_dict
-    from .runner import check
+    from difftest.exec.runner import check
+    from difftest.program.ir import ProgramError
+    from difftest.program.jsonio import program_from_dict
 
     try:
         doc = json.loads(Path(args.file).read_text())
@@ -202,7 +202,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
-    from . import memory
+    from difftest.memory import experiment as memory
 
     return int(memory.main(args.rest))
 

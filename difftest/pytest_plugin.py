@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from .burn_worker import BurnWorker
-from .compare import Verdict, dismissal_reason
-from .corpus import CorpusError, case_from_verdict, judge, load_case, replay_memory_case, save_case
+from difftest.exec.burn_worker import BurnWorker
+from difftest.findings.corpus import CorpusError, case_from_verdict, judge, load_case, replay_memory_case, save_case
+from difftest.oracle.compare import Verdict, dismissal_reason
 
 ROOT_MARKER = "pyproject.toml"
 _WORKER: BurnWorker | None = None
@@ -216,7 +216,7 @@ class CorpusItem(pytest.Item):
             if not outcome.ok:
                 raise CorpusFailure(f"{self.path} [{case.status}]: {outcome.message}")
             return
-        from .runner import check
+        from difftest.exec.runner import check
 
         verdict = check(case.program, shared_worker())
         note_verdict(verdict)

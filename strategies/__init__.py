@@ -7,10 +7,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from difftest.ir import Program
-
-from .choices import HypothesisChoices, RandomChoices
-from .generator import GenConfig, generate
+from difftest.program.ir import Program
+from strategies.choices import HypothesisChoices, RandomChoices
+from strategies.generator import GenConfig, generate
 
 __all__ = ["GenConfig", "HypothesisChoices", "RandomChoices", "generate", "programs", "random_programs"]
 

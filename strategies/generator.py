@@ -29,11 +29,13 @@ from typing import TypeVar
 
 import torch
 
-from difftest import catalog
-from difftest.catalog import VARIADIC, OpSpec
 from difftest.choices import Choices
-from difftest.domains import MAX_MAGNITUDE
-from difftest.ir import (
+from difftest.divergences.known_bugs import known_bug
+from difftest.exec.torch_exec import TorchModule, apply_module, build_module, transform_module
+from difftest.ops import catalog
+from difftest.ops.catalog import VARIADIC, OpSpec
+from difftest.ops.domains import MAX_MAGNITUDE
+from difftest.program.ir import (
     MAX_RANK,
     TRANSFORMS,
     Apply,
@@ -51,11 +53,8 @@ from difftest.ir import (
     Transform,
     numel,
 )
-from difftest.known_bugs import known_bug
-from difftest.shapes import ShapeError
-from difftest.torch_exec import TorchModule, apply_module, build_module, transform_module
-
-from .choices import weighted
+from difftest.program.shapes import ShapeError
+from strategies.choices import weighted
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,7 @@ import math
 from dataclasses import dataclass
 
 from difftest.choices import Choices
-from difftest.ir import Backward, Cut, CutKind, Leaf, OpCall, Program, Region, Statement
-from difftest.memory import (
+from difftest.memory.experiment import (
     FLAT_SLACK_MIB,
     FRAMEWORKS,
     GRAPH_RETAINED,
@@ -36,10 +35,10 @@ from difftest.memory import (
     MemoryCheck,
     predict_forward_memory,
 )
-from difftest.model import predict
-from difftest.states import BurnState, TorchState
-
-from .choices import RandomChoices
+from difftest.oracle.model import predict
+from difftest.oracle.states import BurnState, TorchState
+from difftest.program.ir import Backward, Cut, CutKind, Leaf, OpCall, Program, Region, Statement
+from strategies.choices import RandomChoices
 
 SAVING_OPS: tuple[str, ...] = ("sin", "cos", "log", "abs", "square", "mul", "matmul")
 PLAIN_OPS: tuple[str, ...] = ("add", "sub", "neg", "add_scalar", "mul_scalar", "transpose")

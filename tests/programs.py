@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from difftest.ir import Backward, Cut, Leaf, OpCall, Program
+from difftest.program.ir import Backward, Cut, Leaf, OpCall, Program
 
 
 def leaf(i: str, data: list[float], rg: bool = False, device: str = "autodiff", shape: list[int] | None = None) -> Leaf:

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from difftest.burn_worker import find_binary
 from difftest.cli import main
-from difftest.compare import Mismatch
-from difftest.ir import Backward
-from difftest.parallel import FuzzOptions, Summary, fuzz, job_programs, job_slice, merge, parse_shard
-from difftest.signature import case_signature, corpus_signatures, normalize, signature_of_mismatch
+from difftest.exec.burn_worker import find_binary
+from difftest.exec.parallel import FuzzOptions, Summary, fuzz, job_programs, job_slice, merge, parse_shard
+from difftest.findings.signature import case_signature, corpus_signatures, normalize, signature_of_mismatch
+from difftest.oracle.compare import Mismatch
+from difftest.program.ir import Backward
 from tests.programs import cut, leaf, op, program
 
 PROG = program(

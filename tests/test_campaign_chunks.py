@@ -17,10 +17,10 @@ import os
 
 import pytest
 
-from difftest.burn_worker import BurnWorker
-from difftest.campaign import program_at
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.campaign import program_at
+from difftest.exec.runner import check
 from difftest.pytest_plugin import assert_agrees
-from difftest.runner import check
 
 SEED = 0
 CHUNKS = 32

@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 import torch
 
-from difftest.burn_worker import BurnWorker
-from difftest.catalog import CATALOG, OPS, VARIADIC
+from difftest.exec.burn_worker import BurnWorker
+from difftest.ops.catalog import CATALOG, OPS, VARIADIC
 from strategies import RandomChoices, generate
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from difftest.burn_worker import BurnWorker
-from difftest.conventions import CONVENTIONS, Convention
-from difftest.ir import Backward, Leaf, OpCall, Program
-from difftest.runner import check
+from difftest.divergences.conventions import CONVENTIONS, Convention
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.runner import check
+from difftest.program.ir import Backward, Leaf, OpCall, Program
 
 
 def _program(c: Convention) -> Program:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from difftest.corpus import Case, CorpusError, load_case, program_hash, save_case
+from difftest.findings.corpus import Case, CorpusError, load_case, program_hash, save_case
 from tests.programs import backward, leaf, op, program
 
 PROG = program(leaf("x", [1.0, 2.0], rg=True), op("y", "exp", "x"), op("s", "sum", "y"), backward("s"))
@@ -36,7 +36,7 @@ def test_same_program_is_one_file(tmp_path: Path) -> None:
 def test_killed_writer_leaves_no_partial_case(tmp_path: Path) -> None:
     code = (
         "import sys, time; from pathlib import Path\n"
-        "import difftest.corpus as c\n"
+        "import difftest.findings.corpus as c\n"
         "from tests.test_corpus import PROG\n"
         "real = c.os.fsync\n"
         "c.os.fsync = lambda fd: (real(fd), print('writing', flush=True), time.sleep(30))\n"
@@ -87,9 +87,9 @@ def test_collector_reports_a_corrupt_case_as_one_failure(tmp_path: Path) -> None
 
 
 def test_bug_case_that_passes_fails_loudly(tmp_path: Path) -> None:
-    from difftest.burn_worker import BurnWorker
-    from difftest.corpus import judge
-    from difftest.runner import check
+    from difftest.exec.burn_worker import BurnWorker
+    from difftest.exec.runner import check
+    from difftest.findings.corpus import judge
 
     with BurnWorker() as w:
         outcome = judge(Case(PROG, "bug", "pretend"), check(PROG, w))

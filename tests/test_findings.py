@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
-from difftest.burn_worker import BurnWorker
-from difftest.corpus import judge, load_case
-from difftest.ir import OpCall, Program
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.runner import check
+from difftest.exec.torch_exec import run_torch
+from difftest.findings.corpus import judge, load_case
+from difftest.findings.reproducers import torch_script
+from difftest.program.ir import OpCall, Program
 from difftest.pytest_plugin import assert_agrees
-from difftest.reproducers import torch_script
-from difftest.runner import check
-from difftest.torch_exec import run_torch
 from strategies import programs
 
 

@@ -16,9 +16,8 @@ from typing import Any
 
 import pytest
 
-from difftest.corpus import Case, CorpusError, judge_memory, load_case
-from difftest.ir import Leaf, OpCall, Program
-from difftest.memory import (
+from difftest.findings.corpus import Case, CorpusError, judge_memory, load_case
+from difftest.memory.experiment import (
     FLAT_SLACK_MIB,
     GRAPH_RETAINED,
     MIB,
@@ -42,6 +41,7 @@ from difftest.memory import (
     saved_bytes_per_forward,
     surviving_ops,
 )
+from difftest.program.ir import Leaf, OpCall, Program
 from difftest.pytest_plugin import memory_full
 from strategies.memory import PLAIN_OPS, QUICK, SAVING_OPS, MemoryGenConfig, memory_checks
 from tests.programs import backward, cut, leaf, op, program

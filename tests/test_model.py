@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from difftest.burn_worker import BurnWorker
-from difftest.corpus import load_case
-from difftest.model import predict
-from difftest.rules import RULES, Rule
-from difftest.runner import check
-from difftest.states import BurnState
-from difftest.torch_exec import run_torch
+from difftest.divergences.rules import RULES, Rule
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.runner import check
+from difftest.exec.torch_exec import run_torch
+from difftest.findings.corpus import load_case
+from difftest.oracle.model import predict
+from difftest.oracle.states import BurnState
 from strategies import RandomChoices, generate
 
 SEED = Path(__file__).resolve().parent.parent / "corpus" / "seed"

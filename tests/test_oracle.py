@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from difftest.burn_worker import BurnWorker
-from difftest.numerics import finite_difference
-from difftest.runner import check
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.runner import check
+from difftest.oracle.numerics import finite_difference
 from tests.programs import backward, cut, leaf, op, program
 
 # x -> 2x -> detach -> + x -> sum: autodiff's dL/dx is 1; the total derivative is 3
@@ -75,12 +75,12 @@ def test_missing_report_entries_are_findings(burn_worker: BurnWorker) -> None:
     """A value or gradient entry missing from burn's reply (with no error) is a finding."""
     from dataclasses import replace
 
-    from difftest.compare import compare
-    from difftest.model import predict
-    from difftest.numerics import arbitrate
-    from difftest.observation import BackwardObs
-    from difftest.torch_exec import run_torch
-    from difftest.validate import infer_shapes
+    from difftest.exec.torch_exec import run_torch
+    from difftest.oracle.compare import compare
+    from difftest.oracle.model import predict
+    from difftest.oracle.numerics import arbitrate
+    from difftest.program.observation import BackwardObs
+    from difftest.program.validate import infer_shapes
 
     burn = burn_worker.run(CUT_PATH)
     torch_obs = run_torch(CUT_PATH)
@@ -100,7 +100,7 @@ def test_a_bug_case_fails_its_replay_when_burn_fails_differently(tmp_path: objec
     """A saved finding records the mismatches it reproduces; another failure is not it."""
     from pathlib import Path
 
-    from difftest.corpus import case_from_verdict, judge, load_case, save_case
+    from difftest.findings.corpus import case_from_verdict, judge, load_case, save_case
 
     p = program(leaf("x", [0.5, -1.25, 2.0], rg=True), op("y", "exp", "x"), op("s", "sum", "y"), backward("s"))
     with BurnWorker(fault="grad-scale:exp:1e-3") as w:

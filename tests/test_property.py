@@ -6,12 +6,12 @@ import os
 
 from hypothesis import find, given, note, settings, target
 
-from difftest.burn_worker import BurnWorker
-from difftest.ir import Cut, Program
-from difftest.numerics import max_relative_error
+from difftest.divergences.rules import RULES
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.runner import check
+from difftest.oracle.numerics import max_relative_error
+from difftest.program.ir import Cut, Program
 from difftest.pytest_plugin import assert_agrees
-from difftest.rules import RULES
-from difftest.runner import check
 from strategies import programs
 
 # Examples of the default run. The profile (tests/conftest.py) decides the rest: derandomized

@@ -24,13 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from difftest.burn_worker import BurnWorker, WorkerError
-from difftest.catalog import OPS
-from difftest.ir import Program
-from difftest.jsonio import to_f32
-from difftest.observation import Observation, TensorObs
-from difftest.reproducers import rust_test, rust_test_file, torch_script, variable_names
-from difftest.torch_exec import run_torch
+from difftest.exec.burn_worker import BurnWorker, WorkerError
+from difftest.exec.torch_exec import run_torch
+from difftest.findings.reproducers import rust_test, rust_test_file, torch_script, variable_names
+from difftest.ops.catalog import OPS
+from difftest.program.ir import Program
+from difftest.program.jsonio import to_f32
+from difftest.program.observation import Observation, TensorObs
 from strategies import GenConfig, RandomChoices, generate
 from strategies.generator import ops_of
 from tests.programs import backward, cut, leaf, op, program

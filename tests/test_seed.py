@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from difftest.burn_worker import BurnWorker
-from difftest.corpus import load_case
-from difftest.observation import Observation
-from difftest.runner import check
-from difftest.torch_exec import run_torch
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.runner import check
+from difftest.exec.torch_exec import run_torch
+from difftest.findings.corpus import load_case
+from difftest.program.observation import Observation
 
 SEED_DIR = Path(__file__).resolve().parent.parent / "corpus" / "seed"
 

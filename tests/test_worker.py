@@ -9,8 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from difftest.burn_worker import BurnWorker
-from difftest.jsonio import dumps, program_to_dict
+from difftest.exec.burn_worker import BurnWorker
+from difftest.program.jsonio import dumps, program_to_dict
 from tests.programs import leaf, op, program
 
 SEED = program(leaf("w", [3.0, 4.0], rg=True), op("y", "tanh", "w"))

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import pytest
 
-from difftest.burn_worker import BurnWorker, find_binary
-from difftest.campaign import run_campaign
-from difftest.catalog import OPS
+from difftest.exec.burn_worker import BurnWorker, find_binary
+from difftest.exec.campaign import run_campaign
+from difftest.ops.catalog import OPS
 from tests.test_campaign_chunks import CHUNKS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,11 +15,11 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from difftest.burn_worker import BurnWorker
-from difftest.catalog import OPS
-from difftest.compare import Verdict
-from difftest.ir import Cut, OpCall, Program
-from difftest.runner import check
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.runner import check
+from difftest.ops.catalog import OPS
+from difftest.oracle.compare import Verdict
+from difftest.program.ir import Cut, OpCall, Program
 from strategies import GenConfig, RandomChoices, generate
 
 BUDGET = 2000  # programs

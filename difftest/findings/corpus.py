@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .compare import Mismatch, Verdict
-from .ir import Program, ProgramError
-from .jsonio import dumps, program_from_dict, program_to_dict
-from .memory import MEMORY_RULES_BY_NAME, MemoryExperiment, Row, format_table
-from .rules import RULES_BY_NAME
-from .validate import check_program
-from .versions import versions
+from difftest.divergences.rules import RULES_BY_NAME
+from difftest.memory.experiment import MEMORY_RULES_BY_NAME, MemoryExperiment, Row, format_table
+from difftest.oracle.compare import Mismatch, Verdict
+from difftest.program.ir import Program, ProgramError
+from difftest.program.jsonio import dumps, program_from_dict, program_to_dict
+from difftest.program.validate import check_program
+from difftest.versions import versions
 
 CASE_FORMAT = "difftest-case"
 CASE_VERSION = 1

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .catalog import CATALOG
-from .ir import Apply, Cut, Leaf, Module, OpCall, Param, Shape, Statement, region_of
-from .states import EMPTY, BurnState, Failure, ModuleState, Result, State, TorchState
-from .strides import contiguous_strides
+from difftest.ops.catalog import CATALOG
+from difftest.ops.strides import contiguous_strides
+from difftest.oracle.states import EMPTY, BurnState, Failure, ModuleState, Result, State, TorchState
+from difftest.program.ir import Apply, Cut, Leaf, Module, OpCall, Param, Shape, Statement, region_of
 
 Framework = Literal["burn", "torch"]
 

@@ -32,8 +32,20 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from .compare import Mismatch, Verdict
-from .ir import Apply, Backward, Cut, Leaf, Module, OpCall, Param, Program, Transform, root_module, value_inputs
+from difftest.oracle.compare import Mismatch, Verdict
+from difftest.program.ir import (
+    Apply,
+    Backward,
+    Cut,
+    Leaf,
+    Module,
+    OpCall,
+    Param,
+    Program,
+    Transform,
+    root_module,
+    value_inputs,
+)
 
 DISMISSED = ("agreement", "ill-conditioned")  # numeric verdicts that are not findings (Verdict.findings)
 MESSAGE_CHARS = 60  # of the normalised message, in the readable part
@@ -185,7 +197,7 @@ def case_signature(path: Path) -> tuple[str | None, str | None]:
     """(signature, status) of a case file: its `"signature"` field, else recomputed from its
     recorded verdict; (None, status) for a case without a recorded finding, (None, None) for a
     file that is not a readable program case."""
-    from .corpus import CorpusError, load_case
+    from difftest.findings.corpus import CorpusError, load_case
 
     try:
         doc = json.loads(path.read_text())
@@ -206,7 +218,7 @@ def case_signature(path: Path) -> tuple[str | None, str | None]:
 def corpus_cases(corpus_dir: Path, *, statuses: Collection[str] | None = ("bug",)) -> list[tuple[str, Path]]:
     """(signature, case file) for every case under `corpus_dir` (recursively) that has a
     signature and whose status is in `statuses` (None: any status)."""
-    from .corpus import iter_case_files
+    from difftest.findings.corpus import iter_case_files
 
     out: list[tuple[str, Path]] = []
     if not corpus_dir.exists():

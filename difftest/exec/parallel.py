@@ -43,7 +43,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .compare import Verdict
+from difftest.oracle.compare import Verdict
 
 SUMMARY_FORMAT = "difftest-campaign-summary"
 SUMMARY_VERSION = 1
@@ -243,9 +243,9 @@ class JobSpec:
 def _shrunk(verdict: Verdict, sig: str, worker: Any, stop: Any) -> Verdict:
     """The smallest program found with the same signature (stops early, keeping the best so far,
     once `stop` is set); the original verdict when the shrunk program does not reproduce it."""
-    from .runner import check
-    from .shrink import shrink
-    from .signature import signature
+    from difftest.exec.runner import check
+    from difftest.findings.shrink import shrink
+    from difftest.findings.signature import signature
 
     def same(p: Any) -> bool:
         if stop.is_set():
@@ -269,10 +269,10 @@ def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
         import torch
 
         torch.set_num_threads(1)
-        from .burn_worker import BurnWorker
-        from .campaign import dismissals, run_campaign
-        from .corpus import case_from_verdict
-        from .signature import signature
+        from difftest.exec.burn_worker import BurnWorker
+        from difftest.exec.campaign import dismissals, run_campaign
+        from difftest.findings.corpus import case_from_verdict
+        from difftest.findings.signature import signature
 
         inflight = Path(spec.inflight_dir) if spec.inflight_dir else None
         worker = BurnWorker(spec.binary, timeout=spec.timeout, inflight_dir=inflight, fault=spec.fault)
@@ -461,8 +461,8 @@ class _Display:
 def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
     """Runs a campaign in `opts.jobs` job processes; saves one shrunk case per new signature
     under `opts.corpus/findings/` and returns the summary (also after Ctrl-C)."""
-    from .corpus import save_case
-    from .signature import corpus_signatures
+    from difftest.findings.corpus import save_case
+    from difftest.findings.signature import corpus_signatures
 
     console = console or Console()
     findings_dir = opts.corpus / "findings"
@@ -607,7 +607,7 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
 def merge(paths: list[Path]) -> Summary:
     """Shard summaries (`--json` files) and corpus directories, merged by signature. A case file
     whose signature no summary has becomes a row of its own, counting the case files with it."""
-    from .signature import corpus_cases
+    from difftest.findings.signature import corpus_cases
 
     total = Summary(seed=None, jobs=0, shard="merged")
     for path in paths:

@@ -11,7 +11,7 @@ from typing import Any
 
 import jsonschema
 
-from .ir import (
+from difftest.program.ir import (
     FORMAT_NAME,
     FORMAT_VERSION,
     Apply,
@@ -147,7 +147,7 @@ def program_to_json(program: Program, indent: int | None = None) -> str:
 
 @lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
-    text = resources.files("difftest").joinpath("schema/program-v1.json").read_text()
+    text = resources.files("difftest.program").joinpath("schema/program-v1.json").read_text()
     loaded: dict[str, Any] = json.loads(text)
     return loaded
 

@@ -28,9 +28,9 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from .ir import Program
-from .jsonio import dumps, program_to_dict
-from .observation import ErrorObs, Observation
+from difftest.program.ir import Program
+from difftest.program.jsonio import dumps, program_to_dict
+from difftest.program.observation import ErrorObs, Observation
 
 PROTOCOL_VERSION = 1
 DEFAULT_TIMEOUT = 60.0

@@ -12,11 +12,11 @@ from dataclasses import replace
 
 import torch
 
-from .catalog import CATALOG
-from .ir import Backward, Leaf, OpCall, Program, ProgramError, Statement, inputs_of
-from .jsonio import to_f32
-from .torch_exec import run_torch
-from .validate import check_program
+from difftest.exec.torch_exec import run_torch
+from difftest.ops.catalog import CATALOG
+from difftest.program.ir import Backward, Leaf, OpCall, Program, ProgramError, Statement, inputs_of
+from difftest.program.jsonio import to_f32
+from difftest.program.validate import check_program
 
 Still = Callable[[Program], bool]
 

@@ -31,14 +31,14 @@ from typing import Any
 
 import torch
 
-from . import tolerance as tol
-from .catalog import CATALOG
-from .compare import Mismatch, Verdict
-from .domains import KINK_GAP
-from .ir import Backward, Leaf, OpCall, Program, Statement, is_value, value_inputs
-from .noise import magnitude_run, noisy_runs
-from .observation import Observation, TensorObs
-from .torch_exec import OpSite, run_torch
+from difftest.exec.torch_exec import OpSite, run_torch
+from difftest.ops import tolerance as tol
+from difftest.ops.catalog import CATALOG
+from difftest.ops.domains import KINK_GAP
+from difftest.oracle.compare import Mismatch, Verdict
+from difftest.oracle.noise import magnitude_run, noisy_runs
+from difftest.program.ir import Backward, Leaf, OpCall, Program, Statement, is_value, value_inputs
+from difftest.program.observation import Observation, TensorObs
 
 SLACK = 4.0
 FD_STEPS = (1e-4, 1e-5)

@@ -23,11 +23,11 @@ from typing import Any
 
 import torch
 
-from . import tolerance as tol
-from .ir import Program, Statement
-from .jsonio import dumps, program_to_dict
-from .observation import Observation
-from .torch_exec import OpSite, run_torch
+from difftest.exec.torch_exec import OpSite, run_torch
+from difftest.ops import tolerance as tol
+from difftest.program.ir import Program, Statement
+from difftest.program.jsonio import dumps, program_to_dict
+from difftest.program.observation import Observation
 
 
 class _Jitter(torch.autograd.Function):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .ir import Shape
+from difftest.program.ir import Shape
 
 Strides = tuple[int, ...]
 

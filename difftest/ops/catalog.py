@@ -16,12 +16,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import domains as dom
-from . import strides as sv
-from . import tolerance as tol
-from .choices import Choices
-from .ir import MAX_RANK, Shape, numel
-from .shapes import ShapeError, broadcast, check_dim, check_rank, matmul_shape, same_shapes
+from difftest.choices import Choices
+from difftest.ops import domains as dom
+from difftest.ops import strides as sv
+from difftest.ops import tolerance as tol
+from difftest.program.ir import MAX_RANK, Shape, numel
+from difftest.program.shapes import ShapeError, broadcast, check_dim, check_rank, matmul_shape, same_shapes
 
 Attrs = dict[str, Any]
 Lowering = Callable[[Sequence[torch.Tensor], Attrs], torch.Tensor]

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import tolerance as tol
-from .ir import Backward, Program, Shape, is_value
-from .model import Prediction
-from .observation import Observation, TensorObs
-from .states import BurnState, TorchState
+from difftest.ops import tolerance as tol
+from difftest.oracle.model import Prediction
+from difftest.oracle.states import BurnState, TorchState
+from difftest.program.ir import Backward, Program, Shape, is_value
+from difftest.program.observation import Observation, TensorObs
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ class Verdict:
         return first.verdict or first.kind
 
     def report(self) -> str:
-        from .render import program_text  # local: render imports compare
+        from difftest.findings.render import program_text  # local: render imports compare
 
         lines = [f"verdict: {self.kind}"]
         for m in self.mismatches:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .ir import Apply, Backward, Leaf, OpCall, Param, Statement, inputs_of
+from difftest.program.ir import Apply, Backward, Leaf, OpCall, Param, Statement, inputs_of
 
 
 @dataclass(frozen=True)

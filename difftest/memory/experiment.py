@@ -60,13 +60,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .burn_worker import WorkerError, find_binary
-from .catalog import CATALOG
-from .ir import Backward, Cut, Leaf, OpCall, Program, Region, Statement, numel
-from .model import predict
-from .rules import Framework
-from .states import BurnState, State, TorchState
-from .validate import infer_shapes
+from difftest.divergences.rules import Framework
+from difftest.exec.burn_worker import WorkerError, find_binary
+from difftest.ops.catalog import CATALOG
+from difftest.oracle.model import predict
+from difftest.oracle.states import BurnState, State, TorchState
+from difftest.program.ir import Backward, Cut, Leaf, OpCall, Program, Region, Statement, numel
+from difftest.program.validate import infer_shapes
 
 MIB = 1024 * 1024
 F32_BYTES = 4
@@ -522,7 +522,7 @@ def _rows_of(report: dict[str, Any]) -> Measured:
 
 
 class TorchServer:
-    """A PyTorch fork server: `python -m difftest.memory --torch-server`, started with the
+    """A PyTorch fork server: `python -m difftest.memory.experiment --torch-server`, started with the
     children's allocator environment, imports torch once; for each request it forks a child
     that runs one measurement and exits. Every measurement thus runs in a fresh process (its
     own heap, no graphs, no tensors: the server never runs a torch op), without paying the
@@ -537,7 +537,7 @@ class TorchServer:
         self.fixed_malloc = fixed_malloc
         self._stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "difftest.memory", "--torch-server"],
+            [sys.executable, "-m", "difftest.memory.experiment", "--torch-server"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -799,7 +799,7 @@ class MemoryCheck:
     @functools.cached_property
     def program_json(self) -> str:
         """The program document (megabytes of leaf data: encoded once, sent to both children)."""
-        from .jsonio import dumps, program_to_dict
+        from difftest.program.jsonio import dumps, program_to_dict
 
         return dumps(program_to_dict(self.program))
 
@@ -825,7 +825,7 @@ def torch_program_child(doc: dict[str, Any], iters: int, then_backward: bool) ->
     import psutil
     import torch
 
-    from .jsonio import decode_floats, program_from_dict
+    from difftest.program.jsonio import decode_floats, program_from_dict
 
     torch.set_num_threads(1)
     proc = psutil.Process()

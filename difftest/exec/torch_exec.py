@@ -10,10 +10,10 @@ from typing import Protocol
 
 import torch
 
-from . import tolerance as tol
-from .catalog import CATALOG
-from .ir import Apply, Backward, Cut, Leaf, Module, OpCall, Param, Program, Region, Statement, Transform
-from .observation import BackwardObs, ErrorObs, Observation, TensorObs, ValueObs
+from difftest.ops import tolerance as tol
+from difftest.ops.catalog import CATALOG
+from difftest.program.ir import Apply, Backward, Cut, Leaf, Module, OpCall, Param, Program, Region, Statement, Transform
+from difftest.program.observation import BackwardObs, ErrorObs, Observation, TensorObs, ValueObs
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 

@@ -10,12 +10,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from .catalog import CATALOG
-from .ir import Apply, Backward, Cut, Leaf, Module, OpCall, Param, Program, Shape, Statement, Transform, value_inputs
-from .rules import RULES, Framework, Rule, Step, burn_param_state, module_param_keys, torch_param_state
-from .states import EMPTY, BurnState, Failure, ModuleState, Result, State, TorchState
-from .strides import contiguous_strides, elementwise_strides, is_contiguous
-from .validate import infer_shapes
+from difftest.divergences.rules import (
+    RULES,
+    Framework,
+    Rule,
+    Step,
+    burn_param_state,
+    module_param_keys,
+    torch_param_state,
+)
+from difftest.ops.catalog import CATALOG
+from difftest.ops.strides import contiguous_strides, elementwise_strides, is_contiguous
+from difftest.oracle.states import EMPTY, BurnState, Failure, ModuleState, Result, State, TorchState
+from difftest.program.ir import (
+    Apply,
+    Backward,
+    Cut,
+    Leaf,
+    Module,
+    OpCall,
+    Param,
+    Program,
+    Shape,
+    Statement,
+    Transform,
+    value_inputs,
+)
+from difftest.program.validate import infer_shapes
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .ir import Apply, Cut, Leaf, Module, OpCall, Param, Program, Statement, Transform
+from difftest.program.ir import Apply, Cut, Leaf, Module, OpCall, Param, Program, Statement, Transform
 
 
 def fmt_float(x: float) -> str:

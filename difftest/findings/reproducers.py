@@ -24,8 +24,21 @@ import struct
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .ir import Apply, Backward, Cut, Leaf, Module, OpCall, Param, Program, Region, Shape, Statement, Transform
-from .validate import infer_shapes
+from difftest.program.ir import (
+    Apply,
+    Backward,
+    Cut,
+    Leaf,
+    Module,
+    OpCall,
+    Param,
+    Program,
+    Region,
+    Shape,
+    Statement,
+    Transform,
+)
+from difftest.program.validate import infer_shapes
 
 __all__ = ["rust_test", "rust_test_file", "torch_script", "variable_names"]
 

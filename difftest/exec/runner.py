@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .burn_worker import BurnWorker
-from .compare import Verdict, compare
-from .ir import Program
-from .model import predict
-from .numerics import arbitrate
-from .rules import RULES, Rule
-from .torch_exec import run_torch
-from .validate import check_program
+from difftest.divergences.rules import RULES, Rule
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.torch_exec import run_torch
+from difftest.oracle.compare import Verdict, compare
+from difftest.oracle.model import predict
+from difftest.oracle.numerics import arbitrate
+from difftest.program.ir import Program
+from difftest.program.validate import check_program
 
 
 def check(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] = RULES) -> Verdict:

@@ -3,9 +3,22 @@ element budget (docs/format.md, "Bounds")."""
 
 from __future__ import annotations
 
-from .catalog import CATALOG
-from .ir import Apply, Cut, Leaf, Module, OpCall, Param, Program, ProgramError, Shape, Statement, Transform, numel
-from .shapes import ShapeError
+from difftest.ops.catalog import CATALOG
+from difftest.program.ir import (
+    Apply,
+    Cut,
+    Leaf,
+    Module,
+    OpCall,
+    Param,
+    Program,
+    ProgramError,
+    Shape,
+    Statement,
+    Transform,
+    numel,
+)
+from difftest.program.shapes import ShapeError
 
 # The element budget, checked before anything runs (the Rust side has the same two constants
 # in rust/src/program.rs). The memory experiments (difftest/memory.py) are exempt: they use

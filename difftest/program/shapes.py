@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .ir import MAX_RANK, Shape
+from difftest.program.ir import MAX_RANK, Shape
 
 
 class ShapeError(ValueError):

@@ -16,11 +16,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .burn_worker import BurnWorker
-from .compare import Verdict
-from .ir import Program
-from .runner import check
-from .signature import DISMISSED
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.runner import check
+from difftest.findings.signature import DISMISSED
+from difftest.oracle.compare import Verdict
+from difftest.program.ir import Program
 
 SEED_STRIDE = 1_000_003
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .jsonio import decode_floats, encode_floats
+from difftest.program.jsonio import decode_floats, encode_floats
 
 Outcome = Literal["ok", "error", "crash", "timeout", "invalid"]
 Flags = dict[str, bool]

@@ -1,0 +1,2 @@
+"""Execution: the PyTorch executor, the difftest-burn worker client, one program through both
+(`runner`), and campaigns (sequential and parallel)."""

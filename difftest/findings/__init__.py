@@ -1,0 +1,1 @@
+"""Findings: the corpus, signatures, shrinking, reproducers and rendering."""

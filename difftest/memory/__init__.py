@@ -1,0 +1,1 @@
+"""The memory differential: graphs retained until backward (seed golden output 4)."""
