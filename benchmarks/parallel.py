@@ -19,7 +19,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from difftest.exec.parallel import FuzzOptions, Summary, fuzz
+from difftest.exec.parallel import FuzzOptions, fuzz
+from difftest.exec.summary import Summary
 
 
 def run(jobs: int, programs: int, seed: int, corpus: Path) -> Summary:

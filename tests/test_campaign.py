@@ -20,7 +20,8 @@ from rich.console import Console
 
 from difftest.cli import main
 from difftest.exec.burn_worker import find_binary
-from difftest.exec.parallel import FuzzOptions, Summary, fuzz, job_programs, job_slice, merge, parse_shard
+from difftest.exec.parallel import FuzzOptions, fuzz, job_programs, job_slice, parse_shard
+from difftest.exec.summary import Summary, merge
 from difftest.findings.signature import case_signature, corpus_signatures, normalize, signature_of_mismatch
 from difftest.oracle.compare import Mismatch
 from difftest.program.ir import Backward

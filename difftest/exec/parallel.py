@@ -22,35 +22,30 @@ must not look like a crash of the interpreter.
 
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import os
 import queue
 import signal
-import sys
 import threading
 import time
 import traceback
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
+from difftest.exec.summary import Summary
 from difftest.oracle.compare import Verdict
 
-SUMMARY_FORMAT = "difftest-campaign-summary"
-SUMMARY_VERSION = 1
 # What a job needs, imported once by the forkserver (so starting a job takes milliseconds, not
 # the seconds of importing torch in every job).
-PRELOAD = ("torch", "difftest.parallel", "difftest.campaign", "difftest.runner", "difftest.shrink",
-           "difftest.corpus", "difftest.signature", "strategies")
+PRELOAD = ("torch", "difftest.exec.parallel", "difftest.exec.campaign", "difftest.exec.runner",
+           "difftest.findings.shrink", "difftest.findings.corpus", "difftest.findings.signature", "strategies")
 
 
 # ---------------------------------------------------------------------- partition
@@ -75,147 +70,6 @@ def parse_shard(text: str) -> tuple[int, int]:
     if n < 1 or not 0 <= i < n:
         raise ValueError(f"--shard {text!r}: need 0 <= I < N")
     return i, n
-
-
-# ---------------------------------------------------------------------- results
-
-@dataclass
-class Finding:
-    """One distinct finding (signature) of a campaign."""
-
-    signature: str
-    kind: str
-    count: int = 0  # failing programs with this signature
-    first: int | None = None  # smallest program index with it
-    path: str | None = None  # the case saved for it, or the corpus case it matched (known)
-    known: bool = False  # path is a case that was there before (not saved by this run)
-    shrunk: tuple[int, int] | None = None  # statements before / after shrinking
-
-    def where(self) -> str:
-        if self.path is None:
-            return "not saved"
-        return f"known: {self.path}" if self.known else self.path
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"signature": self.signature, "count": self.count, "first": self.first, "path": self.path,
-                "kind": self.kind, "known": self.known}
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> Finding:
-        return Finding(str(d["signature"]), str(d.get("kind", "?")), int(d.get("count", 0)), d.get("first"),
-                       d.get("path"), bool(d.get("known", False)))
-
-
-@dataclass
-class Summary:
-    """What a campaign (or a merge of shard campaigns) ran and found; `--json` writes `to_dict`."""
-
-    programs: int = 0
-    seconds: float = 0.0  # wall clock, job start-up included (merge: summed over the summaries)
-    verdicts: Counter[str] = field(default_factory=Counter)
-    rules: Counter[str] = field(default_factory=Counter)
-    ops: Counter[str] = field(default_factory=Counter)
-    dismissals: Counter[str] = field(default_factory=Counter)
-    restarts: int = 0
-    findings: dict[str, Finding] = field(default_factory=dict)
-    saved: list[str] = field(default_factory=list)  # new case files written by this run
-    errors: list[str] = field(default_factory=list)
-    interrupted: bool = False
-    seed: int | None = None
-    jobs: int = 1
-    shard: str = "0/1"
-    shards_merged: int = 0  # merge only: how many summaries
-    versions: dict[str, Any] = field(default_factory=dict)
-    startup: float = 0.0  # seconds until a job first reported (process start, imports, worker start)
-
-    @property
-    def rate(self) -> float:
-        return self.programs / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def steady_rate(self) -> float:
-        """Programs per second once the jobs run (start-up excluded)."""
-        busy = self.seconds - self.startup
-        return self.programs / busy if busy > 0 else self.rate
-
-    def finding(self, sig: str, kind: str) -> Finding:
-        f = self.findings.get(sig)
-        if f is None:
-            f = self.findings[sig] = Finding(sig, kind)
-        return f
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "format": SUMMARY_FORMAT,
-            "version": SUMMARY_VERSION,
-            "programs": self.programs,
-            "seconds": round(self.seconds, 3),
-            "rate": round(self.rate, 2),
-            "startup_seconds": round(self.startup, 3),
-            "verdicts": dict(self.verdicts.most_common()),
-            "rules": dict(self.rules.most_common()),
-            "ops": dict(sorted(self.ops.items())),
-            "dismissals": dict(self.dismissals.most_common()),
-            "restarts": self.restarts,
-            "findings": [f.to_dict() for f in self.ordered_findings()],
-            "saved": self.saved,
-            "errors": self.errors,
-            "interrupted": self.interrupted,
-            "seed": self.seed,
-            "jobs": self.jobs,
-            "shard": self.shard,
-            **({"shards_merged": self.shards_merged} if self.shards_merged else {}),
-            "versions": self.versions,
-        }
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> Summary:
-        if d.get("format") != SUMMARY_FORMAT:
-            raise ValueError(f"not a campaign summary (\"format\" must be {SUMMARY_FORMAT!r})")
-        s = Summary(int(d["programs"]), float(d["seconds"]), Counter(d.get("verdicts", {})),
-                    Counter(d.get("rules", {})), Counter(d.get("ops", {})), Counter(d.get("dismissals", {})),
-                    int(d.get("restarts", 0)))
-        for fd in d.get("findings", []):
-            f = Finding.from_dict(fd)
-            s.findings[f.signature] = f
-        s.saved = list(d.get("saved", []))
-        s.errors = list(d.get("errors", []))
-        s.interrupted = bool(d.get("interrupted", False))
-        s.seed = d.get("seed")
-        s.jobs = int(d.get("jobs", 1))
-        s.shard = str(d.get("shard", "0/1"))
-        s.versions = dict(d.get("versions", {}))
-        s.startup = float(d.get("startup_seconds", 0.0))
-        return s
-
-    def ordered_findings(self) -> list[Finding]:
-        return sorted(self.findings.values(), key=lambda f: (f.first if f.first is not None else sys.maxsize,
-                                                             f.signature))
-
-    def absorb(self, other: Summary) -> None:
-        """Adds another shard's summary (programs, counts, seconds summed; findings by signature)."""
-        self.programs += other.programs
-        self.seconds += other.seconds
-        self.startup += other.startup
-        for mine, theirs in ((self.verdicts, other.verdicts), (self.rules, other.rules), (self.ops, other.ops),
-                             (self.dismissals, other.dismissals)):
-            mine.update(theirs)
-        self.restarts += other.restarts
-        self.jobs += other.jobs
-        for f in other.findings.values():
-            g = self.finding(f.signature, f.kind)
-            g.count += f.count
-            if f.first is not None and (g.first is None or f.first < g.first):
-                g.first = f.first
-            if g.path is None or (g.known and not f.known and f.path is not None):
-                g.path, g.known = f.path, f.known
-        self.saved.extend(other.saved)
-        self.errors.extend(other.errors)
-        self.interrupted = self.interrupted or other.interrupted
-        if self.seed is None:
-            self.seed = other.seed
-        self.versions = self.versions or other.versions
-        self.shards_merged += 1
 
 
 # ---------------------------------------------------------------------- jobs
@@ -600,75 +454,3 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
                     p.join()
     summary.seconds = time.monotonic() - began
     return summary
-
-
-# ---------------------------------------------------------------------- merge and print
-
-def merge(paths: list[Path]) -> Summary:
-    """Shard summaries (`--json` files) and corpus directories, merged by signature. A case file
-    whose signature no summary has becomes a row of its own, counting the case files with it."""
-    from difftest.findings.signature import corpus_cases
-
-    total = Summary(seed=None, jobs=0, shard="merged")
-    for path in paths:
-        if not path.is_dir():
-            total.absorb(Summary.from_dict(json.loads(path.read_text())))
-    only_in_cases: set[str] = set()
-    for path in paths:
-        if not path.is_dir():
-            continue
-        for sig, case in corpus_cases(path):
-            f = total.findings.get(sig)
-            if f is None:
-                f = total.finding(sig, sig.split(":", 1)[0])
-                only_in_cases.add(sig)
-            if f.path is None:
-                f.path, f.known = str(case), False
-            if sig in only_in_cases:
-                f.count += 1
-    return total
-
-
-def print_summary(s: Summary, console: Console) -> None:
-    def out(text: str) -> None:
-        console.print(text, markup=False, highlight=False, soft_wrap=True)
-
-    head = f"{s.programs} programs in {s.seconds:.1f}s ({s.rate:.0f}/s"
-    head += f"; {s.steady_rate:.0f}/s after {s.startup:.1f}s start-up)" if s.startup > 0 else ")"
-    if s.shards_merged:
-        head += f", {s.shards_merged} summaries merged (seconds summed)"
-    else:
-        head += f", {s.jobs} job(s)" + (f", shard {s.shard}" if s.shard != "0/1" else "")
-    if s.interrupted:
-        head += ", INTERRUPTED"
-    out("\n" + head)
-    out("verdicts: " + (", ".join(f"{k} {v}" for k, v in s.verdicts.most_common()) or "none"))
-    out("rules fired: " + (", ".join(f"{k} {v}" for k, v in s.rules.most_common()) or "none"))
-    least = sorted(s.ops.items(), key=lambda kv: (kv[1], kv[0]))[:5]
-    out(f"ops generated: {len(s.ops)} distinct; least: " + ", ".join(f"{k} {v}" for k, v in least))
-    out("dismissals: " + (", ".join(f"{k} {v}" for k, v in s.dismissals.most_common()) or "none"))
-    if s.restarts:
-        out(f"worker restarts: {s.restarts}")
-    if s.findings:
-        table = Table(title="distinct findings", title_justify="left", show_lines=False)
-        table.add_column("signature", overflow="fold")
-        table.add_column("count", justify="right")
-        table.add_column("first", justify="right")
-        table.add_column("case", overflow="fold")
-        for f in s.ordered_findings():
-            table.add_row(f.signature, str(f.count), "-" if f.first is None else str(f.first), f.where())
-        console.print(table)
-    for e in s.errors:
-        out(f"error: {e.splitlines()[-1] if e.strip() else e}")
-    new = len(s.saved)
-    if new:
-        out(f"{new} new finding(s) saved (triage: corpus/README.md)")
-    elif s.findings:
-        out(f"{len(s.findings)} distinct finding(s), none new")
-    else:
-        out("no findings")
-
-
-def write_json(s: Summary, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(s.to_dict(), indent=2) + "\n")
