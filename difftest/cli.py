@@ -33,7 +33,8 @@ def _console() -> Console:
 def cmd_fuzz(args: argparse.Namespace) -> int:
     import torch
 
-    from difftest.exec.parallel import FuzzOptions, fuzz, parse_shard, print_summary, write_json
+    from difftest.exec.parallel import FuzzOptions, fuzz, parse_shard
+    from difftest.exec.summary import print_summary, write_json
 
     try:
         shard, shards = parse_shard(args.shard)
@@ -81,7 +82,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from difftest.exec.parallel import merge, print_summary, write_json
+    from difftest.exec.summary import merge, print_summary, write_json
 
     paths = [Path(p) for p in args.paths]
     missing = [p for p in paths if not p.exists()]
