@@ -1,12 +1,18 @@
-"""Campaign throughput with a per-stage breakdown.
+"""Campaign throughput with a per-stage breakdown, and the campaign against its ceiling.
 
     python benchmarks/throughput.py [--programs N] [--seed K]
 
-Times each stage of checking a generated program — generation (including the generator's
-concrete evaluation), the semantic model, the PyTorch executor, the burn worker round trip
-(JSON encode, pipe, interpreter, decode) and the comparison — and prints absolute times,
-each stage's share, and the ratio burn/PyTorch executor time. Measurements only: nothing
-here asserts a speed.
+Pass 1 times each stage of checking a generated program one after the other — generation
+(including the generator's concrete evaluation), the semantic model, the PyTorch executor, the
+burn worker round trip (JSON encode, pipe, interpreter, decode) and the comparison (arbitration
+included) — and prints absolute times, each stage's share, and the ratio burn/PyTorch executor
+time. The execution-only ceiling is the rate if a campaign did nothing but run both executors
+one after the other: programs / (PyTorch time + burn time).
+
+Pass 2 generates and checks the same programs the way a campaign does
+(`difftest.exec.runner.check`: burn works in its process while PyTorch runs here) and prints its
+rate as a ratio of that ceiling.
+Measurements only: nothing here asserts a speed.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from collections import defaultdict
 import torch
 
 from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.runner import check
 from difftest.exec.torch_exec import run_torch
 from difftest.oracle.compare import compare
 from difftest.oracle.model import predict
@@ -55,12 +62,22 @@ def main() -> None:
                 stages[name] += b - a
             statements += len(program)
         total = time.perf_counter() - start
+        start = time.perf_counter()
+        for k in range(args.programs):
+            check(generate(RandomChoices(args.seed * 1_000_003 + k), GenConfig()), worker)
+        campaign = time.perf_counter() - start
     n = args.programs
-    print(f"{n} programs ({statements / n:.1f} statements on average) in {total:.1f}s: {n / total:.0f} programs/s")
+    print(f"pass 1, stage by stage: {n} programs ({statements / n:.1f} statements on average) in {total:.1f}s: "
+          f"{n / total:.0f} programs/s")
     print(f"{'stage':<10} {'total s':>8} {'ms/program':>11} {'share':>6}")
     for name, secs in stages.items():
         print(f"{name:<10} {secs:8.2f} {1000 * secs / n:11.3f} {100 * secs / total:5.1f}%")
     print(f"burn/PyTorch executor time ratio: {stages['burn'] / stages['torch']:.2f}")
+    ceiling = n / (stages["torch"] + stages["burn"])
+    rate = n / campaign
+    print(f"execution-only ceiling: {ceiling:.0f} programs/s")
+    print(f"pass 2, campaign (generate + check, burn overlapped with PyTorch): {rate:.0f} programs/s "
+          f"= {rate / ceiling:.2f} x the ceiling")
 
 
 if __name__ == "__main__":
