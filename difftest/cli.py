@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -169,14 +170,22 @@ def cmd_ops(args: argparse.Namespace) -> int:
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
-    from difftest.divergences.known_bugs import KNOWN_BUGS
-    from difftest.divergences.rules import RULES
+    from rich.table import Table
 
-    for r in RULES:
-        where = f"DESIGN.md section {r.section}" if r.section[:1].isdigit() else r.section
-        print(f"{r.name} [{r.framework}] (evidence: {where})\n    {r.reason}\n")
-    for b in KNOWN_BUGS:
-        print(f"known bug {b.name} -> {b.case}\n    {b.summary}\n")
+    from difftest.divergences.registry import KNOWLEDGE
+
+    if args.json:
+        print(json.dumps([k.to_dict() for k in KNOWLEDGE], indent=2))
+        return 0
+    table = Table(title="declared knowledge (docs/semantics.md)", show_lines=True)
+    for column in ("kind", "framework", "name", "burn versions", "evidence", "reason"):
+        table.add_column(column, overflow="fold")
+    for k in KNOWLEDGE:
+        table.add_row(k.kind, k.framework, k.name, k.burn_versions, "\n".join(k.evidence), k.reason)
+    console = _console()
+    console.print(table)
+    counts = Counter(k.kind for k in KNOWLEDGE)
+    console.print(f"{len(KNOWLEDGE)} records: " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
     return 0
 
 
@@ -203,9 +212,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
-    from difftest.memory import experiment as memory
+    from difftest.memory.cli import run
 
-    return int(memory.main(args.rest))
+    return run(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -253,14 +262,19 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--json", action="store_true")
     o.set_defaults(func=cmd_ops)
 
-    sub.add_parser("rules", help="list declared divergences and known bugs").set_defaults(func=cmd_rules)
+    ru = sub.add_parser("rules", help="list the declared knowledge: divergences, no-op calls, memory rules, "
+                        "conventions, known bugs")
+    ru.add_argument("--json", action="store_true")
+    ru.set_defaults(func=cmd_rules)
 
     rn = sub.add_parser("run", help="run one program (or case) file through both frameworks")
     rn.add_argument("file")
     rn.set_defaults(func=cmd_run)
 
-    m = sub.add_parser("memory", help="the seed's memory experiment, both frameworks")
-    m.add_argument("rest", nargs=argparse.REMAINDER)
+    from difftest.memory.cli import DESCRIPTION, add_arguments
+
+    m = sub.add_parser("memory", help="the seed's memory table, both frameworks", description=DESCRIPTION)
+    add_arguments(m)
     m.set_defaults(func=cmd_memory)
     return p
 

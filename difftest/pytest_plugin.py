@@ -55,12 +55,6 @@ def shared_worker() -> BurnWorker:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("difftest")
     group.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow")
-    group.addoption(
-        "--no-save-findings",
-        action="store_true",
-        default=False,
-        help="do not write failing properties' minimal programs to corpus/",
-    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,6 +1,6 @@
 """Programs for the memory differential (issue 5, item 3): large enough to measure.
 
-`draw_memory_check` builds a `difftest.memory.MemoryCheck` with the IR dataclasses: one or two
+`draw_memory_check` builds a `difftest.memory.checks.MemoryCheck` with the IR dataclasses: one or two
 square n x n f32 leaves (n = 512 or 1024: 1 or 4 MiB each), a few ops, cuts and `no_grad`
 regions, a `sum` and usually its backward, sometimes a side branch off a leaf that the sum does not read
 (whose graph a backward may leave alive). Every op keeps the n x n shape, so any value can
@@ -15,7 +15,7 @@ are left out: burn saves their input instead, which the catalog does not describ
 
 Iterations. The number of forwards is chosen so that every growth the model can predict for
 the program (bytes saved per forward in either framework, and the part of them a backward
-does not free) reaches `margin` times the refusal bound of `difftest.memory.expectations`:
+does not free) reaches `margin` times the refusal bound of `difftest.memory.model.expectations`:
 GROWS_FRACTION x bytes x iters >= margin x FLAT_SLACK_MIB. Programs that would need more
 than `max_iters` forwards are redrawn.
 """
@@ -26,15 +26,9 @@ import math
 from dataclasses import dataclass
 
 from difftest.choices import Choices
-from difftest.memory.experiment import (
-    FLAT_SLACK_MIB,
-    FRAMEWORKS,
-    GRAPH_RETAINED,
-    GROWS_FRACTION,
-    MIB,
-    MemoryCheck,
-    predict_forward_memory,
-)
+from difftest.divergences.memory_rules import GRAPH_RETAINED
+from difftest.memory.checks import MemoryCheck
+from difftest.memory.model import FLAT_SLACK_MIB, FRAMEWORKS, GROWS_FRACTION, MIB, predict_forward_memory
 from difftest.oracle.model import predict
 from difftest.oracle.states import BurnState, TorchState
 from difftest.program.ir import Backward, Cut, CutKind, Leaf, OpCall, Program, Region, Statement

@@ -16,30 +16,27 @@ from typing import Any
 
 import pytest
 
+from difftest.divergences.memory_rules import GRAPH_RETAINED, MemoryRule
 from difftest.findings.corpus import Case, CorpusError, judge_memory, load_case
-from difftest.memory.experiment import (
+from difftest.memory.checks import MemoryCheck, format_check, judge_check, measure_program, run_check
+from difftest.memory.model import (
     FLAT_SLACK_MIB,
-    GRAPH_RETAINED,
     MIB,
-    SEED_MODES,
     Expectation,
-    MemoryCheck,
-    MemoryRule,
     Row,
-    check_mode,
-    find_mode,
-    format_check,
-    format_table,
-    forward_program,
-    judge_check,
-    measure,
-    measure_program,
     predict_forward_memory,
-    predict_growth,
-    run_check,
-    run_table,
     saved_bytes_per_forward,
     surviving_ops,
+)
+from difftest.memory.table import (
+    SEED_MODES,
+    check_mode,
+    find_mode,
+    format_table,
+    forward_program,
+    measure,
+    predict_growth,
+    run_table,
 )
 from difftest.program.ir import Leaf, OpCall, Program
 from difftest.pytest_plugin import memory_full

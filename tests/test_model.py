@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from difftest.divergences.knowledge import Knowledge
 from difftest.divergences.rules import RULES, Rule
 from difftest.exec.burn_worker import BurnWorker
 from difftest.exec.runner import check
@@ -44,10 +45,8 @@ def test_removing_leaf_detach_fails_the_seed(burn_worker: BurnWorker) -> None:
 
 def test_a_rule_burn_no_longer_follows_is_reported_stale(burn_worker: BurnWorker) -> None:
     bogus = Rule(
-        "bogus-detach-tracks",
-        "burn",
-        "pretend detach of an intermediate stays tracked",
-        "test",
+        Knowledge("bogus-detach-tracks", "divergence", "burn", "pretend detach of an intermediate stays tracked",
+                  ("tests/test_model.py",)),
         lambda s: s.statement.id == "w2_detach",
         lambda s: BurnState(True, True, False),
     )
@@ -61,4 +60,4 @@ def test_rules_are_declared_with_reasons() -> None:
     names = [r.name for r in RULES]
     assert {"leaf-detach", "without-autodiff"} <= set(names)
     for r in RULES:
-        assert r.reason and r.section and r.framework in ("burn", "torch")
+        assert r.knowledge.reason and r.knowledge.evidence and r.framework in ("burn", "torch")

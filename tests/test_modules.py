@@ -1,4 +1,4 @@
-"""nn modules (Linear, Dropout and the module transforms): DESIGN.md golden output 3, the IR and
+"""nn modules (Linear, Dropout and the module transforms): docs/semantics.md#golden-linear, the IR and
 its validation, the model's module rules and nondeterminism, and the reproducers."""
 
 from __future__ import annotations

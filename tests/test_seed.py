@@ -1,4 +1,5 @@
-"""DESIGN.md golden outputs 1 and 2, reproduced by running the seed corpus programs."""
+"""The reference outputs of docs/semantics.md#golden-flags and #golden-side-branch, reproduced by
+running the seed corpus programs."""
 
 from __future__ import annotations
 

@@ -1,26 +1,37 @@
-"""Known burn bugs, as data: what triggers each, where its corpus case is, and the link.
+"""Known burn bugs, as data: the record of each (its corpus case and links are its evidence)
+and what triggers it.
 
 The default strategy avoids generating a known bug's trigger (so property runs keep looking
-for new ones); the bug itself stays covered by its corpus case, whose status `bug` makes the
-replay fail loudly once burn fixes it (a strict xfail). Nothing else consults this table.
+for new ones); a bug without a trigger is outside the generator's domains or rare enough that
+campaigns just count it under its case's signature. The bug itself stays covered by its corpus
+case, whose status `bug` makes the replay fail loudly once burn fixes it (a strict xfail).
+Nothing else consults this table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from difftest.divergences.knowledge import Knowledge, burn_source
 from difftest.program.ir import Apply, Backward, Leaf, OpCall, Param, Statement, inputs_of
+
+Trigger = Callable[[Statement, Sequence[Statement]], bool]  # (statement, the statements before it)
 
 
 @dataclass(frozen=True)
 class KnownBug:
-    name: str
-    summary: str
-    case: str  # corpus path of the minimal case
-    link: str | None
-    triggers: Callable[[Statement, Sequence[Statement]], bool]  # (statement, the statements before it)
+    knowledge: Knowledge
+    # None: the generator does not avoid it (it cannot reach it, or campaigns only count it)
+    triggers: Trigger | None
+
+    @property
+    def name(self) -> str:
+        return self.knowledge.name
+
+
+def _bug(name: str, reason: str, evidence: tuple[str, ...], triggers: Trigger | None) -> KnownBug:
+    return KnownBug(Knowledge(name, "known-bug", "burn", reason, evidence), triggers)
 
 
 def _pow_zero(st: Statement, prior: Sequence[Statement]) -> bool:
@@ -40,35 +51,49 @@ def _backward_of_used_leaf(st: Statement, prior: Sequence[Statement]) -> bool:
 
 
 KNOWN_BUGS: tuple[KnownBug, ...] = (
-    KnownBug(
+    _bug(
         "powi-zero-untracked",
         "x.powi_scalar(0) on a tracked tensor returns an untracked ones tensor: the dispatch "
         "layer's default float_powi_scalar short-circuits `0 => ones` before burn-autodiff's "
         "tracked PowiScalarZero node, so the gradient through it is missing (None, and "
         "backward of a loss that only depends on it panics) where PyTorch gives zeros.",
-        "corpus/bugs/powi-zero-untracked.json",
-        None,
+        ("corpus/bugs/powi-zero-untracked.json", "docs/semantics.md#upstream",
+         burn_source("burn-backend", "src/backend/ops/tensor.rs"), "https://github.com/tracel-ai/burn/pull/5692"),
         _pow_zero,
     ),
-    KnownBug(
+    _bug(
         "backward-of-used-leaf-panics",
         "backward() of a require-grad leaf that feeds a chain of ops over several leaves panics "
         "with 'graph tape has already been consumed' although nothing was consumed; PyTorch "
         "gives the leaf a gradient of ones. The generator does not take a leaf with consumers "
         "as the backward root.",
-        "corpus/bugs/backward-of-used-leaf-panics.json",
-        None,
+        ("corpus/bugs/backward-of-used-leaf-panics.json", "docs/semantics.md#upstream",
+         "https://github.com/tracel-ai/burn/pull/5645"),
         _backward_of_used_leaf,
+    ),
+    _bug(
+        "powf-zero-base-nan-grad",
+        "burn's float_powf backward gives d(a**b)/db = a**b * ln(a) * g, NaN at a = 0 (0 * ln 0), "
+        "and d/da NaN at a = b = 0; PyTorch masks both (0, the limit as a -> 0+). The forward "
+        "value agrees. Outside the generator's pow-base domain (a >= 0.1), so no trigger.",
+        ("corpus/bugs/powf-zero-base-nan-grad.json", "docs/semantics.md#upstream",
+         burn_source("burn-autodiff", "src/ops/tensor.rs"), "https://github.com/pytorch/pytorch/issues/27134"),
+        None,
+    ),
+    _bug(
+        "flex-reduce-dim-after-unit-swap-panics",
+        "burn's Flex backend panics ('range end index 5 out of range for slice of length 4') on a "
+        "reduction along dim 0 (mean_dim, sum_dim) of a [1, 2, 2, 1] tensor whose size-1 dims 0 "
+        "and 3 were swapped, on plain and autodiff devices alike; PyTorch reduces. Rare enough "
+        "that campaigns only count it (its case's signature is known), so no trigger.",
+        ("corpus/bugs/flex-reduce-dim-after-unit-swap-panics.json",),
+        None,
     ),
 )
 
 
 def known_bug(st: Statement, prior: Sequence[Statement] = ()) -> KnownBug | None:
     for bug in KNOWN_BUGS:
-        if bug.triggers(st, prior):
+        if bug.triggers is not None and bug.triggers(st, prior):
             return bug
     return None
-
-
-def describe() -> list[dict[str, Any]]:
-    return [{"name": b.name, "summary": b.summary, "case": b.case, "link": b.link} for b in KNOWN_BUGS]

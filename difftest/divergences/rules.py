@@ -1,30 +1,30 @@
 """Declared divergences between burn and PyTorch, as data (JAX `Limitation` style).
 
-The semantic model (`model.py`) first computes a *base* prediction for each framework: what
-that framework would report if it followed PyTorch's autograd semantics (for burn, mapped onto
-its flags: tracked = requires_grad, require_grad = a leaf that requires grad, and the autodiff
-marker carried from the leaves' devices). Each rule below then overrides the base where burn
-(or PyTorch) documentedly differs. A rule that fires is recorded per program; a rule whose
-prediction the observation contradicts while the base prediction matches is *stale*
+The semantic model (`difftest/oracle/model.py`) first computes a *base* prediction for each
+framework: what that framework would report if it followed PyTorch's autograd semantics (for
+burn, mapped onto its flags: tracked = requires_grad, require_grad = a leaf that requires grad,
+and the autodiff marker carried from the leaves' devices). Each rule below then overrides the
+base where burn (or PyTorch) documentedly differs. A rule that fires is recorded per program; a
+rule whose prediction the observation contradicts while the base prediction matches is *stale*
 (reported like an unexpected pass).
 
-Adding a rule: append a `Rule` to `RULES` with a name, the framework it applies to, the reason,
-the DESIGN.md section with the evidence, a predicate and an effect. Tests never special-case a
-divergence; they only read what the model predicts.
+Adding a rule: append a `Rule` to `TENSOR_RULES` or `MODULE_RULES`: its `Knowledge` record
+(name, framework, reason, evidence: a docs/semantics.md anchor, a corpus case, the burn source),
+a predicate and an effect. Tests never special-case a divergence; they only read what the model
+predicts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
 
+from difftest.divergences.knowledge import Framework, Knowledge, burn_source
+from difftest.divergences.noops import NOOPS_BY_OP
 from difftest.ops.catalog import CATALOG
 from difftest.ops.strides import contiguous_strides
 from difftest.oracle.states import EMPTY, BurnState, Failure, ModuleState, Result, State, TorchState
 from difftest.program.ir import Apply, Cut, Leaf, Module, OpCall, Param, Shape, Statement, region_of
-
-Framework = Literal["burn", "torch"]
 
 
 @dataclass(frozen=True)
@@ -42,15 +42,27 @@ class Step:
 
 @dataclass(frozen=True)
 class Rule:
-    name: str
-    framework: Framework
-    reason: str
-    section: str
+    """A divergence the flag model applies: its record, where it applies, what it predicts."""
+
+    knowledge: Knowledge
     applies: Callable[[Step], bool]
     effect: Callable[[Step], Result]
 
-    def __str__(self) -> str:
-        return f"{self.name} ({self.framework}, DESIGN.md {self.section})"
+    def __post_init__(self) -> None:
+        if self.knowledge.kind != "divergence" or self.knowledge.framework == "both":
+            raise ValueError(f"{self.name}: a rule is a divergence of one framework")
+
+    @property
+    def name(self) -> str:
+        return self.knowledge.name
+
+    @property
+    def framework(self) -> Framework:
+        return "burn" if self.knowledge.framework == "burn" else "torch"
+
+
+def divergence(name: str, framework: Framework, reason: str, *evidence: str) -> Knowledge:
+    return Knowledge(name, "divergence", framework, reason, evidence)
 
 
 def _burn_inputs(step: Step) -> tuple[BurnState, ...]:
@@ -250,178 +262,211 @@ def _returns_input(step: Step) -> Result:
     return step.inputs[0]
 
 
-# burn returns its input handle, not a new node, for these no-op calls (found by running:
-# `permute` with the identity order, `swap_dims(d, d)`, `powi_scalar(1)`; the last one is
-# `1 => lhs` in burn-autodiff's float_powi_scalar). PyTorch always creates a new node.
-NOOP_RETURNS_INPUT: dict[str, Callable[[dict[str, Any]], bool]] = {
-    "permute": lambda a: list(a["axes"]) == list(range(len(a["axes"]))),
-    "swap_dims": lambda a: a["dim1"] == a["dim2"],
-    "powi_scalar": lambda a: a["exponent"] == 1,
-    # burn dispatches powf_scalar with an integral exponent to powi_scalar (found by running:
-    # powf_scalar(x, 1.0) of a require-grad leaf reports true true true)
-    "powf_scalar": lambda a: a["exponent"] == 1.0,
-}
-
-
 def _is_noop_alias(step: Step) -> bool:
     st = step.statement
     if not isinstance(st, OpCall) or st.region != "grad":
         return False
-    pred = NOOP_RETURNS_INPUT.get(st.op)
-    return pred is not None and pred(st.attrs)
+    noop = NOOPS_BY_OP.get(st.op)
+    return noop is not None and noop.applies(st.attrs)
 
 
-RULES: tuple[Rule, ...] = (
+_AUTODIFF_OPS = burn_source("burn-autodiff", "src/ops/tensor.rs")
+_FLOAT_API = burn_source("burn-tensor", "src/tensor/api/float.rs")
+_MODULE_BASE = burn_source("burn-core", "src/module/base.rs")
+_PARAM_TENSOR = burn_source("burn-core", "src/module/param/tensor.rs")
+_DROPOUT = burn_source("burn-nn", "src/modules/dropout.rs")
+
+TENSOR_RULES: tuple[Rule, ...] = (
     Rule(
-        "leaf-detach",
-        "burn",
-        "burn's float_detach keeps require_grad: detach() of a require-grad leaf is a new leaf "
-        "(new id) that still requires grad; ops on it are recorded and its gradient lands on the "
-        "new handle. PyTorch's detach() never requires grad.",
-        "1 (golden output 1; expected divergences: leaf-detach)",
+        divergence(
+            "leaf-detach",
+            "burn",
+            "burn's float_detach keeps require_grad: detach() of a require-grad leaf is a new leaf "
+            "(new id) that still requires grad; ops on it are recorded and its gradient lands on the "
+            "new handle. PyTorch's detach() never requires grad.",
+            "docs/semantics.md#leaf-detach",
+            "corpus/seed/flags-of-w.json",
+            _AUTODIFF_OPS,
+        ),
         _is_leaf_detach,
         _leaf_detach,
     ),
     Rule(
-        "without-autodiff",
-        "burn",
-        "without_autodiff() moves a tensor off the autodiff backend (is_autodiff=false); mixed "
-        "with autodiff tensors it is a constant. PyTorch has no such state (lowered to detach()).",
-        "1 (golden output 1; expected divergences: without-autodiff)",
+        divergence(
+            "without-autodiff",
+            "burn",
+            "without_autodiff() moves a tensor off the autodiff backend (is_autodiff=false); mixed "
+            "with autodiff tensors it is a constant. PyTorch has no such state (lowered to detach()).",
+            "docs/semantics.md#without-autodiff",
+            "corpus/seed/flags-of-w.json",
+        ),
         _is_without_autodiff,
         lambda step: BurnState(False, False, False),
     ),
     Rule(
-        "region-off-autodiff",
-        "burn",
-        "burn has no no_grad/inference_mode scope: difftest runs a region's statements on "
-        "inputs taken without_autodiff(), so its results are off the autodiff device, where "
-        "PyTorch's are ordinary (or inference) tensors that do not require grad.",
-        "1 (mapping table: no_grad -> without_autodiff, inference_mode -> plain device)",
+        divergence(
+            "region-off-autodiff",
+            "burn",
+            "burn has no no_grad/inference_mode scope: difftest runs a region's statements on "
+            "inputs taken without_autodiff(), so its results are off the autodiff device, where "
+            "PyTorch's are ordinary (or inference) tensors that do not require grad.",
+            "docs/semantics.md#region-off-autodiff",
+            "docs/semantics.md#mapping",
+            "corpus/seed/side-branch-no-grad.json",
+        ),
         _in_region,
         _region_off_autodiff,
     ),
     Rule(
-        "plain-leaf-require-grad",
-        "burn",
-        "require_grad() panics on a tensor without autodiff (a plain-device leaf); PyTorch has "
-        "no autodiff device and lets any float leaf require grad.",
-        "2 (require_grad panics if autodiff is disabled)",
+        divergence(
+            "plain-leaf-require-grad",
+            "burn",
+            "require_grad() panics on a tensor without autodiff (a plain-device leaf); PyTorch has "
+            "no autodiff device and lets any float leaf require grad.",
+            "docs/semantics.md#burn-facts",
+            _FLOAT_API,
+        ),
         _plain_leaf_require_grad,
         lambda step: Failure("panic", "require_grad() on a plain-device leaf"),
     ),
     Rule(
-        "inference-tensor-saved",
-        "torch",
-        "an inference tensor cannot be saved for backward: an op (or an nn.Linear whose "
-        "parameters require grad) recorded outside inference_mode that saves an inference-mode "
-        "input raises in PyTorch, while burn's plain-device counterpart is just a constant.",
-        "1 (inference_mode -> plain device) and issue 4 item 5",
+        divergence(
+            "inference-tensor-saved",
+            "torch",
+            "an inference tensor cannot be saved for backward: an op (or an nn.Linear whose "
+            "parameters require grad) recorded outside inference_mode that saves an inference-mode "
+            "input raises in PyTorch, while burn's plain-device counterpart is just a constant.",
+            "docs/semantics.md#mapping",
+            "tests/test_modules.py",
+            "https://docs.pytorch.org/cppdocs/notes/inference_mode.html",
+        ),
         _saves_inference_tensor,
         lambda step: Failure("exception", "inference tensor saved for backward"),
     ),
-)
-
-RULES = (
-    *RULES,
     Rule(
-        "noop-returns-input",
-        "burn",
-        "for a no-op call (identity permute, swap_dims(d, d), powi_scalar(1), powf_scalar(1.0)) "
-        "burn returns the input tensor itself: a require-grad leaf stays a require-grad leaf and receives the "
-        "gradient directly; PyTorch records a new node (requires_grad, not a leaf).",
-        "issue 4 item 3 (found by running; burn-autodiff float_powi_scalar: `1 => lhs`)",
+        divergence(
+            "noop-returns-input",
+            "burn",
+            "for a no-op call (identity permute, swap_dims(d, d), powi_scalar(1), powf_scalar(1.0): "
+            "the no-op records) burn returns the input tensor itself: a require-grad leaf stays a "
+            "require-grad leaf and receives the gradient directly; PyTorch records a new node "
+            "(requires_grad, not a leaf).",
+            "docs/semantics.md#divergences",
+            "difftest/divergences/noops.py",
+        ),
         _is_noop_alias,
-        lambda step: step.inputs[0],
+        _returns_input,
     ),
 )
 
 MODULE_RULES: tuple[Rule, ...] = (
     Rule(
-        "dropout-p1-panics",
-        "burn",
-        "burn's DropoutConfig::init panics unless 0 <= p < 1 (\"Dropout probability must be finite "
-        "and in the range [0, 1), but got 1\"); PyTorch's nn.Dropout(1.0) zeroes its input.",
-        "2 (many ops panic by design); issue 4 item 2 (Dropout p = 1), found by running",
+        divergence(
+            "dropout-p1-panics",
+            "burn",
+            "burn's DropoutConfig::init panics unless 0 <= p < 1 (\"Dropout probability must be finite "
+            "and in the range [0, 1), but got 1\"); PyTorch's nn.Dropout(1.0) zeroes its input.",
+            "docs/semantics.md#burn-facts",
+            "tests/test_modules.py",
+            _DROPOUT,
+        ),
         _is_dropout_p1,
         lambda step: Failure("panic", "DropoutConfig::new(1.0).init() panics (p must be in [0, 1))"),
     ),
     Rule(
-        "valid-off-autodiff",
-        "burn",
-        "valid() returns a snapshot whose parameters are on the plain device (false false false, "
-        "no gradient) until train(); unfreeze() does not bring them back. Its forward computes "
-        "off autodiff: the counterpart of PyTorch's eval() + torch.no_grad() (whose parameters "
-        "still require grad).",
-        "1 (mapping table: no_grad model(x) -> model.valid()); golden output 3 (fc.valid().weight)",
+        divergence(
+            "valid-off-autodiff",
+            "burn",
+            "valid() returns a snapshot whose parameters are on the plain device (false false false, "
+            "no gradient) until train(); unfreeze() does not bring them back. Its forward computes "
+            "off autodiff: the counterpart of PyTorch's eval() + torch.no_grad() (whose parameters "
+            "still require grad).",
+            "docs/semantics.md#valid-off-autodiff",
+            "docs/semantics.md#golden-linear",
+            "corpus/seed/linear-table.json",
+            _PARAM_TENSOR,
+        ),
         _valid_module_computes,
         _valid_off_autodiff,
     ),
     Rule(
-        "valid-with-autodiff-input",
-        "burn",
-        "a valid() module fed an input still on the autodiff device returns an autodiff tensor, "
-        "untracked (true false false) unless the input itself is tracked, in which case the "
-        "graph through the input is recorded and the input gets a gradient. Under PyTorch's "
-        "torch.no_grad() the output never requires grad.",
-        "1 (expected divergences: valid-with-autodiff-input; golden output 3, valid fc(x))",
+        divergence(
+            "valid-with-autodiff-input",
+            "burn",
+            "a valid() module fed an input still on the autodiff device returns an autodiff tensor, "
+            "untracked (true false false) unless the input itself is tracked, in which case the "
+            "graph through the input is recorded and the input gets a gradient. Under PyTorch's "
+            "torch.no_grad() the output never requires grad.",
+            "docs/semantics.md#valid-with-autodiff-input",
+            "docs/semantics.md#golden-linear",
+            "corpus/seed/linear-table.json",
+        ),
         _valid_with_autodiff_input,
         _autodiff_input_output,
     ),
     Rule(
-        "module-no-grad",
-        "burn",
-        "Module::no_grad() is requires_grad_(False) on every parameter, not an inference mode: "
-        "the parameters stay on the autodiff device as constants (true false false), forwards "
-        "are still recorded through a tracked input, a later train() does not re-enable "
-        "gradients, and dropout keeps training. Measured against difftest's PyTorch "
-        "counterpart (deep copy + requires_grad_(False)) this is no flag or gradient difference: "
-        "the rule records where DESIGN.md's named divergence is exercised and asserts burn's "
-        "semantics (its effect equals the base, so it cannot go stale).",
-        "1 (mapping table: param.requires_grad_(False) -> Module::no_grad(); expected "
-        "divergences: module-no-grad)",
+        divergence(
+            "module-no-grad",
+            "burn",
+            "Module::no_grad() is requires_grad_(False) on every parameter, not an inference mode: "
+            "the parameters stay on the autodiff device as constants (true false false), forwards "
+            "are still recorded through a tracked input, a later train() does not re-enable "
+            "gradients, and dropout keeps training. Measured against difftest's PyTorch "
+            "counterpart (deep copy + requires_grad_(False)) this is no flag or gradient difference: "
+            "the rule records where the module-no-grad divergence of docs/semantics.md is exercised "
+            "and asserts burn's semantics (its effect equals the base, so it cannot go stale).",
+            "docs/semantics.md#module-no-grad",
+            "docs/semantics.md#mapping",
+            _MODULE_BASE,
+        ),
         _module_no_grad,
         _no_grad_semantics,
     ),
     Rule(
-        "clone-shares-params",
-        "burn",
-        "a module clone shares its parameter tensors: train() or unfreeze() of a module whose "
-        "parameters already require grad on the autodiff device keeps the same leaves, so the "
-        "gradient of a forward through the new handle also lands on the old handle's params "
-        "(measured: fc.clone().train() and .unfreeze()), and where both handles reach the loss "
-        "burn's gradient is the sum of what PyTorch gives each deep copy (those gradient values "
-        "are not compared: Prediction.incomparable_grads). PyTorch's counterpart is a deep copy with "
-        "its own leaves.",
-        "2 (Module::train / unfreeze); found by running",
+        divergence(
+            "clone-shares-params",
+            "burn",
+            "a module clone shares its parameter tensors: train() or unfreeze() of a module whose "
+            "parameters already require grad on the autodiff device keeps the same leaves, so the "
+            "gradient of a forward through the new handle also lands on the old handle's params "
+            "(measured: fc.clone().train() and .unfreeze()), and where both handles reach the loss "
+            "burn's gradient is the sum of what PyTorch gives each deep copy (those gradient values "
+            "are not compared: Prediction.incomparable_grads). PyTorch's counterpart is a deep copy "
+            "with its own leaves.",
+            "tests/test_modules.py",
+            _PARAM_TENSOR,
+            _MODULE_BASE,
+        ),
         _shares_params,
         _shared_params,
     ),
     Rule(
-        "freeze-survives-train",
-        "burn",
-        "freeze() clears dropout's training flag persistently: a later train() restores the "
-        "configured flag, which freeze cleared, so the dropout returns its input as is (only "
-        "unfreeze() re-enables it). PyTorch's train() after eval() drops out again.",
-        "2 (Module::freeze docs: 'train keeps ... rather than undoing the freeze'); found by running",
+        divergence(
+            "freeze-survives-train",
+            "burn",
+            "freeze() clears dropout's training flag persistently: a later train() restores the "
+            "configured flag, which freeze cleared, so the dropout returns its input as is (only "
+            "unfreeze() re-enables it). PyTorch's train() after eval() drops out again.",
+            "tests/test_modules.py",
+            _MODULE_BASE,
+        ),
         _freeze_survives_train,
         _returns_input,
     ),
     Rule(
-        "dropout-off-autodiff-identity",
-        "burn",
-        "burn's Dropout::forward returns its input unchanged when the input is not on the "
-        "autodiff device (`!input.device().is_autodiff()`), even in training mode; PyTorch's "
-        "dropout in training mode always draws a mask.",
-        "2 (burn-nn 0.22.1 dropout.rs forward); found by running",
+        divergence(
+            "dropout-off-autodiff-identity",
+            "burn",
+            "burn's Dropout::forward returns its input unchanged when the input is not on the "
+            "autodiff device (`!input.device().is_autodiff()`), even in training mode; PyTorch's "
+            "dropout in training mode always draws a mask.",
+            "tests/test_modules.py",
+            _DROPOUT,
+        ),
         _dropout_off_autodiff,
         _returns_input,
     ),
 )
 
-RULES = (*RULES, *MODULE_RULES)
-
-RULES_BY_NAME = {r.name: r for r in RULES}
-assert len(RULES_BY_NAME) == len(RULES), "duplicate rule name"
-
-_ = EMPTY  # re-exported for rule authors
+RULES: tuple[Rule, ...] = (*TENSOR_RULES, *MODULE_RULES)  # applied in this order
+RULES_BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}

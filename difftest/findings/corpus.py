@@ -17,8 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from difftest.divergences.memory_rules import MEMORY_RULES_BY_NAME
 from difftest.divergences.rules import RULES_BY_NAME
-from difftest.memory.experiment import MEMORY_RULES_BY_NAME, MemoryExperiment, Row, format_table
+from difftest.memory.experiment import MemoryExperiment
+from difftest.memory.model import Row
+from difftest.memory.table import format_table
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.ir import Program, ProgramError
 from difftest.program.jsonio import dumps, program_from_dict, program_to_dict
@@ -57,8 +60,8 @@ def program_hash(program: Program) -> str:
 
 
 def check_status(status: str, kind: str = "program") -> None:
-    """`divergence:<rule>` names a flag rule (rules.py) in a program case, a memory rule
-    (memory.py) in a memory case."""
+    """`divergence:<rule>` names a flag rule (divergences/rules.py) in a program case, a memory
+    rule (divergences/memory_rules.py) in a memory case."""
     if status in STATUSES:
         return
     if status.startswith("divergence:"):

@@ -14,7 +14,7 @@ import torch
 
 from difftest.exec.torch_exec import run_torch
 from difftest.ops.catalog import CATALOG
-from difftest.program.ir import Backward, Leaf, OpCall, Program, ProgramError, Statement, inputs_of
+from difftest.program.ir import Leaf, OpCall, Program, ProgramError, Statement, inputs_of
 from difftest.program.jsonio import to_f32
 from difftest.program.validate import check_program
 
@@ -84,7 +84,3 @@ def shrink(program: Program, still_fails: Still, *, budget: int = 300) -> Progra
                 best = cand
                 break
     return best
-
-
-def has_backward(program: Program) -> bool:
-    return any(isinstance(s, Backward) for s in program.statements)

@@ -188,11 +188,6 @@ def signature_of_record(record: Mapping[str, Any], program: Program | None) -> s
     return None
 
 
-def signature_hash(sig: str) -> str:
-    """The 12 hex digits of a signature."""
-    return sig.rsplit("#", 1)[-1]
-
-
 def case_signature(path: Path) -> tuple[str | None, str | None]:
     """(signature, status) of a case file: its `"signature"` field, else recomputed from its
     recorded verdict; (None, status) for a case without a recorded finding, (None, None) for a

@@ -1,8 +1,8 @@
 """The semantic model: predicts, per framework, every value's autodiff flags, which values
 get a gradient at each backward, and where a framework fails. Pure Python, no tensors.
 
-Base semantics are PyTorch's autograd (see rules.py for how burn's flags are derived from it);
-declared rules override the base where the frameworks documentedly differ.
+Base semantics are PyTorch's autograd (see difftest/divergences/rules.py for how burn's flags
+are derived from it); declared rules override the base where the frameworks documentedly differ.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from difftest.divergences.knowledge import Framework
 from difftest.divergences.rules import (
     RULES,
-    Framework,
     Rule,
     Step,
     burn_param_state,
@@ -129,7 +129,6 @@ def _run(
     fw: Framework, program: Program, shapes: dict[str, Shape], rules: list[Rule], firings: list[Firing]
 ) -> FrameworkPrediction:
     pred = FrameworkPrediction(fw)
-    consumed: set[str] = set()
     for i, st in enumerate(program.statements):
         if isinstance(st, (Module, Transform)):
             handle = module_state(st, pred.modules)
@@ -156,7 +155,6 @@ def _run(
                 v: (s.key is not None and s.key in root.sources) for v, s in pred.states.items()
             }
             pred.roots[st.id] = st.input
-            consumed.add(st.input)
             continue
         inputs = tuple(pred.input_state(x) for x in value_inputs(st))
         module = pred.modules[st.module] if isinstance(st, (Apply, Param)) else None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Union
 
 EMPTY: frozenset[str] = frozenset()
@@ -51,7 +51,7 @@ class ModuleState:
     (torch_exec.transform_module: every transform is a deep copy, so `id` names the
     handle's own parameter tensors) and burn's Module methods (burn-core 0.22.1
     `module/base.rs`, `module/param/tensor.rs`, burn-nn `dropout.rs`). Which of these
-    differences are observable, and how, is declared by the rules in rules.py."""
+    differences are observable, and how, is declared by the rules in divergences/rules.py."""
 
     id: str  # the handle; PyTorch's parameters of this handle are keyed "<id>.<param>"
     kind: str  # "linear" | "dropout"
@@ -83,9 +83,3 @@ class Failure:
 
 State = Union[TorchState, BurnState]
 Result = Union[TorchState, BurnState, Failure, ModuleState]
-
-PLAIN_BURN = BurnState(False, False, False)
-CONST_TORCH = TorchState(False, True, False, False)
-
-__all__ = ["CONST_TORCH", "PLAIN_BURN", "BurnState", "Failure", "ModuleState", "Result", "State", "TorchState",
-           "replace"]

@@ -1,7 +1,7 @@
 """Program IR: a straight-line SSA list of statements (docs/format.md).
 
 The IR is plain frozen dataclasses. Validation of structure lives here (ids, references);
-validation of op attributes and shapes lives with the op catalog (`catalog.py`).
+validation of op attributes and shapes lives with the op catalog (`difftest/ops/spec.py`, `shape_rules.py`).
 """
 
 from __future__ import annotations
@@ -156,8 +156,6 @@ class Param:
 
 
 Statement = Union[Leaf, OpCall, Cut, Backward, Module, Transform, Apply, Param]
-ValueStatement = Union[Leaf, OpCall, Cut, Apply, Param]
-ModuleStatement = Union[Module, Transform]
 VALUE_KINDS = (Leaf, OpCall, Cut, Apply, Param)
 MODULE_KINDS = (Module, Transform)
 
@@ -313,14 +311,3 @@ def root_module(program: Program, ident: str, by_id: dict[str, Statement] | None
         st = table[st.input]
     assert isinstance(st, Module), f"{ident!r} is not a module handle"
     return st
-
-
-def transforms_of(program: Program, ident: str) -> tuple[Transform, ...]:
-    """The chain of transforms from the root module to the handle `ident`, in order."""
-    table = program.by_id()
-    chain: list[Transform] = []
-    st = table[ident]
-    while isinstance(st, Transform):
-        chain.append(st)
-        st = table[st.input]
-    return tuple(reversed(chain))

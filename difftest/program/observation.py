@@ -10,9 +10,6 @@ from difftest.program.jsonio import decode_floats, encode_floats
 Outcome = Literal["ok", "error", "crash", "timeout", "invalid"]
 Flags = dict[str, bool]
 
-BURN_FLAGS = ("is_autodiff", "is_tracked", "is_require_grad")
-TORCH_FLAGS = ("requires_grad", "is_leaf", "has_grad_fn", "is_inference")
-
 
 @dataclass(frozen=True)
 class TensorObs:

@@ -23,14 +23,6 @@ def broadcast(a: Shape, b: Shape) -> Shape:
     return tuple(out)
 
 
-def broadcastable(a: Shape, b: Shape) -> bool:
-    try:
-        broadcast(a, b)
-    except ShapeError:
-        return False
-    return True
-
-
 def check_dim(shape: Shape, dim: object, name: str = "dim") -> int:
     if not isinstance(dim, int) or isinstance(dim, bool) or not 0 <= dim < len(shape):
         raise ShapeError(f"{name}={dim!r} is not a dim of a rank-{len(shape)} tensor")

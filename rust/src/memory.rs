@@ -1,4 +1,4 @@
-//! The memory experiment of DESIGN.md golden output 4: how resident memory grows when a
+//! The memory experiment of docs/semantics.md#golden-memory: how resident memory grows when a
 //! forward on the autodiff device is repeated without a backward.
 //!
 //! `p` is an `n`×`n` f32 parameter requiring grad; `forward(p) = ((p.exp() * p) @ p).sum()`

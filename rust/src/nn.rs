@@ -114,7 +114,7 @@ mod tests {
         );
     }
 
-    /// DESIGN.md golden output 3.
+    /// docs/semantics.md#golden-linear.
     #[test]
     fn golden_3_flags() {
         let doc = serde_json::json!({"format": "difftest-program", "version": 1, "statements": [

@@ -1,0 +1,52 @@
+"""`difftest memory`: the seed's memory table, measured in both frameworks and checked against
+the memory model (docs/semantics.md#golden-memory)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+from difftest.memory.server import ALLOCATOR_ENV, torch_mode_child
+from difftest.memory.table import SEED_ITERS, SEED_N, format_table, run_table
+
+DESCRIPTION = ("Measure RSS growth of repeated forwards without backward in PyTorch and burn "
+               "(docs/semantics.md, section 3.4) and check it against the semantic model.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--n", type=int, default=SEED_N, help="parameter is n x n (default %(default)s)")
+    parser.add_argument("--iters", type=int, default=SEED_ITERS, help="forwards per row (default %(default)s)")
+    parser.add_argument(
+        "--default-malloc",
+        action="store_true",
+        help=f"do not fix glibc's mmap threshold in the children ({', '.join(ALLOCATOR_ENV)}); noisier",
+    )
+    parser.add_argument("--torch-mode", help=argparse.SUPPRESS)  # one PyTorch mode, in this process
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.n < 1 or args.iters < 1:
+        print("difftest memory: --n and --iters must be positive", file=sys.stderr)
+        return 2
+    if args.torch_mode:
+        print(json.dumps(torch_mode_child(args.torch_mode, args.n, args.iters)))
+        return 0
+    try:
+        rows = run_table(args.n, args.iters, fixed_malloc=not args.default_malloc)
+    except (ValueError, RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        print(f"difftest memory: {e}", file=sys.stderr)
+        return 2
+    print(format_table(rows, args.n, args.iters, fixed_malloc=not args.default_malloc))
+    return 0 if all(r.ok for r in rows) else 1
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="difftest memory", description=DESCRIPTION)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
