@@ -33,7 +33,7 @@ from difftest.choices import Choices
 from difftest.divergences.known_bugs import known_bug
 from difftest.exec.torch_exec import TorchModule, apply_module, build_module, transform_module
 from difftest.ops import catalog
-from difftest.ops.catalog import VARIADIC, OpSpec
+from difftest.ops.catalog import OpSpec
 from difftest.ops.domains import MAX_MAGNITUDE
 from difftest.program.ir import (
     MAX_RANK,
@@ -199,19 +199,6 @@ class _Builder:
             return tracked[self.biased_index(len(tracked), self.cfg.p_deepest_input)]
         return self.c.choice(cands[::-1])  # shrinks toward the most recent value
 
-    def partner_shape(self, spec: OpSpec, first: Shape, k: int) -> Shape | None:
-        c = self.c
-        if spec.name == "matmul":
-            batch = first[:-2] if c.boolean(0.7) else tuple(1 if c.boolean() else d for d in first[:-2])
-            return batch + (first[-1], c.integer(1, self.cfg.max_dim))
-        if spec.name == "cat":
-            return None  # decided after attrs
-        if spec.name in ("stack", "mask_where"):
-            return first
-        # broadcasting partner: drop some leading dims, set some dims to 1
-        drop = c.integer(0, len(first) - 1) if c.boolean(0.3) else 0
-        return tuple(1 if c.boolean(0.2) else d for d in first[drop:])
-
     def input_for(self, shape: Shape, rng: tuple[float, float]) -> _Value:
         if self.leaves < self.cfg.max_leaves and self.c.boolean(0.4):
             return self.leaf(shape, rng)
@@ -254,27 +241,20 @@ class _Builder:
         if first is None:
             return False
 
+        # the other inputs, as the entry's partner rule draws their shapes (each one drawn just
+        # before its input), before the attributes or, for a rule that needs them, after
         inputs = [first]
-        if spec.arity == 2:
-            shape = self.partner_shape(spec, first.shape, 1)
-            assert shape is not None
-            inputs.append(self.input_for(shape, leaf_range(1)))
-        shapes: list[Shape] = [v.shape for v in inputs]
-        if spec.arity == VARIADIC:
-            extra = c.integer(0, 2)
-            if spec.name == "stack":
-                for _ in range(extra):
-                    inputs.append(self.input_for(first.shape, leaf_range(1)))
-            shapes = [v.shape for v in inputs]
-        attrs = spec.sample_attrs(c, shapes)
+        partners = spec.partners
+        if partners is not None and not partners.after_attrs:
+            for shape in partners.draw(c, first.shape, {}, self.cfg.max_dim):
+                inputs.append(self.input_for(shape, leaf_range(1)))
+        attrs = spec.sample_attrs(c, [v.shape for v in inputs])
         if attrs is None:
             return False
-        if spec.name == "cat":
-            d = attrs["dim"]
-            for _ in range(c.integer(0, 2)):
-                s = first.shape[:d] + (c.integer(1, self.cfg.max_dim),) + first.shape[d + 1 :]
-                inputs.append(self.input_for(s, leaf_range(1)))
-            shapes = [v.shape for v in inputs]
+        if partners is not None and partners.after_attrs:
+            for shape in partners.draw(c, first.shape, attrs, self.cfg.max_dim):
+                inputs.append(self.input_for(shape, leaf_range(1)))
+        shapes = [v.shape for v in inputs]
         try:
             spec.shape(shapes, attrs)
         except ShapeError:

@@ -2,20 +2,96 @@
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from difftest.exec.burn_worker import BurnWorker
+from difftest.ops import listing, spelling
 from difftest.ops.catalog import CATALOG, OPS, VARIADIC
+from difftest.ops.spec import ATTR_TYPES
 from strategies import RandomChoices, generate
 
+# op -> (arity, [(attribute, type), ...]): what both catalogs declare of an op's interface
+Listing = dict[str, tuple[int, list[tuple[str, str]]]]
 
-def test_burn_reports_the_same_ops(burn_worker: BurnWorker) -> None:
-    burn = {o["name"]: o["arity"] for o in burn_worker.ops()}
-    python = {op.name: op.arity for op in OPS}
-    assert burn == python
+
+def python_listing() -> Listing:
+    return {op.name: (op.arity, [(a.name, a.type) for a in op.attrs]) for op in OPS}
+
+
+def burn_listing(ops: list[dict[str, Any]]) -> Listing:
+    """The `ops` reply of difftest-burn (docs/format.md, worker protocol)."""
+    return {o["name"]: (o["arity"], [(a["name"], a["type"]) for a in o["attrs"]]) for o in ops}
+
+
+def differences(python: Listing, burn: Listing) -> list[str]:
+    out = [f"{name}: only in the Python catalog" for name in python if name not in burn]
+    out += [f"{name}: only in difftest-burn" for name in burn if name not in python]
+    for name in python.keys() & burn.keys():
+        (pa, pattrs), (ba, battrs) = python[name], burn[name]
+        if pa != ba:
+            out.append(f"{name}: arity {pa} in Python, {ba} in burn")
+        if pattrs != battrs:
+            out.append(f"{name}: attributes {pattrs} in Python, {battrs} in burn")
+    return sorted(out)
+
+
+@pytest.fixture(scope="module")
+def burn_ops(burn_worker: BurnWorker) -> list[dict[str, Any]]:
+    return burn_worker.ops()
+
+
+def test_burn_declares_the_same_ops(burn_ops: list[dict[str, Any]]) -> None:
+    """Names, arities, attribute names and types (in order) agree across both catalogs."""
+    assert differences(python_listing(), burn_listing(burn_ops)) == []
+    assert [o["name"] for o in burn_ops] == [op.name for op in OPS]  # the same order, too
+
+
+def test_parity_check_catches_a_mismatch(burn_ops: list[dict[str, Any]]) -> None:
+    """The check above fails when the Rust listing differs in an attribute type, an attribute
+    name, an arity or an op (each a mutated copy of the real listing)."""
+    python = python_listing()
+
+    def mutated(change: Any) -> list[str]:
+        ops = copy.deepcopy(burn_ops)
+        change(ops)
+        return differences(python, burn_listing(ops))
+
+    def retype(ops: list[dict[str, Any]]) -> None:
+        attr = next(o for o in ops if o["name"] == "repeat_dim")["attrs"][1]
+        assert attr == {"name": "times", "type": "int"}
+        attr["type"] = "dim"
+
+    assert mutated(retype) == [
+        "repeat_dim: attributes [('dim', 'dim'), ('times', 'int')] in Python, "
+        "[('dim', 'dim'), ('times', 'dim')] in burn"
+    ]
+
+    def rename(ops: list[dict[str, Any]]) -> None:
+        next(o for o in ops if o["name"] == "clamp")["attrs"][0]["name"] = "lo"
+
+    assert mutated(rename) == ["clamp: attributes [('min', 'float'), ('max', 'float')] in Python, "
+                               "[('lo', 'float'), ('max', 'float')] in burn"]
+
+    def rearity(ops: list[dict[str, Any]]) -> None:
+        next(o for o in ops if o["name"] == "cat")["arity"] = 2
+
+    assert mutated(rearity) == ["cat: arity -1 in Python, 2 in burn"]
+    assert mutated(lambda ops: ops.pop(0)) == [f"{OPS[0].name}: only in the Python catalog"]
+
+
+def test_attribute_types_are_declared() -> None:
+    assert {a.type for op in OPS for a in op.attrs} == set(ATTR_TYPES)
+
+
+def test_ops_with_several_inputs_declare_how_to_draw_them() -> None:
+    for op in OPS:
+        assert (op.partners is not None) == (op.arity != 1), op.name
 
 
 def test_every_op_is_generated() -> None:
@@ -62,3 +138,14 @@ def test_saved_inputs_match_pytorch(name: str) -> None:
 def test_arity_is_declared() -> None:
     for op in OPS:
         assert op.arity in (1, 2, VARIADIC)
+
+
+def test_format_doc_lists_the_catalog() -> None:
+    """docs/format.md's op table is the one the catalog renders (regenerate it with
+    `python -m difftest.ops.listing --update docs/format.md`)."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "format.md").read_text()
+    assert listing.table_in(doc) == listing.markdown()
+
+
+def test_every_attribute_type_is_spelled_in_both_languages() -> None:
+    assert set(spelling.TORCH_ATTR) == set(spelling.BURN_ATTR) == set(ATTR_TYPES)

@@ -1,4 +1,4 @@
-"""Human-readable rendering of programs (the reproducer emitters live in reproducers.py)."""
+"""Human-readable rendering of programs (the reproducer emitters live in findings/reproducers/)."""
 
 from __future__ import annotations
 

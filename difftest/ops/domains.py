@@ -2,18 +2,20 @@
 
 A domain is data: a name, the reason it exists, a predicate on concrete input values (the
 generator evaluates programs as it grows them, so the predicate sees real numbers), and the
-range fresh leaves are drawn from when an existing value does not fit.
+range fresh leaves are drawn from when an existing value does not fit. Torch-free at import:
+predicates use tensor methods of their arguments.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    from torch import Tensor
 
-Tensors = Sequence[torch.Tensor]
+Tensors = Sequence["Tensor"]
 MAX_MAGNITUDE = 1.0e3  # every op input: finite and |x| <= this, so float32 keeps ~7 digits
 KINK_GAP = 1.0e-2  # distance kept from non-differentiable points and ties
 
@@ -28,7 +30,7 @@ class Domain:
 
     def accepts(self, xs: Tensors, attrs: dict[str, Any]) -> bool:
         for x in xs:
-            if x.numel() and (not bool(torch.isfinite(x).all()) or float(x.abs().max()) > MAX_MAGNITUDE):
+            if x.numel() and (not bool(x.isfinite().all()) or float(x.abs().max()) > MAX_MAGNITUDE):
                 return False
         return bool(self.predicate(xs, attrs))
 
@@ -36,26 +38,26 @@ class Domain:
         return self.leaf_ranges[min(index, len(self.leaf_ranges) - 1)]
 
 
-def _all(xs: Tensors, f: Callable[[torch.Tensor], torch.Tensor], which: int | None = None) -> bool:
+def _all(xs: Tensors, f: Callable[[Tensor], Tensor], which: int | None = None) -> bool:
     chosen = xs if which is None else [xs[which]]
     return all(bool(f(x).all()) for x in chosen)
 
 
-def _frac_gap(x: torch.Tensor, offset: float) -> torch.Tensor:
-    frac = torch.remainder(x.double() - offset, 1.0)
+def _frac_gap(x: Tensor, offset: float) -> Tensor:
+    frac = (x.double() - offset).remainder(1.0)
     return (frac > KINK_GAP) & (frac < 1.0 - KINK_GAP)
 
 
-def _unique_extreme(x: torch.Tensor, dim: int | None) -> bool:
+def _unique_extreme(x: Tensor, dim: int | None) -> bool:
     if x.numel() < 2 and dim is None:
         return True
     if dim is None:
         flat = x.reshape(-1).double()
-        top = torch.sort(flat).values
+        top = flat.sort().values
         return bool((top[-1] - top[-2]) > KINK_GAP) and bool((top[1] - top[0]) > KINK_GAP)
     if x.shape[dim] < 2:
         return True
-    s = torch.sort(x.double(), dim=dim).values
+    s = x.double().sort(dim=dim).values
     n = x.shape[dim]
     hi_gap = s.narrow(dim, n - 1, 1) - s.narrow(dim, n - 2, 1)
     lo_gap = s.narrow(dim, 1, 1) - s.narrow(dim, 0, 1)

@@ -112,17 +112,14 @@ static ACTIVE: OnceLock<Option<Active>> = OnceLock::new();
 fn catalog_op(name: &str, what: &str) -> Result<&'static str, String> {
     Op::ALL
         .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(n, _)| *n)
+        .find(|d| d.name == name)
+        .map(|d| d.name)
         .ok_or_else(|| format!("{what} {name:?} is not a catalog op"))
 }
 
 /// The arity of the catalog op `op` (`NARY` for n-ary ops).
 fn arity_of(op: &str) -> i32 {
-    Op::ALL
-        .iter()
-        .find(|(n, _)| *n == op)
-        .map_or(0, |&(_, a)| a)
+    Op::ALL.iter().find(|d| d.name == op).map_or(0, |d| d.arity)
 }
 
 /// A finite float (the `eps` of `grad-scale` and `value-scale`).

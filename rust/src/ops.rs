@@ -1,6 +1,8 @@
 //! The op catalog: one `Op` variant per op (attributes as fields), its parser, and one `match`
-//! that runs it on burn. The catalog itself is the `ops!` invocation below: adding an op is one
-//! line there plus one arm in [`Op::execute`].
+//! that runs it on burn. The catalog itself is the `ops!` invocation below, the Rust side's one
+//! declaration of each op (name, arity, attribute names and types: what the `ops` request
+//! reports and tests/test_catalog.py compares with the Python catalog): adding an op is one line
+//! there plus one arm in [`Op::execute`] and one in [`Op::infer_shape`] (docs/adding-an-op.md).
 
 use burn::tensor::activation;
 use burn::tensor::{Int, Shape, Tensor, TensorData};
@@ -13,8 +15,16 @@ use crate::{apply, map, of_rank};
 /// Arity of n-ary ops (`cat`, `stack`): one input or more.
 pub const NARY: i32 = -1;
 
-/// An attribute type: how to read it from JSON.
+/// An attribute type: how to read it from JSON, and its name in the catalog's terms
+/// (`ATTR_TYPES` in difftest/ops/spec.py; `tests/test_catalog.py` compares the two catalogs).
 pub trait Attr: Sized {
+    /// The type's catalog name.
+    const TYPE: &'static str;
+    /// The catalog name of a list of it (`Vec<Self>`).
+    const LIST_TYPE: &'static str = "unsupported list";
+    /// The catalog name of an inline tensor of it (`Inline<Self>`).
+    const INLINE_TYPE: &'static str = "unsupported inline tensor";
+
     fn parse(v: &Value) -> Result<Self, String>;
 
     /// The shape of the attribute when it is an inline tensor (element budget), else `None`.
@@ -24,12 +34,18 @@ pub trait Attr: Sized {
 }
 
 impl Attr for f64 {
+    const TYPE: &'static str = "float";
+
     fn parse(v: &Value) -> Result<Self, String> {
         parse_f64(v)
     }
 }
 
 impl Attr for i64 {
+    const TYPE: &'static str = "int";
+    const LIST_TYPE: &'static str = "ints";
+    const INLINE_TYPE: &'static str = "int_tensor";
+
     fn parse(v: &Value) -> Result<Self, String> {
         v.as_i64()
             .ok_or_else(|| format!("expected an integer, got {}", show(v)))
@@ -38,6 +54,9 @@ impl Attr for i64 {
 
 /// A dimension index or a count: a non-negative integer.
 impl Attr for usize {
+    const TYPE: &'static str = "dim";
+    const LIST_TYPE: &'static str = "dims";
+
     fn parse(v: &Value) -> Result<Self, String> {
         v.as_u64()
             .and_then(|x| usize::try_from(x).ok())
@@ -46,6 +65,8 @@ impl Attr for usize {
 }
 
 impl<T: Attr> Attr for Vec<T> {
+    const TYPE: &'static str = T::LIST_TYPE;
+
     fn parse(v: &Value) -> Result<Self, String> {
         let items = v
             .as_array()
@@ -59,6 +80,9 @@ impl<T: Attr> Attr for Vec<T> {
 }
 
 impl Attr for bool {
+    const TYPE: &'static str = "bool";
+    const INLINE_TYPE: &'static str = "bool_tensor";
+
     fn parse(v: &Value) -> Result<Self, String> {
         v.as_bool()
             .ok_or_else(|| format!("expected a boolean, got {}", show(v)))
@@ -70,6 +94,8 @@ impl Attr for bool {
 pub struct Positive(pub usize);
 
 impl Attr for Positive {
+    const TYPE: &'static str = "int";
+
     fn parse(v: &Value) -> Result<Self, String> {
         match usize::parse(v)? {
             0 => Err("expected an integer >= 1, got 0".into()),
@@ -83,6 +109,8 @@ impl Attr for Positive {
 pub struct Dims(pub Vec<usize>);
 
 impl Attr for Dims {
+    const TYPE: &'static str = "shape";
+
     fn parse(v: &Value) -> Result<Self, String> {
         let dims = Vec::<usize>::parse(v)?;
         check_shape(&dims)?;
@@ -109,6 +137,9 @@ pub fn check_shape(dims: &[usize]) -> Result<(), String> {
 pub struct Range(pub usize, pub usize);
 
 impl Attr for Range {
+    const TYPE: &'static str = "range";
+    const LIST_TYPE: &'static str = "ranges";
+
     fn parse(v: &Value) -> Result<Self, String> {
         match Vec::<usize>::parse(v)?.as_slice() {
             [start, end] => Ok(Range(*start, *end)),
@@ -125,6 +156,8 @@ pub struct Inline<T> {
 }
 
 impl<T: Attr> Attr for Inline<T> {
+    const TYPE: &'static str = T::INLINE_TYPE;
+
     fn parse(v: &Value) -> Result<Self, String> {
         let obj = v
             .as_object()
@@ -201,6 +234,16 @@ macro_rules! dim_value {
     };
 }
 
+/// An op as the catalog lists it (the `ops` request).
+#[derive(Clone, Copy, Debug)]
+pub struct OpDecl {
+    pub name: &'static str,
+    /// The number of inputs, [`NARY`] for n-ary ops.
+    pub arity: i32,
+    /// Attribute names and their catalog types ([`Attr::TYPE`]), in declaration order.
+    pub attrs: &'static [(&'static str, &'static str)],
+}
+
 macro_rules! ops {
     ($( $variant:ident = $name:literal / $arity:expr $(, { $($field:ident : $ty:ty),* })? ;)*) => {
         /// One variant per catalog op.
@@ -210,8 +253,12 @@ macro_rules! ops {
         }
 
         impl Op {
-            /// Every op: (name, arity), arity -1 for n-ary.
-            pub const ALL: &[(&str, i32)] = &[$(($name, $arity)),*];
+            /// Every op, in catalog order.
+            pub const ALL: &[OpDecl] = &[$(OpDecl {
+                name: $name,
+                arity: $arity,
+                attrs: &[$($((stringify!($field), <$ty as Attr>::TYPE)),*)?],
+            }),*];
 
             /// Parses an op from its name and attributes (every attribute required, no extras).
             pub fn parse(name: &str, attrs: &Map<String, Value>) -> Result<Op, String> {
@@ -301,6 +348,7 @@ ops! {
     Sigmoid = "sigmoid" / 1;
     Relu = "relu" / 1;
     Gelu = "gelu" / 1;
+    Silu = "silu" / 1;
     LeakyRelu = "leaky_relu" / 1, { slope: f64 };
     PowfScalar = "powf_scalar" / 1, { exponent: f64 };
     PowiScalar = "powi_scalar" / 1, { exponent: i64 };
@@ -494,6 +542,7 @@ impl Op {
             | Op::Sigmoid {}
             | Op::Relu {}
             | Op::Gelu {}
+            | Op::Silu {}
             | Op::LeakyRelu { .. }
             | Op::PowfScalar { .. }
             | Op::PowiScalar { .. }
@@ -658,6 +707,7 @@ impl Op {
             Op::Sigmoid {} => map!(next!(), t => activation::sigmoid(t)),
             Op::Relu {} => map!(next!(), t => activation::relu(t)),
             Op::Gelu {} => map!(next!(), t => activation::gelu(t)),
+            Op::Silu {} => map!(next!(), t => activation::silu(t)),
             Op::LeakyRelu { slope } => map!(next!(), t => activation::leaky_relu(t, *slope)),
             Op::PowfScalar { exponent } => map!(next!(), t => t.powf_scalar(*exponent)),
             Op::PowiScalar { exponent } => map!(next!(), t => t.powi_scalar(*exponent)),
@@ -823,6 +873,31 @@ mod tests {
         assert_eq!(add.infer_shape(&[vec![2], vec![3]]), None);
     }
 
+    /// Every attribute is declared with a catalog type (difftest/ops/spec.py `ATTR_TYPES`).
+    #[test]
+    fn declared_attribute_types() {
+        const TYPES: &[&str] = &[
+            "float",
+            "int",
+            "dim",
+            "dims",
+            "ints",
+            "shape",
+            "ranges",
+            "int_tensor",
+            "bool_tensor",
+        ];
+        for decl in Op::ALL {
+            for (name, ty) in decl.attrs {
+                assert!(TYPES.contains(ty), "{}: {name} has type {ty}", decl.name);
+            }
+        }
+        let gather = Op::ALL.iter().find(|d| d.name == "gather").unwrap();
+        assert_eq!(gather.attrs, &[("dim", "dim"), ("indices", "int_tensor")]);
+        let repeat = Op::ALL.iter().find(|d| d.name == "repeat_dim").unwrap();
+        assert_eq!(repeat.attrs, &[("dim", "dim"), ("times", "int")]);
+    }
+
     #[test]
     fn dim_attributes() {
         let attrs = json!({"dim": 1, "times": 3});
@@ -842,7 +917,7 @@ mod tests {
         assert_eq!(Op::attr_names("frob"), None);
         let with_dim: Vec<&str> = Op::ALL
             .iter()
-            .map(|(n, _)| *n)
+            .map(|d| d.name)
             .filter(|n| Op::attr_names(n).unwrap().contains(&"dim"))
             .collect();
         assert!(

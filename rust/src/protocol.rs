@@ -15,16 +15,35 @@ pub const PROTOCOL: u32 = 1;
 pub const BURN_VERSION: &str = "0.22.1";
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// One op of the `ops` reply: what `tests/test_catalog.py` compares with the Python catalog.
 #[derive(Clone, Debug, Serialize)]
 pub struct OpInfo {
     pub name: &'static str,
+    /// -1 for n-ary ops.
     pub arity: i32,
+    pub attrs: Vec<AttrInfo>,
 }
 
+#[derive(Clone, Debug, Serialize)]
+pub struct AttrInfo {
+    pub name: &'static str,
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+}
+
+/// The catalog as the interpreter declares it (the `ops!` table in ops.rs).
 pub fn op_list() -> Vec<OpInfo> {
     Op::ALL
         .iter()
-        .map(|&(name, arity)| OpInfo { name, arity })
+        .map(|d| OpInfo {
+            name: d.name,
+            arity: d.arity,
+            attrs: d
+                .attrs
+                .iter()
+                .map(|&(name, ty)| AttrInfo { name, ty })
+                .collect(),
+        })
         .collect()
 }
 

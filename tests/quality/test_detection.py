@@ -168,6 +168,9 @@ def test_default_suite_fails_against_fault(fault: str, what: str, tmp_path: Path
     caught = detection(notes) if failed else "NOT CAUGHT"
     RESULTS[fault] = (what, caught)
     print(f"\n{fault:<40} {caught}")
+    assert run.returncode in (0, 1), (
+        f"{fault}: pytest exited with {run.returncode}\n{run.stdout[-2000:]}{run.stderr[-3000:]}"
+    )
     assert run.returncode != 0 and failed, (
         f"{fault} ({what}): the default suite passed against the faulty build\n{run.stdout[-3000:]}"
     )

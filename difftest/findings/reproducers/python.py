@@ -1,0 +1,171 @@
+"""The PyTorch reproducer: a standalone script (it imports only torch) that replays a program
+with the executor's lowerings and prints every value, its autograd flags and the gradients."""
+
+from __future__ import annotations
+
+from difftest.findings.reproducers.names import count, variable_names
+from difftest.ops.catalog import CATALOG
+from difftest.ops.spelling import TORCH_NAMESPACE_SOURCE
+from difftest.program.ir import Apply, Backward, Cut, Leaf, Module, OpCall, Param, Program, Region, Statement, Transform
+from difftest.program.literals import list_literal, py_f32, py_float, wrap
+from difftest.program.validate import infer_shapes
+
+__all__ = ["torch_script"]
+
+_TORCH_PRELUDE = TORCH_NAMESPACE_SOURCE + '''
+
+def show(name, t):
+    grad_fn = type(t.grad_fn).__name__ if t.grad_fn is not None else None
+    values = ", ".join(repr(x) for x in t.detach().reshape(-1).tolist())
+    print(f"{name} shape={list(t.shape)} requires_grad={t.requires_grad} is_leaf={t.is_leaf} "
+          f"grad_fn={grad_fn} is_inference={t.is_inference()} values=[{values}]")
+
+
+def show_grad(name, t):
+    g = t.grad if t.is_leaf else None  # only leaves keep .grad
+    if g is None:
+        print(f"grad {name} = None")
+    else:
+        values = ", ".join(repr(x) for x in g.reshape(-1).tolist())
+        print(f"grad {name} = [{values}] shape={list(g.shape)}")
+
+
+def fail(index, ident, e):
+    print(f"error {index} {ident}: {type(e).__name__}: {e}".strip())
+    raise SystemExit(1)
+'''
+
+# Only in scripts that use modules. burn's transforms return a new module; the counterpart is a
+# deep copy (copy.deepcopy in difftest's executor), rebuilt here so the script imports only torch.
+_TORCH_MODULE_HELPERS = '''
+
+def copy_module(m):
+    """A deep copy of an nn.Linear / nn.Dropout: same values and settings, no gradients."""
+    if isinstance(m, torch.nn.Dropout):
+        c = torch.nn.Dropout(m.p)
+    else:
+        c = torch.nn.Linear(m.in_features, m.out_features, bias=m.bias is not None, dtype=m.weight.dtype)
+        with torch.no_grad():
+            c.weight.copy_(m.weight)
+            if m.bias is not None:
+                c.bias.copy_(m.bias)
+        c.requires_grad_(m.weight.requires_grad)
+    return c.train(m.training)
+'''
+
+# PyTorch counterparts of burn's module transforms (docs/format.md, Modules).
+_TORCH_TRANSFORM = {
+    "valid": ".eval()  # burn: valid(); forwards run under torch.no_grad()",
+    "train": ".train()",
+    "no_grad": ".requires_grad_(False)",
+    "freeze": ".requires_grad_(False).eval()",
+    "unfreeze": ".requires_grad_(True).train()",
+}
+
+_REGION_SCOPE = {"no_grad": "torch.no_grad()", "inference_mode": "torch.inference_mode()"}
+
+
+def _region(st: Statement) -> Region:
+    return st.region if isinstance(st, (OpCall, Cut)) else "grad"
+
+
+def torch_script(program: Program, name: str | None = None) -> str:
+    """A standalone PyTorch script (imports only torch) that replays `program` with the
+    catalog's lowerings and prints every value, its autograd flags and the gradients."""
+    shapes = infer_shapes(program)
+    names = variable_names(program)
+    has_modules = any(isinstance(st, Module) for st in program.statements)
+    prelude = _TORCH_PRELUDE + (_TORCH_MODULE_HELPERS if has_modules else "")
+    out = [f"# difftest reproducer{f' {name}' if name else ''}: PyTorch {count(program)}", prelude, ""]
+    defined: list[str] = []
+    scope: Region = "grad"
+    no_grad_apply: dict[str, bool] = {}  # module handle -> derived from valid (not trained since)
+    dropouts: set[str] = set()
+    for index, st in enumerate(program.statements):
+        region = _region(st)
+        if region != scope:
+            if region != "grad":
+                out.append(f"with {_REGION_SCOPE[region]}:")
+            scope = region
+        ind = "    " if scope != "grad" else ""
+        var = names[st.id]
+        if isinstance(st, Backward):
+            root = names[st.input]
+            out.append(f"{ind}try:")
+            out.append(f"{ind}    for t in [{', '.join(names[d] for d in defined)}]:")
+            out.append(f"{ind}        if t.is_leaf:")
+            out.append(f"{ind}            t.grad = None  # every backward starts from fresh gradients")
+            out.append(f"{ind}    {root}.backward(torch.ones_like({root}))")
+            out.append(f"{ind}except Exception as e:")
+            out.append(f"{ind}    fail({index}, {st.id!r}, e)")
+            out.append(f"{ind}print('backward {st.id}')")
+            out.extend(f"{ind}show_grad({d!r}, {names[d]})" for d in defined)
+            continue
+        if isinstance(st, Module):
+            no_grad_apply[st.id] = False
+            out.extend(_torch_module(st, var))
+            if st.module == "dropout":
+                dropouts.add(st.id)
+            continue
+        if isinstance(st, Transform):
+            src = names[st.input]
+            out.append(f"{var} = copy_module({src}){_TORCH_TRANSFORM[st.transform]}")
+            if st.transform in ("valid", "train"):
+                no_grad_apply[st.id] = st.transform == "valid"
+            else:
+                no_grad_apply[st.id] = no_grad_apply[st.input]
+            if st.input in dropouts:
+                dropouts.add(st.id)
+            continue
+        if isinstance(st, Apply):
+            out.append("try:")
+            if st.module in dropouts:
+                out.append("    torch.manual_seed(0)  # as difftest's executor, before every dropout")
+            call = f"{var} = {names[st.module]}({names[st.input]})"
+            if no_grad_apply[st.module]:
+                out.append("    with torch.no_grad():  # the module derives from valid()")
+                out.append(f"        {call}")
+            else:
+                out.append(f"    {call}")
+            out.append("except Exception as e:")
+            out.append(f"    fail({index}, {st.id!r}, e)")
+            out.append(f"show({st.id!r}, {var})")
+            defined.append(st.id)
+            continue
+        if isinstance(st, Leaf):
+            data = wrap([py_f32(x) for x in st.data], ind + " " * 8)
+            expr = f"torch.tensor([{data}], dtype=torch.float32).reshape({list_literal(st.shape)}).clone()"
+            if st.require_grad:
+                expr += ".requires_grad_()"
+        elif isinstance(st, OpCall):
+            expr = CATALOG[st.op].torch_expr([names[i] for i in st.inputs], st.attrs, [shapes[i] for i in st.inputs])
+        elif isinstance(st, Param):
+            expr = f"{names[st.module]}.{st.param}"
+        else:
+            src = names[st.input]
+            expr = {"detach": f"{src}.detach()", "without_autodiff": f"{src}.detach()", "autodiff": src}[st.cut]
+            if st.cut == "autodiff":
+                out.append(f"{ind}# cut autodiff: PyTorch has no such state (identity)")
+        out.append(f"{ind}try:")
+        out.append(f"{ind}    {var} = {expr}")
+        out.append(f"{ind}except Exception as e:")
+        out.append(f"{ind}    fail({index}, {st.id!r}, e)")
+        out.append(f"{ind}show({st.id!r}, {var})")
+        defined.append(st.id)
+    return "\n".join(out) + "\n"
+
+
+def _torch_module(st: Module, var: str) -> list[str]:
+    if st.module == "dropout":
+        return [f"{var} = torch.nn.Dropout({py_float(st.p)})"]
+    assert st.weight is not None
+    out_f, in_f = st.weight.shape
+    has_bias = st.bias is not None
+    lines = [f"{var} = torch.nn.Linear({in_f}, {out_f}, bias={has_bias})  # weight [out, in] = [{out_f}, {in_f}]",
+             "with torch.no_grad():"]
+    w = wrap([py_f32(x) for x in st.weight.data], " " * 8)
+    lines.append(f"    {var}.weight.copy_(torch.tensor([{w}]).reshape({out_f}, {in_f}))")
+    if st.bias is not None:
+        b = wrap([py_f32(x) for x in st.bias.data], " " * 8)
+        lines.append(f"    {var}.bias.copy_(torch.tensor([{b}]))")
+    return lines

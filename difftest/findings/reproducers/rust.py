@@ -1,0 +1,195 @@
+"""The burn reproducer: a self-contained `#[test]` (plain `burn::tensor` API, concrete ranks)
+that makes the burn calls of the difftest-burn interpreter and prints values, flags and
+gradients."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from difftest.findings.reproducers.names import RUST_KEYWORDS, count, variable_names
+from difftest.ops.catalog import CATALOG
+from difftest.ops.spelling import burn_imports
+from difftest.program.ir import Apply, Backward, Leaf, Module, OpCall, Param, Program, Transform
+from difftest.program.literals import list_literal, rust_f32_items, rust_f64, wrap
+from difftest.program.validate import infer_shapes
+
+__all__ = ["rust_test", "rust_test_file"]
+
+
+def _rust_module(st: Module, var: str) -> str:
+    if st.module == "dropout":
+        return f"let {var} = DropoutConfig::new({rust_f64(st.p)}).init();"
+    assert st.weight is not None
+    out_f, in_f = st.weight.shape
+    # burn's Linear stores [in, out]: the program's [out, in] weight, transposed
+    wt = [st.weight.data[o * in_f + i] for i in range(in_f) for o in range(out_f)]
+    w = (f"Param::from_tensor(Tensor::<2>::from_data(TensorData::new(vec![{wrap(rust_f32_items(wt), ' ' * 8)}], "
+         f"[{in_f}, {out_f}]), &device))")
+    if st.bias is None:
+        bias = "None"
+    else:
+        b = wrap(rust_f32_items(st.bias.data), " " * 8)
+        bias = (f"Some(Param::from_tensor(Tensor::<1>::from_data(TensorData::new(vec![{b}], "
+                f"[{out_f}]), &device)))")
+    return "\n".join([
+        f"// weight [out, in] = [{out_f}, {in_f}], stored by burn as [in, out]",
+        f"let {var} = Linear {{",
+        f"    weight: {w},",
+        f"    bias: {bias},",
+        "};",
+    ])
+
+
+_RUST_TRANSFORM = {"valid": "valid()", "train": "clone().train()", "no_grad": "clone().no_grad()",
+                   "freeze": "clone().freeze()", "unfreeze": "clone().unfreeze()"}
+
+
+def _show_helpers(uses_grads: bool, *, param: bool) -> list[str]:
+    """`show` / `show_grad` for a value of any rank, or (`param`) `show_param` /
+    `show_grad_param` for a Linear weight: burn stores it [in, out]; flags are the parameter's,
+    values (and the gradient) are printed in PyTorch's [out, in] layout, as difftest-burn
+    reports them."""
+    if param:
+        suffix, generics, arg, ty = "_param", "", "raw", "Tensor<2>"
+    else:
+        suffix, generics, arg, ty = "", "<const D: usize>", "t", "Tensor<D>"
+    transposed = ["    let t = raw.clone().transpose();"] if param else []
+    lines = [
+        f"fn show{suffix}{generics}(name: &str, {arg}: &{ty}) {{",
+        *transposed,
+        "    let values = t.try_to_vec_as::<f32>().unwrap();",
+        "    println!(",
+        '        "{} shape={:?} is_autodiff={} is_tracked={} is_require_grad={} values={:?}",',
+        f"        name, t.dims(), {arg}.is_autodiff(), {arg}.is_tracked(), {arg}.is_require_grad(), values",
+        "    );",
+        "}",
+    ]
+    if uses_grads:
+        lines += [
+            f"fn show_grad{suffix}{generics}(name: &str, {arg}: &{ty}, grads: &Gradients) {{",
+            f"    match {arg}.grad(grads) {{",
+            "        Some(g) => {",
+            *(["            let g = g.transpose();"] if param else []),
+            "            let values = g.try_to_vec_as::<f32>().unwrap();",
+            '            println!("grad {} = {:?} shape={:?}", name, values, g.dims());',
+            "        }",
+            '        None => println!("grad {} = None", name),',
+            "    }",
+            "}",
+        ]
+    return lines
+
+
+def rust_test(program: Program, name: str) -> str:
+    """A self-contained burn `#[test]` (plain `burn::tensor` API, concrete ranks) that makes the
+    same burn calls as the difftest-burn interpreter and prints values, flags and gradients."""
+    if not name.isidentifier() or name in RUST_KEYWORDS:
+        raise ValueError(f"test name {name!r} is not a Rust identifier")
+    shapes = infer_shapes(program)
+    names = variable_names(program)
+    ranks = {k: len(v) for k, v in shapes.items()}
+    uses: set[str] = set()
+    ind = "    "
+    body: list[str] = []
+    leaves = [s for s in program.statements if isinstance(s, Leaf)]
+    modules = [s for s in program.statements if isinstance(s, Module)]
+    nn_uses: set[str] = set()
+    if any(m.module == "dropout" for m in modules):
+        body.append("// dropout masks come from the backend's RNG, seeded as difftest-burn seeds it")
+        body.append("Device::flex().seed(0);")
+    if any(s.device == "autodiff" for s in leaves) or any(m.module == "linear" for m in modules):
+        body.append("let device = Device::flex().autodiff();")
+    if any(s.device == "plain" for s in leaves):
+        body.append("let plain = Device::flex();")
+    defined: list[str] = []
+    weights: dict[str, str] = {}  # weight param id -> expression of burn's [in, out] parameter
+    for st in program.statements:
+        if isinstance(st, Backward):
+            body.append(f"let {names[st.id]} = {names[st.input]}.backward();")
+            body.append(f'println!("backward {st.id}");')
+            for d in defined:
+                if d in weights:
+                    body.append(f'show_grad_param("{d}", &{weights[d]}, &{names[st.id]});')
+                else:
+                    body.append(f'show_grad("{d}", &{names[d]}, &{names[st.id]});')
+            uses.add("Gradients")
+            continue
+        var = names[st.id]
+        if isinstance(st, Module):
+            nn_uses.update({"Module", "Param", "Linear"} if st.module == "linear" else {"Module", "DropoutConfig"})
+            body.append(_rust_module(st, var))
+            continue
+        if isinstance(st, Transform):
+            body.append(f"let {var} = {names[st.input]}.{_RUST_TRANSFORM[st.transform]};")
+            continue
+        rank = ranks[st.id]
+        if isinstance(st, Param):
+            handle = names[st.module]
+            if st.param == "weight":
+                weights[st.id] = f"{handle}.weight.val()"
+                body.append(f"let {var}: Tensor<2> = {handle}.weight.val().transpose(); // PyTorch's layout")
+                body.append(f'show_param("{st.id}", &{weights[st.id]});')
+            else:
+                body.append(f"let {var}: Tensor<1> = {handle}.bias.as_ref().unwrap().val();")
+                body.append(f'show("{st.id}", &{var});')
+            defined.append(st.id)
+            continue
+        if isinstance(st, Apply):
+            body.append(f"let {var}: Tensor<{rank}> = {names[st.module]}.forward({names[st.input]}.clone());")
+            body.append(f'show("{st.id}", &{var});')
+            defined.append(st.id)
+            continue
+        if isinstance(st, Leaf):
+            dev = "device" if st.device == "autodiff" else "plain"
+            data = wrap(rust_f32_items(st.data), ind)
+            expr = f"Tensor::<{rank}>::from_data(TensorData::new(vec![{data}], {list_literal(st.shape)}), &{dev})"
+            if st.require_grad:
+                expr += ".require_grad()"
+        else:
+            region = st.region
+            if region != "grad":
+                body.append(f"// {region}: burn has no such scope; the inputs are taken off autodiff")
+            enter = ".without_autodiff()" if region != "grad" else ""
+            if isinstance(st, OpCall):
+                args = [f"{names[i]}.clone(){enter}" for i in st.inputs]
+                expr = CATALOG[st.op].burn_expr(args, st.attrs, [shapes[i] for i in st.inputs])
+                uses |= burn_imports(expr)
+            else:
+                method = {"detach": "detach", "without_autodiff": "without_autodiff", "autodiff": "autodiff"}
+                expr = f"{names[st.input]}.clone(){enter}.{method[st.cut]}()"
+        body.append(f"let {var}: Tensor<{rank}> = {expr};")
+        body.append(f'show("{st.id}", &{var});')
+        defined.append(st.id)
+    imports = ["Device", "Tensor", "TensorData", *sorted(uses - {"activation"})]
+    if "activation" in uses:
+        imports.insert(0, "activation")
+    allow = ["non_snake_case"] if any(v != v.lower() for v in names.values()) else []
+    out = ["#[test]"]
+    if allow:
+        out.append(f"#[allow({', '.join(allow)})]")
+    out.append(f"fn {name}() {{")
+    out.append(f"{ind}// difftest reproducer: burn 0.22.1, Flex backend {count(program)}")
+    out.append(f"{ind}use burn::tensor::{{{', '.join(imports)}}};")
+    for path, names_used in (("burn::module", nn_uses & {"Module", "Param"}),
+                             ("burn::nn", nn_uses & {"DropoutConfig", "Linear"})):
+        if len(names_used) == 1:
+            out.append(f"{ind}use {path}::{next(iter(names_used))};")
+        elif names_used:
+            out.append(f"{ind}use {path}::{{{', '.join(sorted(names_used))}}};")
+    out.append("")
+    out.extend(f"{ind}{line}" for line in _show_helpers("Gradients" in uses, param=False))
+    if weights:
+        out.extend(f"{ind}{line}" for line in _show_helpers("Gradients" in uses, param=True))
+    out.append("")
+    for line in body:
+        out.extend(f"{ind}{part}" for part in line.split("\n"))
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def rust_test_file(tests: Sequence[tuple[Program, str]],
+                   emit: Callable[[Program, str], str] = rust_test) -> str:
+    """Several reproducers in one integration-test file (`tests/<file>.rs` of a crate that
+    depends on burn with the `flex` and `autodiff` features)."""
+    header = "//! difftest reproducers (generated).\n"
+    return header + "".join("\n" + emit(p, n) for p, n in tests)

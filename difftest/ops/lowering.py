@@ -1,0 +1,43 @@
+"""The PyTorch lowering of every op: its entry's PyTorch template, rendered (spelling.py) over the
+input names `x0, x1, …` and evaluated with the inputs bound to them, in the namespace that
+spelling.TORCH_NAMESPACE_SOURCE makes (the one every reproducer script starts with). So the
+expression a reproducer prints for a statement is, but for the variable names, the one the
+executor ran. Each distinct expression is compiled once."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from types import CodeType
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from difftest.ops.spelling import TORCH_NAMESPACE_SOURCE, torch_expr
+
+if TYPE_CHECKING:
+    from difftest.ops.spec import OpSpec
+
+NAMESPACE: dict[str, Any] = {}
+exec(TORCH_NAMESPACE_SOURCE, NAMESPACE)
+
+
+_NAMES = tuple(f"x{i}" for i in range(16))
+
+
+def input_names(n: int) -> tuple[str, ...]:
+    """The names the executor binds `n` inputs to."""
+    return _NAMES[:n] if n <= len(_NAMES) else tuple(f"x{i}" for i in range(n))
+
+
+@functools.lru_cache(maxsize=8192)
+def compiled(source: str) -> CodeType:
+    return compile(source, "<difftest op>", "eval")
+
+
+def lower(spec: OpSpec, inputs: Sequence[torch.Tensor], attrs: dict[str, Any]) -> torch.Tensor:
+    names = input_names(len(inputs))
+    shapes = [tuple(t.shape) for t in inputs] if spec.derive is not None else []
+    source = torch_expr(spec, names, attrs, shapes)
+    out: torch.Tensor = eval(compiled(source), NAMESPACE, dict(zip(names, inputs, strict=True)))
+    return out

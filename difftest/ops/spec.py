@@ -1,0 +1,159 @@
+"""What a catalog entry is: `OpSpec` (one per op) and `AttrSpec`, with the attribute checks.
+
+Torch-free at import: templates are strings, and the callables an entry holds (domain
+predicates, grad/value terms) use tensor methods of their arguments. The PyTorch lowering
+(`OpSpec.lower`) imports torch when it first runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from difftest.choices import Choices
+from difftest.ops import domains as dom
+from difftest.ops import spelling
+from difftest.ops import tolerance as tol
+from difftest.program.ir import Shape, numel
+from difftest.program.shapes import ShapeError, check_rank
+
+if TYPE_CHECKING:
+    import torch
+
+    from difftest.ops.sampling import Partners
+
+Attrs = dict[str, Any]
+ShapeRule = Callable[[Sequence[Shape], Attrs], Shape]
+AttrSampler = Callable[[Choices, Sequence[Shape]], "Attrs | None"]
+ViewRule = Callable[[Shape, tuple[int, ...], Attrs], tuple[int, ...]]
+GradTerms = Callable[[Sequence["torch.Tensor"], Attrs, "torch.Tensor"], list["torch.Tensor"]]
+ValueTerms = Callable[[Sequence["torch.Tensor"], Attrs], "torch.Tensor"]
+# values a template needs beyond the attributes, from the attributes and the input shapes
+# (ints or lists of ints)
+Derive = Callable[[Attrs, Sequence[Shape]], Attrs]
+
+VARIADIC = -1
+# attribute types; the Rust interpreter reports the same names (`difftest-burn ops`)
+ATTR_TYPES = ("float", "int", "dim", "dims", "ints", "shape", "ranges", "int_tensor", "bool_tensor")
+
+
+@dataclass(frozen=True)
+class AttrSpec:
+    name: str
+    type: str  # one of ATTR_TYPES
+
+    def __post_init__(self) -> None:
+        assert self.type in ATTR_TYPES, f"attribute {self.name}: unknown type {self.type!r}"
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    family: str
+    arity: int
+    pytorch: str  # PyTorch expression template (spelling.py): executed, and printed by reproducers
+    burn: str  # burn expression template: the interpreter's call, printed by the Rust reproducer
+    shape_rule: ShapeRule
+    tolerance: tol.ToleranceClass
+    domain: dom.Domain = dom.ANY
+    attrs: tuple[AttrSpec, ...] = ()
+    draw_attrs: AttrSampler | None = None
+    # how the generator draws the inputs after the first (ops of arity other than 1)
+    partners: Partners | None = None
+    derive: Derive | None = None
+    # burn: the lower-rank operand gets leading size-1 dims first (the interpreter's `zip!`)
+    promotes_rank: bool = False
+    min_rank: int = 1
+    saves: tuple[int, ...] = ()  # inputs PyTorch saves for backward (inference-tensor rule)
+    # of those, the ones PyTorch saves only when *another* input needs a gradient (mul saves a
+    # for b's gradient); the others are saved whenever the op is recorded
+    saved_for_other: tuple[int, ...] = ()
+    reduced_extent: Callable[[Sequence[Shape], Attrs], int] = field(default=lambda s, a: 1)
+    # ops that burn differentiates through the primitives it composes them of: the size of the
+    # terms their gradient sums (given the inputs, attrs and |incoming gradient|), one tensor per
+    # input; float32 noise of that size may remain where the terms cancel (noise.py)
+    grad_terms: GradTerms | None = None
+    # the same for the op's value, where its formula sums terms larger than the result (the
+    # accumulating ops' terms are the op applied to |inputs|, no declaration needed)
+    value_terms: ValueTerms | None = None
+    view: ViewRule | None = None  # PyTorch returns a view of input 0: how its strides change
+    view_needs_contiguous: bool = False  # a view only when input 0 is contiguous (else a copy)
+    # not a view, but the result keeps input 0's memory layout (PyTorch's flip), as elementwise
+    # ops do; other copies are contiguous
+    keeps_layout: bool = False
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        names = [a.name for a in self.attrs]
+        assert len(set(names)) == len(names), f"{self.name}: repeated attribute"
+        assert not set(names) & set(spelling.INPUT_PLACEHOLDERS), f"{self.name}: attribute named like an input"
+        if self.derive is None:
+            known = set(names) | set(spelling.INPUT_PLACEHOLDERS)
+            for template in (self.pytorch, self.burn):
+                unknown = spelling.placeholders(template) - known
+                assert not unknown, f"{self.name}: template placeholders {sorted(unknown)} are unknown"
+
+    def shape(self, shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+        if self.arity != VARIADIC and len(shapes) != self.arity:
+            raise ShapeError(f"{self.name} takes {self.arity} input(s), got {len(shapes)}")
+        if not shapes:
+            raise ShapeError(f"{self.name} needs at least one input")
+        for s in shapes:
+            if len(s) < self.min_rank:
+                raise ShapeError(f"{self.name} needs rank >= {self.min_rank}, got {list(s)}")
+        self.check_attrs(attrs)
+        return check_rank(tuple(self.shape_rule(shapes, attrs)))
+
+    def check_attrs(self, attrs: Attrs) -> None:
+        names = {a.name for a in self.attrs}
+        extra = set(attrs) - names
+        if extra:
+            raise ShapeError(f"{self.name} has no attribute(s) {sorted(extra)}")
+        for a in self.attrs:
+            if a.name not in attrs:
+                raise ShapeError(f"{self.name} needs attribute {a.name!r}")
+            _check_attr_type(self.name, a, attrs[a.name])
+
+    def sample_attrs(self, c: Choices, shapes: Sequence[Shape]) -> Attrs | None:
+        return self.draw_attrs(c, shapes) if self.draw_attrs else {}
+
+    def torch_expr(self, args: Sequence[str], attrs: Attrs, shapes: Sequence[Shape]) -> str:
+        """The PyTorch expression of this op over the input expressions `args`."""
+        return spelling.torch_expr(self, args, attrs, shapes)
+
+    def burn_expr(self, args: Sequence[str], attrs: Attrs, shapes: Sequence[Shape]) -> str:
+        """The burn expression of this op over the input expressions `args`."""
+        return spelling.burn_expr(self, args, attrs, shapes)
+
+    def lower(self, inputs: Sequence[torch.Tensor], attrs: Attrs) -> torch.Tensor:
+        """Runs the op in PyTorch: `torch_expr` evaluated on `inputs` (lowering.py)."""
+        from difftest.ops import lowering
+
+        return lowering.lower(self, inputs, attrs)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _check_attr_type(op: str, a: AttrSpec, v: Any) -> None:
+    ok = {
+        "float": isinstance(v, (int, float)) and not isinstance(v, bool),
+        "int": _is_int(v),
+        "dim": _is_int(v),
+        "dims": isinstance(v, list) and all(_is_int(x) for x in v),
+        "ints": isinstance(v, list) and all(_is_int(x) for x in v),
+        "shape": isinstance(v, list) and all(_is_int(x) and x >= 1 for x in v),
+        "ranges": isinstance(v, list)
+        and all(isinstance(r, list) and len(r) == 2 and all(_is_int(x) for x in r) for r in v),
+        "int_tensor": isinstance(v, dict) and "shape" in v and "data" in v and all(_is_int(x) for x in v["data"]),
+        "bool_tensor": isinstance(v, dict)
+        and "shape" in v
+        and "data" in v
+        and all(isinstance(x, bool) for x in v["data"]),
+    }[a.type]
+    if not ok:
+        raise ShapeError(f"{op}: attribute {a.name!r}={v!r} is not of type {a.type}")
+    if a.type in ("int_tensor", "bool_tensor") and len(v["data"]) != numel(tuple(v["shape"])):
+        raise ShapeError(f"{op}: attribute {a.name!r} data does not fit its shape {v['shape']}")

@@ -1,0 +1,50 @@
+"""The size of the terms an op's value or gradient sums, for ops whose formula cancels (the
+catalog's `grad_terms` / `value_terms`; noise.py). Torch-free at import: tensor methods only."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+Attrs = dict[str, Any]
+
+
+def tanh_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
+    # both frameworks compute 1 - y**2 from the rounded output y: near |y| = 1 the terms cancel
+    y = x[0].tanh()
+    return [g * (1.0 + y * y)]
+
+
+def sigmoid_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
+    # y * (1 - y) from the rounded output y: near y = 1 the terms of 1 - y cancel
+    y = x[0].sigmoid()
+    return [g * y * (1.0 + y)]
+
+
+def gelu_value(x: Sequence[Tensor], a: Attrs) -> Tensor:
+    # x * 0.5 * (1 + erf(x / sqrt 2)): for x << 0 the terms of 1 + erf cancel, leaving noise of
+    # float32 size relative to |x| / 2 (PyTorch's float32 forward shows it)
+    return x[0].abs() * 0.5 * (1.0 + (x[0] / math.sqrt(2.0)).erf().abs())
+
+
+def gelu_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
+    # Phi(x) + x * phi(x), with Phi = 0.5 * (1 + erf(x / sqrt 2)): the same cancellation in the
+    # tail (burn's float32 backward shows it)
+    phi = (-0.5 * x[0] * x[0]).exp() / math.sqrt(2.0 * math.pi)
+    return [g * (0.5 * (1.0 + (x[0] / math.sqrt(2.0)).erf().abs()) + x[0].abs() * phi)]
+
+
+def softmax_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
+    # burn: exp(x - max) / sum(exp(x - max)); its backward sums s*g and s * sum(s*g)
+    s = x[0].softmax(a["dim"])
+    return [s * (g + (s * g).sum(a["dim"], keepdim=True))]
+
+
+def log_softmax_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
+    # burn: x - log(sum(exp(x - max))) - max; its backward sums g and softmax * sum(g)
+    s = x[0].softmax(a["dim"])
+    return [g + s * g.sum(a["dim"], keepdim=True)]
