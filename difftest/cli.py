@@ -153,19 +153,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
-    from difftest.ops.catalog import OPS
+    from difftest.ops import listing
 
     if args.json:
-        print(json.dumps([{"name": o.name, "family": o.family, "arity": o.arity,
-                           "attrs": [a.name for a in o.attrs], "domain": o.domain.name,
-                           "tolerance": o.tolerance.name} for o in OPS], indent=2))
-        return 0
-    print(f"{'op':<14} {'family':<10} {'arity':>5}  {'attrs':<22} {'domain':<15} tolerance")
-    for o in OPS:
-        arity = "n" if o.arity < 0 else str(o.arity)
-        print(f"{o.name:<14} {o.family:<10} {arity:>5}  {','.join(a.name for a in o.attrs) or '-':<22} "
-              f"{o.domain.name:<15} {o.tolerance.name}")
-    print(f"\n{len(OPS)} ops")
+        print(json.dumps(listing.json_rows(), indent=2))
+    elif args.markdown:
+        print(listing.markdown(), end="")
+    else:
+        print(listing.text(), end="")
     return 0
 
 
@@ -260,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     o = sub.add_parser("ops", help="list the op catalog")
     o.add_argument("--json", action="store_true")
+    o.add_argument("--markdown", action="store_true", help="the table of docs/format.md")
     o.set_defaults(func=cmd_ops)
 
     ru = sub.add_parser("rules", help="list the declared knowledge: divergences, no-op calls, memory rules, "

@@ -92,7 +92,7 @@ class GenConfig:
     linear_weight: float = 3.0  # linear vs dropout (weight 1)
     dropout_p_weights: tuple[float, float, float] = (1.0, 2.0, 0.5)  # p = 0, 0.5, 1 (burn panics)
     transform_weights: tuple[float, ...] = (2.0, 2.0, 1.0, 1.0, 1.0)  # valid train no_grad freeze unfreeze
-    avoid_known_bugs: bool = True  # skip triggers listed in difftest/known_bugs.py
+    avoid_known_bugs: bool = True  # skip triggers listed in difftest/divergences/known_bugs.py
 
     def op_specs(self) -> list[OpSpec]:
         names = self.ops if self.ops is not None else tuple(catalog.CATALOG)

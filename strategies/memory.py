@@ -29,6 +29,7 @@ from difftest.choices import Choices
 from difftest.divergences.memory_rules import GRAPH_RETAINED
 from difftest.memory.checks import MemoryCheck
 from difftest.memory.model import FLAT_SLACK_MIB, FRAMEWORKS, GROWS_FRACTION, MIB, predict_forward_memory
+from difftest.ops.catalog import CATALOG
 from difftest.oracle.model import predict
 from difftest.oracle.states import BurnState, TorchState
 from difftest.program.ir import Backward, Cut, CutKind, Leaf, OpCall, Program, Region, Statement
@@ -37,7 +38,6 @@ from strategies.choices import RandomChoices
 SAVING_OPS: tuple[str, ...] = ("sin", "cos", "log", "abs", "square", "mul", "matmul")
 PLAIN_OPS: tuple[str, ...] = ("add", "sub", "neg", "add_scalar", "mul_scalar", "transpose")
 SCALAR_ATTRS: dict[str, dict[str, float]] = {"add_scalar": {"scalar": 0.5}, "mul_scalar": {"scalar": 0.5}}
-BINARY: frozenset[str] = frozenset({"mul", "matmul", "add", "sub"})
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def _draw_program(c: Choices, cfg: MemoryGenConfig) -> Program:
             statements.append(Cut(ident, kind, pick()))
         else:
             op = c.choice(SAVING_OPS if c.boolean(cfg.p_saving) else PLAIN_OPS)
-            inputs = (pick(), pick()) if op in BINARY else (pick(),)
+            inputs = (pick(), pick()) if CATALOG[op].arity == 2 else (pick(),)
             region: Region = "no_grad" if c.boolean(cfg.p_no_grad) else "grad"
             statements.append(OpCall(ident, op, inputs, dict(SCALAR_ATTRS.get(op, {})), region))
         values.append(ident)

@@ -35,7 +35,7 @@ def text(ops: Sequence[OpSpec] = OPS) -> str:
         lines.append(f"{o.name:<14} {o.family:<10} {arity:>5}  {','.join(a.name for a in o.attrs) or '-':<22} "
                      f"{o.domain.name:<15} {o.tolerance.name}")
     lines.append(f"\n{len(ops)} ops")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
 
 
 def _code(template: str) -> str:
