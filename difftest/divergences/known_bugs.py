@@ -89,6 +89,16 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/flex-reduce-dim-after-unit-swap-panics.json",),
         None,
     ),
+    _bug(
+        "flex-sum-dim-backward-after-unit-swap-panics",
+        "burn's Flex backend panics ('range end index 7 out of range for slice of length 6') in the "
+        "backward of sum_dim(0) of a [1, 2, 3, 1] tensor whose result has its size-1 dims 0 and 3 "
+        "swapped; PyTorch gives ones. The same family as flex-reduce-dim-after-unit-swap-panics, in "
+        "the backward's expand. Rare: campaigns count it by signature, no trigger.",
+        ("corpus/bugs/flex-sum-dim-backward-after-unit-swap-panics.json",
+         "corpus/bugs/flex-reduce-dim-after-unit-swap-panics.json"),
+        None,
+    ),
 )
 
 
