@@ -11,7 +11,7 @@ which lists the *inputs* PyTorch saves. burn checkpoints inputs too, so the two 
 for ops that save inputs (`SAVING_OPS`) and ops that save nothing (`PLAIN_OPS`). Ops whose
 backward PyTorch computes from their *output* (exp, sqrt, tanh, sigmoid, relu, recip, ...)
 are left out: burn saves their input instead, which the catalog does not describe
-(`tests/test_memory.py::test_catalog_saves_match_burn` measures both lists).
+(`tests/memory/test_memory.py::test_catalog_saves_match_burn` measures both lists).
 
 Iterations. The number of forwards is chosen so that every growth the model can predict for
 the program (bytes saved per forward in either framework, and the part of them a backward

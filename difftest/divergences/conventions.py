@@ -6,7 +6,7 @@ and when a program lands on one anyway the float64 finite-difference check sees 
 and right slopes and classifies the disagreement `ill-conditioned`, not a finding.
 
 Each entry records what each framework returns at the point (burn 0.22.1, PyTorch 2.15);
-`tests/test_conventions.py` re-measures them, so an entry that stops matching either framework
+`tests/differential/test_conventions.py` re-measures them, so an entry that stops matching either framework
 fails like a stale rule.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from difftest.divergences.knowledge import Knowledge
 
-EVIDENCE = ("docs/semantics.md#upstream", "tests/test_conventions.py")
+EVIDENCE = ("docs/semantics.md#upstream", "tests/differential/test_conventions.py")
 
 
 @dataclass(frozen=True)

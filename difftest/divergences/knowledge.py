@@ -9,7 +9,7 @@ every record (`KNOWLEDGE`), and `difftest rules` prints them.
 
 `evidence` holds references, each either a path in this repository (optionally with a
 markdown anchor, e.g. `docs/semantics.md#leaf-detach`) or an https URL (upstream source, a
-pull request); tests/test_knowledge.py checks that every path and anchor exists.
+pull request); tests/unit/test_knowledge.py checks that every path and anchor exists.
 
 `burn_versions` is the range of burn versions the record is declared to hold for: clauses
 `>=`, `>`, `<=`, `<`, `==` or `!=` and a version (`0.22`, `0.22.1`), joined by commas, all of

@@ -337,7 +337,7 @@ TENSOR_RULES: tuple[Rule, ...] = (
             "parameters require grad) recorded outside inference_mode that saves an inference-mode "
             "input raises in PyTorch, while burn's plain-device counterpart is just a constant.",
             "docs/semantics.md#mapping",
-            "tests/test_modules.py",
+            "tests/differential/test_modules.py",
             "https://docs.pytorch.org/cppdocs/notes/inference_mode.html",
         ),
         _saves_inference_tensor,
@@ -367,7 +367,7 @@ MODULE_RULES: tuple[Rule, ...] = (
             "burn's DropoutConfig::init panics unless 0 <= p < 1 (\"Dropout probability must be finite "
             "and in the range [0, 1), but got 1\"); PyTorch's nn.Dropout(1.0) zeroes its input.",
             "docs/semantics.md#burn-facts",
-            "tests/test_modules.py",
+            "tests/differential/test_modules.py",
             _DROPOUT,
         ),
         _is_dropout_p1,
@@ -433,7 +433,7 @@ MODULE_RULES: tuple[Rule, ...] = (
             "burn's gradient is the sum of what PyTorch gives each deep copy (those gradient values "
             "are not compared: Prediction.incomparable_grads). PyTorch's counterpart is a deep copy "
             "with its own leaves.",
-            "tests/test_modules.py",
+            "tests/differential/test_modules.py",
             _PARAM_TENSOR,
             _MODULE_BASE,
         ),
@@ -447,7 +447,7 @@ MODULE_RULES: tuple[Rule, ...] = (
             "freeze() clears dropout's training flag persistently: a later train() restores the "
             "configured flag, which freeze cleared, so the dropout returns its input as is (only "
             "unfreeze() re-enables it). PyTorch's train() after eval() drops out again.",
-            "tests/test_modules.py",
+            "tests/differential/test_modules.py",
             _MODULE_BASE,
         ),
         _freeze_survives_train,
@@ -460,7 +460,7 @@ MODULE_RULES: tuple[Rule, ...] = (
             "burn's Dropout::forward returns its input unchanged when the input is not on the "
             "autodiff device (`!input.device().is_autodiff()`), even in training mode; PyTorch's "
             "dropout in training mode always draws a mask.",
-            "tests/test_modules.py",
+            "tests/differential/test_modules.py",
             _DROPOUT,
         ),
         _dropout_off_autodiff,

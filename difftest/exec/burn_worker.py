@@ -38,7 +38,7 @@ RECYCLE_RSS_BYTES = 1 << 30  # burn keeps graphs of programs without backward: r
 # The worker's address-space limit (RLIMIT_AS), in bytes. Address space is not memory: glibc
 # reserves 64 MiB per malloc arena (up to 8 per core) and every thread its stack, so the limit
 # must leave room for reservations that never become resident. An idle worker maps ~10 MiB and
-# the test suite runs under 512 MiB (tests/test_bounds.py); 8 GiB leaves that headroom many
+# the test suite runs under 512 MiB (tests/differential/test_bounds.py); 8 GiB leaves that headroom many
 # times over while still stopping a runaway program long before it takes a large machine down.
 DEFAULT_MEMORY_LIMIT = 8 << 30
 MEMORY_LIMIT_ENV = "DIFFTEST_BURN_MEMORY_LIMIT"  # bytes; overrides the default; 0 = unlimited

@@ -4,10 +4,10 @@ Each entry names the op, its family and arity, its PyTorch and burn expression t
 executor evaluates the first; the reproducers print both: spelling.py), its attributes (with how
 to draw them) and how the generator draws its other inputs (sampling.py), its shape rule
 (shape_rules.py), its input domain, which inputs PyTorch saves for backward, and its tolerance
-class. The Rust interpreter has one `ops!` line and one match arm per entry; `tests/test_catalog.py`
+class. The Rust interpreter has one `ops!` line and one match arm per entry; `tests/differential/test_catalog.py`
 checks that names, arities and attribute names and types agree. See docs/adding-an-op.md.
 
-Torch-free at import (tests/test_layers.py).
+Torch-free at import (tests/unit/test_layers.py).
 """
 
 from __future__ import annotations

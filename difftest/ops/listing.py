@@ -1,5 +1,5 @@
 """Listings of the op catalog: the text and JSON of `difftest ops`, and the op table of
-docs/format.md (generated; tests/test_catalog.py checks the doc holds it).
+docs/format.md (generated; tests/differential/test_catalog.py checks the doc holds it).
 
     python -m difftest.ops.listing --markdown         # print the doc's table
     python -m difftest.ops.listing --update FILE      # rewrite the table between the markers

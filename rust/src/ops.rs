@@ -1,7 +1,7 @@
 //! The op catalog: one `Op` variant per op (attributes as fields), its parser, and one `match`
 //! that runs it on burn. The catalog itself is the `ops!` invocation below, the Rust side's one
 //! declaration of each op (name, arity, attribute names and types: what the `ops` request
-//! reports and tests/test_catalog.py compares with the Python catalog): adding an op is one line
+//! reports and tests/differential/test_catalog.py compares with the Python catalog): adding an op is one line
 //! there plus one arm in [`Op::execute`] and one in [`Op::infer_shape`] (docs/adding-an-op.md).
 
 use burn::tensor::activation;
@@ -16,7 +16,7 @@ use crate::{apply, map, of_rank};
 pub const NARY: i32 = -1;
 
 /// An attribute type: how to read it from JSON, and its name in the catalog's terms
-/// (`ATTR_TYPES` in difftest/ops/spec.py; `tests/test_catalog.py` compares the two catalogs).
+/// (`ATTR_TYPES` in difftest/ops/spec.py; `tests/differential/test_catalog.py` compares the two catalogs).
 pub trait Attr: Sized {
     /// The type's catalog name.
     const TYPE: &'static str;

@@ -15,7 +15,7 @@ pub const PROTOCOL: u32 = 1;
 pub const BURN_VERSION: &str = "0.22.1";
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// One op of the `ops` reply: what `tests/test_catalog.py` compares with the Python catalog.
+/// One op of the `ops` reply: what `tests/differential/test_catalog.py` compares with the Python catalog.
 #[derive(Clone, Debug, Serialize)]
 pub struct OpInfo {
     pub name: &'static str,

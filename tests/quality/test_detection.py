@@ -3,8 +3,8 @@
 Run with `python -m pytest -m quality tests/quality/test_detection.py -s` (not part of the
 default run; the whole list takes a while, each fault one pytest run). Each fault is compiled
 into difftest-burn and switched on by DIFFTEST_BURN_FAULT (docs/format.md). For each, this
-runs the default suite's differential tests — the property (tests/test_property.py, the same
-derandomized examples) and the seeded campaign chunks (tests/test_campaign_chunks.py) — in a
+runs the default suite's differential tests — the property (tests/differential/test_property.py, the same
+derandomized examples) and the seeded campaign chunks (tests/differential/test_campaign_chunks.py) — in a
 subprocess against the faulty build (`-n 2`), and requires that they fail. Nothing in those
 tests knows about the faults. The table printed at the end lists, per fault, the property's
 first failing example and the campaign's first failing program (each chunk stops at its first
@@ -33,10 +33,11 @@ import pytest
 from difftest.exec.burn_worker import BurnWorker, find_binary
 from difftest.exec.campaign import run_campaign
 from difftest.ops.catalog import OPS
-from tests.test_campaign_chunks import CHUNKS
+from tests.differential.test_campaign_chunks import CHUNKS
 
 ROOT = Path(__file__).resolve().parents[2]
-TESTS = ["tests/test_property.py::test_burn_agrees_with_pytorch", "tests/test_campaign_chunks.py"]
+TESTS = ["tests/differential/test_property.py::test_burn_agrees_with_pytorch",
+         "tests/differential/test_campaign_chunks.py"]
 TIMEOUT = 1200.0  # seconds per fault (the two test files pass in about 2 minutes on 2 cores)
 
 BINARY = [o.name for o in OPS if o.arity == 2]
@@ -118,7 +119,8 @@ def _table() -> Iterator[None]:
     yield
     if not RESULTS:
         return
-    print("\n\nDetection power of the default suite (tests/test_property.py + tests/test_campaign_chunks.py)")
+    print("\n\nDetection power of the default suite (tests/differential/test_property.py + "
+          "tests/differential/test_campaign_chunks.py)")
     print(f"{'fault':<40} {'what':<58} first failure")
     for fault, (what, caught) in RESULTS.items():
         print(f"{fault:<40} {what:<58} {caught}")

@@ -21,7 +21,7 @@ from difftest.oracle.model import predict
 from difftest.oracle.states import BurnState, TorchState
 from difftest.program.ir import Backward, Leaf, OpCall, Program, value_inputs
 from strategies import GenConfig, RandomChoices, generate, programs
-from tests.test_property import EXAMPLES
+from tests.differential.test_property import EXAMPLES
 
 PROGRAMS = 2000
 HYPOTHESIS_EXAMPLES = EXAMPLES  # the property's

@@ -44,7 +44,7 @@ from strategies.memory import PLAIN_OPS, QUICK, SAVING_OPS, MemoryGenConfig, mem
 from tests.programs import backward, cut, leaf, op, program
 
 pytestmark = pytest.mark.memory
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # Small enough to be quick, large enough that "grows" (half of 48 x 0.5 MiB = 12 MiB) and
 # "flat" (< 10 MiB) cannot both hold: predict_growth refuses sizes where they could.

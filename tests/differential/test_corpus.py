@@ -37,12 +37,13 @@ def test_killed_writer_leaves_no_partial_case(tmp_path: Path) -> None:
     code = (
         "import sys, time; from pathlib import Path\n"
         "import difftest.findings.corpus as c\n"
-        "from tests.test_corpus import PROG\n"
+        "from tests.differential.test_corpus import PROG\n"
         "real = c.os.fsync\n"
         "c.os.fsync = lambda fd: (real(fd), print('writing', flush=True), time.sleep(30))\n"
         f"c.save_case(c.Case(PROG, 'bug', 'x'), Path({str(tmp_path)!r}))\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, cwd=Path(__file__).parent.parent)
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, cwd=root)
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == b"writing"
     os.kill(proc.pid, signal.SIGKILL)
@@ -71,7 +72,7 @@ def test_corrupt_and_invalid_files_are_named(tmp_path: Path) -> None:
 
 
 def test_collector_reports_a_corrupt_case_as_one_failure(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     corpus = tmp_path / "corpus"
     (corpus / "findings").mkdir(parents=True)
     (corpus / "findings" / "broken.json").write_text("{")

@@ -13,7 +13,7 @@ from difftest.exec.torch_exec import run_torch
 from difftest.findings.corpus import load_case
 from difftest.program.observation import Observation
 
-SEED_DIR = Path(__file__).resolve().parent.parent / "corpus" / "seed"
+SEED_DIR = Path(__file__).resolve().parents[2] / "corpus" / "seed"
 
 
 def _flags(obs: Observation, ident: str) -> tuple[bool, ...]:

@@ -143,7 +143,7 @@ def test_arity_is_declared() -> None:
 def test_format_doc_lists_the_catalog() -> None:
     """docs/format.md's op table is the one the catalog renders (regenerate it with
     `python -m difftest.ops.listing --update docs/format.md`)."""
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "format.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "format.md").read_text()
     assert listing.table_in(doc) == listing.markdown()
 
 

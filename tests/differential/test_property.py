@@ -35,7 +35,7 @@ def test_burn_agrees_with_pytorch(program: Program, burn_worker: BurnWorker) -> 
             f.write(f"property example={_examples['run']} kind={verdict.kind}\n")
     if os.environ.get("DIFFTEST_HUNT") == "1":  # steer generation toward numeric disagreement
         target(max_relative_error(verdict), label="max relative error burn vs torch")
-    assert_agrees(verdict, "tests/test_property.py::test_burn_agrees_with_pytorch")
+    assert_agrees(verdict, "tests/differential/test_property.py::test_burn_agrees_with_pytorch")
 
 
 def test_property_catches_a_missing_rule(burn_worker: BurnWorker) -> None:

@@ -26,7 +26,7 @@ from difftest.program.validate import check_program
 from strategies import GenConfig, RandomChoices, generate
 from tests.programs import backward, cut, leaf, op, program
 
-LINEAR_TABLE = Path(__file__).resolve().parent.parent / "corpus" / "seed" / "linear-table.json"
+LINEAR_TABLE = Path(__file__).resolve().parents[2] / "corpus" / "seed" / "linear-table.json"
 
 
 def _flags(obs: Observation, ident: str) -> tuple[bool, ...]:
@@ -330,8 +330,8 @@ def _module_programs(n: int) -> list[Program]:
 
 def test_torch_script_replays_module_programs(tmp_path: Path) -> None:
     """The emitted PyTorch script (copy_module instead of copy.deepcopy) prints exactly what
-    run_torch observes; the burn side is covered by tests/test_reproducers.py."""
-    from tests.test_reproducers import assert_matches, parse
+    run_torch observes; the burn side is covered by tests/differential/test_reproducers.py."""
+    from tests.differential.test_reproducers import assert_matches, parse
 
     for k, p in enumerate(_module_programs(12)):
         path = tmp_path / f"m{k}.py"

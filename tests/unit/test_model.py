@@ -14,7 +14,7 @@ from difftest.oracle.model import predict
 from difftest.oracle.states import BurnState
 from strategies import RandomChoices, generate
 
-SEED = Path(__file__).resolve().parent.parent / "corpus" / "seed"
+SEED = Path(__file__).resolve().parents[2] / "corpus" / "seed"
 
 
 def test_model_predicts_pytorch_exactly_on_random_programs() -> None:
@@ -46,7 +46,7 @@ def test_removing_leaf_detach_fails_the_seed(burn_worker: BurnWorker) -> None:
 def test_a_rule_burn_no_longer_follows_is_reported_stale(burn_worker: BurnWorker) -> None:
     bogus = Rule(
         Knowledge("bogus-detach-tracks", "divergence", "burn", "pretend detach of an intermediate stays tracked",
-                  ("tests/test_model.py",)),
+                  ("tests/unit/test_model.py",)),
         lambda s: s.statement.id == "w2_detach",
         lambda s: BurnState(True, True, False),
     )

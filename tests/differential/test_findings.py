@@ -28,7 +28,7 @@ def test_injected_fault_leaves_one_minimal_case(tmp_path: Path, monkeypatch: pyt
     @settings(max_examples=1500, derandomize=True, database=None)
     @given(program=programs())
     def prop(program: Program) -> None:
-        assert_agrees(check(program, faulty), "tests/test_findings.py (fault grad-sign:exp)")
+        assert_agrees(check(program, faulty), "tests/differential/test_findings.py (fault grad-sign:exp)")
 
     try:
         with pytest.raises(AssertionError, match="saved as"):

@@ -35,7 +35,7 @@ from strategies import GenConfig, RandomChoices, generate
 from strategies.generator import ops_of
 from tests.programs import backward, cut, leaf, op, program
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 REPRO_CRATE = ROOT / "tests" / "rust_repro"
 DEFAULT_TARGET = Path("/root/.cache/difftest/target")
 

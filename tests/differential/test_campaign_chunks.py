@@ -6,7 +6,7 @@ checks at the same index. Chunk c checks programs c * PER_CHUNK ... (c + 1) * PE
 and fails at its first finding with the verdict's report (saved to corpus/findings/ like any
 property failure, unless DIFFTEST_NO_SAVE=1).
 
-The property (tests/test_property.py) shrinks what it finds; these chunks add breadth at
+The property (tests/differential/test_property.py) shrinks what it finds; these chunks add breadth at
 RandomChoices speed. Together they are what the detection-power suite (tests/quality) runs
 against deliberately faulty interpreters.
 """
@@ -43,4 +43,4 @@ def test_campaign_chunk(chunk: int, burn_worker: BurnWorker) -> None:
             if log:
                 with open(log, "a") as f:
                     f.write(f"campaign chunk={chunk} program={k} checked={i + 1} kind={verdict.kind}\n")
-            assert_agrees(verdict, f"tests/test_campaign_chunks.py (seed {SEED}, program {k})")
+            assert_agrees(verdict, f"tests/differential/test_campaign_chunks.py (seed {SEED}, program {k})")

@@ -27,7 +27,7 @@ from difftest.divergences.registry import KNOWLEDGE
 from difftest.divergences.rules import RULES
 from difftest.versions import BURN_VERSION
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ANCHOR = re.compile(r"^#+ .*\{#([A-Za-z0-9_-]+)\}\s*$", re.MULTILINE)
 DOCS_RS = re.compile(r"https://docs\.rs/crate/([a-z0-9_-]+)/([0-9.]+)/source/(.+)")
 
