@@ -46,7 +46,7 @@ def test_removing_leaf_detach_fails_the_seed(burn_worker: BurnWorker) -> None:
 def test_a_rule_burn_no_longer_follows_is_reported_stale(burn_worker: BurnWorker) -> None:
     bogus = Rule(
         Knowledge("bogus-detach-tracks", "divergence", "burn", "pretend detach of an intermediate stays tracked",
-                  ("tests/unit/test_model.py",)),
+                  ("tests/differential/test_model.py",)),
         lambda s: s.statement.id == "w2_detach",
         lambda s: BurnState(True, True, False),
     )
