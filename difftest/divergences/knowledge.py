@@ -23,7 +23,7 @@ import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 Kind = Literal["divergence", "memory", "convention", "known-bug", "no-op"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
@@ -126,3 +126,24 @@ class Knowledge:
             "evidence": list(self.evidence),
             "reason": self.reason,
         }
+
+
+class OneFramework:
+    """Mixin for declared behaviour of one framework that a model applies (flag rules, memory
+    rules): its record must be of kind `KIND` and name one framework."""
+
+    KIND: ClassVar[str]
+    knowledge: Knowledge
+
+    def __post_init__(self) -> None:
+        if self.knowledge.kind != self.KIND or self.knowledge.framework == "both":
+            raise ValueError(f"{self.knowledge.name}: a {type(self).__name__} is a {self.KIND} record of "
+                             "one framework")
+
+    @property
+    def name(self) -> str:
+        return self.knowledge.name
+
+    @property
+    def framework(self) -> Framework:
+        return "burn" if self.knowledge.framework == "burn" else "torch"

@@ -9,24 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from difftest.divergences.knowledge import Framework, Knowledge, burn_source
+from difftest.divergences.knowledge import Knowledge, OneFramework, burn_source
 
 
 @dataclass(frozen=True)
-class MemoryRule:
+class MemoryRule(OneFramework):
+    KIND = "memory"
     knowledge: Knowledge
-
-    def __post_init__(self) -> None:
-        if self.knowledge.kind != "memory" or self.knowledge.framework == "both":
-            raise ValueError(f"{self.name}: a memory rule is a memory divergence of one framework")
-
-    @property
-    def name(self) -> str:
-        return self.knowledge.name
-
-    @property
-    def framework(self) -> Framework:
-        return "burn" if self.knowledge.framework == "burn" else "torch"
 
 
 GRAPH_RETAINED = MemoryRule(Knowledge(

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from difftest.divergences.knowledge import Framework, Knowledge, burn_source
+from difftest.divergences.knowledge import Framework, Knowledge, OneFramework, burn_source
 from difftest.divergences.noops import NOOPS_BY_OP
 from difftest.ops.catalog import CATALOG
 from difftest.ops.strides import contiguous_strides
@@ -41,24 +41,13 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Rule:
+class Rule(OneFramework):
     """A divergence the flag model applies: its record, where it applies, what it predicts."""
 
+    KIND = "divergence"
     knowledge: Knowledge
     applies: Callable[[Step], bool]
     effect: Callable[[Step], Result]
-
-    def __post_init__(self) -> None:
-        if self.knowledge.kind != "divergence" or self.knowledge.framework == "both":
-            raise ValueError(f"{self.name}: a rule is a divergence of one framework")
-
-    @property
-    def name(self) -> str:
-        return self.knowledge.name
-
-    @property
-    def framework(self) -> Framework:
-        return "burn" if self.knowledge.framework == "burn" else "torch"
 
 
 def divergence(name: str, framework: Framework, reason: str, *evidence: str) -> Knowledge:

@@ -43,6 +43,7 @@ from difftest.program.ir import (
     Param,
     Program,
     Transform,
+    ancestors,
     root_module,
     value_inputs,
 )
@@ -108,14 +109,7 @@ def _grad_where(m: Mapping[str, Any], program: Program) -> str | None:
     root = table.get(str(bw)) if bw is not None else None
     if ident is None or not isinstance(root, Backward):
         return None
-    needed: set[str] = set()  # the values the root is computed from (the root included)
-    todo = [root.input]
-    while todo:
-        x = todo.pop()
-        if x in needed or x not in table:
-            continue
-        needed.add(x)
-        todo.extend(value_inputs(table[x]))
+    needed = ancestors(table, root.input)  # the values the root is computed from (the root included)
     readers = {_where(st.id, program) for st in program.statements
                if st.id in needed and ident in value_inputs(st)}
     return "+".join(sorted(readers)) or None

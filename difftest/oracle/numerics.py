@@ -37,7 +37,7 @@ from difftest.ops.catalog import CATALOG
 from difftest.ops.domains import KINK_GAP
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.oracle.noise import magnitude_run, noisy_runs
-from difftest.program.ir import Backward, Leaf, OpCall, Program, Statement, is_value, value_inputs
+from difftest.program.ir import Backward, Leaf, OpCall, Program, Statement, ancestors, is_value
 from difftest.program.observation import Observation, TensorObs
 
 SLACK = 4.0
@@ -180,29 +180,17 @@ def _summarise(m: Mismatch, judged: list[Judgement], evidence: dict[str, Any]) -
 
 # ---------------------------------------------------------------------- kinks on the path
 
-def _ancestors(by_id: dict[str, Statement], ident: str) -> set[str]:
-    out: set[str] = set()
-    stack = [ident]
-    while stack:
-        x = stack.pop()
-        if x in out or x not in by_id:
-            continue
-        out.add(x)
-        stack.extend(value_inputs(by_id[x]))
-    return out
-
-
 def path_ops(program: Program, m: Mismatch) -> list[tuple[int, OpCall]]:
     """The ops an element's computation goes through: a value's ancestors; for a gradient, the
     ops between the leaf and the backward root."""
     by_id = program.by_id()
     if m.kind == "value":
-        on_path = _ancestors(by_id, m.statement or "")
+        on_path = ancestors(by_id, m.statement or "")
     else:
         bw = by_id.get(m.backward or "")
         if not isinstance(bw, Backward):
             return []
-        on_path = {x for x in _ancestors(by_id, bw.input) if (m.statement or "") in _ancestors(by_id, x)}
+        on_path = {x for x in ancestors(by_id, bw.input) if (m.statement or "") in ancestors(by_id, x)}
     return [(i, st) for i, st in enumerate(program.statements) if isinstance(st, OpCall) and st.id in on_path]
 
 

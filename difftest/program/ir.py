@@ -185,6 +185,19 @@ def module_inputs(st: Statement) -> tuple[str, ...]:
     return ()
 
 
+def ancestors(by_id: dict[str, Statement], ident: str) -> set[str]:
+    """The values `ident` is computed from, itself included (unknown ids are skipped)."""
+    out: set[str] = set()
+    todo = [ident]
+    while todo:
+        x = todo.pop()
+        if x in out or x not in by_id:
+            continue
+        out.add(x)
+        todo.extend(value_inputs(by_id[x]))
+    return out
+
+
 def inputs_of(st: Statement) -> tuple[str, ...]:
     """Every earlier statement `st` refers to (values and module handles)."""
     return module_inputs(st) + value_inputs(st)
