@@ -11,8 +11,9 @@ use crate::program::Program;
 use crate::request::RequestError;
 
 pub const PROTOCOL: u32 = 1;
-/// The burn version this binary is built against (a test checks it against Cargo.lock).
-pub const BURN_VERSION: &str = "0.22.1";
+/// The burn version this binary is built against: the resolved version of `burn` in Cargo.lock
+/// (or its path dependency's Cargo.toml), found by build.rs; never a literal.
+pub const BURN_VERSION: &str = env!("DIFFTEST_BURN_VERSION");
 pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// One op of the `ops` reply: what `tests/differential/test_catalog.py` compares with the Python catalog.
