@@ -126,6 +126,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
             failures += not outcome.ok
             head = outcome.message.splitlines()[0]
             print(f"{f!s:<{width}}  {case.status:<34}  {'ok' if outcome.ok else 'FAIL'}: {head}")
+            if args.verbose:
+                from difftest.findings.table import table
+
+                _console().print(table(verdict))
     finally:
         worker.close()
     print(f"\n{len(files) - failures} passed, {failures} failed")
@@ -202,7 +206,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         verdict = check(program, worker)
     finally:
         worker.close()
-    print(verdict.report())
+    if args.json:
+        from difftest.findings.table import json_rows
+
+        print(json.dumps(json_rows(verdict), indent=2))
+        return 0 if verdict.ok else 1
+    from difftest.findings.table import table
+
+    console = _console()
+    console.print(verdict.report(table=False))
+    console.print(table(verdict))
     return 0 if verdict.ok else 1
 
 
@@ -246,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("replay", help="replay corpus cases and print a table")
     r.add_argument("paths", nargs="*")
     r.add_argument("--corpus", default="corpus")
+    r.add_argument("-v", "--verbose", action="store_true", help="print each case's per-statement table")
     r.set_defaults(func=cmd_replay)
 
     s = sub.add_parser("show", help="print a case and its PyTorch / Rust reproducers")
@@ -265,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rn = sub.add_parser("run", help="run one program (or case) file through both frameworks")
     rn.add_argument("file")
+    rn.add_argument("--json", action="store_true", help="print the per-statement rows as JSON")
     rn.set_defaults(func=cmd_run)
 
     from difftest.memory.cli import DESCRIPTION, add_arguments

@@ -113,7 +113,9 @@ class Verdict:
         first = f[0]
         return first.verdict or first.kind
 
-    def report(self) -> str:
+    def report(self, table: bool = True) -> str:
+        """The verdict, its mismatches, the rules fired, the program and (with `table`) the
+        per-statement table as plain text (findings/table.py)."""
         from difftest.findings.render import program_text  # local: render imports compare
 
         lines = [f"verdict: {self.kind}"]
@@ -123,6 +125,12 @@ class Verdict:
         lines.append("rules fired: " + (", ".join(fired) if fired else "none"))
         lines.append("program:")
         lines.extend("  " + line for line in program_text(self.program).splitlines())
+        if not table:
+            return "\n".join(lines)
+        from difftest.findings.table import text as table_text  # local: table imports compare
+
+        lines.append("table (! a finding, ~ a dismissed numeric mismatch):")
+        lines.extend(table_text(self).splitlines())
         return "\n".join(lines)
 
 

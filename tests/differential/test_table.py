@@ -1,0 +1,62 @@
+"""The per-statement table of a verdict (issue 14 item 1): rows, marks, plain-text report, JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from difftest.cli import main
+from difftest.divergences.rules import RULES
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.runner import check
+from difftest.findings.corpus import load_case
+from difftest.findings.table import rows
+from tests.programs import backward, leaf, op, program
+
+SEED = Path(__file__).resolve().parents[2] / "corpus" / "seed" / "flags-of-w.json"
+EXP = program(leaf("x", [0.5, -1.25, 2.0, 0.25], rg=True), op("y", "exp", "x"), op("s", "sum", "y"), backward("s"))
+
+
+def test_flags_of_w_rows(burn_worker: BurnWorker) -> None:
+    verdict = check(load_case(SEED).program, burn_worker)
+    table = {r["id"]: r for r in rows(verdict)}
+    assert [r["burn"] for r in rows(verdict)] == ["T T T", "T T T", "T T F", "T F F", "F F F", "F F F"]
+    assert table["w"]["burn"] == "T T T" and table["w_detach"]["burn"] == "T T T"
+    assert table["w2_detach"]["burn"] == "T F F" and table["w_without_autodiff"]["burn"] == "F F F"
+    assert table["w_detach"]["torch"] == "F T F F"
+    assert table["w_detach"]["rules"] == ["leaf-detach (burn)"]
+    assert all(not r["marks"] and not r["predicted"] for r in table.values())
+    report = verdict.report()
+    assert "w_detach = detach(w)" in report and "leaf-detach (burn)" in report
+    assert "T T T" in report.split("table (", 1)[1]
+
+
+def test_a_flags_mismatch_shows_the_prediction_and_is_marked(burn_worker: BurnWorker) -> None:
+    without = [r for r in RULES if r.name != "leaf-detach"]
+    verdict = check(load_case(SEED).program, burn_worker, rules=without)
+    row = {r["id"]: r for r in rows(verdict)}["w_detach"]
+    assert row["marks"] == {"burn": "!"}
+    assert row["predicted"]["burn"] != row["burn_flags"]
+    assert "T T T !" in verdict.report()
+
+
+def test_a_wrong_gradient_cell_is_marked() -> None:
+    with BurnWorker(fault="grad-scale:exp:1e-2") as w:
+        verdict = check(EXP, w)
+    assert verdict.kind == "burn-wrong", verdict.report()
+    table = {r["id"]: r for r in rows(verdict)}
+    assert table["x"]["marks"] == {"grad:bw": "!"}
+    assert table["y"]["marks"] == {} and table["y"]["grads"]["bw"]["burn"] is None
+    grad = table["x"]["grads"]["bw"]
+    assert grad["max_rel"] is not None and grad["max_rel"] > 1e-3
+    report = verdict.report()
+    assert report.startswith("verdict: burn-wrong") and "  - grad at statement 0 (x)" in report
+    line = next(li for li in report.splitlines() if " ! " in li or li.rstrip().endswith("!") or "! │" in li)
+    assert "/" in line
+
+
+def test_run_json_prints_the_rows(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["run", str(SEED), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in out][:2] == ["w", "w_detach"]
+    assert out[3]["burn_flags"] == {"is_autodiff": True, "is_tracked": False, "is_require_grad": False}
