@@ -16,6 +16,8 @@ from difftest.exec.burn_worker import BurnWorker
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from difftest.findings.corpus import Case
+
 
 def _worker(args: argparse.Namespace) -> BurnWorker:
     from difftest.exec.burn_worker import BurnWorker
@@ -141,6 +143,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     from difftest.findings.render import program_text
 
     case = load_case(Path(args.case))
+    if args.issue:
+        return _show_issue(args, case)
     print(f"# {case.name} [{case.status}] {case.reason}\n")
     print(program_text(case.program))
     try:
@@ -153,6 +157,20 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.format in ("all", "rust"):
         print("\n// ---- burn reproducer (Rust #[test]) ----")
         print(reproducers.rust_test(case.program, case.name.replace("-", "_")))
+    return 0
+
+
+def _show_issue(args: argparse.Namespace, case: Case) -> int:
+    from difftest.exec.runner import check
+    from difftest.findings.issue import issue_markdown
+
+    worker = _worker(args)
+    try:
+        burn_versions = worker.version()
+        verdict = check(case.program, worker)
+    finally:
+        worker.close()
+    print(issue_markdown(case, verdict, burn_versions), end="")
     return 0
 
 
@@ -265,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("show", help="print a case and its PyTorch / Rust reproducers")
     s.add_argument("case")
     s.add_argument("--format", choices=["all", "torch", "rust", "text"], default="all")
+    s.add_argument("--issue", action="store_true",
+                   help="print a Markdown bug report for burn's tracker (runs the case now)")
     s.set_defaults(func=cmd_show)
 
     o = sub.add_parser("ops", help="list the op catalog")

@@ -1,0 +1,197 @@
+"""A Markdown bug report of a corpus case, ready for burn's issue tracker (`difftest show CASE
+--issue`).
+
+The report is a pure function of the case, a fresh verdict of its program (the caller runs it:
+`difftest.exec.runner.check`) and the versions `difftest-burn` reports now. It has a title, the
+versions, the case's reason, the minimal burn `#[test]` (the very text `difftest show` emits),
+what PyTorch and burn give for every finding mismatch, and why it is a bug: the verdict, the
+float64 and finite-difference evidence, the declared known-bug record, the upstream link.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from difftest.findings.corpus import Case
+from difftest.findings.render import fmt_data, statement_text
+from difftest.findings.reproducers import rust_test, torch_script
+from difftest.oracle.compare import Mismatch, Verdict
+from difftest.program.observation import Observation, TensorObs
+from difftest.versions import difftest_version, torch_version
+
+TITLE_LIMIT = 100
+
+
+def title(case: Case) -> str:
+    """The reason's first clause (without a leading `burn:`), else the case name."""
+    text = re.sub(r"^\s*burn\s*:\s*", "", case.reason or "").strip()
+    text = re.split(r" \(|; |\. ", text, maxsplit=1)[0].strip().rstrip(".")
+    if not text:
+        return f"autodiff: {case.name or 'difftest finding'}"
+    if len(text) > TITLE_LIMIT:
+        text = text[:TITLE_LIMIT].rsplit(" ", 1)[0] + " …"
+    return text
+
+
+def _version_rows(case: Case, burn_now: dict[str, Any] | None) -> list[str]:
+    found = case.record.get("versions") or {}
+    now = burn_now or {}
+
+    def cell(v: object) -> str:
+        return f"`{v}`" if v not in (None, "") else "?"
+
+    return [
+        "| | when found | now |",
+        "|---|---|---|",
+        f"| burn | {cell(found.get('burn'))} | {cell(now.get('burn'))} |",
+        f"| difftest-burn (`difftest-burn --version`) | {cell(found.get('difftest_burn'))} "
+        f"| {cell(now.get('difftest_burn'))} |",
+        f"| PyTorch | {cell(found.get('torch'))} | {cell(torch_version())} |",
+        f"| difftest | {cell(found.get('difftest'))} | {cell(difftest_version())} |",
+    ]
+
+
+def _plain(v: Any) -> str:
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else repr(v)
+    if isinstance(v, (dict, list, tuple)):
+        return json.dumps(v, default=str)
+    return str(v)
+
+
+def _tensor(obs: Observation, m: Mismatch) -> TensorObs | None:
+    if m.kind == "grad":
+        for b in obs.backwards:
+            if b.id == m.backward:
+                return b.grads.get(m.statement or "")
+        return None
+    for v in obs.values:
+        if v.id == m.statement:
+            return v.value
+    return None
+
+
+def _statement(verdict: Verdict, m: Mismatch) -> str:
+    for st in verdict.program.statements:
+        if st.id == m.statement:
+            return statement_text(st)
+    return m.statement or "(the program)"
+
+
+def _mismatch_section(verdict: Verdict, m: Mismatch, n: int) -> list[str]:
+    where = f"statement {m.index}" if m.index is not None else "the program"
+    fw = f", {m.framework}" if m.framework else ""
+    out = [f"### {n}. {m.kind}{fw} at {where}", "", "```text", _statement(verdict, m), "```", ""]
+    if m.kind == "grad":
+        out.append(f"Gradient of `{m.statement}` after backward `{m.backward}`:")
+        out.append("")
+    out.append(f"- expected (PyTorch): `{_plain(m.expected)}`")
+    out.append(f"- observed (burn): `{_plain(m.observed)}`")
+    if m.kind in ("grad", "value", "shape"):
+        tt, bt = _tensor(verdict.torch, m), _tensor(verdict.burn, m)
+        for who, t in (("PyTorch", tt), ("burn", bt)):
+            shown = "None" if t is None else f"{fmt_data(t.data)} shape={list(t.shape)}"
+            out.append(f"- {who} gives: `{shown}`")
+    if m.kind in ("outcome", "crash", "timeout", "invalid"):
+        err = verdict.burn.error if m.framework != "torch" else verdict.torch.error
+        message = err.message if err is not None else m.detail
+        label = "burn's panic message" if err is None or err.kind == "panic" else f"burn's error ({err.kind})"
+        if m.framework == "torch":
+            label = "PyTorch's error"
+        out += ["", f"{label}:", "", "```text", (message or "").rstrip(), "```"]
+    elif m.detail and not m.detail.startswith("rules fired here"):
+        out += ["", f"Detail: {m.detail}"]
+    out.append("")
+    return out
+
+
+WHY = {
+    "outcome": "PyTorch runs this statement, burn does not",
+    "crash": "the burn process crashed where PyTorch runs the program",
+    "timeout": "burn hung where PyTorch runs the program",
+    "flags": "burn's autodiff flags differ from those PyTorch's graph implies",
+    "grad-presence": "burn has no gradient where PyTorch has one (or the reverse)",
+    "shape": "burn's shape differs from PyTorch's",
+}
+
+
+def _evidence(m: Mismatch) -> list[str]:
+    ev = m.evidence or {}
+    out: list[str] = []
+    head = f"- {m.kind} at `{m.statement}`" + (f": {WHY[m.kind]}" if m.kind in WHY else "")
+    head += f"; arbitration verdict **{m.verdict}**" if m.verdict else ""
+    out.append(head + (f" ({ev['reason']})" if ev.get("reason") else ""))
+    if "float64" in ev:
+        out.append(
+            f"  - float64 PyTorch reference {_plain(ev['float64'])}; float32 PyTorch {_plain(ev.get('torch'))} "
+            f"(error {_plain(ev.get('torch_error'))}), burn {_plain(ev.get('burn'))} "
+            f"(error {_plain(ev.get('burn_error'))})"
+            + (f"; measured noise {_plain(ev['noise'])}, budget {_plain(ev['budget'])}" if "budget" in ev else "")
+        )
+    fd = ev.get("finite_difference")
+    if isinstance(fd, dict):
+        wrt = f"element {fd['element']}" if "element" in fd else "a random direction"
+        torch_g, burn_g = fd.get("torch", fd.get("torch_dot_v")), fd.get("burn", fd.get("burn_dot_v"))
+        out.append(
+            f"  - float64 central finite difference with respect to {wrt} (steps {_plain(fd.get('steps'))}): "
+            f"estimates {_plain(fd.get('estimates'))}; PyTorch's gradient {_plain(torch_g)}, burn's {_plain(burn_g)}"
+            + (f" — {fd['conclusion']}" if fd.get("conclusion") else "")
+        )
+    return out
+
+
+def _known_bug_reason(case: Case) -> tuple[str, str, list[str]] | None:
+    from difftest.divergences.known_bugs import KNOWN_BUGS
+
+    if case.path is None:
+        return None
+    path = "/" + case.path.resolve().as_posix().lstrip("/")
+
+    def cases(bug: Any) -> list[str]:
+        return [e for e in bug.knowledge.evidence if e.endswith(".json") and "://" not in e]
+
+    # a bug's own case is the first it names; another bug may cite it as related evidence
+    for own in (True, False):
+        for bug in KNOWN_BUGS:
+            named = cases(bug)[:1] if own else cases(bug)
+            if any(path.endswith("/" + c) for c in named):
+                links = [e for e in bug.knowledge.evidence if e.startswith("http")]
+                return bug.name, bug.knowledge.reason, links
+    return None
+
+
+def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] | None = None) -> str:
+    """The report; `verdict` is the case's program checked now, `burn_versions` what
+    `difftest-burn` reports (`BurnWorker().version()`)."""
+    name = case.name or "difftest_case"
+    lines = [f"# {title(case)}", ""]
+    lines += ["## Versions", ""] + _version_rows(case, burn_versions) + [""]
+    lines += ["## Description", ""]
+    lines.append(case.reason or "(the case records no reason)")
+    lines += ["", "Found by difftest, a differential tester of burn's autodiff against PyTorch (case "
+              f"`{name}`" + (f", `{case.path.as_posix()}`" if case.path is not None else "") + ")."]
+    lines += ["", "## Minimal reproducer (burn)", "", "```rust",
+              rust_test(case.program, name.replace("-", "_")).rstrip(), "```", ""]
+    lines += ["<details><summary>The same program in PyTorch</summary>", "", "```python",
+              torch_script(case.program).rstrip(), "```", "", "</details>", ""]
+    lines += ["## What PyTorch gives and what burn gives", ""]
+    findings = verdict.findings
+    if not findings:
+        lines += ["With the versions above the case no longer reproduces: burn agrees with PyTorch "
+                  "(the bug may be fixed).", ""]
+    for n, m in enumerate(findings, 1):
+        lines += _mismatch_section(verdict, m, n)
+    lines += ["## Why this is a bug", ""]
+    lines.append(f"- verdict: **{verdict.kind}** ({len(findings)} finding mismatch"
+                 f"{'es' if len(findings) != 1 else ''})")
+    for m in findings:
+        lines += _evidence(m)
+    known = _known_bug_reason(case)
+    if known is not None:
+        lines.append(f"- declared known bug `{known[0]}`: {known[1]}")
+        lines += [f"  - related: {link}" for link in known[2]]
+    lines.append(f"- upstream: {case.link}" if case.link else "- upstream: not reported upstream yet")
+    return "\n".join(lines).rstrip() + "\n"

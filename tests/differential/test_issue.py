@@ -1,0 +1,58 @@
+"""`difftest show CASE --issue`: a Markdown bug report for burn's tracker."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from difftest.exec.burn_worker import BurnWorker, WorkerError
+from difftest.exec.runner import check
+from difftest.findings.corpus import load_case
+from difftest.findings.issue import issue_markdown, title
+
+ROOT = Path(__file__).resolve().parents[2]
+POWI = ROOT / "corpus" / "bugs" / "powi-zero-untracked.json"
+PANIC = "Tensor::backward requires a tracked autodiff tensor"
+
+
+@pytest.fixture(scope="module")
+def burn_worker() -> Iterator[BurnWorker]:
+    try:
+        worker = BurnWorker()
+        worker.start()
+    except WorkerError as e:
+        pytest.skip(f"difftest-burn is not available: {e}")
+    yield worker
+    worker.close()
+
+
+def test_title_is_the_reasons_first_clause() -> None:
+    case = load_case(POWI)
+    assert title(case) == "x.powi_scalar(0) of a tracked x is an untracked ones tensor"
+
+
+def test_powi_zero_report(burn_worker: BurnWorker) -> None:
+    case = load_case(POWI)
+    burn_versions = burn_worker.version()
+    text = issue_markdown(case, check(case.program, burn_worker), burn_versions)
+    assert text.startswith("# x.powi_scalar(0) of a tracked x is an untracked ones tensor\n")
+    rust = text.split("```rust\n", 1)[1].split("```", 1)[0]
+    assert rust.startswith("#[test]\nfn powi_zero_untracked() {")
+    assert PANIC in text.split("## What PyTorch gives and what burn gives", 1)[1]
+    assert "burn's panic message" in text
+    versions = text.split("## Versions", 1)[1].split("## Description", 1)[0]
+    assert f"| burn | `{case.record['versions']['burn']}` | `{burn_versions['burn']}` |" in versions
+    assert "| PyTorch |" in versions and "| difftest |" in versions
+    assert case.reason in text
+    assert "declared known bug `powi-zero-untracked`" in text
+    assert "not reported upstream yet" in text
+
+
+def test_cli_issue(capsys: pytest.CaptureFixture[str], burn_worker: BurnWorker) -> None:
+    from difftest.cli import main
+
+    assert main(["show", str(POWI), "--issue"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# x.powi_scalar(0)") and "```rust\n#[test]" in out and PANIC in out
