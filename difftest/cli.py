@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from difftest.findings.corpus import Case
+    from difftest.oracle.compare import Verdict
 
 
 def _worker(args: argparse.Namespace) -> BurnWorker:
@@ -224,6 +226,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         verdict = check(program, worker)
     finally:
         worker.close()
+    if args.dot or args.svg:
+        return _picture(args, verdict)
     if args.json:
         from difftest.findings.table import json_rows
 
@@ -234,6 +238,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     console = _console()
     console.print(verdict.report(table=False))
     console.print(table(verdict))
+    return 0 if verdict.ok else 1
+
+
+def _picture(args: argparse.Namespace, verdict: Verdict) -> int:
+    from difftest.findings.picture import DotMissing, dot, svg
+
+    text = dot(verdict)
+    if args.dot:
+        print(text, end="")
+    if args.svg:
+        try:
+            Path(args.svg).write_text(svg(text))
+        except DotMissing as e:
+            print(e, file=sys.stderr)
+            return 2
+        except (OSError, RuntimeError, subprocess.TimeoutExpired) as e:
+            print(f"cannot write {args.svg}: {e}", file=sys.stderr)
+            return 2
+        print(f"wrote {args.svg}", file=sys.stderr)
     return 0 if verdict.ok else 1
 
 
@@ -300,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     rn = sub.add_parser("run", help="run one program (or case) file through both frameworks")
     rn.add_argument("file")
     rn.add_argument("--json", action="store_true", help="print the per-statement rows as JSON")
+    rn.add_argument("--dot", action="store_true", help="print the program and its verdict as Graphviz DOT text")
+    rn.add_argument("--svg", default=None, metavar="FILE",
+                    help="write the program and its verdict as an SVG picture (runs Graphviz's `dot -Tsvg`)")
     rn.set_defaults(func=cmd_run)
 
     from difftest.memory.cli import DESCRIPTION, add_arguments
