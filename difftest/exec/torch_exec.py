@@ -134,6 +134,9 @@ class OpSite:
     measure: bool = False  # the op can be re-run in float32 on the same inputs (its own rounding)
     # the size of the terms the op's gradient sums, per input, from |incoming gradient|
     grad_terms: Callable[[Sequence[torch.Tensor], torch.Tensor], list[torch.Tensor]] | None = None
+    # modules: the forward recomputed on |inputs| (detached), so that the gradients reaching the
+    # module's own parameters are the magnitudes of their terms (noise.magnitude_run)
+    param_path: Callable[[Sequence[torch.Tensor]], torch.Tensor] | None = None
 
 
 def run_torch(program: Program, dtype: str = "float32", *, hooks: ExecHooks | None = None) -> Observation:
@@ -188,8 +191,11 @@ def _apply(st: Apply, modules: dict[str, TorchModule], env: dict[str, torch.Tens
         return [g.abs() @ lin.weight.detach().abs()]  # |g| |W|: the terms of x's gradient
 
     # a Linear is a dot product over `in` plus the bias: an accumulating op for the noise model
+    def param_path(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+        return apply_module(handle, xs[0].detach().abs())  # d/dW = |g|^T |x|, d/db = |g|
+
     site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", tol.ACCUMULATE, False,
-                  lin.in_features + 1, magnitude, grad_terms=grad_terms)
+                  lin.in_features + 1, magnitude, grad_terms=grad_terms, param_path=param_path)
     return hooks.op(site, [x], lambda xs: apply_module(handle, xs[0]))
 
 

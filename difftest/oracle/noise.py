@@ -213,6 +213,15 @@ class MagnitudeHooks:
     def op(self, site: OpSite, inputs: Sequence[torch.Tensor],
            compute: Callable[[Sequence[torch.Tensor]], torch.Tensor]) -> torch.Tensor:
         recording = site.region == "grad" and torch.is_grad_enabled()
+        if site.param_path is not None and recording:
+            # a module: the value through _Magnitude (the input's terms), the parameters' terms
+            # through the forward on |input| (zero in value, gradient only)
+            with torch.no_grad():
+                y = compute(inputs)
+            if any(x.requires_grad for x in inputs):
+                y = _Magnitude.apply(_Measure(compute, NoiseHooks(0), site, []), *inputs)
+            yp = site.param_path(inputs)
+            return y + (yp - yp.detach()) if yp.requires_grad else y
         if not recording or not any(x.requires_grad for x in inputs):
             return compute(inputs)
         xs = list(inputs)

@@ -143,7 +143,7 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
             r = rt.data[j]
             devs = [abs(s.data[j] - r) for s in samples if math.isfinite(s.data[j]) and math.isfinite(r)]
             d = max(devs, default=0.0)
-            terms = mt.data[j] if mt is not None and math.isfinite(mt.data[j]) else 0.0
+            terms = abs(mt.data[j]) if mt is not None and math.isfinite(mt.data[j]) else 0.0
             kind, reason = judge(tt.data[j], bt.data[j], r, d, kink, terms)
             judged.append(Judgement(j, kind, reason, tt.data[j], bt.data[j], r, d, tol.budget(d, r, terms), terms))
         evidence: dict[str, Any] = {}
