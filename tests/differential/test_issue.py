@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from difftest.exec.burn_worker import BurnWorker, WorkerError
+from difftest.exec.burn_worker import BurnWorker
 from difftest.exec.runner import check
 from difftest.findings.corpus import load_case
 from difftest.findings.issue import issue_markdown, title
@@ -15,17 +14,6 @@ from difftest.findings.issue import issue_markdown, title
 ROOT = Path(__file__).resolve().parents[2]
 POWI = ROOT / "corpus" / "bugs" / "powi-zero-untracked.json"
 PANIC = "Tensor::backward requires a tracked autodiff tensor"
-
-
-@pytest.fixture(scope="module")
-def burn_worker() -> Iterator[BurnWorker]:
-    try:
-        worker = BurnWorker()
-        worker.start()
-    except WorkerError as e:
-        pytest.skip(f"difftest-burn is not available: {e}")
-    yield worker
-    worker.close()
 
 
 def test_title_is_the_reasons_first_clause() -> None:
