@@ -113,27 +113,40 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if not files:
         print("no corpus cases found", file=sys.stderr)
         return 2
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     worker = _worker(args)
     failures = 0
     width = max(len(str(f)) for f in files)
-    print(f"{'case':<{width}}  {'status':<34}  outcome")
-    try:
-        for f in files:
-            try:
-                case = load_case(f)
-            except CorpusError as e:
-                failures += 1
-                print(f"{f!s:<{width}}  {'?':<34}  CORRUPT: {e}")
-                continue
-            verdict = check(case.program, worker)
-            outcome = judge(case, verdict)
-            failures += not outcome.ok
-            head = outcome.message.splitlines()[0]
-            print(f"{f!s:<{width}}  {case.status:<34}  {'ok' if outcome.ok else 'FAIL'}: {head}")
-            if args.verbose:
-                from difftest.findings.table import table
+    console = _console()
 
-                _console().print(table(verdict))
+    def out(text: str) -> None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    out(f"{'case':<{width}}  {'status':<34}  outcome")
+    # a live bar (rate, ETA) on a terminal; elsewhere the per-case lines are the progress
+    bar = Progress(TextColumn("replay"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.speed} cases/s"),
+                   TimeRemainingColumn(), console=console, transient=True, disable=not console.is_terminal)
+    try:
+        with bar:
+            task = bar.add_task("replay", total=len(files))
+            for f in files:
+                bar.advance(task)
+                try:
+                    case = load_case(f)
+                except CorpusError as e:
+                    failures += 1
+                    out(f"{f!s:<{width}}  {'?':<34}  CORRUPT: {e}")
+                    continue
+                verdict = check(case.program, worker)
+                outcome = judge(case, verdict)
+                failures += not outcome.ok
+                head = outcome.message.splitlines()[0]
+                out(f"{f!s:<{width}}  {case.status:<34}  {'ok' if outcome.ok else 'FAIL'}: {head}")
+                if args.verbose:
+                    from difftest.findings.table import table
+
+                    console.print(table(verdict))
     finally:
         worker.close()
     print(f"\n{len(files) - failures} passed, {failures} failed")
