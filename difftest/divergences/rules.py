@@ -16,42 +16,17 @@ predicts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
-from difftest.divergences.knowledge import Framework, Knowledge, OneFramework, burn_source
+from difftest.divergences.knowledge import Framework, burn_source
 from difftest.divergences.noops import NOOPS_BY_OP
+from difftest.divergences.rule import Rule, Step, divergence
+
+__all__ = ["MODULE_RULES", "RULES", "RULES_BY_NAME", "TENSOR_RULES", "Rule", "Step", "burn_param_state",
+           "divergence", "module_param_keys", "shares_params", "torch_param_state"]
+from difftest.divergences.session_rules import SESSION_RULES
 from difftest.ops.catalog import CATALOG
 from difftest.ops.strides import contiguous_strides
-from difftest.oracle.states import EMPTY, BurnState, Failure, ModuleState, Result, State, TorchState
-from difftest.program.ir import Apply, Cut, Leaf, Module, OpCall, Param, Shape, Statement, region_of
-
-
-@dataclass(frozen=True)
-class Step:
-    """What a rule sees: one statement, its inputs' states in this framework, and the state
-    computed so far (the base, possibly already changed by earlier rules)."""
-
-    index: int
-    statement: Statement
-    inputs: tuple[State, ...]
-    current: Result
-    module: ModuleState | None = None  # the module handle an apply/param/transform reads
-    input_shapes: tuple[Shape, ...] = ()  # shapes of `inputs`
-
-
-@dataclass(frozen=True)
-class Rule(OneFramework):
-    """A divergence the flag model applies: its record, where it applies, what it predicts."""
-
-    KIND = "divergence"
-    knowledge: Knowledge
-    applies: Callable[[Step], bool]
-    effect: Callable[[Step], Result]
-
-
-def divergence(name: str, framework: Framework, reason: str, *evidence: str) -> Knowledge:
-    return Knowledge(name, "divergence", framework, reason, evidence)
+from difftest.oracle.states import EMPTY, BurnState, Failure, ModuleState, Result, TorchState
+from difftest.program.ir import Apply, Cut, Leaf, Module, OpCall, Param, Shape, region_of
 
 
 def _burn_inputs(step: Step) -> tuple[BurnState, ...]:
@@ -457,5 +432,5 @@ MODULE_RULES: tuple[Rule, ...] = (
     ),
 )
 
-RULES: tuple[Rule, ...] = (*TENSOR_RULES, *MODULE_RULES)  # applied in this order
+RULES: tuple[Rule, ...] = (*TENSOR_RULES, *MODULE_RULES, *SESSION_RULES)  # applied in this order
 RULES_BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}

@@ -12,7 +12,23 @@ import torch
 
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
-from difftest.program.ir import Apply, Backward, Cut, Leaf, Module, OpCall, Param, Program, Region, Statement, Transform
+from difftest.program.ir import (
+    Apply,
+    Backward,
+    Cut,
+    Grad,
+    Leaf,
+    Module,
+    OpCall,
+    Optimizer,
+    Param,
+    Program,
+    Region,
+    Statement,
+    Step,
+    Transform,
+    ZeroGrad,
+)
 from difftest.program.observation import BackwardObs, ErrorObs, Observation, TensorObs, ValueObs
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -139,24 +155,49 @@ class OpSite:
     param_path: Callable[[Sequence[torch.Tensor]], torch.Tensor] | None = None
 
 
+class MissingGradient(Exception):
+    """A `grad` of a value its gradients handle has no gradient for."""
+
+
+@dataclass
+class Session:
+    """What a program's backwards leave behind: each gradients handle (the gradient each
+    backward produced, per tensor), the optimizers' configurations and states."""
+
+    handles: dict[str, dict[int, torch.Tensor]]
+    optimizers: dict[str, Optimizer]
+    optimizer_states: dict[str, dict[str, object]]
+
+
 def run_torch(program: Program, dtype: str = "float32", *, hooks: ExecHooks | None = None) -> Observation:
     """Execute `program`; a raised exception stops execution and becomes the error."""
     dt = DTYPES[dtype]
     env: dict[str, torch.Tensor] = {}
     modules: dict[str, TorchModule] = {}
+    session = Session({}, {}, {})
     values: list[ValueObs] = []
     backwards: list[BackwardObs] = []
     error: ErrorObs | None = None
     for i, st in enumerate(program.statements):
         try:
             if isinstance(st, Backward):
-                backwards.append(_backward(st, env))
+                backwards.append(_backward(st, env, modules, session))
                 continue
             if isinstance(st, Module):
                 modules[st.id] = TorchModule(build_module(st, dt))
                 continue
             if isinstance(st, Transform):
                 modules[st.id] = transform_module(modules[st.input], st.transform)
+                continue
+            if isinstance(st, ZeroGrad):
+                for t in _grad_holders(env, modules):
+                    t.grad = None
+                continue
+            if isinstance(st, Optimizer):
+                session.optimizers[st.id] = st
+                continue
+            if isinstance(st, Step):
+                modules[st.id] = _step(st, modules, session)
                 continue
             frozen = hooks.constant(st) if hooks is not None else None
             if frozen is not None:
@@ -165,8 +206,13 @@ def run_torch(program: Program, dtype: str = "float32", *, hooks: ExecHooks | No
                 t = _apply(st, modules, env, hooks)
             elif isinstance(st, Param):
                 t = module_param(modules[st.module], st.param)
+            elif isinstance(st, Grad):
+                t = _grad(st, env, session)
             else:
                 t = _value(st, env, dt, hooks)
+        except MissingGradient as e:
+            error = ErrorObs("missing-gradient", str(e), i, st.id)
+            break
         except Exception as e:
             error = ErrorObs("exception", f"{type(e).__name__}: {e}".strip(), i, st.id)
             break
@@ -199,11 +245,12 @@ def _apply(st: Apply, modules: dict[str, TorchModule], env: dict[str, torch.Tens
     return hooks.op(site, [x], lambda xs: apply_module(handle, xs[0]))
 
 
-def _value(st: Leaf | OpCall | Cut, env: dict[str, torch.Tensor], dt: torch.dtype,
+def _value(st: Statement, env: dict[str, torch.Tensor], dt: torch.dtype,
            hooks: ExecHooks | None = None) -> torch.Tensor:
     if isinstance(st, Leaf):
         t = torch.tensor(st.data, dtype=dt).reshape(st.shape).clone()  # a base, not a view
         return t.requires_grad_(True) if st.require_grad else t
+    assert isinstance(st, (OpCall, Cut)), st
     with region_context(st.region):
         if isinstance(st, OpCall):
             spec = CATALOG[st.op]
@@ -236,20 +283,75 @@ def _value(st: Leaf | OpCall | Cut, env: dict[str, torch.Tensor], dt: torch.dtyp
                           magnitude if accumulates or value_terms is not None else None, measure=True,
                           grad_terms=grad_terms if has_terms else None)
             return hooks.op(site, inputs, lambda xs: spec.lower(xs, st.attrs))
+        assert isinstance(st, Cut), st
         x = env[st.input]
         if st.cut in ("detach", "without_autodiff"):
             return x.detach()
         return x  # autodiff: PyTorch has no such state; identity
 
 
-def _backward(st: Backward, env: dict[str, torch.Tensor]) -> BackwardObs:
+def _grad_holders(env: dict[str, torch.Tensor], modules: dict[str, TorchModule]) -> list[torch.Tensor]:
+    """Every leaf tensor that can hold a `.grad`: the program's leaf values and every module
+    handle's parameters (each once)."""
+    out: dict[int, torch.Tensor] = {}
     for t in env.values():
         if t.is_leaf:
-            t.grad = None  # burn's backward returns fresh Gradients; never accumulate
+            out.setdefault(id(t), t)
+    for handle in modules.values():
+        for p in handle.module.parameters():
+            out.setdefault(id(p), p)
+    return list(out.values())
+
+
+def _backward(st: Backward, env: dict[str, torch.Tensor], modules: dict[str, TorchModule],
+              session: Session) -> BackwardObs:
+    """`root.backward()`, with `.grad` accumulation made explicit: the handle holds what this
+    backward produced (burn's fresh Gradients), and each `.grad` becomes what PyTorch's
+    accumulation makes of it (the earlier `.grad` plus this backward's)."""
+    holders = _grad_holders(env, modules)
+    earlier = {id(t): t.grad for t in holders}
+    for t in holders:
+        t.grad = None
     root = env[st.input]
-    root.backward(torch.ones_like(root))  # type: ignore[no-untyped-call]
+    try:
+        root.backward(torch.ones_like(root), retain_graph=st.retain_graph)  # type: ignore[no-untyped-call]
+    finally:
+        fresh = {id(t): t.grad for t in holders}
+        for t in holders:
+            before, new = earlier[id(t)], fresh[id(t)]
+            t.grad = new if before is None else (before if new is None else before + new)
+    session.handles[st.id] = {k: g for k, g in fresh.items() if g is not None}
     grads: dict[str, TensorObs | None] = {}
     for ident, t in env.items():
-        g = t.grad if t.is_leaf else None
+        g = fresh.get(id(t)) if t.is_leaf else None
         grads[ident] = tensor_obs(g) if g is not None else None
     return BackwardObs(st.id, grads)
+
+
+def _grad(st: Grad, env: dict[str, torch.Tensor], session: Session) -> torch.Tensor:
+    t = env[st.of]
+    g = session.handles[st.grads].get(id(t)) if t.is_leaf else None
+    if g is None:
+        raise MissingGradient(f"{st.of!r} has no gradient in {st.grads!r}")
+    return g
+
+
+def _step(st: Step, modules: dict[str, TorchModule], session: Session) -> TorchModule:
+    """`torch.optim.SGD(...).step()` on a copy of the module (burn's step returns a new module):
+    the copy's parameters get the original's `.grad` (what PyTorch's step reads), the optimizer
+    resumes from the state of the optimizer's previous step."""
+    handle = modules[st.module]
+    m = copy.deepcopy(handle.module)
+    for new, old in zip(m.parameters(), handle.module.parameters()):
+        new.grad = old.grad.detach().clone() if old.grad is not None else None
+    cfg = session.optimizers[st.optimizer]
+    opt = torch.optim.SGD(m.parameters(), lr=st.lr, momentum=cfg.momentum, dampening=cfg.dampening,
+                          nesterov=cfg.nesterov, weight_decay=cfg.weight_decay)
+    state = session.optimizer_states.get(st.optimizer)
+    if state is not None:
+        opt.load_state_dict(copy.deepcopy(state))  # type: ignore[arg-type]
+    opt.step()
+    session.optimizer_states[st.optimizer] = copy.deepcopy(opt.state_dict())  # type: ignore[arg-type]
+    for p in m.parameters():
+        p.grad = None  # a new handle starts without gradients, like burn's
+    return TorchModule(m, handle.no_grad)

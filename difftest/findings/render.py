@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from difftest.program.ir import Apply, Cut, Leaf, Module, OpCall, Param, Program, Statement, Transform
+from difftest.program.ir import (
+    Apply,
+    Cut,
+    Grad,
+    Leaf,
+    Module,
+    OpCall,
+    Optimizer,
+    Param,
+    Program,
+    Statement,
+    Step,
+    Transform,
+    ZeroGrad,
+)
 
 
 def fmt_float(x: float) -> str:
@@ -55,7 +69,18 @@ def statement_text(st: Statement) -> str:
         return f"{st.id} = {st.module}({st.input})"
     if isinstance(st, Param):
         return f"{st.id} = {st.module}.{st.param}"
-    return f"{st.id}: backward({st.input})"
+    if isinstance(st, Grad):
+        return f"{st.id} = grad({st.of}; {st.grads})"
+    if isinstance(st, ZeroGrad):
+        return f"{st.id}: zero_grad()"
+    if isinstance(st, Optimizer):
+        extra = "".join(f", {k}={fmt_float(getattr(st, k))}" for k in ("momentum", "dampening", "weight_decay")
+                        if getattr(st, k))
+        return f"{st.id}: {st.optimizer}({'nesterov' if st.nesterov else ''}{extra})".replace("(, ", "(")
+    if isinstance(st, Step):
+        return f"{st.id}: {st.optimizer}.step({st.module}, {st.grads}, lr={fmt_float(st.lr)})"
+    retain = ", retain_graph" if st.retain_graph else ""
+    return f"{st.id}: backward({st.input}{retain})"
 
 
 def program_text(program: Program) -> str:

@@ -36,15 +36,16 @@ def block(*lines: str) -> str:
 def unary(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
           saves: tuple[int, ...] = (0,), grad_terms: GradTerms | None = None,
           value_terms: ValueTerms | None = None, attrs: tuple[AttrSpec, ...] = (),
-          draw_attrs: AttrSampler | None = None, doc: str = "") -> OpSpec:
+          draw_attrs: AttrSampler | None = None, doc: str = "", saves_tensors: bool | None = None) -> OpSpec:
     return OpSpec(name, "unary", 1, pytorch, burn, rule.same, t, d, attrs, draw_attrs, saves=saves,
-                  grad_terms=grad_terms, value_terms=value_terms, doc=doc)
+                  grad_terms=grad_terms, value_terms=value_terms, doc=doc, saves_tensors=saves_tensors)
 
 
 def scalar_op(name: str, pytorch: str, burn: str, attr: str, lo: float, hi: float, t: T.ToleranceClass,
-              d: dom.Domain = dom.ANY, attr_type: str = "float", saves: tuple[int, ...] = ()) -> OpSpec:
+              d: dom.Domain = dom.ANY, attr_type: str = "float", saves: tuple[int, ...] = (),
+              saves_tensors: bool | None = None) -> OpSpec:
     return OpSpec(name, "scalar", 1, pytorch, burn, rule.same, t, d, (AttrSpec(attr, attr_type),),
-                  draw.number(attr, lo, hi, attr_type), saves=saves)
+                  draw.number(attr, lo, hi, attr_type), saves=saves, saves_tensors=saves_tensors)
 
 
 def binary(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
@@ -61,9 +62,9 @@ def reduce_all(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.D
 
 def reduce_dim(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
                saves: tuple[int, ...] = (), shape_rule: ShapeRule = rule.keep_dim,
-               grad_terms: GradTerms | None = None) -> OpSpec:
+               grad_terms: GradTerms | None = None, saves_tensors: bool | None = None) -> OpSpec:
     return OpSpec(name, "reduction", 1, pytorch, burn, shape_rule, t, d, A_DIM, draw.dim, saves=saves,
-                  reduced_extent=rule.dim_extent, grad_terms=grad_terms)
+                  reduced_extent=rule.dim_extent, grad_terms=grad_terms, saves_tensors=saves_tensors)
 
 
 def _repeats(attrs: Attrs, shapes: Sequence[Shape]) -> Attrs:
@@ -73,19 +74,20 @@ def _repeats(attrs: Attrs, shapes: Sequence[Shape]) -> Attrs:
 
 OPS: tuple[OpSpec, ...] = (
     # unary elementwise
-    unary("exp", "torch.exp({x})", "{x}.exp()", T.TRANSCENDENTAL, dom.EXP, saves=()),
+    unary("exp", "torch.exp({x})", "{x}.exp()", T.TRANSCENDENTAL, dom.EXP, saves=(), saves_tensors=True),
     unary("log", "torch.log({x})", "{x}.log()", T.TRANSCENDENTAL, dom.POSITIVE),
     unary("log1p", "torch.log1p({x})", "{x}.log1p()", T.TRANSCENDENTAL, dom.LOG1P),
-    unary("sqrt", "torch.sqrt({x})", "{x}.sqrt()", T.TRANSCENDENTAL, dom.POSITIVE, saves=()),
+    unary("sqrt", "torch.sqrt({x})", "{x}.sqrt()", T.TRANSCENDENTAL, dom.POSITIVE, saves=(), saves_tensors=True),
     unary("sin", "torch.sin({x})", "{x}.sin()", T.TRANSCENDENTAL),
     unary("cos", "torch.cos({x})", "{x}.cos()", T.TRANSCENDENTAL),
-    unary("tan", "torch.tan({x})", "{x}.tan()", T.TRANSCENDENTAL, dom.TAN, saves=()),
-    unary("tanh", "torch.tanh({x})", "{x}.tanh()", T.TRANSCENDENTAL, saves=(), grad_terms=terms.tanh_grad),
+    unary("tan", "torch.tan({x})", "{x}.tan()", T.TRANSCENDENTAL, dom.TAN, saves=(), saves_tensors=True),
+    unary("tanh", "torch.tanh({x})", "{x}.tanh()", T.TRANSCENDENTAL, saves=(), grad_terms=terms.tanh_grad,
+          saves_tensors=True),
     unary("sinh", "torch.sinh({x})", "{x}.sinh()", T.TRANSCENDENTAL, dom.EXP),
     unary("cosh", "torch.cosh({x})", "{x}.cosh()", T.TRANSCENDENTAL, dom.EXP),
     unary("erf", "torch.erf({x})", "{x}.erf()", T.TRANSCENDENTAL),
     unary("atan", "torch.atan({x})", "{x}.atan()", T.TRANSCENDENTAL),
-    unary("recip", "torch.reciprocal({x})", "{x}.recip()", T.ROUNDED, dom.NONZERO, saves=()),
+    unary("recip", "torch.reciprocal({x})", "{x}.recip()", T.ROUNDED, dom.NONZERO, saves=(), saves_tensors=True),
     unary("square", "torch.square({x})", "{x}.square()", T.ROUNDED),
     unary("abs", "torch.abs({x})", "{x}.abs()", T.EXACT, dom.KINK_AT_ZERO),
     unary("neg", "torch.neg({x})", "{x}.neg()", T.EXACT, saves=()),
@@ -94,8 +96,8 @@ OPS: tuple[OpSpec, ...] = (
     unary("ceil", "torch.ceil({x})", "{x}.ceil()", T.STEP, dom.ROUNDING, saves=()),
     unary("round", "torch.round({x})", "{x}.round()", T.STEP, dom.ROUND_HALF, saves=()),
     unary("sigmoid", "torch.sigmoid({x})", "activation::sigmoid({x})", T.TRANSCENDENTAL, saves=(),
-          grad_terms=terms.sigmoid_grad),
-    unary("relu", "torch.relu({x})", "activation::relu({x})", T.EXACT, dom.KINK_AT_ZERO, saves=()),
+          grad_terms=terms.sigmoid_grad, saves_tensors=True),
+    unary("relu", "torch.relu({x})", "activation::relu({x})", T.EXACT, dom.KINK_AT_ZERO, saves=(), saves_tensors=True),
     unary("gelu", "F.gelu({x})", "activation::gelu({x})", T.TRANSCENDENTAL, grad_terms=terms.gelu_grad,
           value_terms=terms.gelu_value, doc="the exact (erf) form"),
     unary("silu", "F.silu({x})", "activation::silu({x})", T.TRANSCENDENTAL, doc="x * sigmoid(x)"),
@@ -114,8 +116,10 @@ OPS: tuple[OpSpec, ...] = (
     # scalar forms
     scalar_op("add_scalar", "{x} + {scalar}", "{x}.add_scalar({scalar})", "scalar", -3.0, 3.0, T.ROUNDED),
     scalar_op("sub_scalar", "{x} - {scalar}", "{x}.sub_scalar({scalar})", "scalar", -3.0, 3.0, T.ROUNDED),
-    scalar_op("mul_scalar", "{x} * {scalar}", "{x}.mul_scalar({scalar})", "scalar", -3.0, 3.0, T.ROUNDED),
-    scalar_op("div_scalar", "{x} / {scalar}", "{x}.div_scalar({scalar})", "scalar", 0.25, 4.0, T.ROUNDED),
+    scalar_op("mul_scalar", "{x} * {scalar}", "{x}.mul_scalar({scalar})", "scalar", -3.0, 3.0, T.ROUNDED,
+              saves_tensors=True),
+    scalar_op("div_scalar", "{x} / {scalar}", "{x}.div_scalar({scalar})", "scalar", 0.25, 4.0, T.ROUNDED,
+              saves_tensors=True),
     # binary with broadcasting (burn: rank promotion first)
     binary("add", "torch.add({x}, {y})", "{x}.add({y})", T.ROUNDED, saves=()),
     binary("sub", "torch.sub({x}, {y})", "{x}.sub({y})", T.ROUNDED, saves=()),
@@ -144,9 +148,9 @@ OPS: tuple[OpSpec, ...] = (
     reduce_dim("cumprod", "torch.cumprod({x}, {dim})", "{x}.cumprod({dim})", T.ACCUMULATE, dom.PRODUCT, (0,),
                shape_rule=rule.along_dim),
     reduce_dim("softmax", "torch.softmax({x}, {dim})", "activation::softmax({x}, {dim})", T.TRANSCENDENTAL,
-               shape_rule=rule.along_dim, grad_terms=terms.softmax_grad),
+               shape_rule=rule.along_dim, grad_terms=terms.softmax_grad, saves_tensors=True),
     reduce_dim("log_softmax", "torch.log_softmax({x}, {dim})", "activation::log_softmax({x}, {dim})",
-               T.TRANSCENDENTAL, shape_rule=rule.along_dim, grad_terms=terms.log_softmax_grad),
+               T.TRANSCENDENTAL, shape_rule=rule.along_dim, grad_terms=terms.log_softmax_grad, saves_tensors=True),
     # shape and indexing
     OpSpec("reshape", "shape", 1, "{x}.contiguous().view({shape})", "{x}.reshape({shape})", rule.reshape_rule,
            T.EXACT, attrs=(AttrSpec("shape", "shape"),), draw_attrs=draw.reshape, view=sv.reshape_view,
@@ -182,19 +186,19 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("gather", "index", 1, "torch.gather({x}, {dim}, {indices})",
            block("let input = {x};", "let indices = {indices};", "input.gather({dim}, indices)"),
            rule.gather_rule, T.EXACT, attrs=(AttrSpec("dim", "dim"), AttrSpec("indices", "int_tensor")),
-           draw_attrs=draw.gather),
+           draw_attrs=draw.gather, saves_tensors=True),
     OpSpec("select", "index", 1, "torch.index_select({x}, {dim}, torch.tensor({indices}, dtype=torch.int64))",
            block("let input = {x};", "let indices = {indices};", "input.select({dim}, indices)"),
            rule.select_rule, T.EXACT, attrs=(AttrSpec("dim", "dim"), AttrSpec("indices", "ints")),
-           draw_attrs=draw.select),
+           draw_attrs=draw.select, saves_tensors=True),
     OpSpec("mask_fill", "index", 1, "{x}.masked_fill({mask}, {value})",
            block("let input = {x};", "let mask = {mask};", "input.mask_fill(mask, {value})"),
            rule.mask_rule, T.EXACT, attrs=(AttrSpec("mask", "bool_tensor"), AttrSpec("value", "float")),
-           draw_attrs=draw.mask(True), doc="mask of the input's shape"),
+           draw_attrs=draw.mask(True), doc="mask of the input's shape", saves_tensors=True),
     OpSpec("mask_where", "index", 2, "torch.where({mask}, {y}, {x})",
            block("let input = {x};", "let rhs = {y};", "let mask = {mask};", "input.mask_where(mask, rhs)"),
            rule.mask_rule, T.EXACT, attrs=(AttrSpec("mask", "bool_tensor"),), draw_attrs=draw.mask(False),
-           partners=draw.SAME_SHAPE, promotes_rank=True, doc="mask and both inputs of one shape"),
+           partners=draw.SAME_SHAPE, promotes_rank=True, doc="mask and both inputs of one shape", saves_tensors=True),
 )
 
 CATALOG: dict[str, OpSpec] = {op.name: op for op in OPS}

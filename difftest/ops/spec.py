@@ -69,6 +69,11 @@ class OpSpec:
     # of those, the ones PyTorch saves only when *another* input needs a gradient (mul saves a
     # for b's gradient); the others are saved whenever the op is recorded
     saved_for_other: tuple[int, ...] = ()
+    # whether PyTorch's backward node(s) for the op save any tensor (an input, the output, an
+    # index or mask, a wrapped scalar), which a backward without retain_graph frees, so that a
+    # second backward through the op raises; None: it saves exactly when `saves` is not empty
+    # (tests/differential/test_catalog.py measures it for every op; sessions.py uses it)
+    saves_tensors: bool | None = None
     reduced_extent: Callable[[Sequence[Shape], Attrs], int] = field(default=lambda s, a: 1)
     # ops that burn differentiates through the primitives it composes them of: the size of the
     # terms their gradient sums (given the inputs, attrs and |incoming gradient|), one tensor per
@@ -93,6 +98,11 @@ class OpSpec:
             for template in (self.pytorch, self.burn):
                 unknown = spelling.placeholders(template) - known
                 assert not unknown, f"{self.name}: template placeholders {sorted(unknown)} are unknown"
+
+    @property
+    def frees_on_backward(self) -> bool:
+        """A backward without retain_graph frees what PyTorch saved for this op (saves_tensors)."""
+        return self.saves_tensors if self.saves_tensors is not None else bool(self.saves)
 
     def shape(self, shapes: Sequence[Shape], attrs: Attrs) -> Shape:
         if self.arity != VARIADIC and len(shapes) != self.arity:

@@ -19,23 +19,40 @@ from difftest.divergences.rules import (
     module_param_keys,
     torch_param_state,
 )
+from difftest.divergences.session_rules import CONSUMES_GRAPH, NO_RETAIN_GRAPH
 from difftest.ops.catalog import CATALOG
 from difftest.ops.strides import contiguous_strides, elementwise_strides, is_contiguous
-from difftest.oracle.states import EMPTY, BurnState, Failure, ModuleState, Result, State, TorchState
+from difftest.oracle import sessions
+from difftest.oracle.states import (
+    EMPTY,
+    BackwardResult,
+    BurnState,
+    Failure,
+    ModuleState,
+    Result,
+    SessionContext,
+    State,
+    TorchState,
+)
 from difftest.program.ir import (
     Apply,
     Backward,
     Cut,
+    Grad,
     Leaf,
     Module,
     OpCall,
+    Optimizer,
     Param,
     Program,
     Shape,
     Statement,
     Transform,
+    ZeroGrad,
+    is_value,
     value_inputs,
 )
+from difftest.program.ir import Step as StepStatement
 from difftest.program.validate import infer_shapes
 
 
@@ -68,6 +85,14 @@ class FrameworkPrediction:
     # (a module's own parameters enter an apply as "<apply>#<param>"): where the two frameworks
     # route a gradient differently (declared rules), its value is not comparable
     paths: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
+    # sessions (sessions.py, session_rules.py): graph nodes earlier backwards left unusable
+    # (node -> the rule that consumed it, "" for the base semantics), each backward's grad keys,
+    # the grad keys steps took out of a handle (burn), and the backwards `.grad` has
+    # accumulated per grad key since the last zero_grad (PyTorch)
+    consumed: dict[str, str] = field(default_factory=dict)
+    handle_keys: dict[str, frozenset[str]] = field(default_factory=dict)
+    taken: dict[str, set[str]] = field(default_factory=dict)
+    accumulated: dict[str, set[str]] = field(default_factory=dict)
 
     def input_state(self, ident: str) -> State:
         return self.as_input.get(ident) or self.states[ident]
@@ -105,7 +130,22 @@ def predict(program: Program, rules: Sequence[Rule] = RULES) -> Prediction:
     firings: list[Firing] = []
     burn = _run("burn", program, shapes, [r for r in rules if r.framework == "burn"], firings)
     torch = _run("torch", program, shapes, [r for r in rules if r.framework == "torch"], firings)
-    return Prediction(burn, torch, firings, _incomparable_grads(burn, torch))
+    incomparable = _incomparable_grads(burn, torch)
+    _gradient_reads_not_comparable(program, burn, incomparable)
+    return Prediction(burn, torch, firings, incomparable)
+
+
+def _gradient_reads_not_comparable(program: Program, burn: FrameworkPrediction,
+                                   incomparable: dict[str, set[str]]) -> None:
+    """A `grad` of a gradient that is not comparable (nondet root, different routes) is not
+    comparable either, nor is anything computed from it."""
+    roots = {st.id: st.input for st in program.statements if isinstance(st, Backward)}
+    nondet = burn.nondet
+    for st in program.statements:
+        if isinstance(st, Grad) and (roots[st.grads] in nondet or st.of in incomparable.get(st.grads, ())):
+            nondet.add(st.id)
+        elif is_value(st) and any(x in nondet for x in value_inputs(st)):
+            nondet.add(st.id)
 
 
 def _incomparable_grads(burn: FrameworkPrediction, torch: FrameworkPrediction) -> dict[str, set[str]]:
@@ -141,20 +181,27 @@ def _run(
             pred.modules[st.id] = outcome
             continue
         if isinstance(st, Backward):
-            root = pred.input_state(st.input)
-            if isinstance(root, TorchState):
-                # a view made under no_grad reports requires_grad but has no graph to walk
-                ok = root.requires_grad and (root.has_grad_fn or root.key is not None)
-            else:
-                ok = root.is_tracked
-            if not ok:
-                kind = "exception" if fw == "torch" else "panic"
-                pred.failure = (i, st.id, Failure(kind, f"backward of {st.input!r}, which is not in a graph"))
+            failure = _backward(fw, i, st, program, pred, rules, firings)
+            if failure is not None:
+                pred.failure = (i, st.id, failure)
                 return pred
-            pred.grads[st.id] = {
-                v: (s.key is not None and s.key in root.sources) for v, s in pred.states.items()
-            }
-            pred.roots[st.id] = st.input
+            continue
+        if isinstance(st, ZeroGrad):
+            pred.accumulated.clear()  # PyTorch: every .grad = None (burn keeps nothing to clear)
+            continue
+        if isinstance(st, Optimizer):
+            continue
+        if isinstance(st, StepStatement):
+            pred.modules[st.id] = _step(fw, i, st, pred, rules, firings)
+            continue
+        if isinstance(st, Grad):
+            outcome = _grad(fw, i, st, pred, rules, firings, shapes[st.id])
+            if isinstance(outcome, Failure):
+                pred.failure = (i, st.id, outcome)
+                return pred
+            assert isinstance(outcome, (TorchState, BurnState)), outcome
+            pred.states[st.id] = outcome
+            pred.base_states[st.id] = outcome
             continue
         inputs = tuple(pred.input_state(x) for x in value_inputs(st))
         module = pred.modules[st.module] if isinstance(st, (Apply, Param)) else None
@@ -176,9 +223,95 @@ def _run(
             pred.as_input[st.id] = _transposed(current)
         if any(x in pred.nondet for x in value_inputs(st)) or (
             isinstance(st, Apply) and module is not None and _draws_mask(module, inputs[0], current)
-        ):
+        ) or (module is not None and module.diverged):
             pred.nondet.add(st.id)
     return pred
+
+
+def _backward(fw: Framework, i: int, st: Backward, program: Program, pred: FrameworkPrediction,
+              rules: list[Rule], firings: list[Firing]) -> Failure | None:
+    """A backward: the root must be in a graph, and its graph must not reach a node an earlier
+    backward consumed; it consumes what the rules say, and gives a fresh gradients handle."""
+    root = pred.input_state(st.input)
+    if isinstance(root, TorchState):
+        # a view made under no_grad reports requires_grad but has no graph to walk
+        ok = root.requires_grad and (root.has_grad_fn or root.key is not None)
+    else:
+        ok = root.is_tracked
+    if not ok:
+        kind = "exception" if fw == "torch" else "panic"
+        return Failure(kind, f"backward of {st.input!r}, which is not in a graph")
+    traversed, saving = sessions.walk(st.input, program.by_id(), pred.states, pred.input_state, pred.modules)
+    before = frozenset(pred.consumed)
+    reused = sorted(traversed & before)
+    if reused:
+        kind = "exception" if fw == "torch" else "panic"
+        failure = Failure(kind, f"backward through {', '.join(reused)}, consumed by an earlier backward")
+        by_rule = {pred.consumed[n] for n in reused}
+        if "" not in by_rule:  # every reused node is consumed only by a rule's say
+            ok_base = BackwardResult(traversed, saving, before, EMPTY, st.retain_graph)
+            for name in sorted(by_rule):
+                firings.append(Firing(name, fw, i, st.id, ok_base, failure))
+        return failure
+    base = BackwardResult(traversed, saving, before, EMPTY if st.retain_graph else saving, st.retain_graph)
+    result = _apply_rules(fw, rules, firings, Step(i, st, (root,), base), base)
+    if isinstance(result, Failure):
+        return result
+    assert isinstance(result, BackwardResult), result
+    fired = [f.rule for f in firings if f.index == i and f.framework == fw and f.rule in (CONSUMES_GRAPH,
+                                                                                          NO_RETAIN_GRAPH)]
+    for node in result.consumes:
+        pred.consumed.setdefault(node, "" if node in base.consumes else (fired[-1] if fired else ""))
+    pred.grads[st.id] = {v: (s.key is not None and s.key in root.sources) for v, s in pred.states.items()}
+    pred.roots[st.id] = st.input
+    pred.handle_keys[st.id] = root.sources
+    for key in root.sources:
+        pred.accumulated.setdefault(key, set()).add(st.id)
+    return None
+
+
+def _step(fw: Framework, i: int, st: StepStatement, pred: FrameworkPrediction, rules: list[Rule],
+          firings: list[Firing]) -> ModuleState:
+    """An optimizer step: a new module handle with new parameter leaves (where they change)."""
+    m = pred.modules[st.module]
+    keys = module_param_keys(fw, m)
+    in_handle = pred.handle_keys.get(st.grads, EMPTY)
+    stepped = [k for k in keys if k in in_handle]
+    if fw == "burn":
+        pred.taken.setdefault(st.grads, set()).update(stepped)
+    origin = m.burn_origin
+    diverged = m.diverged
+    if stepped and len(stepped) == len(keys):
+        origin = st.id
+    elif stepped:  # some parameters new leaves, others the old ones: not modelled per parameter
+        diverged = True
+    base = replace(m, id=st.id, burn_origin=origin, diverged=diverged)
+    context = SessionContext(
+        accumulated=tuple((k, frozenset(pred.accumulated.get(k, ()))) for k in keys),
+        from_handle=tuple((k, frozenset({st.grads}) if k in in_handle else EMPTY) for k in keys),
+    )
+    result = _apply_rules(fw, rules, firings, Step(i, st, (), base, m, session=context), base)
+    assert isinstance(result, ModuleState), result
+    for k in keys:  # the new handle's parameters start without gradients (PyTorch: a copy)
+        pred.accumulated.pop(k, None)
+    return result
+
+
+def _grad(fw: Framework, i: int, st: Grad, pred: FrameworkPrediction, rules: list[Rule],
+          firings: list[Firing], shape: Shape) -> Result:
+    """A gradient read from a handle: a constant (no autodiff association), or a failure when
+    the handle has no gradient for the value."""
+    present = pred.grads.get(st.grads, {}).get(st.of, False)
+    base: Result
+    if not present:
+        base = Failure("missing-gradient", f"{st.of!r} has no gradient in {st.grads!r}")
+    elif fw == "torch":
+        base = TorchState(False, True, False, False, strides=contiguous_strides(shape))
+    else:
+        base = BurnState(False, False, False)
+    of = pred.states.get(st.of)
+    context = SessionContext(taken=frozenset(pred.taken.get(st.grads, ())), key=of.key if of is not None else None)
+    return _apply_rules(fw, rules, firings, Step(i, st, (), base, session=context), base)
 
 
 def _apply_rules(fw: Framework, rules: list[Rule], firings: list[Firing], step: Step, base: Result) -> Result:

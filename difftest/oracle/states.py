@@ -68,6 +68,8 @@ class ModuleState:
     no_grad: bool = False  # Module::no_grad() since the last unfreeze (not freeze)
     burn_origin: str | None = None  # the handle whose transform created burn's current
     # require-grad parameter leaves (burn clones share parameter tensors); None when none
+    diverged: bool = False  # its parameter values differ between the frameworks by a declared
+    # rule (an optimizer step that read different gradients): what it computes is not comparable
 
     def key(self, param: str, origin: str | None = None) -> str:
         return f"{origin or self.id}.{param}"
@@ -81,5 +83,32 @@ class Failure:
     reason: str
 
 
+@dataclass(frozen=True)
+class BackwardResult:
+    """What a backward does to the graph, in one framework (sessions.py): the graph nodes it
+    walks (value ids of recorded op results, aliases resolved), those of them that saved
+    tensors, the nodes earlier backwards left unusable, and the nodes it leaves unusable."""
+
+    traversed: frozenset[str]
+    saving: frozenset[str]
+    consumed_before: frozenset[str]
+    consumes: frozenset[str]
+    retain_graph: bool = False
+
+
+@dataclass(frozen=True)
+class SessionContext:
+    """What the session rules see at a `step` or a `grad` statement."""
+
+    # step: per parameter of the module, the backwards whose gradients PyTorch's `.grad` holds
+    # (accumulated since the last zero_grad), and the backward the step names if its handle
+    # has a gradient for that parameter
+    accumulated: tuple[tuple[str, frozenset[str]], ...] = ()
+    from_handle: tuple[tuple[str, frozenset[str]], ...] = ()
+    # grad: the grad keys an earlier step took out of the handle (burn's GradientsParams::from_module)
+    taken: frozenset[str] = EMPTY
+    key: str | None = None  # grad: the grad key of the value read
+
+
 State = Union[TorchState, BurnState]
-Result = Union[TorchState, BurnState, Failure, ModuleState]
+Result = Union[TorchState, BurnState, Failure, ModuleState, BackwardResult]

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 FORMAT_NAME = "difftest-program"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest; a program without session statements is still written as 1
+FORMAT_VERSIONS = (1, 2)
 MAX_RANK = 4
 ID_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -22,6 +23,7 @@ CutKind = Literal["detach", "without_autodiff", "autodiff"]
 ModuleKind = Literal["linear", "dropout"]
 TransformKind = Literal["valid", "train", "no_grad", "freeze", "unfreeze"]
 ParamName = Literal["weight", "bias"]
+OptimizerKind = Literal["sgd"]
 
 DEVICES: tuple[Device, ...] = ("autodiff", "plain")
 REGIONS: tuple[Region, ...] = ("grad", "no_grad", "inference_mode")
@@ -29,6 +31,7 @@ CUTS: tuple[CutKind, ...] = ("detach", "without_autodiff", "autodiff")
 MODULES: tuple[ModuleKind, ...] = ("linear", "dropout")
 TRANSFORMS: tuple[TransformKind, ...] = ("valid", "train", "no_grad", "freeze", "unfreeze")
 PARAMS: tuple[ParamName, ...] = ("weight", "bias")
+OPTIMIZERS: tuple[OptimizerKind, ...] = ("sgd",)
 
 Shape = tuple[int, ...]
 
@@ -84,10 +87,66 @@ class Cut:
 
 @dataclass(frozen=True)
 class Backward:
+    """A backward pass from `input`, defining the gradients handle `id` (burn: the `Gradients`
+    it returns; PyTorch: the gradients this pass produced, `.grad` accumulation kept apart).
+    `retain_graph`: PyTorch keeps the graph's saved tensors (burn has no such option)."""
+
     id: str
     input: str
+    retain_graph: bool = False
 
     kind: Literal["backward"] = field(default="backward", init=False)
+
+
+@dataclass(frozen=True)
+class Grad:
+    """A value: the gradient of value `of` in the gradients handle `grads` (a backward)
+    (burn `of.grad(&grads)`; PyTorch the gradient that backward produced for `of`)."""
+
+    id: str
+    grads: str
+    of: str
+
+    kind: Literal["grad"] = field(default="grad", init=False)
+
+
+@dataclass(frozen=True)
+class ZeroGrad:
+    """PyTorch: every `.grad` is cleared (`optimizer.zero_grad()`, `x.grad = None`); burn has
+    nothing to clear (each backward returns fresh gradients)."""
+
+    id: str
+
+    kind: Literal["zero_grad"] = field(default="zero_grad", init=False)
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """An optimizer handle (stateful: momentum buffers persist across its steps)."""
+
+    id: str
+    optimizer: OptimizerKind = "sgd"
+    momentum: float = 0.0
+    dampening: float = 0.0
+    nesterov: bool = False
+    weight_decay: float = 0.0
+
+    kind: Literal["optimizer"] = field(default="optimizer", init=False)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One optimizer step on the module handle `module` with the gradients of the handle `grads`,
+    defining a new module handle (burn `optim.step(lr, module, GradientsParams::from_module(..))`;
+    PyTorch `optimizer.step()` on a copy, which reads the parameters' `.grad`)."""
+
+    id: str
+    optimizer: str
+    module: str
+    grads: str
+    lr: float
+
+    kind: Literal["step"] = field(default="step", init=False)
 
 
 @dataclass(frozen=True)
@@ -155,9 +214,10 @@ class Param:
     kind: Literal["param"] = field(default="param", init=False)
 
 
-Statement = Union[Leaf, OpCall, Cut, Backward, Module, Transform, Apply, Param]
-VALUE_KINDS = (Leaf, OpCall, Cut, Apply, Param)
-MODULE_KINDS = (Module, Transform)
+Statement = Union[Leaf, OpCall, Cut, Backward, Module, Transform, Apply, Param, Grad, ZeroGrad, Optimizer, Step]
+VALUE_KINDS = (Leaf, OpCall, Cut, Apply, Param, Grad)
+MODULE_KINDS = (Module, Transform, Step)
+SESSION_KINDS = (Grad, ZeroGrad, Optimizer, Step)  # format version 2
 
 
 def is_value(st: Statement) -> bool:
@@ -166,22 +226,29 @@ def is_value(st: Statement) -> bool:
 
 
 def value_inputs(st: Statement) -> tuple[str, ...]:
-    """The values `st` reads."""
-    if isinstance(st, (Leaf, Module, Param)):
+    """The values `st` computes from (a `grad` reads a gradient handle, not its value `of`)."""
+    if isinstance(st, (Leaf, Module, Param, Transform, Grad, ZeroGrad, Optimizer, Step)):
         return ()
     if isinstance(st, OpCall):
         return st.inputs
-    if isinstance(st, Transform):
-        return ()
     return (st.input,)
 
 
 def module_inputs(st: Statement) -> tuple[str, ...]:
     """The module handles `st` reads."""
-    if isinstance(st, (Apply, Param)):
+    if isinstance(st, (Apply, Param, Step)):
         return (st.module,)
     if isinstance(st, Transform):
         return (st.input,)
+    return ()
+
+
+def handle_inputs(st: Statement) -> tuple[str, ...]:
+    """The gradients handles (backwards) and optimizers `st` reads, and the value a `grad` is of."""
+    if isinstance(st, Grad):
+        return (st.grads, st.of)
+    if isinstance(st, Step):
+        return (st.optimizer, st.grads)
     return ()
 
 
@@ -199,8 +266,9 @@ def ancestors(by_id: dict[str, Statement], ident: str) -> set[str]:
 
 
 def inputs_of(st: Statement) -> tuple[str, ...]:
-    """Every earlier statement `st` refers to (values and module handles)."""
-    return module_inputs(st) + value_inputs(st)
+    """Every earlier statement `st` refers to (values, module handles, gradients handles,
+    optimizers)."""
+    return module_inputs(st) + value_inputs(st) + handle_inputs(st)
 
 
 def region_of(st: Statement) -> Region:
@@ -228,6 +296,13 @@ class Program:
     def __len__(self) -> int:
         return len(self.statements)
 
+    @property
+    def format_version(self) -> int:
+        """The oldest format version that holds the program (1 unless it has sessions)."""
+        session = any(isinstance(s, SESSION_KINDS) for s in self.statements) or any(
+            isinstance(s, Backward) and s.retain_graph for s in self.statements)
+        return 2 if session else 1
+
 
 def _kind_name(st: Statement) -> str:
     return st.kind
@@ -248,6 +323,7 @@ def check_structure(program: Program) -> None:
             if not is_value(seen[ref]):
                 raise ProgramError(f"input {ref!r} refers to a {_kind_name(seen[ref])} statement, not a value",
                                    i, st.id)
+        _check_handles(st, i, seen)
         for ref in module_inputs(st):
             field_name = "input" if isinstance(st, Transform) else "module"
             if ref not in seen:
@@ -290,6 +366,53 @@ def check_structure(program: Program) -> None:
         seen[st.id] = st
 
 
+def _check_handles(st: Statement, i: int, seen: dict[str, Statement]) -> None:
+    """References to gradients handles and optimizers, and the session statements' numbers."""
+    def earlier(ref: str, what: str, kinds: tuple[type, ...], name: str) -> Statement:
+        if ref not in seen:
+            raise ProgramError(f"{what} {ref!r} refers to a later or unknown statement", i, st.id)
+        if not isinstance(seen[ref], kinds):
+            raise ProgramError(f"{what} {ref!r} refers to a {_kind_name(seen[ref])} statement, not {name}",
+                               i, st.id)
+        return seen[ref]
+
+    if isinstance(st, Grad):
+        earlier(st.grads, "grads", (Backward,), "a backward")
+        earlier(st.of, "of", VALUE_KINDS, "a value")
+        order = list(seen)
+        if order.index(st.of) > order.index(st.grads):
+            raise ProgramError(f"value {st.of!r} is defined after backward {st.grads!r}, which cannot hold its "
+                               "gradient", i, st.id)
+    elif isinstance(st, Optimizer):
+        if st.optimizer not in OPTIMIZERS:
+            raise ProgramError(f"unknown optimizer {st.optimizer!r}", i, st.id)
+        for name in ("momentum", "dampening", "weight_decay"):
+            x = getattr(st, name)
+            if not (math.isfinite(x) and x >= 0):
+                raise ProgramError(f"{name} = {x!r} must be finite and >= 0", i, st.id)
+        if st.nesterov and (st.momentum <= 0 or st.dampening != 0):
+            raise ProgramError("nesterov needs momentum > 0 and dampening = 0", i, st.id)
+    elif isinstance(st, Step):
+        opt = earlier(st.optimizer, "optimizer", (Optimizer,), "an optimizer")
+        earlier(st.grads, "grads", (Backward,), "a backward")
+        if not (math.isfinite(st.lr) and st.lr > 0):
+            raise ProgramError(f"lr = {st.lr!r} must be finite and > 0", i, st.id)
+        if st.module in seen and isinstance(seen[st.module], MODULE_KINDS):
+            root = _root_id(seen, st.module)
+            for other in seen.values():
+                if isinstance(other, Step) and other.optimizer == opt.id and other.module in seen \
+                        and _root_id(seen, other.module) != root:
+                    raise ProgramError(f"optimizer {opt.id!r} already steps module {_root_id(seen, other.module)!r}; "
+                                       f"{st.module!r} derives from {root!r} (one optimizer per module)", i, st.id)
+
+
+def _root_id(seen: dict[str, Statement], ident: str) -> str:
+    st = seen[ident]
+    while isinstance(st, (Transform, Step)):
+        st = seen[st.input if isinstance(st, Transform) else st.module]
+    return st.id
+
+
 def _check_module(st: Module, i: int) -> None:
     if st.module not in MODULES:
         raise ProgramError(f"unknown module {st.module!r}", i, st.id)
@@ -320,7 +443,7 @@ def root_module(program: Program, ident: str, by_id: dict[str, Statement] | None
     """The `module` statement a module handle (a module or a chain of transforms) derives from."""
     table = by_id if by_id is not None else program.by_id()
     st = table[ident]
-    while isinstance(st, Transform):
-        st = table[st.input]
+    while isinstance(st, (Transform, Step)):
+        st = table[st.input if isinstance(st, Transform) else st.module]
     assert isinstance(st, Module), f"{ident!r} is not a module handle"
     return st

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import struct
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -13,19 +13,23 @@ import jsonschema
 
 from difftest.program.ir import (
     FORMAT_NAME,
-    FORMAT_VERSION,
+    FORMAT_VERSIONS,
     Apply,
     Backward,
     Cut,
+    Grad,
     InlineTensor,
     Leaf,
     Module,
     OpCall,
+    Optimizer,
     Param,
     Program,
     ProgramError,
     Statement,
+    Step,
     Transform,
+    ZeroGrad,
 )
 
 SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -104,7 +108,20 @@ def statement_to_dict(st: Statement) -> dict[str, Any]:
         return {"id": st.id, "kind": "apply", "module": st.module, "input": st.input}
     if isinstance(st, Param):
         return {"id": st.id, "kind": "param", "module": st.module, "param": st.param}
-    return {"id": st.id, "kind": "backward", "input": st.input}
+    if isinstance(st, Grad):
+        return {"id": st.id, "kind": "grad", "grads": st.grads, "of": st.of}
+    if isinstance(st, ZeroGrad):
+        return {"id": st.id, "kind": "zero_grad"}
+    if isinstance(st, Optimizer):
+        return {"id": st.id, "kind": "optimizer", "optimizer": st.optimizer, "momentum": st.momentum,
+                "dampening": st.dampening, "nesterov": st.nesterov, "weight_decay": st.weight_decay}
+    if isinstance(st, Step):
+        return {"id": st.id, "kind": "step", "optimizer": st.optimizer, "module": st.module, "grads": st.grads,
+                "lr": st.lr}
+    d = {"id": st.id, "kind": "backward", "input": st.input}
+    if st.retain_graph:
+        d["retain_graph"] = True
+    return d
 
 
 def _tensor_to_dict(t: InlineTensor) -> dict[str, Any]:
@@ -129,7 +146,7 @@ def _jsonable(v: Any) -> Any:
 
 
 def program_to_dict(program: Program, name: str | None = None) -> dict[str, Any]:
-    d: dict[str, Any] = {"format": FORMAT_NAME, "version": FORMAT_VERSION}
+    d: dict[str, Any] = {"format": FORMAT_NAME, "version": program.format_version}
     if name:
         d["name"] = name
     d["statements"] = [statement_to_dict(s) for s in program.statements]
@@ -145,21 +162,28 @@ def program_to_json(program: Program, indent: int | None = None) -> str:
     return dumps(program_to_dict(program), indent=indent)
 
 
-@lru_cache(maxsize=1)
-def schema() -> dict[str, Any]:
-    text = resources.files("difftest.program").joinpath("schema/program-v1.json").read_text()
+@cache
+def schema(version: int = FORMAT_VERSIONS[-1]) -> dict[str, Any]:
+    text = resources.files("difftest.program").joinpath(f"schema/program-v{version}.json").read_text()
     loaded: dict[str, Any] = json.loads(text)
     return loaded
 
 
-def _validator() -> jsonschema.protocols.Validator:
-    cls = jsonschema.validators.validator_for(schema())
-    return cls(schema())
+@cache
+def _validator(version: int) -> jsonschema.protocols.Validator:
+    cls = jsonschema.validators.validator_for(schema(version))
+    return cls(schema(version))
 
 
 def validate_dict(doc: Any) -> None:
-    """Raise ProgramError naming the statement for the first schema violation."""
-    errors = sorted(_validator().iter_errors(doc), key=lambda e: list(e.absolute_path))
+    """Raise ProgramError naming the statement for the first schema violation (against the
+    schema of the document's own format version)."""
+    version = doc.get("version") if isinstance(doc, dict) else None
+    if isinstance(doc, dict) and doc.get("format") == FORMAT_NAME and version not in FORMAT_VERSIONS:
+        raise ProgramError(f"unsupported format version {version!r} (this difftest reads "
+                           f"{', '.join(map(str, FORMAT_VERSIONS))})")
+    errors = sorted(_validator(version if version in FORMAT_VERSIONS else FORMAT_VERSIONS[-1]).iter_errors(doc),
+                    key=lambda e: list(e.absolute_path))
     if not errors:
         return
     err = errors[0]
@@ -231,7 +255,20 @@ def _statement_from_dict(raw: dict[str, Any]) -> Statement:
     if kind == "cut":
         return Cut(id=raw["id"], cut=raw["cut"], input=raw["input"], region=raw.get("region", "grad"))
     if kind == "backward":
-        return Backward(id=raw["id"], input=raw["input"])
+        return Backward(id=raw["id"], input=raw["input"], retain_graph=bool(raw.get("retain_graph", False)))
+    if kind == "grad":
+        return Grad(id=raw["id"], grads=raw["grads"], of=raw["of"])
+    if kind == "zero_grad":
+        return ZeroGrad(id=raw["id"])
+    if kind == "optimizer":
+        return Optimizer(id=raw["id"], optimizer=raw["optimizer"],
+                         momentum=decode_float(raw.get("momentum", 0.0), "momentum"),
+                         dampening=decode_float(raw.get("dampening", 0.0), "dampening"),
+                         nesterov=bool(raw.get("nesterov", False)),
+                         weight_decay=decode_float(raw.get("weight_decay", 0.0), "weight_decay"))
+    if kind == "step":
+        return Step(id=raw["id"], optimizer=raw["optimizer"], module=raw["module"], grads=raw["grads"],
+                    lr=decode_float(raw["lr"], "lr"))
     if kind == "module":
         if raw["module"] == "dropout":
             return Module(id=raw["id"], module="dropout", p=decode_float(raw["p"], "p"))

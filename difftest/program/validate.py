@@ -7,6 +7,7 @@ from difftest.ops.catalog import CATALOG
 from difftest.program.ir import (
     Apply,
     Cut,
+    Grad,
     Leaf,
     Module,
     OpCall,
@@ -15,6 +16,7 @@ from difftest.program.ir import (
     ProgramError,
     Shape,
     Statement,
+    Step,
     Transform,
     numel,
 )
@@ -89,6 +91,10 @@ def infer_shapes(program: Program, *, bounded: bool = False) -> dict[str, Shape]
             roots[st.id] = st
         elif isinstance(st, Transform):
             roots[st.id] = roots[st.input]
+        elif isinstance(st, Step):
+            roots[st.id] = roots[st.module]
+        elif isinstance(st, Grad):
+            shapes[st.id] = shapes[st.of]
         elif isinstance(st, Apply):
             shapes[st.id] = apply_shape(roots[st.module], shapes[st.input], i, st)
         elif isinstance(st, Param):

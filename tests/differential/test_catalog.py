@@ -11,10 +11,12 @@ import pytest
 import torch
 
 from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.torch_exec import run_torch
 from difftest.ops import listing, spelling
 from difftest.ops.catalog import CATALOG, OPS, VARIADIC
 from difftest.ops.spec import ATTR_TYPES
-from strategies import RandomChoices, generate
+from difftest.program.ir import OpCall, Program
+from strategies import GenConfig, RandomChoices, generate
 
 # op -> (arity, [(attribute, type), ...]): what both catalogs declare of an op's interface
 Listing = dict[str, tuple[int, list[tuple[str, str]]]]
@@ -133,6 +135,36 @@ def test_saved_inputs_match_pytorch(name: str) -> None:
                 f"{name}: input {i} (other input has an edge: {other_has_edge}) saved={raised}; "
                 f"catalog: saves={spec.saves} saved_for_other={spec.saved_for_other}"
             )
+
+
+def _recorded_call(op: str) -> tuple[OpCall, list[torch.Tensor]]:
+    """A call of `op` from the default strategy, with its inputs' values."""
+    for seed in range(3000):
+        p = generate(RandomChoices(seed), GenConfig(ops=(op,)))
+        for i, st in enumerate(p.statements):
+            if isinstance(st, OpCall) and st.op == op:
+                vals = {v.id: v.value for v in run_torch(Program(p.statements[:i])).values}
+                return st, [torch.tensor(vals[x].data).reshape(vals[x].shape).float() for x in st.inputs]
+    raise AssertionError(f"the strategy never generated {op}")
+
+
+@pytest.mark.parametrize("name", [op.name for op in OPS])
+def test_saved_tensors_match_pytorch(name: str) -> None:
+    """`frees_on_backward` (saves / saves_tensors) is data the session model relies on: a second
+    backward through the op without retain_graph raises in PyTorch exactly when it is true."""
+    st, values = _recorded_call(name)
+    ins = [v.clone().requires_grad_(True) for v in values]
+    y = CATALOG[name].lower(ins, st.attrs)
+    y.sum().backward()
+    try:
+        y.sum().backward()
+        raised = False
+    except RuntimeError as e:
+        assert "second time" in str(e), e
+        raised = True
+    assert raised == CATALOG[name].frees_on_backward, (
+        f"{name}: a second backward {'raised' if raised else 'ran'}; the catalog says saves={CATALOG[name].saves} "
+        f"saves_tensors={CATALOG[name].saves_tensors}")
 
 
 def test_arity_is_declared() -> None:

@@ -6,7 +6,23 @@ from __future__ import annotations
 from difftest.findings.reproducers.names import count, variable_names
 from difftest.ops.catalog import CATALOG
 from difftest.ops.spelling import TORCH_NAMESPACE_SOURCE
-from difftest.program.ir import Apply, Backward, Cut, Leaf, Module, OpCall, Param, Program, Region, Statement, Transform
+from difftest.program.ir import (
+    Apply,
+    Backward,
+    Cut,
+    Grad,
+    Leaf,
+    Module,
+    OpCall,
+    Optimizer,
+    Param,
+    Program,
+    Region,
+    Statement,
+    Step,
+    Transform,
+    ZeroGrad,
+)
 from difftest.program.literals import list_literal, py_f32, py_float, wrap
 from difftest.program.validate import infer_shapes
 
@@ -21,8 +37,8 @@ def show(name, t):
           f"grad_fn={grad_fn} is_inference={t.is_inference()} values=[{values}]")
 
 
-def show_grad(name, t):
-    g = t.grad if t.is_leaf else None  # only leaves keep .grad
+def show_grad(name, t, handle):
+    g = handle.get(id(t)) if t.is_leaf else None  # only leaves get a gradient
     if g is None:
         print(f"grad {name} = None")
     else:
@@ -33,6 +49,47 @@ def show_grad(name, t):
 def fail(index, ident, e):
     print(f"error {index} {ident}: {type(e).__name__}: {e}".strip())
     raise SystemExit(1)
+
+
+def backward(root, tensors, retain_graph=False):
+    """root.backward(), with .grad accumulation kept apart: returns what this backward produced,
+    per tensor (burn's backward returns such fresh gradients); each .grad then holds what
+    PyTorch's accumulation makes of it (its earlier value plus this backward's)."""
+    earlier = {id(t): t.grad for t in tensors}
+    for t in tensors:
+        t.grad = None
+    try:
+        root.backward(torch.ones_like(root), retain_graph=retain_graph)
+    finally:
+        fresh = {id(t): t.grad for t in tensors}
+        for t in tensors:
+            before, new = earlier[id(t)], fresh[id(t)]
+            t.grad = new if before is None else (before if new is None else before + new)
+    return {k: g for k, g in fresh.items() if g is not None}
+
+
+def gradient(handle, t):
+    g = handle.get(id(t)) if t.is_leaf else None
+    if g is None:
+        raise LookupError("no gradient in this handle")
+    return g
+'''
+
+# Only in scripts with optimizer steps: burn's step returns a new module; the counterpart is
+# torch.optim.SGD on a copy that gets the original's .grad, resuming the optimizer's state.
+_TORCH_STEP_HELPERS = '''
+
+def sgd_step(m, lr, config, state):
+    c = copy_module(m)
+    for new, old in zip(c.parameters(), m.parameters()):
+        new.grad = None if old.grad is None else old.grad.clone()
+    opt = torch.optim.SGD(c.parameters(), lr=lr, **config)
+    if state is not None:
+        opt.load_state_dict(state)
+    opt.step()
+    for p in c.parameters():
+        p.grad = None  # a new handle starts without gradients, like burn's
+    return c, opt.state_dict()
 '''
 
 # Only in scripts that use modules. burn's transforms return a new module; the counterpart is a
@@ -75,7 +132,10 @@ def torch_script(program: Program, name: str | None = None) -> str:
     shapes = infer_shapes(program)
     names = variable_names(program)
     has_modules = any(isinstance(st, Module) for st in program.statements)
-    prelude = _TORCH_PRELUDE + (_TORCH_MODULE_HELPERS if has_modules else "")
+    has_steps = any(isinstance(st, Step) for st in program.statements)
+    prelude = _TORCH_PRELUDE + (_TORCH_MODULE_HELPERS if has_modules else "") + (
+        _TORCH_STEP_HELPERS if has_steps else "")
+    handles: list[str] = []  # module handles so far (their parameters hold .grad)
     out = [f"# difftest reproducer{f' {name}' if name else ''}: PyTorch {count(program)}", prelude, ""]
     defined: list[str] = []
     scope: Region = "grad"
@@ -91,23 +151,47 @@ def torch_script(program: Program, name: str | None = None) -> str:
         var = names[st.id]
         if isinstance(st, Backward):
             root = names[st.input]
+            retain = ", retain_graph=True" if st.retain_graph else ""
             out.append(f"{ind}try:")
-            out.append(f"{ind}    for t in [{', '.join(names[d] for d in defined)}]:")
-            out.append(f"{ind}        if t.is_leaf:")
-            out.append(f"{ind}            t.grad = None  # every backward starts from fresh gradients")
-            out.append(f"{ind}    {root}.backward(torch.ones_like({root}))")
+            out.append(f"{ind}    {var} = backward({root}, {_holders(defined, handles, names)}{retain})")
             out.append(f"{ind}except Exception as e:")
             out.append(f"{ind}    fail({index}, {st.id!r}, e)")
             out.append(f"{ind}print('backward {st.id}')")
-            out.extend(f"{ind}show_grad({d!r}, {names[d]})" for d in defined)
+            out.extend(f"{ind}show_grad({d!r}, {names[d]}, {var})" for d in defined)
+            continue
+        if isinstance(st, ZeroGrad):
+            out.append(f"for t in {_holders(defined, handles, names)}:")
+            out.append("    t.grad = None  # zero_grad (burn has nothing to clear)")
+            continue
+        if isinstance(st, Optimizer):
+            config = (f"dict(momentum={py_float(st.momentum)}, dampening={py_float(st.dampening)}, "
+                      f"nesterov={st.nesterov}, weight_decay={py_float(st.weight_decay)})")
+            out.append(f"{var} = {config}  # torch.optim.SGD settings")
+            out.append(f"{var}_state = None")
+            continue
+        if isinstance(st, Step):
+            opt = names[st.optimizer]
+            out.append(f"{var}, {opt}_state = sgd_step({names[st.module]}, {py_float(st.lr)}, {opt}, {opt}_state)")
+            no_grad_apply[st.id] = no_grad_apply[st.module]
+            handles.append(st.id)
+            continue
+        if isinstance(st, Grad):
+            out.append(f"{ind}try:")
+            out.append(f"{ind}    {var} = gradient({names[st.grads]}, {names[st.of]})")
+            out.append(f"{ind}except LookupError as e:")
+            out.append(f"{ind}    fail({index}, {st.id!r}, e)")
+            out.append(f"{ind}show({st.id!r}, {var})")
+            defined.append(st.id)
             continue
         if isinstance(st, Module):
+            handles.append(st.id)
             no_grad_apply[st.id] = False
             out.extend(_torch_module(st, var))
             if st.module == "dropout":
                 dropouts.add(st.id)
             continue
         if isinstance(st, Transform):
+            handles.append(st.id)
             src = names[st.input]
             out.append(f"{var} = copy_module({src}){_TORCH_TRANSFORM[st.transform]}")
             if st.transform in ("valid", "train"):
@@ -153,6 +237,15 @@ def torch_script(program: Program, name: str | None = None) -> str:
         out.append(f"{ind}show({st.id!r}, {var})")
         defined.append(st.id)
     return "\n".join(out) + "\n"
+
+
+def _holders(defined: list[str], handles: list[str], names: dict[str, str]) -> str:
+    """The tensors that can hold a `.grad`: the leaves defined so far and the parameters of
+    every module handle."""
+    tensors = f"[t for t in [{', '.join(names[d] for d in defined)}] if t.is_leaf]"
+    if not handles:
+        return tensors
+    return f"{tensors} + [p for m in [{', '.join(names[h] for h in handles)}] for p in m.parameters()]"
 
 
 def _torch_module(st: Module, var: str) -> list[str]:

@@ -9,8 +9,22 @@ from collections.abc import Callable, Sequence
 from difftest.findings.reproducers.names import RUST_KEYWORDS, count, variable_names
 from difftest.ops.catalog import CATALOG
 from difftest.ops.spelling import burn_imports
-from difftest.program.ir import Apply, Backward, Leaf, Module, OpCall, Param, Program, Transform
-from difftest.program.literals import list_literal, rust_f32_items, rust_f64, wrap
+from difftest.program.ir import (
+    Apply,
+    Backward,
+    Cut,
+    Grad,
+    Leaf,
+    Module,
+    OpCall,
+    Optimizer,
+    Param,
+    Program,
+    Step,
+    Transform,
+    ZeroGrad,
+)
+from difftest.program.literals import list_literal, rust_f32, rust_f32_items, rust_f64, wrap
 from difftest.program.validate import infer_shapes
 
 __all__ = ["rust_test", "rust_test_file"]
@@ -103,9 +117,14 @@ def rust_test(program: Program, name: str) -> str:
         body.append("let plain = Device::flex();")
     defined: list[str] = []
     weights: dict[str, str] = {}  # weight param id -> expression of burn's [in, out] parameter
+    stepped = {st.grads for st in program.statements if isinstance(st, Step)}
+    optim_uses: set[str] = set()
     for st in program.statements:
         if isinstance(st, Backward):
-            body.append(f"let {names[st.id]} = {names[st.input]}.backward();")
+            mut = "mut " if st.id in stepped else ""
+            if st.retain_graph:
+                body.append("// retain_graph=True in PyTorch: burn has no such option")
+            body.append(f"let {mut}{names[st.id]} = {names[st.input]}.backward();")
             body.append(f'println!("backward {st.id}");')
             for d in defined:
                 if d in weights:
@@ -115,6 +134,36 @@ def rust_test(program: Program, name: str) -> str:
             uses.add("Gradients")
             continue
         var = names[st.id]
+        if isinstance(st, ZeroGrad):
+            body.append("// zero_grad: burn's backward returns fresh gradients; nothing to clear")
+            continue
+        if isinstance(st, Optimizer):
+            optim_uses.add("SgdConfig")
+            config = "SgdConfig::new()"
+            if st.momentum > 0:
+                optim_uses.add("momentum::MomentumConfig")
+                config += (f".with_momentum(Some(MomentumConfig {{ momentum: {rust_f64(st.momentum)}, "
+                           f"dampening: {rust_f64(st.dampening)}, nesterov: {str(st.nesterov).lower()} }}))")
+            if st.weight_decay > 0:
+                optim_uses.add("decay::WeightDecayConfig")
+                config += f".with_weight_decay(Some(WeightDecayConfig {{ penalty: {rust_f32(st.weight_decay)} }}))"
+            body.append(f"let mut {var} = {config}.init();")
+            continue
+        if isinstance(st, Step):
+            optim_uses.add("GradientsParams")
+            handle, grads = names[st.module], names[st.grads]
+            body.append(f"let {var} = {names[st.optimizer]}.step({rust_f64(st.lr)}, {handle}.clone(), "
+                        f"GradientsParams::from_module(&mut {grads}, &{handle}));")
+            continue
+        if isinstance(st, Grad):
+            rank = ranks[st.id]
+            of = weights.get(st.of, f"{names[st.of]}")
+            transpose = ".transpose()" if st.of in weights else ""
+            body.append(f"let {var}: Tensor<{rank}> = {of}.grad(&{names[st.grads]})"
+                        f".expect(\"no gradient for {st.of} in {st.grads}\"){transpose};")
+            body.append(f'show("{st.id}", &{var});')
+            defined.append(st.id)
+            continue
         if isinstance(st, Module):
             nn_uses.update({"Module", "Param", "Linear"} if st.module == "linear" else {"Module", "DropoutConfig"})
             body.append(_rust_module(st, var))
@@ -146,6 +195,7 @@ def rust_test(program: Program, name: str) -> str:
             if st.require_grad:
                 expr += ".require_grad()"
         else:
+            assert isinstance(st, (OpCall, Cut)), st
             region = st.region
             if region != "grad":
                 body.append(f"// {region}: burn has no such scope; the inputs are taken off autodiff")
@@ -155,6 +205,7 @@ def rust_test(program: Program, name: str) -> str:
                 expr = CATALOG[st.op].burn_expr(args, st.attrs, [shapes[i] for i in st.inputs])
                 uses |= burn_imports(expr)
             else:
+                assert isinstance(st, Cut), st
                 method = {"detach": "detach", "without_autodiff": "without_autodiff", "autodiff": "autodiff"}
                 expr = f"{names[st.input]}.clone(){enter}.{method[st.cut]}()"
         body.append(f"let {var}: Tensor<{rank}> = {expr};")
@@ -176,6 +227,9 @@ def rust_test(program: Program, name: str) -> str:
             out.append(f"{ind}use {path}::{next(iter(names_used))};")
         elif names_used:
             out.append(f"{ind}use {path}::{{{', '.join(sorted(names_used))}}};")
+    if optim_uses:
+        items = sorted(optim_uses)
+        out.append(f"{ind}use burn::optim::{{{', '.join(items)}}};")
     out.append("")
     out.extend(f"{ind}{line}" for line in _show_helpers("Gradients" in uses, param=False))
     if weights:

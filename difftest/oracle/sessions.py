@@ -1,0 +1,76 @@
+"""Sessions in the semantic model: which graph nodes a backward walks, and which of them saved
+tensors (the part of a graph that a backward without retain_graph leaves unusable in PyTorch).
+
+A graph node is a value whose state is a recorded op result (PyTorch: it has a grad_fn; burn:
+tracked and not a require-grad leaf); a value that is another value itself (an `autodiff` cut,
+a dropout or no-op call that returns its input) is that value's node. Leaves are never
+consumed: both frameworks keep them usable after a backward (burn PR #5645).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from difftest.ops.catalog import CATALOG
+from difftest.oracle.states import BurnState, ModuleState, State, TorchState
+from difftest.program.ir import Apply, Cut, OpCall, Statement, value_inputs
+
+
+def is_node(state: State) -> bool:
+    if isinstance(state, TorchState):
+        return state.has_grad_fn
+    return state.is_tracked and not state.is_require_grad
+
+
+def saves_tensors(st: Statement, module: ModuleState | None) -> bool:
+    """Whether PyTorch's node(s) for `st` saved tensors (catalog data; Linear saves its input
+    and weight, a dropout that drew a mask saves it)."""
+    if isinstance(st, OpCall):
+        return CATALOG[st.op].frees_on_backward
+    if isinstance(st, Apply) and module is not None:
+        return module.kind == "linear" or (module.kind == "dropout" and module.training and module.p > 0.0)
+    return False
+
+
+def alias_of(st: Statement, state: State, input_state: Callable[[str], State]) -> str | None:
+    """The input whose node `st`'s value is, or None when it is a node (or no node) of its own."""
+    if isinstance(st, Cut) and st.cut == "autodiff":
+        return st.input
+    for x in value_inputs(st):
+        if input_state(x) is state:
+            return x
+    return None
+
+
+def walk(root: str, by_id: Mapping[str, Statement], states: Mapping[str, State], input_state: Callable[[str], State],
+         modules: Mapping[str, ModuleState]) -> tuple[frozenset[str], frozenset[str]]:
+    """(the graph nodes a backward from `root` walks, those of them that saved tensors)."""
+    nodes: set[str] = set()
+    saving: set[str] = set()
+    seen: set[str] = set()
+    todo = [root]
+    while todo:
+        v = todo.pop()
+        if v in seen or v not in states:
+            continue
+        seen.add(v)
+        st, state = by_id[v], states[v]
+        alias = alias_of(st, state, input_state)
+        if alias is not None:
+            todo.append(alias)
+            continue
+        if not is_node(state):
+            continue
+        nodes.add(v)
+        module = modules.get(st.module) if isinstance(st, Apply) else None
+        if saves_tensors(st, module):
+            saving.add(v)
+        todo.extend(x for x in value_inputs(st) if _in_graph(input_state(x)))
+    return frozenset(nodes), frozenset(saving)
+
+
+def _in_graph(s: State) -> bool:
+    if isinstance(s, TorchState):
+        return s.requires_grad
+    assert isinstance(s, BurnState)
+    return s.is_tracked
