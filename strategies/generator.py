@@ -19,6 +19,10 @@ tests/quality/test_distribution.py):
   up to `op_attempts` inputs (existing values first, then fresh leaves, the last from a narrowed
   range and of a fresh shape), so ops whose domain or attributes rarely fit are not starved.
 * Leaf values are continuous, uniform over the domain's range (strategies/choices.py).
+* Some programs are sessions (issue 11; strategies/sessions.py): after a backward, another
+  forward and backward follow (up to `max_backwards`), reusing leaves, detached values and
+  gradients read from the handle (and, rarely, values of the consumed graph); some hold a short
+  training loop (a Linear, a loss, zero_grad, backward, an SGD step, repeated).
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from difftest.program.ir import (
     numel,
 )
 from difftest.program.shapes import ShapeError
+from strategies import sessions
 from strategies.choices import weighted
 
 
@@ -93,6 +98,17 @@ class GenConfig:
     dropout_p_weights: tuple[float, float, float] = (1.0, 2.0, 0.5)  # p = 0, 0.5, 1 (burn panics)
     transform_weights: tuple[float, ...] = (2.0, 2.0, 1.0, 1.0, 1.0)  # valid train no_grad freeze unfreeze
     avoid_known_bugs: bool = True  # skip triggers listed in difftest/divergences/known_bugs.py
+    # sessions (strategies/sessions.py): after a backward, another forward and backward with
+    # this probability (up to max_backwards); each later forward has up to segment_statements
+    max_backwards: int = 4
+    p_another_backward: float = 0.3
+    segment_statements: int = 5
+    p_grad_read: float = 0.5  # after a backward that is not the last: read 1 or 2 gradients
+    p_zero_grad: float = 0.4
+    p_retain_graph: float = 0.05
+    p_reuse_consumed: float = 0.1  # an input from a graph an earlier backward consumed
+    p_consumed_root: float = 0.1  # a later backward's root may reach a consumed graph
+    p_training: float = 0.06  # a training loop (Linear, loss, backward, SGD step; 1 to 3 times)
 
     def op_specs(self) -> list[OpSpec]:
         names = self.ops if self.ops is not None else tuple(catalog.CATALOG)
@@ -116,6 +132,7 @@ class _Value:
     # (the generator's own light tracking; difftest.model has the exact flags of each framework)
     tracked: bool = False
     depth: int = 0  # recorded ops on the longest tracked path from a leaf
+    consumed: bool = False  # in the graph of an earlier backward (sessions)
 
 
 @dataclass
@@ -136,10 +153,13 @@ class _Builder:
         self.cfg = cfg
         self.statements: list[Statement] = []
         self.values: list[_Value] = []
-        self.counter = {"x": 0, "v": 0, "c": 0, "m": 0, "t": 0, "y": 0, "p": 0}
+        self.counter = {"x": 0, "v": 0, "c": 0, "m": 0, "t": 0, "y": 0, "p": 0, "g": 0, "z": 0, "o": 0}
         self.specs = cfg.op_specs()
         self.weights = [cfg.weights.get(s.name, 1.0) for s in self.specs]
         self.leaves = 0
+
+    def statements_by_id(self) -> dict[str, Statement]:
+        return {s.id: s for s in self.statements}
 
     def fresh(self, prefix: str) -> str:
         n = self.counter[prefix]
@@ -191,6 +211,8 @@ class _Builder:
         likelier, so programs grow chains that a backward runs through), else any one (the
         choice a shrinker goes to: the most recent value)."""
         cands = [v for v in self.values if pred(v)]
+        if any(v.consumed for v in cands) and not self.c.boolean(self.cfg.p_reuse_consumed):
+            cands = [v for v in cands if not v.consumed]
         if not cands:
             return None
         # the deepest first, the most recent among equals
@@ -356,23 +378,36 @@ class _Builder:
             c.note("apply")
         return True
 
-    def backward(self) -> None:
-        def allowed(v: _Value) -> bool:
-            return not self.cfg.avoid_known_bugs or known_bug(Backward("bw", v.id), self.statements) is None
-
-        # the deepest tracked op results first (the most recent among equals)
-        tracked = sorted((v for v in self.values[::-1] if v.tracked and v.depth > 0), key=lambda v: -v.depth)
-        tracked = [v for v in tracked if allowed(v)]
+    def backward(self) -> bool:
+        """A backward of (most often) the deepest tracked op result not yet consumed. Known-bug
+        triggers are not avoided here: a backward of a used leaf (backward-of-used-leaf-panics)
+        is matched to its corpus case by signature."""
+        # the deepest tracked op results first (the most recent among equals); not one whose
+        # graph an earlier backward consumed, but rarely
+        stale = sessions.stale(self)
+        if stale and self.c.boolean(self.cfg.p_consumed_root):
+            stale = set()
+            self.c.note("backward:consumed-allowed")
+        tracked = sorted((v for v in self.values[::-1] if v.tracked and v.depth > 0 and v.id not in stale),
+                         key=lambda v: -v.depth)
         if tracked and self.likely(self.cfg.p_tracked_root):
             root = tracked[self.biased_index(len(tracked), self.cfg.p_deepest_root)]
             self.c.note("backward:tracked")
         else:
-            roots = [v for v in self.values[::-1] if allowed(v)]
+            roots = [v for v in self.values[::-1] if v.id not in stale] or self.values[::-1]
             if not roots:
-                return
+                return False
             root = self.c.choice(roots)
-            self.c.note("backward:any")
-        self.statements.append(Backward("bw", root.id))
+            self.c.note("backward:any" + (":consumed" if root.consumed else ""))
+        backwards = sum(isinstance(s, Backward) for s in self.statements)
+        ident = "bw" if backwards == 0 else f"bw{backwards}"
+        retain = backwards < self.cfg.max_backwards - 1 and self.c.boolean(self.cfg.p_retain_graph)
+        self.statements.append(Backward(ident, root.id, retain))
+        if retain:
+            self.c.note("backward:retain_graph")
+        else:
+            sessions.consume(self, root.id)
+        return True
 
 
 def _transformed(h: _Handle, kind: str) -> _Handle:
@@ -417,11 +452,23 @@ def generate(c: Choices, cfg: GenConfig | None = None) -> Program:
             b.leaf(b.draw_shape())
         return True
 
+    if c.boolean(cfg.p_training):
+        _grouped(c, lambda: sessions.training_loop(b))
     for _ in range(cfg.max_statements):
         if not _grouped(c, statement):
             break
-    if c.boolean(cfg.p_backward):
-        _grouped(c, b.backward)
+    if c.boolean(cfg.p_backward) and _grouped(c, b.backward):
+        # sessions: more forwards and backwards after the first
+        for _ in range(cfg.max_backwards - 1):
+            if not c.boolean(cfg.p_another_backward):
+                break
+            c.note("session")
+            _grouped(c, lambda: sessions.after_backward(b))
+            for _ in range(cfg.segment_statements):
+                if not _grouped(c, statement):
+                    break
+            if not _grouped(c, b.backward):
+                break
     return Program(tuple(b.statements))
 
 

@@ -1,0 +1,139 @@
+"""Sessions in the generator (issue 11): what happens between backwards, and training loops.
+
+After a backward, the values of the graph it consumed are marked (`_Value.consumed`): later
+ops take them only rarely (`GenConfig.p_reuse_consumed`), so most later forwards start from
+leaves, detached values and gradients read from the handle, as training code does, and some
+reach into a consumed graph (which the model says must fail, and where). A training loop is a
+Linear on fresh data, a loss, (usually) zero_grad, a backward and an SGD step, 1 to 3 times,
+each step on the module the previous one returned.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from difftest.exec.torch_exec import run_torch
+from difftest.ops.domains import MAX_MAGNITUDE
+from difftest.program.ir import (
+    Apply,
+    Backward,
+    Grad,
+    InlineTensor,
+    Leaf,
+    Module,
+    OpCall,
+    Optimizer,
+    Param,
+    Program,
+    Step,
+    ZeroGrad,
+    ancestors,
+)
+from strategies.choices import weighted
+
+if TYPE_CHECKING:
+    from strategies.generator import _Builder
+
+# SGD settings, exact in float32 (burn's weight-decay penalty is an f32)
+LEARNING_RATES = (0.125, 0.0625, 0.25, 0.03125)
+MOMENTA = (0.0, 0.9, 0.5)
+WEIGHT_DECAYS = (0.0, 0.0078125, 0.03125)
+
+
+def consume(b: _Builder, root: str) -> None:
+    """Mark the op results the backward of `root` walked (its graph is consumed)."""
+    table = b.statements_by_id()
+    walked = {v.id for v in b.values if v.depth > 0 and v.id in ancestors(table, root)}
+    for v in b.values:  # and what was computed from them (its graph reaches a consumed node)
+        if v.depth > 0 and ancestors(table, v.id) & walked:
+            v.consumed = True
+
+
+def stale(b: _Builder) -> set[str]:
+    """The values whose graph reaches a node an earlier backward consumed."""
+    consumed = {v.id for v in b.values if v.consumed}
+    if not consumed:
+        return set()
+    table = b.statements_by_id()
+    return {v.id for v in b.values if v.depth > 0 and ancestors(table, v.id) & consumed}
+
+
+def after_backward(b: _Builder) -> None:
+    """Between two backwards: maybe read 1 or 2 gradients from the last handle (they become
+    values later ops may use), maybe zero_grad."""
+    from strategies.generator import _Value
+
+    c, cfg = b.c, b.cfg
+    bw = next(s for s in reversed(b.statements) if isinstance(s, Backward))
+    if c.boolean(cfg.p_grad_read):
+        obs = run_torch(Program(tuple(b.statements)))
+        handle = obs.backwards[-1] if obs.error is None and obs.backwards else None
+        present = [k for k, g in handle.grads.items() if g is not None] if handle is not None else []
+        for _ in range(c.integer(1, 2) if present else 0):
+            of = c.choice(present)
+            g = handle.grads[of] if handle is not None else None
+            assert g is not None
+            tensor = torch.tensor(g.data, dtype=torch.float32).reshape(g.shape)
+            if not bool(torch.isfinite(tensor).all()) or float(tensor.abs().max()) > MAX_MAGNITUDE:
+                continue
+            st = Grad(b.fresh("g"), bw.id, of)
+            b.statements.append(st)
+            b.values.append(_Value(st.id, tuple(g.shape), tensor))
+            c.note("grad-read")
+    if c.boolean(cfg.p_zero_grad):
+        b.statements.append(ZeroGrad(b.fresh("z")))
+        c.note("zero_grad")
+
+
+def training_loop(b: _Builder) -> None:
+    """A Linear trained by SGD on fresh data: forward, a mean-squared (or summed-squared) error
+    against a target, zero_grad (usually: without it PyTorch's `.grad` accumulates, rule
+    grad-accumulates), backward, step; 1 to 3 times. The loop's values join the program."""
+    from strategies.generator import _Value
+
+    c, cfg = b.c, b.cfg
+    n, d_in, d_out = c.integer(1, 4), c.integer(1, cfg.max_dim), c.integer(1, cfg.max_dim)
+    x = Leaf(b.fresh("x"), (n, d_in), tuple(c.floats(n * d_in, -2.0, 2.0)))
+    t = Leaf(b.fresh("x"), (n, d_out), tuple(c.floats(n * d_out, -2.0, 2.0)))
+    weight = InlineTensor((d_out, d_in), tuple(c.floats(d_out * d_in, -1.0, 1.0)))
+    bias = InlineTensor((d_out,), tuple(c.floats(d_out, -1.0, 1.0))) if c.boolean(0.8) else None
+    module = Module(b.fresh("m"), "linear", weight, bias)
+    momentum = weighted(c, MOMENTA, (3.0, 2.0, 1.0))
+    nesterov = momentum > 0 and c.boolean(0.25)
+    opt = Optimizer(b.fresh("o"), "sgd", momentum, 0.0, nesterov, weighted(c, WEIGHT_DECAYS, (3.0, 1.0, 1.0)))
+    lr = weighted(c, LEARNING_RATES, (3.0, 2.0, 1.0, 1.0))
+    new = [x, t, module, opt]
+    handle = module.id
+    reduce = "mean" if c.boolean(0.7) else "sum"
+    for step in range(c.integer(1, 3)):
+        y = Apply(b.fresh("y"), handle, x.id)
+        d = OpCall(b.fresh("v"), "sub", (y.id, t.id))
+        q = OpCall(b.fresh("v"), "square", (d.id,))
+        loss = OpCall(b.fresh("v"), reduce, (q.id,))
+        new += [y, d, q, loss]
+        if step == 0 or c.boolean(0.85):
+            new.append(ZeroGrad(b.fresh("z")))
+        backwards = sum(isinstance(s, Backward) for s in [*b.statements, *new])
+        bw = Backward("bw" if backwards == 0 else f"bw{backwards}", loss.id)
+        stepped = Step(b.fresh("m"), opt.id, handle, bw.id, lr)
+        new += [bw, stepped]
+        handle = stepped.id
+        if c.boolean(0.5):
+            new.append(Param(b.fresh("p"), handle, "bias" if bias is not None and c.boolean(0.3) else "weight"))
+    obs = run_torch(Program(tuple([*b.statements, *new])))
+    if obs.error is not None:
+        return
+    values = {v.id: v for v in obs.values}
+    b.statements.extend(new)
+    for st in new:
+        v = values.get(st.id)
+        if v is None:
+            continue
+        tensor = torch.tensor(v.value.data, dtype=torch.float32).reshape(v.value.shape)
+        in_graph = isinstance(st, (Apply, OpCall))
+        b.values.append(_Value(st.id, tuple(v.value.shape), tensor, tracked=in_graph, depth=int(in_graph),
+                               consumed=in_graph))
+    b.leaves += 2
+    c.note(f"training:{reduce}:momentum={momentum}:wd={opt.weight_decay}")
