@@ -385,8 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("paths", nargs="*", metavar="PATH",
                     help="corpus directories, case files, campaign summaries (fuzz/merge --json); default: corpus")
     rp.add_argument("-o", "--output", default="report.html", metavar="FILE", help="the HTML file (default report.html)")
-    rp.add_argument("--fault", default=None, help="replay against a deliberately faulty interpreter (DIFFTEST_BURN_FAULT "
-                    "spec, docs/format.md), e.g. the one a `fuzz --fault` campaign ran against")
+    rp.add_argument("--fault", default=None,
+                    help="replay against a deliberately faulty interpreter (DIFFTEST_BURN_FAULT spec, docs/format.md), "
+                    "e.g. the one a `fuzz --fault` campaign ran against")
     rp.set_defaults(func=cmd_report)
 
     from difftest.memory.cli import DESCRIPTION, add_arguments
