@@ -273,6 +273,46 @@ def _picture(args: argparse.Namespace, verdict: Verdict) -> int:
     return 0 if verdict.ok else 1
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from difftest.findings.report import CaseReport, ReportInputError, build, collect, write
+
+    paths = [Path(p) for p in (args.paths or ["corpus"])]
+    try:
+        collect(paths)  # bad input fails here, before the worker starts
+    except ReportInputError as e:
+        print(f"difftest report: {e}", file=sys.stderr)
+        return 2
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    err = Console(stderr=True, markup=False, highlight=False)
+    bar = Progress(TextColumn("report"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.speed} cases/s"),
+                   TimeRemainingColumn(), console=err, transient=True, disable=not err.is_terminal)
+
+    def on_case(done: int, total: int, item: CaseReport) -> None:
+        bar.update(task, completed=done, total=total)
+        if not err.is_terminal:  # elsewhere one line a case is the progress
+            print(f"[{done}/{total}] {item.path}: {item.state}", file=sys.stderr, flush=True)
+
+    worker = _worker(args)
+    try:
+        with bar:
+            task = bar.add_task("report", total=None)
+            report = build(paths, worker, on_case)
+    finally:
+        worker.close()
+    out = Path(args.output)
+    try:
+        write(report, out)
+    except OSError as e:
+        print(f"difftest report: cannot write {out}: {e}", file=sys.stderr)
+        return 2
+    states = Counter(item.state for item in report.cases)
+    print(f"wrote {out}: {len(report.campaigns)} campaign summary(ies), {len(report.cases)} case(s): "
+          f"{states['ok']} ok, {states['fail']} failed, {states['error']} cannot run", file=sys.stderr)
+    return 0
+
+
 def cmd_memory(args: argparse.Namespace) -> int:
     from difftest.memory.cli import run
 
@@ -340,6 +380,15 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--svg", default=None, metavar="FILE",
                     help="write the program and its verdict as an SVG picture (runs Graphviz's `dot -Tsvg`)")
     rn.set_defaults(func=cmd_run)
+
+    rp = sub.add_parser("report", help="one self-contained HTML report of corpora, cases and campaign summaries")
+    rp.add_argument("paths", nargs="*", metavar="PATH",
+                    help="corpus directories, case files, campaign summaries (fuzz/merge --json); default: corpus")
+    rp.add_argument("-o", "--output", default="report.html", metavar="FILE", help="the HTML file (default report.html)")
+    rp.add_argument("--fault", default=None,
+                    help="replay against a deliberately faulty interpreter (DIFFTEST_BURN_FAULT spec, docs/format.md), "
+                    "e.g. the one a `fuzz --fault` campaign ran against")
+    rp.set_defaults(func=cmd_report)
 
     from difftest.memory.cli import DESCRIPTION, add_arguments
 

@@ -39,7 +39,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from difftest.exec.summary import Summary
+from difftest.exec.summary import Summary, Timeline
 from difftest.oracle.compare import Verdict
 
 # What a job needs, imported once by the forkserver (so starting a job takes milliseconds, not
@@ -346,6 +346,8 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
     dead_since: dict[int, float] = {}
     display = _Display(console, opts, console.is_terminal if opts.live is None else opts.live)
     began = time.monotonic()
+    timeline = Timeline(f"seed {opts.seed}, shard {opts.shard}/{opts.shards}, {jobs} job(s)", [(0.0, 0)], every=0.5)
+    summary.timelines.append(timeline)
 
     def handle(msg: tuple[Any, ...]) -> None:
         tag, j = msg[0], msg[1]
@@ -354,6 +356,7 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
         if tag == "result":
             _, _, k, kind, rules, ops, dismissed, worker_restarts, sig = msg
             summary.programs += 1
+            timeline.note(time.monotonic() - began, summary.programs)
             summary.verdicts[kind] += 1
             summary.rules.update(rules)
             summary.ops.update(ops)
@@ -453,4 +456,5 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
                     p.kill()
                     p.join()
     summary.seconds = time.monotonic() - began
+    timeline.close(summary.seconds, summary.programs)
     return summary

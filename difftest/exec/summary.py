@@ -14,7 +14,45 @@ from rich.console import Console
 from rich.table import Table
 
 SUMMARY_FORMAT = "difftest-campaign-summary"
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 1  # later additions are optional keys: older files stay readable
+
+
+@dataclass
+class Timeline:
+    """Programs checked against wall-clock seconds since the campaign started, one point every
+    `every` seconds at most (the report's throughput plot). Past `MAX_POINTS` points every other
+    one is dropped and the interval doubles, so a long campaign keeps a bounded series."""
+
+    label: str
+    points: list[tuple[float, int]] = field(default_factory=list)
+    every: float = 1.0
+
+    MAX_POINTS = 400
+
+    def note(self, seconds: float, programs: int) -> None:
+        if self.points and seconds - self.points[-1][0] < self.every:
+            return
+        self.points.append((round(seconds, 3), programs))
+        if len(self.points) > self.MAX_POINTS:
+            self.points = self.points[::2]
+            self.every *= 2
+
+    def close(self, seconds: float, programs: int) -> None:
+        """The final point (the campaign's end), whatever the interval."""
+        if not self.points or self.points[-1] != (round(seconds, 3), programs):
+            self.points.append((round(seconds, 3), programs))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "points": [[t, n] for t, n in self.points]}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Timeline:
+        try:
+            points = [(float(t), int(n)) for t, n in d.get("points", [])]
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"throughput timeline {d.get('label')!r}: points must be [seconds, programs] pairs") from e
+        return Timeline(str(d.get("label", "?")), points)
+
 
 @dataclass
 class Finding:
@@ -64,6 +102,9 @@ class Summary:
     shards_merged: int = 0  # merge only: how many summaries
     versions: dict[str, Any] = field(default_factory=dict)
     startup: float = 0.0  # seconds until a job first reported (process start, imports, worker start)
+    # programs over time, one timeline per campaign (a merge keeps each shard's); absent in
+    # summaries written before it was recorded
+    timelines: list[Timeline] = field(default_factory=list)
 
     @property
     def rate(self) -> float:
@@ -103,6 +144,7 @@ class Summary:
             "shard": self.shard,
             **({"shards_merged": self.shards_merged} if self.shards_merged else {}),
             "versions": self.versions,
+            "throughput": [t.to_dict() for t in self.timelines],
         }
 
     @staticmethod
@@ -123,6 +165,7 @@ class Summary:
         s.shard = str(d.get("shard", "0/1"))
         s.versions = dict(d.get("versions", {}))
         s.startup = float(d.get("startup_seconds", 0.0))
+        s.timelines = [Timeline.from_dict(t) for t in d.get("throughput", [])]
         return s
 
     def ordered_findings(self) -> list[Finding]:
@@ -152,6 +195,7 @@ class Summary:
         if self.seed is None:
             self.seed = other.seed
         self.versions = self.versions or other.versions
+        self.timelines.extend(other.timelines)
         self.shards_merged += 1
 
 

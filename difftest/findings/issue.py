@@ -62,7 +62,7 @@ def _plain(v: Any) -> str:
     return str(v)
 
 
-def _tensor(obs: Observation, m: Mismatch) -> TensorObs | None:
+def mismatch_tensor(obs: Observation, m: Mismatch) -> TensorObs | None:
     if m.kind == "grad":
         for b in obs.backwards:
             if b.id == m.backward:
@@ -91,7 +91,7 @@ def _mismatch_section(verdict: Verdict, m: Mismatch, n: int) -> list[str]:
     out.append(f"- expected (PyTorch): `{_plain(m.expected)}`")
     out.append(f"- observed (burn): `{_plain(m.observed)}`")
     if m.kind in ("grad", "value", "shape"):
-        tt, bt = _tensor(verdict.torch, m), _tensor(verdict.burn, m)
+        tt, bt = mismatch_tensor(verdict.torch, m), mismatch_tensor(verdict.burn, m)
         for who, t in (("PyTorch", tt), ("burn", bt)):
             shown = "None" if t is None else f"{fmt_data(t.data)} shape={list(t.shape)}"
             out.append(f"- {who} gives: `{shown}`")
@@ -118,7 +118,7 @@ WHY = {
 }
 
 
-def _evidence(m: Mismatch) -> list[str]:
+def evidence_lines(m: Mismatch) -> list[str]:
     ev = m.evidence or {}
     out: list[str] = []
     head = f"- {m.kind} at `{m.statement}`" + (f": {WHY[m.kind]}" if m.kind in WHY else "")
@@ -143,7 +143,7 @@ def _evidence(m: Mismatch) -> list[str]:
     return out
 
 
-def _known_bug_reason(case: Case) -> tuple[str, str, list[str]] | None:
+def known_bug_reason(case: Case) -> tuple[str, str, list[str]] | None:
     from difftest.divergences.known_bugs import KNOWN_BUGS
 
     if case.path is None:
@@ -188,8 +188,8 @@ def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] |
     lines.append(f"- verdict: **{verdict.kind}** ({len(findings)} finding mismatch"
                  f"{'es' if len(findings) != 1 else ''})")
     for m in findings:
-        lines += _evidence(m)
-    known = _known_bug_reason(case)
+        lines += evidence_lines(m)
+    known = known_bug_reason(case)
     if known is not None:
         lines.append(f"- declared known bug `{known[0]}`: {known[1]}")
         lines += [f"  - related: {link}" for link in known[2]]

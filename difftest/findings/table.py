@@ -50,7 +50,9 @@ def compact(flags: dict[str, bool] | None, names: tuple[str, ...]) -> str:
     return " ".join("?" if n not in flags else ("T" if flags[n] else "F") for n in names)
 
 
-def _num(x: float) -> str:
+def _num(x: float | str) -> str:
+    if isinstance(x, str):  # a non-finite difference kept JSON-ready by `rows` ("nan", "inf")
+        return x
     if math.isnan(x):
         return "nan"
     if math.isinf(x):
@@ -82,7 +84,7 @@ def diff(a: TensorObs | None, b: TensorObs | None) -> tuple[float, float] | None
     return abs_d, rel_d
 
 
-def _fmt_diff(d: tuple[float, float] | None) -> str:
+def _fmt_diff(d: tuple[float | str, float | str] | None) -> str:
     return "-" if d is None else f"{_num(d[0])} / {_num(d[1])}"
 
 
@@ -195,36 +197,50 @@ def table(verdict: Verdict) -> Table:
 
     for r in rows(verdict):
         marks = r["marks"]
-        predicted = "\n".join(
-            f"{fw} {compact(flags, BURN_FLAGS if fw == 'burn' else TORCH_FLAGS)}"
-            for fw, flags in r["predicted"].items()
-        )
-        if r["max_abs"] == 0 and r["burn_value"] == r["torch_value"]:
-            value = f"{r['burn_value']} (equal)"
-        else:
-            value = f"{r['burn_value']}\n{r['torch_value']}"
-            if r["max_abs"] is not None:
-                value += f"\n{_fmt_diff((r['max_abs'], r['max_rel']))}"
-        grad_cells = []
-        for b in backwards:
-            g = r["grads"][b]
-            if g["burn"] is None and g["torch"] is None:
-                txt = "-"
-            elif g["max_abs"] == 0 and g["burn_text"] == g["torch_text"]:
-                txt = f"{g['burn_text']} (equal)"
-            else:
-                txt = f"{g['burn_text']}\n{g['torch_text']}"
-                if g["max_abs"] is not None:
-                    txt += f"\n{_fmt_diff((g['max_abs'], g['max_rel']))}"
-            grad_cells.append(cell(txt, marks.get(f"grad:{b}")))
-        shape = "-" if r["shape"] is None else str(r["shape"])
+        grad_cells = [cell(grad_text(r["grads"][b]), marks.get(f"grad:{b}")) for b in backwards]
         t.add_row(
-            Text(r["id"]), Text(r["what"]), cell(shape, marks.get("shape")),
+            Text(r["id"]), Text(r["what"]), cell(shape_text(r), marks.get("shape")),
             cell(r["burn"], marks.get("burn")), cell(r["torch"], marks.get("torch")),
-            Text(predicted or ""), Text("\n".join(r["rules"])),
-            cell(value, marks.get("value")), *grad_cells,
+            Text(predicted_text(r)), Text("\n".join(r["rules"])),
+            cell(value_text(r), marks.get("value")), *grad_cells,
         )
     return t
+
+
+# The texts of a row's cells (lines separated by newlines), shared by the terminal table and
+# the HTML report (report_html.py).
+
+def shape_text(row: dict[str, Any]) -> str:
+    return "-" if row["shape"] is None else str(row["shape"])
+
+
+def predicted_text(row: dict[str, Any]) -> str:
+    """The model's flags where they differ from the observed ones, one framework a line."""
+    return "\n".join(
+        f"{fw} {compact(flags, BURN_FLAGS if fw == 'burn' else TORCH_FLAGS)}" for fw, flags in row["predicted"].items()
+    )
+
+
+def value_text(row: dict[str, Any]) -> str:
+    """burn's and PyTorch's values (abbreviated) and their max abs / rel difference."""
+    if row["max_abs"] == 0 and row["burn_value"] == row["torch_value"]:
+        return f"{row['burn_value']} (equal)"
+    text = f"{row['burn_value']}\n{row['torch_value']}"
+    if row["max_abs"] is not None:
+        text += f"\n{_fmt_diff((row['max_abs'], row['max_rel']))}"
+    return text
+
+
+def grad_text(g: dict[str, Any]) -> str:
+    """One backward's gradients of a value in both frameworks, and their difference."""
+    if g["burn"] is None and g["torch"] is None:
+        return "-"
+    if g["max_abs"] == 0 and g["burn_text"] == g["torch_text"]:
+        return f"{g['burn_text']} (equal)"
+    text = f"{g['burn_text']}\n{g['torch_text']}"
+    if g["max_abs"] is not None:
+        text += f"\n{_fmt_diff((g['max_abs'], g['max_rel']))}"
+    return text
 
 
 def text(verdict: Verdict, width: int = 160) -> str:

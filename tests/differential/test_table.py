@@ -60,3 +60,14 @@ def test_run_json_prints_the_rows(capsys) -> None:  # type: ignore[no-untyped-de
     out = json.loads(capsys.readouterr().out)
     assert [r["id"] for r in out][:2] == ["w", "w_detach"]
     assert out[3]["burn_flags"] == {"is_autodiff": True, "is_tracked": False, "is_require_grad": False}
+
+
+def test_a_nan_gradient_difference_is_shown(burn_worker: BurnWorker) -> None:
+    """powf at base 0: burn's gradient is NaN, so the difference is NaN (kept JSON-ready as the
+    text "nan" by `rows`), which the terminal table prints instead of failing on."""
+    case = load_case(SEED.parents[1] / "bugs" / "powf-zero-base-nan-grad.json")
+    verdict = check(case.program, burn_worker)
+    row = {r["id"]: r for r in rows(verdict)}["b"]
+    [grad] = row["grads"].values()
+    assert grad["max_abs"] == "nan" and row["marks"]
+    assert "nan / nan !" in verdict.report()

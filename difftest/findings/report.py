@@ -1,0 +1,219 @@
+"""`difftest report`: one self-contained HTML file about corpora, cases and campaigns (issue 14).
+
+Inputs are corpus directories, case files and campaign summaries (`difftest fuzz --json`,
+`difftest merge --json`). Every case is replayed now (the corpus's cases, and the case each
+campaign finding was saved as or matched), so its section shows what this difftest, this
+interpreter and this PyTorch give: the verdict and replay outcome, the picture (picture.py), the
+per-statement table (table.py), the evidence of every mismatch (issue.py), both reproducers and
+the versions. A case that cannot be run gets a section with the error; the report is written
+all the same. The HTML itself is report_html.py's.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from difftest.exec.summary import SUMMARY_FORMAT, Summary
+from difftest.findings.corpus import Case, CorpusError, ReplayOutcome, iter_case_files, judge, judge_memory, load_case
+
+if TYPE_CHECKING:
+    from difftest.exec.burn_worker import BurnWorker
+    from difftest.oracle.compare import Verdict
+
+
+class ReportInputError(ValueError):
+    """A report input that is neither a corpus directory, a case file nor a campaign summary."""
+
+
+@dataclass
+class Campaign:
+    """A campaign summary given as input."""
+
+    path: Path
+    summary: Summary
+
+
+@dataclass
+class CaseReport:
+    """One case's section: what was loaded and what running it gave (or why it could not run)."""
+
+    path: Path
+    group: str  # the directory it is listed under in the corpus summary
+    origin: str  # "corpus", or the campaign finding it stands for
+    case: Case | None = None
+    verdict: Verdict | None = None
+    outcome: ReplayOutcome | None = None
+    error: str | None = None  # cannot be run: corrupt file, missing file, worker failure
+    memory_table: str | None = None  # a memory case's measured table
+    picture: str | None = None  # inline SVG
+    picture_note: str | None = None  # why there is no picture
+
+    @property
+    def name(self) -> str:
+        return self.case.name if self.case is not None and self.case.name else self.path.stem
+
+    @property
+    def state(self) -> str:
+        """ok | fail | error."""
+        if self.error is not None or self.outcome is None:
+            return "error"
+        return "ok" if self.outcome.ok else "fail"
+
+
+@dataclass
+class Report:
+    campaigns: list[Campaign] = field(default_factory=list)
+    cases: list[CaseReport] = field(default_factory=list)
+    versions: dict[str, Any] = field(default_factory=dict)  # what runs now (difftest, burn, torch)
+    inputs: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------- inputs
+
+def _is_summary(path: Path) -> bool:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False  # a corrupt file is reported as a case that cannot be run
+    return isinstance(doc, dict) and doc.get("format") == SUMMARY_FORMAT
+
+
+def finding_case_path(path_text: str, summary_path: Path) -> Path:
+    """A finding's case path as the campaign recorded it (relative to where it ran), else
+    relative to the summary file."""
+    p = Path(path_text)
+    if p.is_absolute() or p.exists():
+        return p
+    beside = summary_path.parent / p
+    return beside if beside.exists() else p
+
+
+def collect(paths: list[Path]) -> tuple[list[Campaign], list[CaseReport]]:
+    """Campaigns and the cases to run, in the order given (each case file once)."""
+    campaigns: list[Campaign] = []
+    cases: list[CaseReport] = []
+    seen: set[Path] = set()
+
+    def add(path: Path, group: str, origin: str) -> None:
+        key = path.resolve()
+        if key in seen:
+            return
+        seen.add(key)
+        cases.append(CaseReport(path, group, origin))
+
+    for path in paths:
+        if not path.exists():
+            raise ReportInputError(f"{path}: no such file or directory")
+        if path.is_dir():
+            files = iter_case_files([path])
+            if not files:
+                raise ReportInputError(f"{path}: a directory without case files (*.json)")
+            for f in files:
+                add(f, f.parent.as_posix(), "corpus")
+        elif path.suffix != ".json":
+            raise ReportInputError(f"{path}: expected a corpus directory, a case file (.json) or a campaign summary "
+                                   "(difftest fuzz --json)")
+        elif _is_summary(path):
+            try:
+                summary = Summary.from_dict(json.loads(path.read_text()))
+            except (ValueError, KeyError, TypeError) as e:
+                raise ReportInputError(f"{path}: a campaign summary that cannot be read: {e}") from e
+            campaigns.append(Campaign(path, summary))
+            for finding in summary.ordered_findings():
+                if finding.path is not None:
+                    case_path = finding_case_path(finding.path, path)
+                    add(case_path, case_path.parent.as_posix(), f"finding {finding.signature} of {path}")
+        else:
+            add(path, path.parent.as_posix(), "case file")
+    return campaigns, cases
+
+
+# ---------------------------------------------------------------------- running
+
+def _picture(item: CaseReport) -> None:
+    from difftest.findings.picture import DotMissing, dot, svg
+
+    assert item.verdict is not None
+    try:
+        text = svg(dot(item.verdict))
+    except DotMissing as e:
+        item.picture_note = str(e)
+        return
+    except Exception as e:  # dot failed or timed out: the report is written without the picture
+        item.picture_note = f"the picture could not be drawn: {e}"
+        return
+    start = text.find("<svg")
+    item.picture = text[start:] if start >= 0 else None
+    if item.picture is None:
+        item.picture_note = "Graphviz's output holds no <svg> element"
+
+
+def run_case(item: CaseReport, worker: BurnWorker) -> None:
+    """Loads and replays one case (fills `item`); every failure becomes `item.error`."""
+    from difftest.exec.runner import check
+
+    if not item.path.exists():
+        item.error = f"{item.path}: the case file does not exist (moved or deleted since the campaign?)"
+        return
+    try:
+        item.case = load_case(item.path)
+    except CorpusError as e:
+        item.error = str(e)
+        return
+    case = item.case
+    try:
+        item.verdict = check(case.program, worker)
+        if case.memory is not None:
+            from difftest.memory.table import format_table
+
+            rows = case.memory.run(full=False)
+            size = case.memory.size(False)
+            item.memory_table = format_table(rows, size.n, size.iters)
+            item.outcome = judge_memory(case, rows, full=False)
+        else:
+            item.outcome = judge(case, item.verdict)
+    except Exception:
+        item.error = f"{item.path}: running the case failed:\n{traceback.format_exc()}"
+        return
+    _picture(item)
+
+
+def _versions(worker: BurnWorker) -> dict[str, Any]:
+    from difftest.versions import difftest_version, torch_version
+
+    out: dict[str, Any] = {"difftest": difftest_version(), "torch": torch_version()}
+    try:
+        burn = worker.version()
+    except Exception as e:  # the cases say it too, each with its error
+        out["burn"] = f"unknown (difftest-burn did not start: {e})"
+        return out
+    out["burn"] = burn.get("burn")
+    out["difftest_burn"] = burn.get("difftest_burn")
+    if burn.get("fault"):
+        out["fault"] = burn.get("fault")
+    return out
+
+
+def build(paths: list[Path], worker: BurnWorker,
+          on_case: Callable[[int, int, CaseReport], None] | None = None) -> Report:
+    """Collects the inputs and replays every case with `worker`; `on_case(done, total, item)`
+    after each (progress)."""
+    campaigns, cases = collect(paths)
+    report = Report(campaigns, cases, _versions(worker), [p.as_posix() for p in paths])
+    for k, item in enumerate(cases, 1):
+        run_case(item, worker)
+        if on_case is not None:
+            on_case(k, len(cases), item)
+    return report
+
+
+def write(report: Report, out: Path) -> None:
+    from difftest.findings.report_html import page
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page(report), encoding="utf-8")

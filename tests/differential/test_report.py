@@ -1,0 +1,170 @@
+"""`difftest report`: one self-contained HTML file for the corpus and a campaign summary, checked
+for structure and rendered by headless Chromium (issue 14 item 3)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from html import escape
+from pathlib import Path
+
+import pytest
+
+from difftest.cli import main
+from difftest.divergences.registry import KNOWLEDGE
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.summary import Summary
+from difftest.findings.corpus import iter_case_files
+from difftest.findings.picture import DOT_MISSING
+from difftest.findings.report import build, write
+from difftest.findings.report_html import page
+from tests.png import read_png
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "corpus"
+POWI = CORPUS / "bugs" / "powi-zero-untracked.json"
+NO_CHROMIUM = "headless Chromium is not installed (apt-get install chromium; .ci/run installs it)"
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _sections(html: str) -> dict[str, str]:
+    """case path (as shown under its heading) -> the HTML of its section."""
+    out: dict[str, str] = {}
+    for part in html.split('<section class="case ')[1:]:
+        body = part.split("</section>", 1)[0]
+        found = re.search(r'<p class="muted">([^<]*?) · ', body)
+        assert found, body[:300]
+        out[found.group(1)] = body
+    return out
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A short real campaign's summary (`difftest fuzz --json`), its findings kept out of corpus/."""
+    tmp = tmp_path_factory.mktemp("campaign")
+    out = tmp / "summary.json"
+    rc = main(["fuzz", "--programs", "120", "-j", "1", "--seed", "3", "--corpus", str(tmp / "corpus"),
+               "--json", str(out), "--progress", "60"])
+    assert rc in (0, 1), f"the campaign failed (exit {rc})"
+    return out
+
+
+@pytest.fixture(scope="module")
+def report(campaign: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    assert main(["report", str(CORPUS), str(campaign), "-o", str(out)]) == 0
+    return out
+
+
+def test_every_case_has_a_section_with_its_picture(report: Path) -> None:
+    html = report.read_text()
+    sections = _sections(html)
+    cases = iter_case_files([CORPUS])
+    assert cases
+    for f in cases:
+        body = sections.get(f.as_posix())
+        assert body is not None, f"no section for {f}"
+        assert "<svg" in body, f"no picture in the section of {f}"
+        assert 'class="rows"' in body and "<pre>" in body, f"no table or reproducers for {f}"
+        assert "#[test]" in body and "import torch" in body, f"a reproducer is missing for {f}"
+    # the finding's evidence: burn's panic where PyTorch runs, marked cells in the table
+    powi = sections[POWI.as_posix()]
+    assert "Tensor::backward requires a tracked autodiff tensor" in powi
+    assert 'class="cell-finding"' in powi and "powi-zero-untracked" in powi
+
+
+def test_a_nan_gradient_finding_shows_its_float64_evidence(report: Path) -> None:
+    body = _sections(report.read_text())[(CORPUS / "bugs" / "powf-zero-base-nan-grad.json").as_posix()]
+    assert "PyTorch float64 reference" in body and "finite difference" in body
+
+
+def test_the_campaign_summary(report: Path, campaign: Path) -> None:
+    html = report.read_text()
+    summary = json.loads(campaign.read_text())
+    section = html.split('<section class="campaign"', 1)[1].split("</section>", 1)[0]
+    assert f"<td>{summary['programs']:,}</td>" in section
+    for kind, n in summary["verdicts"].items():
+        assert re.search(rf"<td>{re.escape(kind)}</td><td class=\"num\">{n:,}</td>", section), kind
+    declared = [k.name for k in KNOWLEDGE if k.kind == "divergence"]
+    never = [name for name in declared if name not in summary["rules"]]
+    assert f"Declared rules never fired ({len(never)} of {len(declared)})" in section
+    for name in summary["rules"]:
+        assert f"<code>{name}</code>" in section.split("Declared rules never fired", 1)[0]
+    assert "catalog ops generated" in section
+    assert section.count('<svg xmlns="http://www.w3.org/2000/svg" class="plot"') == 2
+    assert "<polyline" in section  # throughput over time, from the summary's time series
+
+
+def test_self_contained(report: Path) -> None:
+    html = report.read_text()
+    assert html.startswith("<!DOCTYPE html>")
+    for banned in ("<script", "<link", "<img", "<iframe", "src=", "@import", "url("):
+        assert banned not in html, f"the report loads something: {banned}"
+
+
+def test_chromium_renders_it(report: Path, tmp_path: Path) -> None:
+    exe = _chromium()
+    if exe is None:
+        pytest.skip(NO_CHROMIUM)
+    shot = tmp_path / "shot.png"
+    done = subprocess.run([exe, "--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
+                           f"--screenshot={shot}", "--window-size=1200,2000", report.resolve().as_uri()],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
+    image = read_png(shot)
+    assert (image.width, image.height) == (1200, 2000)
+    pixels = image.pixels()
+    ink = sum(p != (255, 255, 255) for p in pixels) / len(pixels)
+    colours = len(set(pixels))
+    assert ink > 0.03 and colours > 32, f"the screenshot looks blank: {ink:.1%} non-white, {colours} colours"
+
+
+def test_unrunnable_cases_and_no_dot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, burn_worker: BurnWorker) -> None:
+    """A corrupt case gets a section with its error, a missing `dot` a readable note; the report
+    is still written."""
+    shutil.copy(POWI, tmp_path / "powi.json")
+    (tmp_path / "broken.json").write_text('{"format": "difftest-case", "version": 1, "status": ')
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    report = build([tmp_path], burn_worker)
+    out = tmp_path / "out" / "report.html"
+    write(report, out)
+    sections = _sections(out.read_text())
+    broken = sections[(tmp_path / "broken.json").as_posix()]
+    assert "This case cannot be run" in broken and "malformed JSON" in broken
+    powi = sections[(tmp_path / "powi.json").as_posix()]
+    assert escape(DOT_MISSING) in powi
+    assert "<svg" not in powi and 'class="rows"' in powi
+    assert [c.state for c in report.cases] == ["error", "ok"]
+
+
+def test_a_worker_that_cannot_start(tmp_path: Path) -> None:
+    report = build([POWI], BurnWorker(str(tmp_path / "no-such-difftest-burn")))
+    [item] = report.cases
+    assert item.state == "error" and item.error is not None and "running the case failed" in item.error
+    assert "unknown" in str(report.versions["burn"])
+    assert "This case cannot be run" in page(report)
+
+
+def test_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nowhere"
+    assert main(["report", str(missing), "-o", str(tmp_path / "r.html")]) == 2
+    assert f"{missing}: no such file or directory" in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_text("x")
+    assert main(["report", str(tmp_path / "notes.txt"), "-o", str(tmp_path / "r.html")]) == 2
+    assert "expected a corpus directory" in capsys.readouterr().err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_an_older_summary_without_a_time_series(tmp_path: Path, campaign: Path, burn_worker: BurnWorker) -> None:
+    doc = json.loads(campaign.read_text())
+    del doc["throughput"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    assert Summary.from_dict(doc).timelines == []
+    html = page(build([old], burn_worker))
+    assert "No time series in this summary" in html and "Verdicts" in html
