@@ -27,6 +27,7 @@ from difftest.program.ir import (
     Optimizer,
     Param,
     Program,
+    Statement,
     Step,
     ZeroGrad,
     ancestors,
@@ -104,7 +105,7 @@ def training_loop(b: _Builder) -> None:
     nesterov = momentum > 0 and c.boolean(0.25)
     opt = Optimizer(b.fresh("o"), "sgd", momentum, 0.0, nesterov, weighted(c, WEIGHT_DECAYS, (3.0, 1.0, 1.0)))
     lr = weighted(c, LEARNING_RATES, (3.0, 2.0, 1.0, 1.0))
-    new = [x, t, module, opt]
+    new: list[Statement] = [x, t, module, opt]
     handle = module.id
     reduce = "mean" if c.boolean(0.7) else "sum"
     for step in range(c.integer(1, 3)):
