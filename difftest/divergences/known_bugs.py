@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from difftest.divergences.knowledge import Knowledge, burn_source
-from difftest.program.ir import Apply, Backward, Leaf, OpCall, Param, Statement, inputs_of
+from difftest.program.ir import OpCall, Statement
 
 Trigger = Callable[[Statement, Sequence[Statement]], bool]  # (statement, the statements before it)
 
@@ -39,17 +39,6 @@ def _pow_zero(st: Statement, prior: Sequence[Statement]) -> bool:
     return isinstance(st, OpCall) and st.op in ("powi_scalar", "powf_scalar") and st.attrs.get("exponent") == 0
 
 
-def _backward_of_used_leaf(st: Statement, prior: Sequence[Statement]) -> bool:
-    if not isinstance(st, Backward):
-        return False
-    root = next((s for s in prior if s.id == st.input), None)
-    if isinstance(root, Param) and root.param == "bias":
-        # a Linear's bias is burn's parameter leaf itself (a weight is read transposed): once
-        # a module has been applied it may be a used leaf
-        return any(isinstance(s, Apply) for s in prior)  # conservative: any module handle
-    return isinstance(root, Leaf) and any(st.input in inputs_of(s) for s in prior)
-
-
 KNOWN_BUGS: tuple[KnownBug, ...] = (
     _bug(
         "powi-zero-untracked",
@@ -65,11 +54,11 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "backward-of-used-leaf-panics",
         "backward() of a require-grad leaf that feeds a chain of ops over several leaves panics "
         "with 'graph tape has already been consumed' although nothing was consumed; PyTorch "
-        "gives the leaf a gradient of ones. The generator does not take a leaf with consumers "
-        "as the backward root.",
+        "gives the leaf a gradient of ones. The generator does not avoid it: campaigns match it "
+        "to its corpus case by signature (issue 11).",
         ("corpus/bugs/backward-of-used-leaf-panics.json", "docs/semantics.md#upstream",
          "https://github.com/tracel-ai/burn/pull/5645"),
-        _backward_of_used_leaf,
+        None,
     ),
     _bug(
         "powf-zero-base-nan-grad",
