@@ -190,12 +190,12 @@ def validate_dict(doc: Any) -> None:
     kind_errors = [e for e in errors if e.validator == "enum" and list(e.absolute_path)[-1:] == ["kind"]]
     if kind_errors and list(kind_errors[0].absolute_path)[:2] == list(err.absolute_path)[:2]:
         k = kind_errors[0]
-        index = k.absolute_path[1] if len(k.absolute_path) >= 3 else None
-        st = doc["statements"][index] if isinstance(index, int) else None
-        ident = st.get("id") if isinstance(st, dict) and isinstance(st.get("id"), str) else None
+        at = k.absolute_path[1] if len(k.absolute_path) >= 3 else None
+        raw = doc["statements"][at] if isinstance(at, int) else None
+        raw_id = raw.get("id") if isinstance(raw, dict) and isinstance(raw.get("id"), str) else None
         raise ProgramError(f"unknown statement kind {k.instance!r} in format version {version} (known: "
-                           f"{', '.join(map(str, k.validator_value))})", index if isinstance(index, int) else None,
-                           ident)
+                           f"{', '.join(map(str, k.validator_value))})", at if isinstance(at, int) else None,
+                           raw_id)
     path = list(err.absolute_path)
     index: int | None = None
     ident: str | None = None
