@@ -160,16 +160,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     case = load_case(Path(args.case))
     if args.issue:
         return _show_issue(args, case)
+    from difftest.findings import reproducers
+
+    if args.format == "torch":  # only the script: `difftest show CASE --format torch > repro.py`
+        print(reproducers.torch_script(case.program, case.name), end="")
+        return 0
+    if args.format == "rust":
+        print(reproducers.rust_test(case.program, case.name.replace("-", "_")), end="")
+        return 0
     print(f"# {case.name} [{case.status}] {case.reason}\n")
     print(program_text(case.program))
-    try:
-        from difftest.findings import reproducers
-    except ImportError:
-        return 0
-    if args.format in ("all", "torch"):
+    if args.format == "all":
         print("\n# ---- PyTorch reproducer ----")
         print(reproducers.torch_script(case.program))
-    if args.format in ("all", "rust"):
         print("\n// ---- burn reproducer (Rust #[test]) ----")
         print(reproducers.rust_test(case.program, case.name.replace("-", "_")))
     return 0
