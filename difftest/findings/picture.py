@@ -21,8 +21,12 @@ from difftest.program.ir import (
     Cut,
     Module,
     OpCall,
+    Optimizer,
     Statement,
+    Step,
     Transform,
+    ZeroGrad,
+    handle_inputs,
     is_value,
     module_inputs,
     value_inputs,
@@ -105,9 +109,13 @@ def _node(verdict: Verdict, st: Statement, mark: str | None) -> str:
         kv["shape"] = "ellipse"
         if style:
             kv["style"] = ",".join(style)
-    elif isinstance(st, (Module, Transform)):
-        label = f"{st.id}\n{st.module if isinstance(st, Module) else st.transform}"
+    elif isinstance(st, (Module, Transform, Step)):
+        kind = st.module if isinstance(st, Module) else st.transform if isinstance(st, Transform) else \
+            f"step lr={st.lr:g}"
+        label = f"{st.id}\n{kind}"
         kv["shape"] = "box"
+    elif isinstance(st, (Optimizer, ZeroGrad)):
+        kv["shape"] = "note"
     elif isinstance(st, Backward):
         kv["shape"] = "diamond"
         kv["style"] = "bold"
@@ -134,6 +142,8 @@ def _edges(verdict: Verdict, st: Statement) -> list[str]:
             out.append(f"  {_q(src)} -> {_q(st.id)} {_attrs(style='solid')};")
     for handle in module_inputs(st):
         out.append(f"  {_q(handle)} -> {_q(st.id)} {_attrs(style='dashed', arrowhead='empty')};")
+    for ref in handle_inputs(st):  # gradients handles, optimizers, the value a grad is of
+        out.append(f"  {_q(ref)} -> {_q(st.id)} {_attrs(style='dotted')};")
     return out
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from difftest.oracle.compare import DISMISSED
 from difftest.oracle.states import BurnState, TorchState
-from difftest.program.ir import Apply, Backward, Cut, Leaf, OpCall, Param, Statement, is_value
+from difftest.program.ir import Apply, Backward, Cut, Grad, Leaf, OpCall, Param, Statement, is_value
 from difftest.program.observation import TensorObs
 
 if TYPE_CHECKING:
@@ -40,6 +40,8 @@ def what(st: Statement) -> str:
         return f"apply {st.module}"
     if isinstance(st, Param):
         return f"{st.module}.{st.param}"
+    if isinstance(st, Grad):
+        return f"grad of {st.of} in {st.grads}"
     return st.kind
 
 
