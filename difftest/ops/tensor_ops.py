@@ -13,6 +13,8 @@ from difftest.choices import Choices
 from difftest.ops.domains import KINK_GAP, Domain, Tensors
 from difftest.ops.sampling import Partners, slice_ranges
 from difftest.ops.shape_rules import slice_rule
+from difftest.ops.spec import GradTerms, ValueTerms
+from difftest.ops.tolerance import F32_EPS
 from difftest.program.ir import Shape, numel
 from difftest.program.shapes import ShapeError, check_dim, same_shapes
 
@@ -312,3 +314,48 @@ def cross_entropy_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]
     for row, cls in enumerate(a["targets"]):
         hot[row, cls] = 1.0
     return [g * (s + hot) / s.shape[0]]
+
+
+def _variance_value(correction: int) -> ValueTerms:
+    def terms(x: Sequence[Tensor], a: Attrs) -> Tensor:
+        # burn: mean, then sum((x - mean)^2) / (n - correction). The float32 mean is off by
+        # d ~ eps sqrt(n) mean|x|; the first-order term -2 d sum(x - mean) vanishes, n d^2 remains,
+        # which is all there is where the values are equal (the variance 0): the term
+        # eps n^1.5 mean|x|^2 (times the accumulation noise eps sqrt(n), n d^2)
+        d = a["dim"]
+        n = x[0].shape[d]
+        centred = ((x[0] - x[0].mean(d, keepdim=True)) ** 2).sum(d, keepdim=True)
+        spread = F32_EPS * n**1.5 * x[0].abs().mean(d, keepdim=True) ** 2
+        return (centred + spread) / (n - correction)
+
+    return terms
+
+
+def _variance_grad(correction: int) -> GradTerms:
+    def terms(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
+        # 2 (x - mean) / (n - correction): where x is near its mean the terms cancel
+        d = a["dim"]
+        n = x[0].shape[d]
+        return [g * 2.0 * (x[0].abs() + x[0].mean(d, keepdim=True).abs()) / (n - correction)]
+
+    return terms
+
+
+var_value, var_grad = _variance_value(1), _variance_grad(1)
+var_bias_value, var_bias_grad = _variance_value(0), _variance_grad(0)
+
+
+def bce_logits_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
+    # (sigmoid(x) - t) / n: where sigmoid(x) is near the target the terms cancel (to exactly 0 in
+    # PyTorch's float64 as well, while burn's log_sigmoid backward keeps a tiny exp(-|x|))
+    t = x[0].new_tensor(a["targets"]["data"]).reshape(x[0].shape)
+    return [g * (x[0].sigmoid() + t) / x[0].numel()]
+
+
+def cross_entropy_probs_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
+    # logits: (softmax(x) sum(t) - t) / batch, cancelling where softmax matches the targets;
+    # targets: -log_softmax(x) / batch
+    s = x[0].softmax(1)
+    batch = x[0].shape[0]
+    return [g * (s * x[1].abs().sum(1, keepdim=True) + x[1].abs()) / batch,
+            g * x[0].log_softmax(1).abs() / batch]
