@@ -346,10 +346,11 @@ var_bias_value, var_bias_grad = _variance_value(0), _variance_grad(0)
 
 
 def bce_logits_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
-    # (sigmoid(x) - t) / n: where sigmoid(x) is near the target the terms cancel (to exactly 0 in
-    # PyTorch's float64 as well, while burn's log_sigmoid backward keeps a tiny exp(-|x|))
+    # PyTorch: (sigmoid(x) - t) / n; burn: (1 - t) x - log_sigmoid(x), whose gradient is
+    # (1 - t) - sigmoid(-x). Either way terms of size ~1 cancel where sigmoid(x) is near the
+    # target, leaving float32 noise of their size (burn's quantised to ulps of 1)
     t = x[0].new_tensor(a["targets"]["data"]).reshape(x[0].shape)
-    return [g * (x[0].sigmoid() + t) / x[0].numel()]
+    return [g * (x[0].sigmoid() + t + (1.0 - t) + (-x[0]).sigmoid()) / x[0].numel()]
 
 
 def cross_entropy_probs_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
