@@ -18,6 +18,7 @@ from difftest.ops import domains as dom
 from difftest.ops import sampling as draw
 from difftest.ops import shape_rules as rule
 from difftest.ops import strides as sv
+from difftest.ops import tensor_ops as tx
 from difftest.ops import terms
 from difftest.ops import tolerance as T
 from difftest.ops.spec import VARIADIC, Attrs, AttrSampler, AttrSpec, GradTerms, OpSpec, ShapeRule, ValueTerms
@@ -70,6 +71,11 @@ def reduce_dim(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.D
 def _repeats(attrs: Attrs, shapes: Sequence[Shape]) -> Attrs:
     # PyTorch's repeat takes a count per dim of the input
     return {"reps": [attrs["times"] if i == attrs["dim"] else 1 for i in range(len(shapes[0]))]}
+
+
+def _bounds(attrs: Attrs, shapes: Sequence[Shape]) -> Attrs:
+    # slice_assign in PyTorch: `t[a:b, …] = v` on a clone, spelled with slice objects
+    return {"bounds": [list(r) for r in attrs["ranges"]]}
 
 
 OPS: tuple[OpSpec, ...] = (
@@ -199,6 +205,96 @@ OPS: tuple[OpSpec, ...] = (
            block("let input = {x};", "let rhs = {y};", "let mask = {mask};", "input.mask_where(mask, rhs)"),
            rule.mask_rule, T.EXACT, attrs=(AttrSpec("mask", "bool_tensor"),), draw_attrs=draw.mask(False),
            partners=draw.SAME_SHAPE, promotes_rank=True, doc="mask and both inputs of one shape", saves_tensors=True),
+    # issue 15: tensor ops, activations, losses
+    OpSpec("scatter", "index", 2, "torch.scatter_add({x}, {dim}, {indices}, {y})",
+           block("let input = {x};", "let indices = {indices};",
+                 "input.scatter({dim}, indices, {y}, burn::tensor::IndexingUpdateOp::Add)"),
+           tx.scatter_rule, T.ACCUMULATE, attrs=(AttrSpec("dim", "dim"), AttrSpec("indices", "int_tensor")),
+           draw_attrs=tx.scatter, partners=tx.SCATTERED, reduced_extent=tx.scatter_extent,
+           doc="add: values (input 1) of the indices' shape; repeated indices accumulate"),
+    OpSpec("select_assign", "index", 2, "torch.index_add({x}, {dim}, torch.tensor({indices}, dtype=torch.int64), {y})",
+           block("let input = {x};", "let indices = {indices};",
+                 "input.select_assign({dim}, indices, {y}, burn::tensor::IndexingUpdateOp::Add)"),
+           tx.select_assign_rule, T.ACCUMULATE, attrs=(AttrSpec("dim", "dim"), AttrSpec("indices", "ints")),
+           draw_attrs=tx.select_assign, partners=tx.SELECTED, reduced_extent=tx.select_assign_extent,
+           doc="add (PyTorch index_add): values at dim have len(indices); repeats accumulate"),
+    OpSpec("slice_assign", "index", 2,
+           "[_t := {x}.clone(), _t.__setitem__(tuple(slice(*r) for r in {bounds}), {y}), _t][2].contiguous()",
+           "{x}.slice_assign({ranges}, {y})", tx.slice_assign_rule, T.EXACT, attrs=(AttrSpec("ranges", "ranges"),),
+           draw_attrs=tx.slice_assign, partners=tx.SLICED, derive=_bounds,
+           doc="values (input 1) replace the slice; the destination's gradient is 0 there"),
+    reduce_dim("sort", "torch.sort({x}, {dim}).values.contiguous()", "{x}.sort({dim})", T.EXACT,
+               tx.DISTINCT_ALONG_DIM, shape_rule=rule.along_dim),
+    reduce_dim("sort_descending", "torch.sort({x}, {dim}, descending=True).values.contiguous()",
+               "{x}.sort_descending({dim})", T.EXACT, tx.DISTINCT_ALONG_DIM, shape_rule=rule.along_dim),
+    OpSpec("topk", "reduction", 1, "torch.topk({x}, {k}, {dim}).values", "{x}.topk({k}, {dim})", tx.topk_rule,
+           T.EXACT, tx.DISTINCT_ALONG_DIM, (AttrSpec("k", "int"), AttrSpec("dim", "dim")), tx.topk,
+           doc="the k largest along dim, descending"),
+    OpSpec("cross_entropy", "loss", 1, "F.cross_entropy({x}, torch.tensor({targets}, dtype=torch.int64)).reshape(1)",
+           block("let input = {x};", "let targets = {targets};",
+                 "burn::nn::loss::CrossEntropyLossConfig::new().init(&input.device()).forward(input, targets)"),
+           tx.class_loss_rule, T.ACCUMULATE, attrs=(AttrSpec("targets", "ints"),), draw_attrs=tx.class_targets,
+           min_rank=2, reduced_extent=rule.extent, grad_terms=tx.cross_entropy_grad,
+           doc="logits [batch, classes], one class index per row; mean over the batch"),
+    OpSpec("cross_entropy_with_logits", "loss", 2, "F.cross_entropy({x}, {y}).reshape(1)",
+           "burn::tensor::loss::cross_entropy_with_logits({x}, {y})", tx.logits_probs_rule, T.ACCUMULATE,
+           tx.SOFT_TARGETS,
+           partners=draw.SAME_SHAPE, min_rank=2, saves=(1,), reduced_extent=rule.extent,
+           grad_terms=tx.cross_entropy_probs_grad,
+           doc="logits and probability targets, both [batch, classes]; mean over the batch"),
+    OpSpec("mse_loss", "loss", 2, "F.mse_loss({x}, {y}).reshape(1)",
+           "burn::nn::loss::MseLoss::new().forward({x}, {y}, burn::nn::loss::Reduction::Mean)", tx.pair_loss_rule,
+           T.ACCUMULATE, partners=draw.SAME_SHAPE, saves=(0, 1), reduced_extent=rule.extent,
+           doc="mean of (x - y)^2 over every element"),
+    OpSpec("binary_cross_entropy", "loss", 1, "F.binary_cross_entropy({x}, {targets}.to({x}.dtype)).reshape(1)",
+           block("let input = {x};", "let targets = {targets};",
+                 "burn::nn::loss::BinaryCrossEntropyLossConfig::new().init(&input.device()).forward(input, targets)"),
+           tx.binary_loss_rule, T.ACCUMULATE, tx.PROBABILITIES, (AttrSpec("targets", "int_tensor"),),
+           tx.binary_targets, saves=(0,), reduced_extent=rule.extent,
+           doc="probabilities, 0/1 targets of their shape; mean"),
+    OpSpec("binary_cross_entropy_with_logits", "loss", 1,
+           "F.binary_cross_entropy_with_logits({x}, {targets}.to({x}.dtype)).reshape(1)",
+           block("let input = {x};", "let targets = {targets};",
+                 "burn::nn::loss::BinaryCrossEntropyLossConfig::new().with_logits(true).init(&input.device())"
+                 ".forward(input, targets)"),
+           tx.binary_loss_rule, T.ACCUMULATE, attrs=(AttrSpec("targets", "int_tensor"),),
+           draw_attrs=tx.binary_targets, saves=(0,), reduced_extent=rule.extent, grad_terms=tx.bce_logits_grad,
+           doc="logits, 0/1 targets of their shape; mean"),
+    OpSpec("var", "reduction", 1, "torch.var({x}, {dim}, keepdim=True)", "{x}.var({dim})", tx.variance_rule,
+           T.ACCUMULATE, attrs=A_DIM, draw_attrs=tx.variance_dim, saves=(0,), reduced_extent=rule.dim_extent,
+           grad_terms=tx.var_grad, value_terms=tx.var_value, doc="unbiased (n - 1) in both: PyTorch correction=1"),
+    OpSpec("var_bias", "reduction", 1, "torch.var({x}, {dim}, keepdim=True, correction=0)", "{x}.var_bias({dim})",
+           tx.variance_rule, T.ACCUMULATE, attrs=A_DIM, draw_attrs=tx.variance_dim, saves=(0,),
+           reduced_extent=rule.dim_extent, grad_terms=tx.var_bias_grad, value_terms=tx.var_bias_value,
+           doc="biased (n): PyTorch correction=0"),
+    OpSpec("tril", "shape", 1, "torch.tril({x}, {diagonal})", "{x}.tril({diagonal})", tx.tri_rule, T.EXACT,
+           attrs=(AttrSpec("diagonal", "int"),), draw_attrs=tx.diagonal, min_rank=2,
+           doc="zeroes above the diagonal of the last two dims"),
+    OpSpec("triu", "shape", 1, "torch.triu({x}, {diagonal})", "{x}.triu({diagonal})", tx.tri_rule, T.EXACT,
+           attrs=(AttrSpec("diagonal", "int"),), draw_attrs=tx.diagonal, min_rank=2,
+           doc="zeroes below the diagonal of the last two dims"),
+    OpSpec("narrow", "index", 1, "torch.narrow({x}, {dim}, {start}, {length})", "{x}.narrow({dim}, {start}, {length})",
+           tx.narrow_rule, T.EXACT, attrs=(AttrSpec("dim", "dim"), AttrSpec("start", "int"), AttrSpec("length", "int")),
+           draw_attrs=tx.narrow, view=sv.same_view, doc="length elements from start along dim"),
+    OpSpec("remainder", "binary", 2, "torch.remainder({x}, {y})", "{x}.remainder({y})", rule.bcast, T.ROUNDED,
+           tx.REMAINDER, partners=draw.BROADCASTING, promotes_rank=True, saves=(0,), saved_for_other=(0,),
+           value_terms=tx.remainder_value, doc="x - floor(x / y) * y (sign of y)"),
+    unary("softplus", "F.softplus({x}, {beta})", "activation::softplus({x}, {beta})", T.TRANSCENDENTAL,
+          tx.SOFTPLUS, attrs=(AttrSpec("beta", "float"),), draw_attrs=draw.number("beta", 0.5, 2.0),
+          doc="log(1 + exp(beta x)) / beta; identity above beta x = 20 in both"),
+    unary("mish", "F.mish({x})", "activation::mish({x})", T.TRANSCENDENTAL, tx.SOFTPLUS, doc="x tanh(softplus(x))"),
+    OpSpec("log_sigmoid", "activation", 1, "F.logsigmoid({x})", "activation::log_sigmoid({x})", rule.same,
+           T.TRANSCENDENTAL, saves=(0,), doc="contiguous in PyTorch whatever the input's layout"),
+    unary("hard_sigmoid", "F.hardsigmoid({x})", "activation::hard_sigmoid({x}, 1.0 / 6.0, 0.5)", T.TRANSCENDENTAL,
+          tx.HARD_SIGMOID, doc="burn's alpha 1/6, beta 1/2: PyTorch's only parameters"),
+    OpSpec("prelu", "activation", 2, "F.prelu({x}, {y}).contiguous()", "activation::prelu({x}, {y})", tx.prelu_rule,
+           T.ROUNDED,
+           tx.PRELU, partners=tx.PRELU_WEIGHT, saves=(0, 1), doc="weight (input 1): [1] or [channels] (dim 1)"),
+    reduce_dim("quiet_softmax",
+               "torch.softmax(torch.cat([{x}, torch.zeros_like({x}.narrow({dim}, 0, 1))], {dim}), {dim})"
+               ".narrow({dim}, 0, {x}.shape[{dim}]).contiguous()",
+               "activation::quiet_softmax({x}, {dim})", T.TRANSCENDENTAL, tx.QUIET_SOFTMAX, shape_rule=rule.along_dim,
+               grad_terms=terms.softmax_grad),
 )
 
 CATALOG: dict[str, OpSpec] = {op.name: op for op in OPS}

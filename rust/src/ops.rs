@@ -9,6 +9,7 @@ use burn::tensor::{Int, Shape, Tensor, TensorData};
 use serde_json::{Map, Value};
 
 use crate::floats::{kind_of, parse_f64};
+use crate::ops_extra as extra;
 use crate::value::{DynTensor, MAX_RANK, bool_tensor, int_tensor};
 use crate::{apply, map, of_rank};
 
@@ -397,6 +398,30 @@ ops! {
     Select = "select" / 1, { dim: usize, indices: Vec<i64> };
     MaskFill = "mask_fill" / 1, { mask: Inline<bool>, value: f64 };
     MaskWhere = "mask_where" / 2, { mask: Inline<bool> };
+    // issue 15: tensor ops, activations, losses (their longer calls: ops_extra.rs)
+    Scatter = "scatter" / 2, { dim: usize, indices: Inline<i64> };
+    SelectAssign = "select_assign" / 2, { dim: usize, indices: Vec<i64> };
+    SliceAssign = "slice_assign" / 2, { ranges: Vec<Range> };
+    Sort = "sort" / 1, { dim: usize };
+    SortDescending = "sort_descending" / 1, { dim: usize };
+    Topk = "topk" / 1, { k: Positive, dim: usize };
+    CrossEntropy = "cross_entropy" / 1, { targets: Vec<i64> };
+    CrossEntropyWithLogits = "cross_entropy_with_logits" / 2;
+    MseLoss = "mse_loss" / 2;
+    BinaryCrossEntropy = "binary_cross_entropy" / 1, { targets: Inline<i64> };
+    BinaryCrossEntropyWithLogits = "binary_cross_entropy_with_logits" / 1, { targets: Inline<i64> };
+    Var = "var" / 1, { dim: usize };
+    VarBias = "var_bias" / 1, { dim: usize };
+    Tril = "tril" / 1, { diagonal: i64 };
+    Triu = "triu" / 1, { diagonal: i64 };
+    Narrow = "narrow" / 1, { dim: usize, start: i64, length: Positive };
+    Remainder = "remainder" / 2;
+    Softplus = "softplus" / 1, { beta: f64 };
+    Mish = "mish" / 1;
+    LogSigmoid = "log_sigmoid" / 1;
+    HardSigmoid = "hard_sigmoid" / 1;
+    Prelu = "prelu" / 2;
+    QuietSoftmax = "quiet_softmax" / 1, { dim: usize };
 }
 
 /// The broadcast of two shapes after burn's rank promotion (leading size-1 dims), or `None`.
@@ -670,6 +695,58 @@ impl Op {
                 (*dim < rank && indices.shape.len() == rank).then(|| indices.shape.clone())?
             }
             Op::Select { dim, indices } => with(*dim, indices.len())?,
+            // issue 15
+            Op::Mish {} | Op::LogSigmoid {} | Op::HardSigmoid {} | Op::Softplus { .. } => x,
+            Op::Tril { .. } | Op::Triu { .. } => (rank >= 2).then_some(x)?,
+            Op::Sort { dim } | Op::SortDescending { dim } | Op::QuietSoftmax { dim } => {
+                with(*dim, *x.get(*dim)?)?
+            }
+            Op::Var { dim } | Op::VarBias { dim } => with(*dim, 1)?,
+            Op::Topk { k, dim } => (k.0 <= *x.get(*dim)?).then(|| with(*dim, k.0))??,
+            Op::Narrow { dim, start, length } => {
+                let start = usize::try_from(*start).ok()?;
+                (start.checked_add(length.0)? <= *x.get(*dim)?).then(|| with(*dim, length.0))??
+            }
+            Op::Scatter { dim, indices } => {
+                let fits = *dim < rank
+                    && indices.shape.len() == rank
+                    && inputs.get(1)? == &indices.shape
+                    && (0..rank).all(|d| d == *dim || indices.shape[d] == x[d]);
+                fits.then_some(x)?
+            }
+            Op::SelectAssign { dim, indices } => {
+                let values = with(*dim, indices.len())?;
+                (inputs.get(1)? == &values).then_some(x)?
+            }
+            Op::SliceAssign { ranges } => {
+                let mut cut = x.clone();
+                if ranges.len() > rank {
+                    return None;
+                }
+                for (d, r) in cut.iter_mut().zip(ranges) {
+                    if r.0 >= r.1 || r.1 > *d {
+                        return None;
+                    }
+                    *d = r.1 - r.0;
+                }
+                (inputs.get(1)? == &cut).then_some(x)?
+            }
+            Op::CrossEntropy { targets } => {
+                (rank == 2 && targets.len() == x[0]).then(|| vec![1])?
+            }
+            Op::CrossEntropyWithLogits {} => {
+                (rank == 2 && inputs.get(1)? == &x).then(|| vec![1])?
+            }
+            Op::MseLoss {} => (inputs.get(1)? == &x).then(|| vec![1])?,
+            Op::BinaryCrossEntropy { targets } | Op::BinaryCrossEntropyWithLogits { targets } => {
+                (targets.shape == x).then(|| vec![1])?
+            }
+            Op::Remainder {} => broadcast_shapes(&x, inputs.get(1)?)?,
+            Op::Prelu {} => {
+                let w = inputs.get(1)?;
+                let fits = w.len() == 1 && (w[0] == 1 || (rank >= 2 && w[0] == x[1]));
+                fits.then_some(x)?
+            }
         };
         check_shape(&shape).is_ok().then_some(shape)
     }
@@ -797,6 +874,36 @@ impl Op {
                 let m = bool_tensor(&mask.data, &mask.shape, &a.device());
                 a.mask_where(m, b)
             }),
+            // issue 15
+            Op::Scatter { dim, indices } => extra::scatter(next!(), next!(), *dim, indices),
+            Op::SelectAssign { dim, indices } => {
+                extra::select_assign(next!(), next!(), *dim, indices)
+            }
+            Op::SliceAssign { ranges } => extra::slice_assign(next!(), next!(), ranges),
+            Op::Sort { dim } => map!(next!(), t => t.sort(*dim)),
+            Op::SortDescending { dim } => map!(next!(), t => t.sort_descending(*dim)),
+            Op::Topk { k, dim } => map!(next!(), t => t.topk(k.0, *dim)),
+            Op::CrossEntropy { targets } => extra::cross_entropy(next!(), targets),
+            Op::CrossEntropyWithLogits {} => extra::cross_entropy_with_logits(next!(), next!()),
+            Op::MseLoss {} => extra::mse_loss(next!(), next!()),
+            Op::BinaryCrossEntropy { targets } => {
+                extra::binary_cross_entropy(next!(), targets, false)
+            }
+            Op::BinaryCrossEntropyWithLogits { targets } => {
+                extra::binary_cross_entropy(next!(), targets, true)
+            }
+            Op::Var { dim } => map!(next!(), t => t.var(*dim)),
+            Op::VarBias { dim } => map!(next!(), t => t.var_bias(*dim)),
+            Op::Tril { diagonal } => map!(next!(), t => t.tril(*diagonal)),
+            Op::Triu { diagonal } => map!(next!(), t => t.triu(*diagonal)),
+            Op::Narrow { dim, start, length } => extra::narrow(next!(), *dim, *start, length.0),
+            Op::Remainder {} => zip!(next!(), next!(), a, b => a.remainder(b)),
+            Op::Softplus { beta } => map!(next!(), t => activation::softplus(t, *beta)),
+            Op::Mish {} => map!(next!(), t => activation::mish(t)),
+            Op::LogSigmoid {} => map!(next!(), t => activation::log_sigmoid(t)),
+            Op::HardSigmoid {} => map!(next!(), t => activation::hard_sigmoid(t, 1.0 / 6.0, 0.5)),
+            Op::Prelu {} => extra::prelu(next!(), next!()),
+            Op::QuietSoftmax { dim } => map!(next!(), t => activation::quiet_softmax(t, *dim)),
         }
     }
 }

@@ -106,24 +106,43 @@ def test_every_op_is_generated() -> None:
     assert not missing, f"never generated: {missing}; counts: {dict(counts)}"
 
 
+def _example(name: str) -> tuple[list[tuple[int, ...]], dict[str, Any]]:
+    """Input shapes and attributes of `name` on a [2, 2] first input, drawn by its entry's own
+    samplers (seeded)."""
+    spec = CATALOG[name]
+    c = RandomChoices(0)
+    first = (2, 2)
+    shapes = [first]
+    partners = spec.partners
+    if partners is not None and not partners.after_attrs:
+        shapes += list(partners.draw(c, first, {}, 3))
+    attrs = spec.sample_attrs(c, shapes)
+    assert attrs is not None, f"{name}: no attributes for {shapes}"
+    if partners is not None and partners.after_attrs:
+        shapes += list(partners.draw(c, first, attrs, 3))
+    spec.shape(shapes, attrs)
+    return shapes, attrs
+
+
 @pytest.mark.parametrize("name", [op.name for op in OPS if op.arity == 2])
 def test_saved_inputs_match_pytorch(name: str) -> None:
     """`saves` is data the inference-tensor rule relies on: check it against PyTorch."""
     spec = CATALOG[name]
-    shape = (2, 2)
-    attrs = {"mask": {"shape": [2, 2], "data": [True, False, False, True]}} if name == "mask_where" else {}
+    shapes, attrs = _example(name)
     for i in range(2):
         for other_has_edge in (True, False):
-            with torch.inference_mode():
-                inf = torch.full(shape, 1.5)
-            base = torch.full(shape, 0.75, requires_grad=True)
-            if other_has_edge:
-                other = base
-            else:  # requires_grad, but a view made under no_grad has no autograd edge
-                with torch.no_grad():
-                    other = base.view(shape)
-            args = [other, other]
-            args[i] = inf
+            args = []
+            for j, shape in enumerate(shapes):
+                if j == i:
+                    with torch.inference_mode():
+                        args.append(torch.full(shape, 1.5))
+                    continue
+                base = torch.full(shape, 0.75, requires_grad=True)
+                if other_has_edge:
+                    args.append(base)
+                else:  # requires_grad, but a view made under no_grad has no autograd edge
+                    with torch.no_grad():
+                        args.append(base.view(shape))
             try:
                 spec.lower(args, attrs)
                 raised = False
