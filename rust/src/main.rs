@@ -8,6 +8,7 @@ mod floats;
 mod memory;
 mod nn;
 mod ops;
+mod ops_nn;
 mod program;
 mod protocol;
 mod request;
