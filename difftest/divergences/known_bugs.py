@@ -62,7 +62,7 @@ def _conv1d_grouped_uncropped(st: Statement, prior: Sequence[Statement]) -> bool
     x, w = shapes.get(st.inputs[0]), shapes.get(st.inputs[1])
     if x is None or w is None:
         return True  # unknown shapes: avoid conservatively
-    return (x[-1] + 2 * p - d * (w[-1] - 1) - 1) % s != 0
+    return bool((x[-1] + 2 * p - d * (w[-1] - 1) - 1) % s != 0)
 
 
 def _shapes(prior: Sequence[Statement]) -> dict[str, tuple[int, ...]]:

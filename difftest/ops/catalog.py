@@ -249,6 +249,20 @@ OPS: tuple[OpSpec, ...] = (
            saves=(0, 1), reduced_extent=nn.conv_transpose_extent,
            doc="x [N, C, H, W], weight [C, O / groups, kh, kw], optional bias [O]; padding_out is "
                "PyTorch's output_padding"),
+    OpSpec("interpolate_nearest", "nn", 1, 'F.interpolate({x}, size={output_size}, mode="nearest")',
+           f"{MODULE}interpolate({{x}}, {OPTIONS}InterpolateOptions::new({OPTIONS}InterpolateMode::Nearest)"
+           ".with_output_size({output_size}))",
+           nn.interpolate_rule, T.EXACT, attrs=(AttrSpec("output_size", "shape"),),
+           draw_attrs=nn.interpolate_attrs(False), first_input=nn.IMAGE,
+           doc="output_size [oh, ow]; source index floor(i * in / out)"),
+    OpSpec("interpolate_bilinear", "nn", 1,
+           'F.interpolate({x}, size={output_size}, mode="bilinear", align_corners={align_corners} == 1)',
+           f"{MODULE}interpolate({{x}}, {OPTIONS}InterpolateOptions::new({OPTIONS}InterpolateMode::Bilinear)"
+           ".with_output_size({output_size}).with_align_corners({align_corners} == 1))",
+           nn.interpolate_rule, T.ACCUMULATE,
+           attrs=(AttrSpec("output_size", "shape"), AttrSpec("align_corners", "int")),
+           draw_attrs=nn.interpolate_attrs(True), first_input=nn.IMAGE, reduced_extent=nn.bilinear_extent,
+           doc="output_size [oh, ow]; align_corners 0 or 1"),
 )
 
 CATALOG: dict[str, OpSpec] = {op.name: op for op in OPS}

@@ -9,7 +9,7 @@ Conventions of PyTorch's `torch.nn.functional` (an image is `[N, C, H, W]`, a se
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from difftest.choices import Choices
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from torch import Tensor
 
 Attrs = dict[str, Any]
+ShapeRule = Callable[[Sequence[Shape], Attrs], Shape]
+AttrSampler = Callable[[Choices, Sequence[Shape]], "Attrs | None"]
 
 # fresh inputs stay small: the element budget of a program, and float32 sums of few terms
 MAX_BATCH = 2
@@ -87,7 +89,7 @@ def _sizes(out: Sequence[int], what: str) -> None:
 # ---------------------------------------------------------------- convolutions
 
 
-def conv(n: int, transposed: bool = False) -> Any:
+def conv(n: int, transposed: bool = False) -> ShapeRule:
     """The shape rule of conv{n}d (`transposed`: conv_transpose{n}d): inputs x, weight and an
     optional bias."""
 
@@ -135,10 +137,11 @@ def conv_extent(shapes: Sequence[Shape], attrs: Attrs) -> int:
 def conv_transpose_extent(shapes: Sequence[Shape], attrs: Attrs) -> int:
     # at most every input channel of the group times every kernel position reach one output
     w = shapes[1]
-    return (shapes[0][1] // attrs["groups"]) * numel(tuple(w[2:])) + (len(shapes) == 3)
+    groups: int = attrs["groups"]
+    return (shapes[0][1] // groups) * numel(tuple(w[2:])) + (len(shapes) == 3)
 
 
-def conv_attrs(n: int, transposed: bool = False) -> Any:
+def conv_attrs(n: int, transposed: bool = False) -> AttrSampler:
     def draw(c: Choices, shapes: Sequence[Shape]) -> Attrs:
         channels = shapes[0][1]
         groups = c.choice([g for g in range(1, channels + 1) if channels % g == 0])
@@ -198,10 +201,10 @@ def avg_pool_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
 
 
 def pool_extent(shapes: Sequence[Shape], attrs: Attrs) -> int:
-    return math.prod(attrs["kernel"])
+    return int(math.prod(attrs["kernel"]))
 
 
-def pool_attrs(average: bool) -> Any:
+def pool_attrs(average: bool) -> AttrSampler:
     def draw(c: Choices, shapes: Sequence[Shape]) -> Attrs:
         kernel = [c.integer(1, 3) for _ in range(2)]
         attrs: Attrs = {
@@ -285,5 +288,31 @@ def embedding_attrs(c: Choices, shapes: Sequence[Shape]) -> Attrs:
 
 
 def embedding_extent(shapes: Sequence[Shape], attrs: Attrs) -> int:
-    data = attrs["indices"]["data"]
+    data: list[int] = attrs["indices"]["data"]
     return max(data.count(i) for i in set(data))
+
+
+# ---------------------------------------------------------------- interpolation
+
+
+def interpolate_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+    x = shapes[0]
+    _rank(x, 4, "interpolate input")
+    out = _spatial(attrs, "output_size", 2)
+    if attrs.get("align_corners", 0) not in (0, 1):
+        raise ShapeError(f"align_corners={attrs['align_corners']} must be 0 or 1")
+    return (x[0], x[1], *out)
+
+
+def interpolate_attrs(bilinear: bool) -> AttrSampler:
+    def draw(c: Choices, shapes: Sequence[Shape]) -> Attrs:
+        attrs: Attrs = {"output_size": [c.integer(1, MAX_SPATIAL) for _ in range(2)]}
+        if bilinear:
+            attrs["align_corners"] = c.integer(0, 1)
+        return attrs
+
+    return draw
+
+
+def bilinear_extent(shapes: Sequence[Shape], attrs: Attrs) -> int:
+    return 4  # each output mixes at most four input pixels

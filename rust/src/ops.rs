@@ -406,6 +406,8 @@ ops! {
     AvgPool2d = "avg_pool2d" / 1, { kernel: Vec<usize>, stride: Vec<usize>, padding: Vec<usize>, count_include_pad: i64 };
     AdaptiveAvgPool2d = "adaptive_avg_pool2d" / 1, { output_size: Dims };
     ConvTranspose2d = "conv_transpose2d" / NARY, { stride: Vec<usize>, padding: Vec<usize>, dilation: Vec<usize>, groups: Positive, padding_out: Vec<usize> };
+    InterpolateNearest = "interpolate_nearest" / 1, { output_size: Dims };
+    InterpolateBilinear = "interpolate_bilinear" / 1, { output_size: Dims, align_corners: i64 };
 }
 
 /// The broadcast of two shapes after burn's rank promotion (leading size-1 dims), or `None`.
@@ -735,7 +737,11 @@ impl Op {
                 padding,
                 ..
             } => ops_nn::pool_shape(&x, &pool(kernel, stride, padding))?,
-            Op::AdaptiveAvgPool2d { output_size } => ops_nn::adaptive_shape(&x, &output_size.0)?,
+            Op::AdaptiveAvgPool2d { output_size }
+            | Op::InterpolateNearest { output_size }
+            | Op::InterpolateBilinear { output_size, .. } => {
+                ops_nn::adaptive_shape(&x, &output_size.0)?
+            }
             Op::Embedding { indices } => ops_nn::embedding_shape(&x, indices)?,
         };
         check_shape(&shape).is_ok().then_some(shape)
@@ -901,6 +907,13 @@ impl Op {
             Op::AdaptiveAvgPool2d { output_size } => {
                 ops_nn::adaptive_avg_pool2d(next!(), &output_size.0)
             }
+            Op::InterpolateNearest { output_size } => {
+                ops_nn::interpolate(next!(), &output_size.0, None)
+            }
+            Op::InterpolateBilinear {
+                output_size,
+                align_corners,
+            } => ops_nn::interpolate(next!(), &output_size.0, Some(*align_corners)),
             Op::Embedding { indices } => {
                 let w = next!();
                 let device = apply!(&w, t => t.device());

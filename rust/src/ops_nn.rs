@@ -1,4 +1,4 @@
-//! burn's module functions (issue 15): convolutions, pooling and embedding, run on the
+//! burn's module functions (issue 15): convolutions, pooling, interpolation and embedding, run on the
 //! interpreter's dynamic-rank tensors, and their output shapes for the element budget.
 //!
 //! Layouts are PyTorch's (and burn's): an image `[N, C, H, W]`, a sequence `[N, C, L]`, a
@@ -6,7 +6,10 @@
 //! `[C_in, C_out / groups, k...]`, an embedding table `[rows, dim]` with indices `[B, L]`.
 
 use burn::tensor::module;
-use burn::tensor::ops::{AvgPoolOptions, ConvOptions, ConvTransposeOptions, MaxPoolOptions};
+use burn::tensor::ops::{
+    AvgPoolOptions, ConvOptions, ConvTransposeOptions, InterpolateMode, InterpolateOptions,
+    MaxPoolOptions,
+};
 use burn::tensor::{Device, Tensor};
 
 use crate::ops::{Inline, Ranked};
@@ -127,6 +130,26 @@ pub fn adaptive_avg_pool2d(x: DynTensor, output_size: &[usize]) -> DynTensor {
     ))
 }
 
+/// Nearest (`align_corners` None: burn's default, which its nearest mode ignores) or bilinear
+/// interpolation to `output_size`.
+pub fn interpolate(x: DynTensor, output_size: &[usize], align_corners: Option<i64>) -> DynTensor {
+    let what = "interpolate";
+    let size = arr(what, "output_size", output_size);
+    let options = match align_corners {
+        None => InterpolateOptions::new(InterpolateMode::Nearest).with_output_size(size),
+        Some(a) => {
+            assert!(
+                matches!(a, 0 | 1),
+                "{what}: align_corners is {a}; it must be 0 or 1"
+            );
+            InterpolateOptions::new(InterpolateMode::Bilinear)
+                .with_output_size(size)
+                .with_align_corners(a == 1)
+        }
+    };
+    DynTensor::R4(module::interpolate(ranked(what, "input", 4, x), options))
+}
+
 pub fn embedding(weight: DynTensor, indices: &Inline<i64>, device: &Device) -> DynTensor {
     let idx = int_tensor::<2>(&indices.data, &indices.shape, device);
     DynTensor::R3(module::embedding(
@@ -206,4 +229,89 @@ pub fn adaptive_shape(x: &[usize], output_size: &[usize]) -> Option<Vec<usize>> 
 pub fn embedding_shape(weight: &[usize], indices: &Inline<i64>) -> Option<Vec<usize>> {
     (weight.len() == 2 && indices.shape.len() == 2)
         .then(|| vec![indices.shape[0], indices.shape[1], weight[1]])
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::Op;
+    use crate::value::DynTensor;
+    use burn::tensor::Device;
+    use serde_json::{Value, json};
+
+    /// `infer_shape` agrees with what burn computes for the nn ops.
+    #[test]
+    fn inferred_shapes_match_burn() {
+        let device = Device::flex();
+        let t = |shape: &[usize]| {
+            let n = shape.iter().product();
+            DynTensor::from_f32(vec![0.5; n], shape, &device)
+        };
+        let conv = |s: [usize; 2], p: [usize; 2], d: [usize; 2], g: usize| json!({"stride": s, "padding": p, "dilation": d, "groups": g});
+        let cases: Vec<(&str, Value, Vec<Vec<usize>>)> = vec![
+            (
+                "conv2d",
+                conv([1, 2], [1, 0], [2, 1], 2),
+                vec![vec![2, 4, 5, 6], vec![4, 2, 2, 3], vec![4]],
+            ),
+            (
+                "conv2d",
+                conv([2, 1], [0, 1], [1, 1], 1),
+                vec![vec![1, 3, 4, 4], vec![2, 3, 3, 1]],
+            ),
+            (
+                "conv1d",
+                json!({"stride": [2], "padding": [1], "dilation": [1], "groups": 1}),
+                vec![vec![2, 3, 5], vec![4, 3, 2], vec![4]],
+            ),
+            (
+                "conv_transpose2d",
+                json!({"stride": [2, 1], "padding": [1, 0], "dilation": [1, 2], "groups": 2,
+                       "padding_out": [1, 1]}),
+                vec![vec![1, 4, 3, 3], vec![4, 1, 3, 2], vec![2]],
+            ),
+            (
+                "max_pool2d",
+                json!({"kernel": [3, 2], "stride": [2, 1], "padding": [1, 1]}),
+                vec![vec![2, 3, 5, 4]],
+            ),
+            (
+                "avg_pool2d",
+                json!({"kernel": [2, 2], "stride": [1, 3], "padding": [1, 0], "count_include_pad": 0}),
+                vec![vec![1, 2, 4, 6]],
+            ),
+            (
+                "adaptive_avg_pool2d",
+                json!({"output_size": [3, 2]}),
+                vec![vec![1, 2, 5, 4]],
+            ),
+            (
+                "interpolate_nearest",
+                json!({"output_size": [5, 2]}),
+                vec![vec![1, 2, 3, 4]],
+            ),
+            (
+                "interpolate_bilinear",
+                json!({"output_size": [2, 6], "align_corners": 1}),
+                vec![vec![2, 1, 3, 4]],
+            ),
+            (
+                "embedding",
+                json!({"indices": {"shape": [2, 3], "data": [0, 2, 0, 1, 1, 2]}}),
+                vec![vec![3, 4]],
+            ),
+        ];
+        for (name, attrs, shapes) in cases {
+            let op = Op::parse(name, attrs.as_object().unwrap()).unwrap();
+            let inputs: Vec<DynTensor> = shapes.iter().map(|s| t(s)).collect();
+            let got = op.execute(inputs).dims();
+            assert_eq!(op.infer_shape(&shapes), Some(got), "{name} {shapes:?}");
+        }
+        let bad = Op::parse(
+            "conv2d",
+            conv([1, 1], [0, 0], [1, 1], 2).as_object().unwrap(),
+        )
+        .unwrap();
+        // 3 input channels do not split into 2 groups
+        assert_eq!(bad.infer_shape(&[vec![1, 3, 4, 4], vec![2, 1, 1, 1]]), None);
+    }
 }
