@@ -255,11 +255,12 @@ class _Builder:
 
         first = None
         if last and self.leaves < self.cfg.max_leaves:
-            fresh = self.draw_shape()
+            fresh = spec.first_input.draw(c) if spec.first_input is not None else self.draw_shape()
             if len(fresh) >= spec.min_rank:
                 first = self.leaf(fresh, leaf_range(0))
         if first is None:
-            first = self.pick_existing(lambda v: len(v.shape) >= spec.min_rank)
+            first = self.pick_existing(lambda v: len(v.shape) >= spec.min_rank and (
+                spec.first_input is None or len(v.shape) == spec.first_input.rank))
         if first is None:
             return False
 

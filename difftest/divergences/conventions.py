@@ -28,6 +28,10 @@ class Convention:
     attrs: dict[str, Any] = field(default_factory=dict, hash=False)
     torch_grads: tuple[tuple[float, ...], ...] = ()  # per operand, of sum(op(inputs))
     burn_grads: tuple[tuple[float, ...], ...] = ()
+    shapes: tuple[tuple[int, ...], ...] = ()  # per operand (empty: each input is rank 1)
+
+    def shape(self, i: int) -> tuple[int, ...]:
+        return self.shapes[i] if self.shapes else (len(self.inputs[i]),)
 
     @property
     def name(self) -> str:
@@ -36,9 +40,9 @@ class Convention:
 
 def _convention(name: str, op: str, inputs: tuple[tuple[float, ...], ...], attrs: dict[str, Any],
                 torch_grads: tuple[tuple[float, ...], ...], burn_grads: tuple[tuple[float, ...], ...],
-                reason: str) -> Convention:
+                reason: str, shapes: tuple[tuple[int, ...], ...] = ()) -> Convention:
     return Convention(Knowledge(name, "convention", "both", reason, EVIDENCE), op, inputs, attrs, torch_grads,
-                      burn_grads)
+                      burn_grads, shapes)
 
 
 CONVENTIONS: tuple[Convention, ...] = (
@@ -69,4 +73,11 @@ CONVENTIONS: tuple[Convention, ...] = (
     _convention("max-dim-tie", "max_dim", ((2.0, 2.0, 1.0),), {"dim": 0},
                 ((1.0, 0.0, 0.0),), ((1.0, 0.0, 0.0),),
                 "max_dim over a tie: both give the gradient to the first index"),
+    # issue 15: nn functions (avg_pool2d's count_include_pad, interpolate's align_corners and
+    # nearest index rule agree in both values: tests/differential/test_nn_ops.py)
+    _convention("max-pool2d-tie", "max_pool2d", ((1.0, 2.0, 2.0, 2.0, 0.0, 1.0),),
+                {"kernel": [1, 3], "stride": [1, 3], "padding": [0, 0]},
+                ((0.0, 1.0, 0.0, 1.0, 0.0, 0.0),), ((0.0, 1.0, 0.0, 1.0, 0.0, 0.0),),
+                "max_pool2d over a tie inside a window: both give the gradient to the first maximum in "
+                "row-major order (kept so a change on either side is noticed)", shapes=((1, 1, 2, 3),)),
 )

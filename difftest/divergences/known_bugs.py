@@ -39,6 +39,32 @@ def _pow_zero(st: Statement, prior: Sequence[Statement]) -> bool:
     return isinstance(st, OpCall) and st.op in ("powi_scalar", "powf_scalar") and st.attrs.get("exponent") == 0
 
 
+def _conv1d_grouped_uncropped(st: Statement, prior: Sequence[Statement]) -> bool:
+    # the span of a group's weight-gradient conv exceeds the kernel when the stride does not
+    # divide L + 2 padding - dilation (k - 1) - 1 (shapes read from the leaves and values before)
+    if not (isinstance(st, OpCall) and st.op == "conv1d" and st.attrs.get("groups", 1) > 1):
+        return False
+    s, p, d = st.attrs["stride"][0], st.attrs["padding"][0], st.attrs["dilation"][0]
+    if s == 1:
+        return False
+    shapes = _shapes(prior)
+    x, w = shapes.get(st.inputs[0]), shapes.get(st.inputs[1])
+    if x is None or w is None:
+        return True  # unknown shapes: avoid conservatively
+    return bool((x[-1] + 2 * p - d * (w[-1] - 1) - 1) % s != 0)
+
+
+def _shapes(prior: Sequence[Statement]) -> dict[str, tuple[int, ...]]:
+    """The shapes of the values before a statement, as far as the catalog's shape rules give them."""
+    from difftest.program.ir import Program, ProgramError
+    from difftest.program.validate import infer_shapes
+
+    try:
+        return infer_shapes(Program(tuple(prior)))
+    except ProgramError:
+        return {}
+
+
 KNOWN_BUGS: tuple[KnownBug, ...] = (
     _bug(
         "powi-zero-untracked",
@@ -87,6 +113,18 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/flex-sum-dim-backward-after-unit-swap-panics.json",
          "corpus/bugs/flex-reduce-dim-after-unit-swap-panics.json"),
         None,
+    ),
+    _bug(
+        "conv1d-grouped-weight-grad-uncropped",
+        "the weight gradient of a grouped conv1d is wrong when the stride does not divide "
+        "L + 2 padding - dilation (k - 1) - 1: burn-backend's conv1d_weight_grad_groups slice-assigns "
+        "each group's gradient, computed as a conv spanning more than k positions, without cropping "
+        "it to the kernel (conv2d_weight_grad_groups crops since tracel-ai/burn#1891). The forward and "
+        "the input gradient agree. The generator avoids grouped strided conv1d whose span the stride "
+        "does not divide.",
+        ("corpus/bugs/conv1d-grouped-weight-grad-uncropped.json",
+         burn_source("burn-backend", "src/backend/ops/modules/conv.rs"), "https://github.com/tracel-ai/burn/pull/1891"),
+        _conv1d_grouped_uncropped,
     ),
 )
 

@@ -189,3 +189,12 @@ MATMUL = Partners("matmul", _matmul)  # [batch.., k, n] for a first input [batch
 SAME_SHAPE = Partners("same-shape", _same)
 STACKED = Partners("stacked", _stacked)  # 0 to 2 more of the first's shape
 CONCATENATED = Partners("concatenated", _concatenated, after_attrs=True)  # 0 to 2, other sizes along dim
+
+
+@dataclass(frozen=True)
+class FirstInput:
+    """An op whose first input has one exact rank (images, embedding tables: nn_shapes.py): the
+    generator takes existing values of that rank, and draws fresh ones with `draw`."""
+
+    rank: int
+    draw: Callable[[Choices], Shape]

@@ -21,7 +21,7 @@ from difftest.program.shapes import ShapeError, check_rank
 if TYPE_CHECKING:
     import torch
 
-    from difftest.ops.sampling import Partners
+    from difftest.ops.sampling import FirstInput, Partners
 
 Attrs = dict[str, Any]
 ShapeRule = Callable[[Sequence[Shape], Attrs], Shape]
@@ -65,6 +65,8 @@ class OpSpec:
     # burn: the lower-rank operand gets leading size-1 dims first (the interpreter's `zip!`)
     promotes_rank: bool = False
     min_rank: int = 1
+    # the first input's exact rank and how to draw a fresh one (nn ops; None: any rank >= min_rank)
+    first_input: FirstInput | None = None
     saves: tuple[int, ...] = ()  # inputs PyTorch saves for backward (inference-tensor rule)
     # of those, the ones PyTorch saves only when *another* input needs a gradient (mul saves a
     # for b's gradient); the others are saved whenever the op is recorded
@@ -109,6 +111,8 @@ class OpSpec:
             raise ShapeError(f"{self.name} takes {self.arity} input(s), got {len(shapes)}")
         if not shapes:
             raise ShapeError(f"{self.name} needs at least one input")
+        if self.first_input is not None and len(shapes[0]) != self.first_input.rank:
+            raise ShapeError(f"{self.name} needs a rank-{self.first_input.rank} first input, got {list(shapes[0])}")
         for s in shapes:
             if len(s) < self.min_rank:
                 raise ShapeError(f"{self.name} needs rank >= {self.min_rank}, got {list(s)}")

@@ -2,7 +2,8 @@
 evaluates and the reproducer script prints, and the burn expression the Rust reproducer prints.
 
 A template is source text with placeholders: `{x}` (input 0), `{y}` (input 1), `{xs}` (every
-input, comma-separated), one per attribute (`{dim}`, `{min}`, …, rendered by its declared type,
+input, comma-separated), `{opt_z}` (an optional input 2, as burn's `Option`: `Some(z)` or
+`None`; convolution biases), one per attribute (`{dim}`, `{min}`, …, rendered by its declared type,
 below) and the names an entry's `derive` hook returns (values computed from the attributes and
 the input shapes, e.g. `repeat_dim`'s repeat counts). Any other brace is literal text, so a
 burn template may be a `{ … }` block. Torch-free: the executor's evaluation is in lowering.py.
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 # and every reproducer script starts with it (so a script imports nothing but torch).
 TORCH_NAMESPACE_SOURCE = "import torch\nF = torch.nn.functional\n"
 
-INPUT_PLACEHOLDERS = ("x", "y", "xs")
+INPUT_PLACEHOLDERS = ("x", "y", "xs", "opt_z")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # burn: inline tensors (attributes) are made on the device of the template block's `input`
 BURN_DEVICE_OF = "input"
@@ -52,7 +53,7 @@ def _spell(spec: OpSpec, template: str, args: Sequence[str], attrs: dict[str, An
            by_type: Mapping[str, Callable[[Any], str]], literal: Callable[[Any], str]) -> str:
     """`template` with the inputs `args`, the attributes rendered `by_type` and the values the
     entry derives rendered as `literal`s."""
-    values = {"x": args[0], "xs": ", ".join(args)}
+    values = {"x": args[0], "xs": ", ".join(args), "opt_z": f"Some({args[2]})" if len(args) > 2 else "None"}
     if len(args) > 1:
         values["y"] = args[1]
     for a in spec.attrs:

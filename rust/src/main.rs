@@ -9,6 +9,7 @@ mod memory;
 mod nn;
 mod ops;
 mod ops_extra;
+mod ops_nn;
 mod program;
 mod protocol;
 mod request;

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::floats::{kind_of, parse_f64};
 use crate::ops_extra as extra;
+use crate::ops_nn;
 use crate::value::{DynTensor, MAX_RANK, bool_tensor, int_tensor};
 use crate::{apply, map, of_rank};
 
@@ -422,6 +423,16 @@ ops! {
     HardSigmoid = "hard_sigmoid" / 1;
     Prelu = "prelu" / 2;
     QuietSoftmax = "quiet_softmax" / 1, { dim: usize };
+    // issue 15: nn functions (ops_nn.rs)
+    Conv2d = "conv2d" / NARY, { stride: Vec<usize>, padding: Vec<usize>, dilation: Vec<usize>, groups: Positive };
+    MaxPool2d = "max_pool2d" / 1, { kernel: Vec<usize>, stride: Vec<usize>, padding: Vec<usize> };
+    Embedding = "embedding" / 1, { indices: Inline<i64> };
+    Conv1d = "conv1d" / NARY, { stride: Vec<usize>, padding: Vec<usize>, dilation: Vec<usize>, groups: Positive };
+    AvgPool2d = "avg_pool2d" / 1, { kernel: Vec<usize>, stride: Vec<usize>, padding: Vec<usize>, count_include_pad: i64 };
+    AdaptiveAvgPool2d = "adaptive_avg_pool2d" / 1, { output_size: Dims };
+    ConvTranspose2d = "conv_transpose2d" / NARY, { stride: Vec<usize>, padding: Vec<usize>, dilation: Vec<usize>, groups: Positive, padding_out: Vec<usize> };
+    InterpolateNearest = "interpolate_nearest" / 1, { output_size: Dims };
+    InterpolateBilinear = "interpolate_bilinear" / 1, { output_size: Dims, align_corners: i64 };
 }
 
 /// The broadcast of two shapes after burn's rank promotion (leading size-1 dims), or `None`.
@@ -529,6 +540,28 @@ fn slice<const D: usize>(t: Tensor<D>, ranges: &[Range]) -> Tensor<D> {
         .map(|r| burn::tensor::Slice::new(r.0 as isize, Some(r.1 as isize), 1))
         .collect();
     t.slice(&slices)
+}
+
+fn conv<'a>(
+    stride: &'a [usize],
+    padding: &'a [usize],
+    dilation: &'a [usize],
+    groups: &Positive,
+) -> ops_nn::Conv<'a> {
+    ops_nn::Conv {
+        stride,
+        padding,
+        dilation,
+        groups: groups.0,
+    }
+}
+
+fn pool<'a>(kernel: &'a [usize], stride: &'a [usize], padding: &'a [usize]) -> ops_nn::Pool<'a> {
+    ops_nn::Pool {
+        kernel,
+        stride,
+        padding,
+    }
 }
 
 impl Op {
@@ -747,6 +780,46 @@ impl Op {
                 let fits = w.len() == 1 && (w[0] == 1 || (rank >= 2 && w[0] == x[1]));
                 fits.then_some(x)?
             }
+            Op::Conv2d {
+                stride,
+                padding,
+                dilation,
+                groups,
+            }
+            | Op::Conv1d {
+                stride,
+                padding,
+                dilation,
+                groups,
+            } => ops_nn::conv_shape(inputs, &conv(stride, padding, dilation, groups), None)?,
+            Op::ConvTranspose2d {
+                stride,
+                padding,
+                dilation,
+                groups,
+                padding_out,
+            } => ops_nn::conv_shape(
+                inputs,
+                &conv(stride, padding, dilation, groups),
+                Some(padding_out),
+            )?,
+            Op::MaxPool2d {
+                kernel,
+                stride,
+                padding,
+            }
+            | Op::AvgPool2d {
+                kernel,
+                stride,
+                padding,
+                ..
+            } => ops_nn::pool_shape(&x, &pool(kernel, stride, padding))?,
+            Op::AdaptiveAvgPool2d { output_size }
+            | Op::InterpolateNearest { output_size }
+            | Op::InterpolateBilinear { output_size, .. } => {
+                ops_nn::adaptive_shape(&x, &output_size.0)?
+            }
+            Op::Embedding { indices } => ops_nn::embedding_shape(&x, indices)?,
         };
         check_shape(&shape).is_ok().then_some(shape)
     }
@@ -904,6 +977,55 @@ impl Op {
             Op::HardSigmoid {} => map!(next!(), t => activation::hard_sigmoid(t, 1.0 / 6.0, 0.5)),
             Op::Prelu {} => extra::prelu(next!(), next!()),
             Op::QuietSoftmax { dim } => map!(next!(), t => activation::quiet_softmax(t, *dim)),
+            Op::Conv2d {
+                stride,
+                padding,
+                dilation,
+                groups,
+            } => ops_nn::conv2d(inputs, &conv(stride, padding, dilation, groups)),
+            Op::Conv1d {
+                stride,
+                padding,
+                dilation,
+                groups,
+            } => ops_nn::conv1d(inputs, &conv(stride, padding, dilation, groups)),
+            Op::ConvTranspose2d {
+                stride,
+                padding,
+                dilation,
+                groups,
+                padding_out,
+            } => ops_nn::conv_transpose2d(
+                inputs,
+                &conv(stride, padding, dilation, groups),
+                padding_out,
+            ),
+            Op::MaxPool2d {
+                kernel,
+                stride,
+                padding,
+            } => ops_nn::max_pool2d(next!(), &pool(kernel, stride, padding)),
+            Op::AvgPool2d {
+                kernel,
+                stride,
+                padding,
+                count_include_pad,
+            } => ops_nn::avg_pool2d(next!(), &pool(kernel, stride, padding), *count_include_pad),
+            Op::AdaptiveAvgPool2d { output_size } => {
+                ops_nn::adaptive_avg_pool2d(next!(), &output_size.0)
+            }
+            Op::InterpolateNearest { output_size } => {
+                ops_nn::interpolate(next!(), &output_size.0, None)
+            }
+            Op::InterpolateBilinear {
+                output_size,
+                align_corners,
+            } => ops_nn::interpolate(next!(), &output_size.0, Some(*align_corners)),
+            Op::Embedding { indices } => {
+                let w = next!();
+                let device = apply!(&w, t => t.device());
+                ops_nn::embedding(w, indices, &device)
+            }
         }
     }
 }

@@ -11,7 +11,7 @@ from difftest.program.ir import Backward, Leaf, OpCall, Program
 
 
 def _program(c: Convention) -> Program:
-    leaves = tuple(Leaf(f"x{i}", (len(d),), d, "autodiff", True) for i, d in enumerate(c.inputs))
+    leaves = tuple(Leaf(f"x{i}", c.shape(i), d, "autodiff", True) for i, d in enumerate(c.inputs))
     return Program((*leaves, OpCall("y", c.op, tuple(leaf.id for leaf in leaves), dict(c.attrs)),
                     OpCall("s", "sum", ("y",)), Backward("bw", "s")))
 

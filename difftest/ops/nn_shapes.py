@@ -1,0 +1,318 @@
+"""burn's module functions (issue 15): shape rules, reduced extents, attribute samplers, partner
+shapes and input domains of the convolution, pooling, embedding and interpolation ops.
+
+Conventions of PyTorch's `torch.nn.functional` (an image is `[N, C, H, W]`, a sequence
+`[N, C, L]`, a convolution weight `[C_out, C_in / groups, k...]`, a transposed convolution's
+`[C_in, C_out / groups, k...]`). Torch-free at import: domain predicates use tensor methods.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from difftest.choices import Choices
+from difftest.ops.domains import KINK_GAP, Domain
+from difftest.ops.sampling import FirstInput, Partners
+from difftest.program.ir import Shape, numel
+from difftest.program.shapes import ShapeError
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+Attrs = dict[str, Any]
+ShapeRule = Callable[[Sequence[Shape], Attrs], Shape]
+AttrSampler = Callable[[Choices, Sequence[Shape]], "Attrs | None"]
+
+# fresh inputs stay small: the element budget of a program, and float32 sums of few terms
+MAX_BATCH = 2
+MAX_CHANNELS = 4
+MAX_SPATIAL = 6
+
+
+def _image(rank: int) -> FirstInput:
+    def draw(c: Choices) -> Shape:
+        lead = (c.integer(1, MAX_BATCH), c.integer(1, MAX_CHANNELS))
+        return lead + tuple(c.integer(1, MAX_SPATIAL) for _ in range(rank - 2))
+
+    return FirstInput(rank, draw)
+
+
+IMAGE = _image(4)  # [N, C, H, W]
+SEQUENCE = _image(3)  # [N, C, L]
+
+
+def _table(c: Choices) -> Shape:
+    return (c.integer(1, 5), c.integer(1, 4))
+
+
+TABLE = FirstInput(2, _table)  # an embedding table [num_embeddings, dim]
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _spatial(attrs: Attrs, name: str, n: int) -> list[int]:
+    v = attrs[name]
+    if len(v) != n:
+        raise ShapeError(f"attribute {name}={v} needs {n} value(s), one per spatial dim")
+    return list(v)
+
+
+def _positive(attrs: Attrs, *names: str) -> None:
+    for name in names:
+        v = attrs[name]
+        if any(x < 1 for x in (v if isinstance(v, list) else [v])):
+            raise ShapeError(f"attribute {name}={v} must be >= 1")
+
+
+def _rank(shape: Shape, rank: int, what: str) -> None:
+    if len(shape) != rank:
+        raise ShapeError(f"{what} must have rank {rank}, got {list(shape)}")
+
+
+def conv_out(size: int, k: int, stride: int, padding: int, dilation: int) -> int:
+    """PyTorch's (and burn's) output size of a convolution or pooling along one dim."""
+    return (size + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+
+
+def conv_transpose_out(size: int, k: int, stride: int, padding: int, padding_out: int, dilation: int) -> int:
+    return (size - 1) * stride - 2 * padding + dilation * (k - 1) + padding_out + 1
+
+
+def _sizes(out: Sequence[int], what: str) -> None:
+    if any(o < 1 for o in out):
+        raise ShapeError(f"{what}: the output would have a spatial size < 1 ({list(out)})")
+
+
+# ---------------------------------------------------------------- convolutions
+
+
+def conv(n: int, transposed: bool = False) -> ShapeRule:
+    """The shape rule of conv{n}d (`transposed`: conv_transpose{n}d): inputs x, weight and an
+    optional bias."""
+
+    def rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+        what = f"conv{'_transpose' if transposed else ''}{n}d"
+        if len(shapes) not in (2, 3):
+            raise ShapeError(f"{what} takes an input, a weight and an optional bias, got {len(shapes)} inputs")
+        x, w = shapes[0], shapes[1]
+        _rank(x, n + 2, f"{what} input")
+        _rank(w, n + 2, f"{what} weight")
+        stride, padding, dilation = (_spatial(attrs, a, n) for a in ("stride", "padding", "dilation"))
+        _positive(attrs, "stride", "dilation", "groups")
+        g = attrs["groups"]
+        if transposed:
+            if w[0] != x[1] or x[1] % g:
+                raise ShapeError(f"{what}: weight {list(w)} needs [C_in={x[1]}, C_out / groups, k...] "
+                                 f"with C_in divisible by groups={g}")
+            c_out = w[1] * g
+            pad_out = _spatial(attrs, "padding_out", n)
+            for i in range(n):
+                if pad_out[i] >= max(stride[i], dilation[i]):
+                    raise ShapeError(f"{what}: padding_out {pad_out} must be smaller than stride or dilation")
+            out = [conv_transpose_out(x[2 + i], w[2 + i], stride[i], padding[i], pad_out[i], dilation[i])
+                   for i in range(n)]
+        else:
+            if x[1] % g or w[0] % g or w[1] * g != x[1]:
+                raise ShapeError(f"{what}: weight {list(w)} needs [C_out, C_in / groups, k...] for "
+                                 f"C_in={x[1]}, groups={g} (both channel counts divisible by groups)")
+            c_out = w[0]
+            out = [conv_out(x[2 + i], w[2 + i], stride[i], padding[i], dilation[i]) for i in range(n)]
+        if len(shapes) == 3 and shapes[2] != (c_out,):
+            raise ShapeError(f"{what}: bias {list(shapes[2])} must be [{c_out}]")
+        _sizes(out, what)
+        return (x[0], c_out, *out)
+
+    return rule
+
+
+def conv_extent(shapes: Sequence[Shape], attrs: Attrs) -> int:
+    """Terms per output element: C_in / groups times the kernel (plus the bias)."""
+    w = shapes[1]
+    return numel(tuple(w[1:])) + (len(shapes) == 3)
+
+
+def conv_transpose_extent(shapes: Sequence[Shape], attrs: Attrs) -> int:
+    # at most every input channel of the group times every kernel position reach one output
+    w = shapes[1]
+    groups: int = attrs["groups"]
+    return (shapes[0][1] // groups) * numel(tuple(w[2:])) + (len(shapes) == 3)
+
+
+def conv_attrs(n: int, transposed: bool = False) -> AttrSampler:
+    def draw(c: Choices, shapes: Sequence[Shape]) -> Attrs:
+        channels = shapes[0][1]
+        groups = c.choice([g for g in range(1, channels + 1) if channels % g == 0])
+        attrs: Attrs = {
+            "stride": [c.integer(1, 2) for _ in range(n)],
+            "padding": [c.integer(0, 1) for _ in range(n)],
+            "dilation": [1 if c.boolean(0.7) else 2 for _ in range(n)],
+            "groups": groups,
+        }
+        if transposed:
+            attrs["padding_out"] = [c.integer(0, max(s, d) - 1) for s, d in zip(attrs["stride"], attrs["dilation"])]
+        return attrs
+
+    return draw
+
+
+def _conv_partners(transposed: bool) -> Partners:
+    def draw(c: Choices, first: Shape, attrs: Attrs, max_dim: int) -> Iterator[Shape]:
+        g = attrs["groups"]
+        kernel = tuple(c.integer(1, 3) for _ in first[2:])
+        per_group = c.integer(1, 2)
+        if transposed:
+            yield (first[1], per_group) + kernel
+            c_out = per_group * g
+        else:
+            c_out = per_group * g
+            yield (c_out, first[1] // g) + kernel
+        if c.boolean(0.6):
+            yield (c_out,)
+
+    return Partners("conv-weight" + ("-transposed" if transposed else ""), draw, after_attrs=True)
+
+
+CONV = _conv_partners(False)  # weight [C_out, C_in / groups, k...], then a bias [C_out] or none
+CONV_TRANSPOSE = _conv_partners(True)  # weight [C_in, C_out / groups, k...], then a bias or none
+
+
+# ---------------------------------------------------------------- pooling
+
+
+def pool_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+    x = shapes[0]
+    _rank(x, 4, "pooling input")
+    kernel, stride, padding = (_spatial(attrs, a, 2) for a in ("kernel", "stride", "padding"))
+    _positive(attrs, "kernel", "stride")
+    if any(p > k // 2 for p, k in zip(padding, kernel)):
+        raise ShapeError(f"pooling padding {padding} must be at most half the kernel {kernel}")
+    out = [conv_out(x[2 + i], kernel[i], stride[i], padding[i], 1) for i in range(2)]
+    _sizes(out, "pooling")
+    return (x[0], x[1], *out)
+
+
+def avg_pool_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+    if attrs["count_include_pad"] not in (0, 1):
+        raise ShapeError(f"count_include_pad={attrs['count_include_pad']} must be 0 or 1")
+    return pool_rule(shapes, attrs)
+
+
+def pool_extent(shapes: Sequence[Shape], attrs: Attrs) -> int:
+    return int(math.prod(attrs["kernel"]))
+
+
+def pool_attrs(average: bool) -> AttrSampler:
+    def draw(c: Choices, shapes: Sequence[Shape]) -> Attrs:
+        kernel = [c.integer(1, 3) for _ in range(2)]
+        attrs: Attrs = {
+            "kernel": kernel,
+            "stride": [c.integer(1, 3) for _ in range(2)],
+            "padding": [c.integer(0, k // 2) for k in kernel],
+        }
+        if average:
+            attrs["count_include_pad"] = c.integer(0, 1)
+        return attrs
+
+    return draw
+
+
+def adaptive_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+    x = shapes[0]
+    _rank(x, 4, "adaptive_avg_pool2d input")
+    out = _spatial(attrs, "output_size", 2)
+    return (x[0], x[1], *out)
+
+
+def adaptive_extent(shapes: Sequence[Shape], attrs: Attrs) -> int:
+    x, out = shapes[0], attrs["output_size"]
+    return math.prod(math.ceil(x[2 + i] / out[i]) + 1 for i in range(2))
+
+
+def adaptive_attrs(c: Choices, shapes: Sequence[Shape]) -> Attrs:
+    return {"output_size": [c.integer(1, 4) for _ in range(2)]}
+
+
+def _windows(x: Tensor, attrs: Attrs) -> Tensor:
+    """The pooling windows of x, padded with -inf: [N, C, out_h, out_w, kernel elements]."""
+    kernel, stride, padding = attrs["kernel"], attrs["stride"], attrs["padding"]
+    n, ch, h, w = x.shape
+    padded = x.double().new_full((n, ch, h + 2 * padding[0], w + 2 * padding[1]), -math.inf)
+    padded[:, :, padding[0] : padding[0] + h, padding[1] : padding[1] + w] = x.double()
+    win = padded.unfold(2, kernel[0], stride[0]).unfold(3, kernel[1], stride[1])
+    return win.reshape(*win.shape[:4], -1)
+
+
+def _unique_window_max(xs: Sequence[Tensor], attrs: Attrs) -> bool:
+    win = _windows(xs[0], attrs)
+    if win.shape[-1] < 2:
+        return True
+    top = win.sort(dim=-1, descending=True).values
+    return bool(((top[..., 0] - top[..., 1]) > KINK_GAP).all())
+
+
+UNIQUE_WINDOW_MAX = Domain(
+    "unique-window-max",
+    "max pooling routes the gradient to the argmax of each window: the largest element of every "
+    "window is unique by 0.01 (ties split or pick by convention)",
+    _unique_window_max,
+    tags=("kink",),
+)
+
+
+# ---------------------------------------------------------------- embedding
+
+
+def embedding_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+    w = shapes[0]
+    _rank(w, 2, "embedding weight")
+    idx = attrs["indices"]
+    ishape = tuple(idx["shape"])
+    _rank(ishape, 2, "embedding indices")
+    if any(not 0 <= i < w[0] for i in idx["data"]):
+        raise ShapeError(f"embedding index out of range for {w[0]} embeddings")
+    return (*ishape, w[1])
+
+
+def embedding_attrs(c: Choices, shapes: Sequence[Shape]) -> Attrs:
+    """Indices [B, L] into the table's rows, with at least one row picked twice (when there are
+    two or more indices), so that gradients must accumulate."""
+    rows = shapes[0][0]
+    ishape = [c.integer(1, 2), c.integer(1, 4)]
+    data = [c.integer(0, rows - 1) for _ in range(numel(tuple(ishape)))]
+    if len(data) > 1 and len(set(data)) == len(data):
+        data[-1] = data[0]
+    return {"indices": {"shape": ishape, "data": data}}
+
+
+def embedding_extent(shapes: Sequence[Shape], attrs: Attrs) -> int:
+    data: list[int] = attrs["indices"]["data"]
+    return max(data.count(i) for i in set(data))
+
+
+# ---------------------------------------------------------------- interpolation
+
+
+def interpolate_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+    x = shapes[0]
+    _rank(x, 4, "interpolate input")
+    out = _spatial(attrs, "output_size", 2)
+    if attrs.get("align_corners", 0) not in (0, 1):
+        raise ShapeError(f"align_corners={attrs['align_corners']} must be 0 or 1")
+    return (x[0], x[1], *out)
+
+
+def interpolate_attrs(bilinear: bool) -> AttrSampler:
+    def draw(c: Choices, shapes: Sequence[Shape]) -> Attrs:
+        attrs: Attrs = {"output_size": [c.integer(1, MAX_SPATIAL) for _ in range(2)]}
+        if bilinear:
+            attrs["align_corners"] = c.integer(0, 1)
+        return attrs
+
+    return draw
+
+
+def bilinear_extent(shapes: Sequence[Shape], attrs: Attrs) -> int:
+    return 4  # each output mixes at most four input pixels
