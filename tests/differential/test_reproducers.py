@@ -93,7 +93,15 @@ UNTRACKED_BACKWARD = program(
     op("after", "neg", "s"),
 )
 
+def _sessions() -> dict[str, Program]:
+    """The session cases of the corpus (several backwards, gradient reads, SGD steps)."""
+    from difftest.findings.corpus import load_case
+
+    return {p.stem.replace("-", "_"): load_case(p).program for p in sorted((ROOT / "corpus/seed").glob("session-*.json"))}
+
+
 HAND_WRITTEN = {
+    **_sessions(),
     "seed_flags": SEED_FLAGS,
     "side_branch": SIDE_BRANCH,
     "specials": SPECIALS,
