@@ -8,9 +8,12 @@ mod floats;
 mod memory;
 mod nn;
 mod ops;
+mod optim;
 mod program;
 mod protocol;
 mod request;
+#[cfg(test)]
+mod session_tests;
 mod step;
 mod value;
 
