@@ -68,6 +68,10 @@ pub enum Statement {
     Transform(TransformStmt),
     Apply(Apply),
     Param(Param),
+    Grad(Grad),
+    ZeroGrad(ZeroGrad),
+    Optimizer(OptimizerStmt),
+    Step(Step),
 }
 
 impl Statement {
@@ -82,6 +86,26 @@ impl Statement {
             Statement::Transform(s) => &s.id,
             Statement::Apply(s) => &s.id,
             Statement::Param(s) => &s.id,
+            Statement::Grad(s) => &s.id,
+            Statement::ZeroGrad(s) => &s.id,
+            Statement::Optimizer(s) => &s.id,
+            Statement::Step(s) => &s.id,
+        }
+    }
+
+    /// The kinds format version 1 does not have (and the `retain_graph` field of a v1
+    /// backward): the name of the first such thing this statement uses.
+    pub fn version_2_feature(&self) -> Option<&'static str> {
+        match self {
+            Statement::Grad(_) => Some("kind \"grad\""),
+            Statement::ZeroGrad(_) => Some("kind \"zero_grad\""),
+            Statement::Optimizer(_) => Some("kind \"optimizer\""),
+            Statement::Step(_) => Some("kind \"step\""),
+            Statement::Backward(Backward {
+                retain_graph: Some(_),
+                ..
+            }) => Some("field \"retain_graph\" of a backward"),
+            _ => None,
         }
     }
 }
@@ -124,6 +148,9 @@ pub struct CutStmt {
 pub struct Backward {
     pub id: String,
     pub input: String,
+    /// Version 2; accepted and ignored (burn has no retain_graph). `None` when omitted.
+    #[serde(default, deserialize_with = "present")]
+    pub retain_graph: Option<bool>,
 }
 
 /// A `module` statement, tagged by its `"module"` field.
@@ -177,6 +204,50 @@ pub struct Param {
     pub param: ParamName,
 }
 
+/// `grad`: the gradient of value `of` in the gradients handle `grads` (a backward).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grad {
+    pub id: String,
+    pub grads: String,
+    pub of: String,
+}
+
+/// `zero_grad`: clears PyTorch's `.grad`; nothing to do in burn.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZeroGrad {
+    pub id: String,
+}
+
+/// `optimizer`: an optimizer handle. Omitted hyper-parameters take PyTorch's defaults.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OptimizerStmt {
+    pub id: String,
+    pub optimizer: OptimizerKind,
+    #[serde(default)]
+    pub momentum: f64,
+    #[serde(default)]
+    pub dampening: f64,
+    #[serde(default)]
+    pub nesterov: bool,
+    #[serde(default)]
+    pub weight_decay: f64,
+}
+
+/// `step`: one step of `optimizer` on the module handle `module` with the gradients of the
+/// handle `grads`, defining a new module handle.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    pub id: String,
+    pub optimizer: String,
+    pub module: String,
+    pub grads: String,
+    pub lr: f64,
+}
+
 // The values of the fields that name a choice, as written (snake_case). The typed program
 // uses them as they are.
 
@@ -224,6 +295,13 @@ pub enum Transform {
 pub enum ParamName {
     Weight,
     Bias,
+}
+
+/// `optimizer` of an optimizer statement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OptimizerKind {
+    Sgd,
 }
 
 /// An inline float tensor `{"shape": [...], "data": [...]}` (module weights and biases).

@@ -1,8 +1,15 @@
 //! Running a program on burn and recording what it reports. Leaves, ops and cuts execute as
-//! in the memory experiment ([`crate::step`]); modules, parameters and backwards only here.
+//! in the memory experiment ([`crate::step`]); modules, parameters, backwards, gradient reads
+//! and optimizer steps only here.
+//!
+//! A backward leaves its `Gradients` in the environment (a gradients handle) for the `grad`
+//! and `step` statements after it; an optimizer statement leaves its optimizer, whose state
+//! persists across the steps that use it.
 
+use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use burn::optim::ModuleOptimizer;
 use burn::tensor::Gradients;
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
@@ -11,6 +18,7 @@ use crate::apply;
 use crate::fault;
 use crate::floats::serialize_f32s;
 use crate::nn::{NnModule, transpose_data};
+use crate::optim;
 use crate::program::{Kind, ParamName, Program, Region, Statement, Transform};
 use crate::step::{self, Devices, panic_message};
 use crate::value::{DynTensor, Flags};
@@ -59,7 +67,8 @@ pub struct BackwardObs {
     pub grads: Grads,
 }
 
-/// The statement that failed and burn's panic message.
+/// The statement that failed: `kind` is `"panic"` (burn panicked; `message` is its message) or
+/// `"missing-gradient"` (a `grad` statement found no gradient).
 #[derive(Clone, Debug, Serialize)]
 pub struct RunError {
     pub index: usize,
@@ -79,13 +88,17 @@ pub struct Observation {
 enum Slot {
     /// A value (leaf, op, cut, apply).
     Value(DynTensor),
-    /// A module parameter as burn stores it; `transposed` when its PyTorch layout is the
-    /// transpose (a linear weight). Flags and gradients are read from `raw`; data is reported,
-    /// and later statements see it, in PyTorch's layout.
+    /// A module parameter (or a parameter's gradient) as burn stores it; `transposed` when its
+    /// PyTorch layout is the transpose (a linear weight). Flags and gradients are read from
+    /// `raw`; data is reported, and later statements see it, in PyTorch's layout.
     Param { raw: DynTensor, transposed: bool },
-    /// A module handle (module, transform).
+    /// A module handle (module, transform, step).
     Module(Box<NnModule>),
-    /// Nothing (backward).
+    /// A gradients handle (backward); `step` removes the module's gradients from it.
+    Grads(RefCell<Gradients>),
+    /// An optimizer handle and its state.
+    Optimizer(RefCell<ModuleOptimizer>),
+    /// Nothing (zero_grad).
     Empty,
 }
 
@@ -105,7 +118,9 @@ impl Slot {
                 DynTensor::R2(t) => DynTensor::R2(t.clone().transpose()),
                 _ => unreachable!("only rank-2 parameters are transposed"),
             },
-            Slot::Module(_) | Slot::Empty => unreachable!("inputs are earlier value statements"),
+            Slot::Module(_) | Slot::Grads(_) | Slot::Optimizer(_) | Slot::Empty => {
+                unreachable!("inputs are earlier value statements")
+            }
         }
     }
 
@@ -113,6 +128,32 @@ impl Slot {
         match self {
             Slot::Module(m) => m,
             _ => unreachable!("module references are earlier module statements"),
+        }
+    }
+
+    fn grads(&self) -> &RefCell<Gradients> {
+        match self {
+            Slot::Grads(g) => g,
+            _ => unreachable!("grads references are earlier backward statements"),
+        }
+    }
+
+    fn optimizer(&self) -> &RefCell<ModuleOptimizer> {
+        match self {
+            Slot::Optimizer(o) => o,
+            _ => unreachable!("optimizer references are earlier optimizer statements"),
+        }
+    }
+
+    /// The gradient of this value in `grads`, in PyTorch's layout, or `None` when there is
+    /// none (and for handles, which have no gradient).
+    fn grad_obs(&self, grads: &Gradients) -> Option<Option<TensorObs>> {
+        match self {
+            Slot::Value(v) => Some(grad_of(v, grads).map(|g| TensorObs::of(&g))),
+            Slot::Param { raw, transposed } => {
+                Some(grad_of(raw, grads).map(|g| untranspose(TensorObs::of(&g), *transposed)))
+            }
+            Slot::Module(_) | Slot::Grads(_) | Slot::Optimizer(_) | Slot::Empty => None,
         }
     }
 }
@@ -130,7 +171,12 @@ fn untranspose(obs: TensorObs, transposed: bool) -> TensorObs {
 
 enum Outcome {
     Slot(Box<Slot>, Option<ValueObs>),
-    Backward(BackwardObs),
+    Backward(Box<Slot>, BackwardObs),
+    /// The statement failed without a panic.
+    Failed {
+        kind: &'static str,
+        message: String,
+    },
 }
 
 fn grad_of(v: &DynTensor, grads: &Gradients) -> Option<DynTensor> {
@@ -142,15 +188,20 @@ fn grad_of(v: &DynTensor, grads: &Gradients) -> Option<DynTensor> {
     }
 }
 
-/// Whether the module handle at `index` was derived (through transforms) from a `valid()`.
+/// Whether the module handle at `index` was derived (through transforms and steps) from a
+/// `valid()`.
 fn derived_from_valid(statements: &[Statement], mut index: usize) -> bool {
-    while let Kind::Transform { transform, input } = &statements[index].kind {
-        if *transform == Transform::Valid {
-            return true;
+    loop {
+        match &statements[index].kind {
+            Kind::Transform {
+                transform: Transform::Valid,
+                ..
+            } => return true,
+            Kind::Transform { input, .. } => index = *input,
+            Kind::Step { module, .. } => index = *module,
+            _ => return false,
         }
-        index = *input;
     }
-    false
 }
 
 /// Where a value statement's result comes from, for the `flag-after` fault.
@@ -172,6 +223,19 @@ fn flag_site(stmt: &Statement, statements: &[Statement]) -> Option<fault::FlagSi
     }
 }
 
+/// A tensor kept as burn stores it (a parameter or a parameter's gradient): reported, and seen
+/// by later statements, in PyTorch's layout; its flags are those of `raw`.
+fn param_outcome(stmt: &Statement, raw: DynTensor, transposed: bool) -> Outcome {
+    let obs = untranspose(TensorObs::of(&raw), transposed);
+    let obs = ValueObs {
+        id: stmt.id.clone(),
+        shape: obs.shape,
+        data: obs.data,
+        flags: raw.flags(),
+    };
+    Outcome::Slot(Box::new(Slot::Param { raw, transposed }), Some(obs))
+}
+
 /// Runs one statement on the slots of the statements before it.
 fn run_statement(stmt: &Statement, env: &[Slot], program: &Program, devices: &Devices) -> Outcome {
     let get = |i: usize| env[i].value();
@@ -190,36 +254,58 @@ fn run_statement(stmt: &Statement, env: &[Slot], program: &Program, devices: &De
         Kind::Apply { module, input } => env[*module].module().forward(get(*input)),
         Kind::Param { module, param } => {
             let raw = env[*module].module().param(*param);
-            let transposed = *param == ParamName::Weight;
-            let obs = untranspose(TensorObs::of(&raw), transposed);
-            let obs = ValueObs {
-                id: stmt.id.clone(),
-                shape: obs.shape,
-                data: obs.data,
-                flags: raw.flags(),
+            return param_outcome(stmt, raw, *param == ParamName::Weight);
+        }
+        Kind::Grad { grads, of } => {
+            let handle = env[*grads].grads().borrow();
+            let (raw, transposed) = match &env[*of] {
+                Slot::Value(v) => (grad_of(v, &handle), false),
+                Slot::Param { raw, transposed } => (grad_of(raw, &handle), *transposed),
+                _ => unreachable!("`of` is an earlier value statement"),
             };
-            return Outcome::Slot(Box::new(Slot::Param { raw, transposed }), Some(obs));
+            return match raw {
+                Some(raw) => param_outcome(stmt, raw, transposed),
+                None => Outcome::Failed {
+                    kind: "missing-gradient",
+                    message: format!(
+                        "the gradients of {:?} hold no gradient of {:?}",
+                        program.statements[*grads].id, program.statements[*of].id
+                    ),
+                },
+            };
         }
         Kind::Backward { input } => {
             let grads = apply!(get(*input), t => t.backward());
-            let grads = program
+            let obs = program
                 .statements
                 .iter()
                 .zip(env)
-                .filter_map(|(s, slot)| {
-                    let g = match slot {
-                        Slot::Value(v) => grad_of(v, &grads).map(|g| TensorObs::of(&g)),
-                        Slot::Param { raw, transposed } => grad_of(raw, &grads)
-                            .map(|g| untranspose(TensorObs::of(&g), *transposed)),
-                        Slot::Module(_) | Slot::Empty => return None,
-                    };
-                    Some((s.id.clone(), g))
-                })
+                .filter_map(|(s, slot)| Some((s.id.clone(), slot.grad_obs(&grads)?)))
                 .collect();
-            return Outcome::Backward(BackwardObs {
+            let obs = BackwardObs {
                 id: stmt.id.clone(),
-                grads: Grads(grads),
-            });
+                grads: Grads(obs),
+            };
+            return Outcome::Backward(Box::new(Slot::Grads(RefCell::new(grads))), obs);
+        }
+        Kind::ZeroGrad => return Outcome::Slot(Box::new(Slot::Empty), None),
+        Kind::Optimizer { spec } => {
+            let o = Slot::Optimizer(RefCell::new(optim::sgd(spec)));
+            return Outcome::Slot(Box::new(o), None);
+        }
+        Kind::Step {
+            optimizer,
+            module,
+            grads,
+            lr,
+        } => {
+            let m = optim::step(
+                &mut env[*optimizer].optimizer().borrow_mut(),
+                env[*module].module(),
+                &mut env[*grads].grads().borrow_mut(),
+                *lr,
+            );
+            return Outcome::Slot(Box::new(Slot::Module(Box::new(m))), None);
         }
     };
     let TensorObs { shape, data } = TensorObs::of(&value);
@@ -261,9 +347,18 @@ pub fn run(program: &Program) -> Observation {
                 env.push(*slot);
                 obs.values.extend(v);
             }
-            Ok(Outcome::Backward(b)) => {
-                env.push(Slot::Empty);
+            Ok(Outcome::Backward(slot, b)) => {
+                env.push(*slot);
                 obs.backwards.push(b);
+            }
+            Ok(Outcome::Failed { kind, message }) => {
+                obs.error = Some(RunError {
+                    index,
+                    statement: stmt.id.clone(),
+                    kind,
+                    message,
+                });
+                break;
             }
             Err(payload) => {
                 obs.error = Some(RunError {
@@ -326,5 +421,42 @@ mod tests {
                 None
             ]
         );
+    }
+
+    /// A module stepped from a `valid()` handle is still derived from it (the step keeps the
+    /// module off autodiff); a step of a plain module is not.
+    #[test]
+    fn flag_sites_through_steps() {
+        let doc = serde_json::json!({"format": "difftest-program", "version": 2, "statements": [
+            {"id": "fc", "kind": "module", "module": "linear",
+             "weight": {"shape": [1, 2], "data": [0.5, -1.0]}, "bias": null},
+            {"id": "x", "kind": "leaf", "shape": [1, 2], "data": [1.0, 2.0], "device": "autodiff",
+             "require_grad": true},
+            {"id": "s", "kind": "op", "op": "sum", "inputs": ["x"]},
+            {"id": "bw", "kind": "backward", "input": "s"},
+            {"id": "fv", "kind": "transform", "transform": "valid", "input": "fc"},
+            {"id": "o1", "kind": "optimizer", "optimizer": "sgd"},
+            {"id": "o2", "kind": "optimizer", "optimizer": "sgd"},
+            {"id": "mv", "kind": "step", "optimizer": "o1", "module": "fv", "grads": "bw", "lr": 0.1},
+            {"id": "mt", "kind": "step", "optimizer": "o2", "module": "fc", "grads": "bw", "lr": 0.1},
+            {"id": "yv", "kind": "apply", "module": "mv", "input": "x"},
+            {"id": "yt", "kind": "apply", "module": "mt", "input": "x"},
+            {"id": "g", "kind": "grad", "grads": "bw", "of": "x"},
+            {"id": "wv", "kind": "param", "module": "mv", "param": "weight"},
+            {"id": "wt", "kind": "param", "module": "mt", "param": "weight"}
+        ]});
+        let program = Program::from_json(&doc).unwrap();
+        let site = |id: &str| {
+            let s = program.statements.iter().find(|s| s.id == id).unwrap();
+            flag_site(s, &program.statements)
+        };
+        assert_eq!(site("yv"), Some(FlagSite::Valid));
+        assert_eq!((site("yt"), site("g")), (None, None));
+        let obs = run(&program);
+        assert!(obs.error.is_none(), "{:?}", obs.error);
+        let flags = |id: &str| obs.values.iter().find(|v| v.id == id).unwrap().flags;
+        // The stepped valid() module's weight is still off autodiff; the other's requires grad.
+        assert!(!flags("wv").is_autodiff, "{:?}", obs.values);
+        assert!(flags("wt").is_require_grad, "{:?}", obs.values);
     }
 }

@@ -10,9 +10,12 @@ mod nn;
 mod ops;
 mod ops_extra;
 mod ops_nn;
+mod optim;
 mod program;
 mod protocol;
 mod request;
+#[cfg(test)]
+mod session_tests;
 mod step;
 mod value;
 

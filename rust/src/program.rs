@@ -24,7 +24,8 @@ pub use crate::document::{Cut, DeviceKind, ParamName, Region, Transform};
 use crate::ops::{self, NARY, Op, check_shape};
 
 pub const FORMAT: &str = "difftest-program";
-pub const VERSION: u64 = 1;
+/// The newest format version; version 1 (no sessions) still loads.
+pub const VERSION: u64 = 2;
 
 /// The most elements one tensor of a program may have (values, leaves, inline tensors).
 pub const MAX_TENSOR_ELEMENTS: u64 = 1_000_000;
@@ -67,28 +68,39 @@ pub enum Kind {
         input: usize,
         region: Region,
     },
-    Backward {
-        input: usize,
-    },
+    /// Defines a gradients handle (`retain_graph` is accepted and ignored: burn has none).
+    Backward { input: usize },
     /// A module handle (not a value).
-    Module {
-        spec: ModuleSpec,
-    },
+    Module { spec: ModuleSpec },
     /// A transformed module handle (not a value); `input` is a module or transform statement.
-    Transform {
-        transform: Transform,
-        input: usize,
-    },
+    Transform { transform: Transform, input: usize },
     /// The forward of `module` (a module or transform statement) on the value `input`.
-    Apply {
-        module: usize,
-        input: usize,
-    },
+    Apply { module: usize, input: usize },
     /// A parameter of the linear module `module`, reported in PyTorch's layout.
-    Param {
+    Param { module: usize, param: ParamName },
+    /// The gradient of the value `of` in the gradients handle `grads` (a backward), in
+    /// PyTorch's layout when `of` is a parameter.
+    Grad { grads: usize, of: usize },
+    /// Nothing to do in burn (each backward returns fresh gradients).
+    ZeroGrad,
+    /// An optimizer handle (not a value).
+    Optimizer { spec: SgdSpec },
+    /// A module handle: `module` after one step of `optimizer` with the gradients of `grads`.
+    Step {
+        optimizer: usize,
         module: usize,
-        param: ParamName,
+        grads: usize,
+        lr: f64,
     },
+}
+
+/// An SGD optimizer's hyper-parameters (PyTorch's names and defaults), validated.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgdSpec {
+    pub momentum: f64,
+    pub dampening: f64,
+    pub nesterov: bool,
+    pub weight_decay: f64,
 }
 
 #[derive(Clone, Debug)]
@@ -98,17 +110,35 @@ pub struct Statement {
 }
 
 impl Statement {
-    /// Whether the statement defines a value (not `backward`, `module` or `transform`).
+    /// Whether the statement defines a value (leaf, op, cut, apply, param, grad).
     pub fn is_value(&self) -> bool {
-        !matches!(
+        matches!(
             self.kind,
-            Kind::Backward { .. } | Kind::Module { .. } | Kind::Transform { .. }
+            Kind::Leaf { .. }
+                | Kind::Op { .. }
+                | Kind::Cut { .. }
+                | Kind::Apply { .. }
+                | Kind::Param { .. }
+                | Kind::Grad { .. }
         )
     }
 
-    /// Whether the statement defines a module handle (`module` or `transform`).
+    /// Whether the statement defines a module handle (`module`, `transform` or `step`).
     pub fn is_module(&self) -> bool {
-        matches!(self.kind, Kind::Module { .. } | Kind::Transform { .. })
+        matches!(
+            self.kind,
+            Kind::Module { .. } | Kind::Transform { .. } | Kind::Step { .. }
+        )
+    }
+
+    /// Whether the statement defines a gradients handle (`backward`).
+    pub fn is_grads(&self) -> bool {
+        matches!(self.kind, Kind::Backward { .. })
+    }
+
+    /// Whether the statement defines an optimizer handle.
+    pub fn is_optimizer(&self) -> bool {
+        matches!(self.kind, Kind::Optimizer { .. })
     }
 
     /// The statement's kind as written in the document.
@@ -122,18 +152,33 @@ impl Statement {
             Kind::Transform { .. } => "transform",
             Kind::Apply { .. } => "apply",
             Kind::Param { .. } => "param",
+            Kind::Grad { .. } => "grad",
+            Kind::ZeroGrad => "zero_grad",
+            Kind::Optimizer { .. } => "optimizer",
+            Kind::Step { .. } => "step",
         }
     }
 }
 
-/// The spec of the module that statement `index` (a module or transform) was derived from.
-pub fn module_spec(statements: &[Statement], mut index: usize) -> &ModuleSpec {
+/// The `module` statement that the module handle at `index` (a module, transform or step) was
+/// derived from, through transforms and steps.
+pub fn module_root(statements: &[Statement], mut index: usize) -> usize {
     loop {
         match &statements[index].kind {
-            Kind::Module { spec } => return spec,
+            Kind::Module { .. } => return index,
             Kind::Transform { input, .. } => index = *input,
+            Kind::Step { module, .. } => index = *module,
             _ => panic!("statement {index} is not a module"),
         }
+    }
+}
+
+/// The spec of the module that statement `index` (a module, transform or step) was derived
+/// from.
+pub fn module_spec(statements: &[Statement], index: usize) -> &ModuleSpec {
+    match &statements[module_root(statements, index)].kind {
+        Kind::Module { spec } => spec,
+        _ => unreachable!("module_root returns a module statement"),
     }
 }
 
@@ -189,9 +234,9 @@ impl Program {
                 header.format
             )));
         }
-        if header.version != VERSION {
+        if !(1..=VERSION).contains(&header.version) {
             return Err(doc_error(format!(
-                "unsupported \"version\" {} (expected {VERSION})",
+                "unsupported \"version\" {} (expected 1 or {VERSION})",
                 header.version
             )));
         }
@@ -209,6 +254,18 @@ impl Program {
                 )
             })
             .collect::<Result<Vec<_>, _>>()?;
+        if header.version == 1
+            && let Some((index, feature)) = parsed
+                .iter()
+                .enumerate()
+                .find_map(|(i, s)| s.version_2_feature().map(|f| (i, f)))
+        {
+            return Err(ProgramError {
+                index: Some(index),
+                statement: Some(parsed[index].id().to_owned()),
+                message: format!("{feature} needs \"version\" 2 (the document has version 1)"),
+            });
+        }
         let mut resolver = Resolver {
             statements: Vec::with_capacity(parsed.len()),
             ids: HashMap::new(),
@@ -273,7 +330,27 @@ impl Program {
                     }
                     None
                 }
-                Kind::Transform { .. } | Kind::Backward { .. } => None,
+                Kind::Transform { .. }
+                | Kind::Backward { .. }
+                | Kind::ZeroGrad
+                | Kind::Optimizer { .. } => None,
+                Kind::Grad { of, .. } => shape_of(*of),
+                Kind::Step { module, .. } => {
+                    // The stepped module's new parameters.
+                    if let ModuleSpec::Linear {
+                        d_input,
+                        d_output,
+                        bias,
+                        ..
+                    } = module_spec(&self.statements, *module)
+                    {
+                        tensors.push(("weight".into(), ops::numel(&[*d_output, *d_input])));
+                        if bias.is_some() {
+                            tensors.push(("bias".into(), *d_output as u64));
+                        }
+                    }
+                    None
+                }
                 Kind::Apply { module, input } => match module_spec(&self.statements, *module) {
                     ModuleSpec::Linear {
                         d_input, d_output, ..
@@ -340,7 +417,19 @@ const INPUT: RefKind = RefKind {
 const MODULE: RefKind = RefKind {
     what: "module",
     accepts: Statement::is_module,
-    expected: "a module or transform",
+    expected: "a module, transform or step",
+};
+
+const GRADS: RefKind = RefKind {
+    what: "grads",
+    accepts: Statement::is_grads,
+    expected: "a backward",
+};
+
+const OPTIMIZER: RefKind = RefKind {
+    what: "optimizer",
+    accepts: Statement::is_optimizer,
+    expected: "an optimizer",
 };
 
 /// The statements resolved so far, which references may name.
@@ -446,6 +535,15 @@ impl Resolver {
             document::Statement::Backward(s) => Kind::Backward {
                 input: self.input(&s.input)?,
             },
+            document::Statement::Grad(s) => Kind::Grad {
+                grads: self.reference(&GRADS, &s.grads)?,
+                of: self.input(&s.of)?,
+            },
+            document::Statement::ZeroGrad(_) => Kind::ZeroGrad,
+            document::Statement::Optimizer(s) => Kind::Optimizer {
+                spec: sgd_spec(&s)?,
+            },
+            document::Statement::Step(s) => self.step(&s)?,
             document::Statement::Module(document::Module::Linear(s)) => {
                 let (shape, weight) = inline_tensor(s.weight, "weight", 2)?;
                 let (d_output, d_input) = (shape[0], shape[1]);
@@ -505,6 +603,77 @@ impl Resolver {
         };
         Ok(Statement { id, kind })
     }
+}
+
+impl Resolver {
+    /// Resolves and validates a `step`: its references, `lr`, and that every step of its
+    /// optimizer acts on a module derived from the same `module` statement.
+    fn step(&self, s: &document::Step) -> Result<Kind, String> {
+        let optimizer = self.reference(&OPTIMIZER, &s.optimizer)?;
+        let module = self.module(&s.module)?;
+        let grads = self.reference(&GRADS, &s.grads)?;
+        if !(s.lr.is_finite() && s.lr > 0.0) {
+            return Err(format!("\"lr\" must be finite and > 0, got {}", s.lr));
+        }
+        let root = module_root(&self.statements, module);
+        let earlier = self.statements.iter().find_map(|st| match st.kind {
+            Kind::Step {
+                optimizer: o,
+                module: m,
+                ..
+            } if o == optimizer => Some((st, module_root(&self.statements, m))),
+            _ => None,
+        });
+        if let Some((first, first_root)) = earlier
+            && first_root != root
+        {
+            let name = |i: usize| &self.statements[i].id;
+            return Err(format!(
+                "optimizer {:?} steps module {:?} (derived from {:?}), but its earlier step {:?} \
+                 stepped a module derived from {:?}: one optimizer steps one module",
+                s.optimizer,
+                s.module,
+                name(root),
+                first.id,
+                name(first_root)
+            ));
+        }
+        Ok(Kind::Step {
+            optimizer,
+            module,
+            grads,
+            lr: s.lr,
+        })
+    }
+}
+
+/// Validates an optimizer statement's hyper-parameters (as PyTorch's SGD does).
+fn sgd_spec(s: &document::OptimizerStmt) -> Result<SgdSpec, String> {
+    match s.optimizer {
+        document::OptimizerKind::Sgd => {}
+    }
+    for (name, v) in [
+        ("momentum", s.momentum),
+        ("dampening", s.dampening),
+        ("weight_decay", s.weight_decay),
+    ] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(format!("\"{name}\" must be finite and >= 0, got {v}"));
+        }
+    }
+    if s.nesterov && (s.momentum <= 0.0 || s.dampening != 0.0) {
+        return Err(format!(
+            "nesterov needs \"momentum\" > 0 and \"dampening\" 0, got momentum {} and \
+             dampening {}",
+            s.momentum, s.dampening
+        ));
+    }
+    Ok(SgdSpec {
+        momentum: s.momentum,
+        dampening: s.dampening,
+        nesterov: s.nesterov,
+        weight_decay: s.weight_decay,
+    })
 }
 
 /// Checks float tensor data's length against `shape`.
@@ -700,7 +869,7 @@ mod tests {
         bad(
             json!({"id": "y", "kind": "backward", "input": "x", "region": "grad"}),
             Some("y"),
-            "unknown field `region`, expected `id` or `input`",
+            "unknown field `region`, expected one of `id`, `input`, `retain_graph`",
         );
         bad(
             json!({"id": "fc", "kind": "module", "module": "dropout", "p": 0.5, "bias": null}),
@@ -785,7 +954,7 @@ mod tests {
             json!({"id": "y", "kind": "opp", "op": "exp", "inputs": ["x"]}),
             Some("y"),
             "unknown variant `opp`, expected one of `leaf`, `op`, `cut`, `backward`, `module`, \
-             `transform`, `apply`, `param`",
+             `transform`, `apply`, `param`, `grad`, `zero_grad`, `optimizer`, `step`",
         );
         bad(
             json!({"id": "y", "op": "exp", "inputs": ["x"]}),
@@ -899,8 +1068,8 @@ mod tests {
             "\"format\" must be \"difftest-program\", got \"other\"",
         );
         doc_err(
-            json!({"format": FORMAT, "version": 2, "statements": []}),
-            "unsupported \"version\" 2 (expected 1)",
+            json!({"format": FORMAT, "version": 0, "statements": []}),
+            "unsupported \"version\" 0 (expected 1 or 2)",
         );
         doc_err(
             json!({"format": FORMAT, "version": 1}),

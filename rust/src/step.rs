@@ -97,6 +97,10 @@ pub fn tensor(
         | Kind::Module { .. }
         | Kind::Transform { .. }
         | Kind::Apply { .. }
-        | Kind::Param { .. } => return None,
+        | Kind::Param { .. }
+        | Kind::Grad { .. }
+        | Kind::ZeroGrad
+        | Kind::Optimizer { .. }
+        | Kind::Step { .. } => return None,
     })
 }
