@@ -31,7 +31,7 @@ def _backward_walks(step: Step, retain: bool) -> bool:
 def _consumes_all(step: Step) -> Result:
     cur = step.current
     assert isinstance(cur, BackwardResult)
-    return replace(cur, consumes=cur.traversed)
+    return replace(cur, consumes=cur.traversed | cur.leaves)
 
 
 def _torch_step_reads_other_grads(step: Step) -> bool:
@@ -61,7 +61,9 @@ SESSION_RULES: tuple[Rule, ...] = (
             "burn",
             "burn's backward consumes every recorded step it walks, whatever the op saved: a later "
             "backward whose graph reaches one of those nodes panics ('graph tape has already been "
-            "consumed ... Burn does not support retain_graph'), before consuming anything. PyTorch "
+            "consumed ... Burn does not support retain_graph'), before consuming anything; so does "
+            "a later backward *of* a require-grad leaf it reached (measured: a leaf stays usable as "
+            "an input of new graphs, not as a root). PyTorch "
             "frees only saved tensors, so a second backward through nodes that saved nothing (add, "
             "sum, reshape, ...) succeeds. Leaves stay usable in both (burn PR #5645).",
             "docs/semantics.md#sessions", _SERVER, _TENSOR_AUTODIFF, PR_5645, TORCH_RETAIN,

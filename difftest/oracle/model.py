@@ -241,19 +241,22 @@ def _backward(fw: Framework, i: int, st: Backward, program: Program, pred: Frame
     if not ok:
         kind = "exception" if fw == "torch" else "panic"
         return Failure(kind, f"backward of {st.input!r}, which is not in a graph")
-    traversed, saving = sessions.walk(st.input, program.by_id(), pred.states, pred.input_state, pred.modules)
+    traversed, saving, leaves = sessions.walk(st.input, program.by_id(), pred.states, pred.input_state,
+                                              pred.modules)
     before = frozenset(pred.consumed)
-    reused = sorted(traversed & before)
+    # a leaf root: the leaf itself, which an earlier backward may have consumed as a root
+    rooted_at = {root.key} if not sessions.is_node(root) and root.key is not None else set()
+    reused = sorted((traversed | rooted_at) & before)
     if reused:
         kind = "exception" if fw == "torch" else "panic"
         failure = Failure(kind, f"backward through {', '.join(reused)}, consumed by an earlier backward")
         by_rule = {pred.consumed[n] for n in reused}
         if "" not in by_rule:  # every reused node is consumed only by a rule's say
-            ok_base = BackwardResult(traversed, saving, before, EMPTY, st.retain_graph)
+            ok_base = BackwardResult(traversed, saving, before, EMPTY, st.retain_graph, leaves)
             for name in sorted(by_rule):
                 firings.append(Firing(name, fw, i, st.id, ok_base, failure))
         return failure
-    base = BackwardResult(traversed, saving, before, EMPTY if st.retain_graph else saving, st.retain_graph)
+    base = BackwardResult(traversed, saving, before, EMPTY if st.retain_graph else saving, st.retain_graph, leaves)
     result = _apply_rules(fw, rules, firings, Step(i, st, (root,), base), base)
     if isinstance(result, Failure):
         return result

@@ -4,7 +4,9 @@ tensors (the part of a graph that a backward without retain_graph leaves unusabl
 A graph node is a value whose state is a recorded op result (PyTorch: it has a grad_fn; burn:
 tracked and not a require-grad leaf); a value that is another value itself (an `autodiff` cut,
 a dropout or no-op call that returns its input) is that value's node. Leaves are never
-consumed: both frameworks keep them usable after a backward (burn PR #5645).
+consumed as parents: both frameworks let a new graph use them after a backward (burn PR
+#5645). burn consumes the leaves a backward reaches as *roots*, though: a later backward of
+such a leaf itself panics (measured; rule backward-consumes-graph).
 """
 
 from __future__ import annotations
@@ -43,10 +45,12 @@ def alias_of(st: Statement, state: State, input_state: Callable[[str], State]) -
 
 
 def walk(root: str, by_id: Mapping[str, Statement], states: Mapping[str, State], input_state: Callable[[str], State],
-         modules: Mapping[str, ModuleState]) -> tuple[frozenset[str], frozenset[str]]:
-    """(the graph nodes a backward from `root` walks, those of them that saved tensors)."""
+         modules: Mapping[str, ModuleState]) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """(the graph nodes a backward from `root` walks, those of them that saved tensors, the grad
+    keys of the require-grad leaves it reaches)."""
     nodes: set[str] = set()
     saving: set[str] = set()
+    leaves: set[str] = set()
     seen: set[str] = set()
     todo = [root]
     while todo:
@@ -60,13 +64,15 @@ def walk(root: str, by_id: Mapping[str, Statement], states: Mapping[str, State],
             todo.append(alias)
             continue
         if not is_node(state):
+            if _in_graph(state) and state.key is not None:
+                leaves.add(state.key)
             continue
         nodes.add(v)
         module = modules.get(st.module) if isinstance(st, Apply) else None
         if saves_tensors(st, module):
             saving.add(v)
         todo.extend(x for x in value_inputs(st) if _in_graph(input_state(x)))
-    return frozenset(nodes), frozenset(saving)
+    return frozenset(nodes), frozenset(saving), frozenset(leaves)
 
 
 def _in_graph(s: State) -> bool:

@@ -94,6 +94,7 @@ class BackwardResult:
     consumed_before: frozenset[str]
     consumes: frozenset[str]
     retain_graph: bool = False
+    leaves: frozenset[str] = frozenset()  # grad keys of the require-grad leaves it reaches
 
 
 @dataclass(frozen=True)
