@@ -1,5 +1,6 @@
-"""`difftest memory`: the seed's memory table, measured in both frameworks and checked against
-the memory model (docs/semantics.md#golden-memory)."""
+"""`difftest memory`: the seed's memory table and the session experiment, measured in both
+frameworks and checked against the memory model (docs/semantics.md#golden-memory,
+#golden-memory-session)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ import json
 import subprocess
 import sys
 
+from difftest.memory.model import Row
 from difftest.memory.server import ALLOCATOR_ENV, torch_mode_child
+from difftest.memory.session import SESSION_FULL, format_session_table, run_session_table
 from difftest.memory.table import SEED_ITERS, SEED_N, format_table, run_table
 
-DESCRIPTION = ("Measure RSS growth of repeated forwards without backward in PyTorch and burn "
-               "(docs/semantics.md, section 3.4) and check it against the semantic model.")
+DESCRIPTION = ("Measure RSS growth of repeated forwards without backward in PyTorch and burn, and "
+               "RSS during a training session (docs/semantics.md, section 3.4), and check both "
+               "against the semantic model.")
+EXPERIMENTS = ("seed", "session", "all")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +27,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--default-malloc",
         action="store_true",
         help=f"do not fix glibc's mmap threshold in the children ({', '.join(ALLOCATOR_ENV)}); noisier",
+    )
+    parser.add_argument(
+        "--experiment",
+        choices=EXPERIMENTS,
+        default="all",
+        help="the seed's table, the training-session table or both (default %(default)s); "
+        "--n and --iters size the seed's table",
     )
     parser.add_argument("--torch-mode", help=argparse.SUPPRESS)  # one PyTorch mode, in this process
 
@@ -33,12 +45,22 @@ def run(args: argparse.Namespace) -> int:
     if args.torch_mode:
         print(json.dumps(torch_mode_child(args.torch_mode, args.n, args.iters)))
         return 0
+    fixed = not args.default_malloc
+    rows: list[Row] = []
     try:
-        rows = run_table(args.n, args.iters, fixed_malloc=not args.default_malloc)
+        if args.experiment in ("seed", "all"):
+            seed_rows = run_table(args.n, args.iters, fixed_malloc=fixed)
+            print(format_table(seed_rows, args.n, args.iters, fixed_malloc=fixed), flush=True)
+            rows += seed_rows
+        if args.experiment in ("session", "all"):
+            session_rows = run_session_table(SESSION_FULL, fixed_malloc=fixed)
+            if rows:
+                print()
+            print(format_session_table(session_rows, SESSION_FULL, fixed_malloc=fixed))
+            rows += session_rows
     except (ValueError, RuntimeError, OSError, subprocess.TimeoutExpired) as e:
         print(f"difftest memory: {e}", file=sys.stderr)
         return 2
-    print(format_table(rows, args.n, args.iters, fixed_malloc=not args.default_malloc))
     return 0 if all(r.ok for r in rows) else 1
 
 

@@ -4,8 +4,9 @@ set holds nothing but what the measured forwards leave.
 burn: a `memory` / `memory_program` request as the only request of a fresh
 `difftest-burn --worker` (`burn_request`; burn's graph state is process-wide). PyTorch: a child
 forked per measurement from `TorchServer` (`python -m difftest.memory.server`), which imported
-torch once; the children are `torch_mode_child` (a mode of the seed's table) and
-`torch_program_child` (a generated check).
+torch once; the children are `torch_mode_child` (a mode of the seed's table),
+`torch_program_child` (a generated check) and `torch_session_child` (a mode of the session
+experiment, difftest/memory/session.py).
 
 Allocator noise. Besides the warm-up, the children run with glibc's mmap threshold fixed
 (`MALLOC_MMAP_THRESHOLD_`, see `ALLOCATOR_ENV`). By default glibc raises that threshold when a
@@ -147,6 +148,10 @@ def serve_torch() -> int:
                 req = json.loads(line)
                 if req["kind"] == "mode":
                     out = torch_mode_child(req["mode"], req["n"], req["iters"])
+                elif req["kind"] == "session":
+                    out = torch_session_child(
+                        req["mode"], req["n"], req["batch"], req["warmup"], req["steps"], req["iters"]
+                    )
                 else:
                     out = torch_program_child(req["program"], req["iters"], req["then_backward"])
                 text = json.dumps(out)
@@ -166,7 +171,13 @@ def serve_torch() -> int:
 
 def burn_request(request: str, what: str, *, fixed_malloc: bool) -> Measured:
     """Sends `request` (a JSON text) as the only request of a fresh `difftest-burn --worker`
-    (burn's graph state is process-wide, so the process must not have served anything before)."""
+    (burn's graph state is process-wide, so the process must not have served anything before)
+    and returns the rows of its report."""
+    return rows_of(burn_report(request, what, fixed_malloc=fixed_malloc))
+
+
+def burn_report(request: str, what: str, *, fixed_malloc: bool) -> dict[str, Any]:
+    """Like `burn_request`, but the whole report (`"memory"` of the answer)."""
     done = subprocess.run(
         [find_binary(), "--worker"],
         input=request + "\n",
@@ -183,7 +194,7 @@ def burn_request(request: str, what: str, *, fixed_malloc: bool) -> Measured:
     if not answer.get("ok"):
         raise WorkerError(f"memory request {what} failed: {answer.get('error')}")
     report: dict[str, Any] = answer["memory"]
-    return rows_of(report)
+    return report
 
 
 def torch_mode_child(mode: str, n: int, iters: int) -> dict[str, Any]:
@@ -285,6 +296,71 @@ def torch_program_child(doc: dict[str, Any], iters: int, then_backward: bool) ->
         repeat()
         rows.append({"label": f"{iters} more forwards", "rss_growth_mib": growth()})
     return {"iters": iters, "rows": rows}
+
+
+# The session's optimizer, as rust/src/memory_session.rs sets it.
+SESSION_LR = 0.01
+SESSION_MOMENTUM = 0.9
+
+
+def torch_session_child(mode: str, n: int, batch: int, warmup: int, steps: int, iters: int) -> dict[str, Any]:
+    """The PyTorch side of the session experiment (difftest/memory/session.py), the same phases
+    as burn's `memory_session` request: a bias-free `Linear(n, n)` trained on a fixed batch with
+    `((fc(x) - t) ** 2).mean()`, backward and an SGD step (`SESSION_LR`, `SESSION_MOMENTUM`),
+    `warmup` steps, then `steps` steps sampled (row: the largest growth), then `iters` forwards
+    without backward, dropped (then one step and `iters` more) or kept. Run it in a fresh
+    process (a forked child of the server)."""
+    import psutil
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    proc = psutil.Process()
+    fc = torch.nn.Linear(n, n, bias=False)
+    x = torch.rand(batch, n) * 2 - 1
+    t = torch.rand(batch, n) * 2 - 1
+    opt = torch.optim.SGD(fc.parameters(), lr=SESSION_LR, momentum=SESSION_MOMENTUM)
+
+    def loss() -> torch.Tensor:
+        y: torch.Tensor = fc(x)
+        return (y - t).square().mean()
+
+    def train_step() -> None:
+        opt.zero_grad()
+        loss().backward()  # type: ignore[no-untyped-call]
+        opt.step()
+
+    for _ in range(warmup):
+        train_step()
+    base = proc.memory_info().rss
+
+    def growth() -> float:
+        return float(proc.memory_info().rss - base) / MIB
+
+    samples = []
+    for _ in range(steps):
+        train_step()
+        samples.append(growth())
+    rows = [{"label": f"{steps} steps", "rss_growth_mib": max([0.0, *samples])}]
+    kept: list[torch.Tensor] = []
+
+    def forwards() -> None:
+        for _ in range(iters):
+            if mode == "drop":
+                loss()
+            elif mode == "keep":
+                kept.append(loss())
+            else:
+                raise ValueError(f"unknown torch memory session mode {mode!r}")
+
+    forwards()
+    rows.append({"label": f"{iters} forwards", "rss_growth_mib": growth()})
+    if mode == "drop":
+        train_step()
+        rows.append({"label": "then one step", "rss_growth_mib": growth()})
+        forwards()
+        rows.append({"label": f"{iters} more forwards", "rss_growth_mib": growth()})
+    return {"mode": mode, "samples_mib": samples, "rows": rows}
 
 
 if __name__ == "__main__":

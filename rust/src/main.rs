@@ -6,6 +6,7 @@ mod exec;
 mod fault;
 mod floats;
 mod memory;
+mod memory_session;
 mod nn;
 mod ops;
 mod ops_extra;

@@ -30,7 +30,7 @@ use crate::value::DynTensor;
 pub const MODES: [&str; 4] = ["drop", "keep", "without-autodiff", "detach"];
 const MAX_N: u64 = 8192;
 const MAX_ITERS: u64 = 10_000;
-const MIB: f64 = 1024.0 * 1024.0;
+pub const MIB: f64 = 1024.0 * 1024.0;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct MemoryRow {
@@ -51,7 +51,7 @@ fn forward(p: &Tensor<2>) -> Tensor<1> {
     ((p.clone().exp() * p.clone()).matmul(p.clone())).sum()
 }
 
-fn field_u64(
+pub fn field_u64(
     obj: &Map<String, Value>,
     name: &str,
     default: u64,

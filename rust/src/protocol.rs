@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::exec::{self, Observation};
 use crate::memory::{self, MemoryReport, ProgramMemoryReport};
+use crate::memory_session::{self, SessionReport};
 use crate::ops::Op;
 use crate::program::Program;
 use crate::request::RequestError;
@@ -110,6 +111,7 @@ pub enum Reply {
     Status { rss_bytes: u64, served: u64 },
     Memory(MemoryReport),
     MemoryProgram(ProgramMemoryReport),
+    MemorySession(SessionReport),
     Allocated(u64),
 }
 
@@ -134,6 +136,7 @@ impl Serialize for Response {
             }
             Ok(Reply::Memory(m)) => map.serialize_entry("memory", m)?,
             Ok(Reply::MemoryProgram(m)) => map.serialize_entry("memory", m)?,
+            Ok(Reply::MemorySession(m)) => map.serialize_entry("memory", m)?,
             Ok(Reply::Allocated(n)) => map.serialize_entry("allocated", n)?,
             Err(e) => map.serialize_entry("error", e)?,
         }
@@ -188,12 +191,13 @@ impl Worker {
             }),
             "memory" => memory::handle(obj).map(Reply::Memory),
             "memory_program" => memory::handle_program(obj).map(Reply::MemoryProgram),
+            "memory_session" => memory_session::handle(obj).map(Reply::MemorySession),
             "allocate" if test_requests_enabled() => allocate(obj).map(Reply::Allocated),
             other => Err(RequestError::new(
                 "invalid-request",
                 format!(
-                    "unknown request {other:?} (expected run, ops, version, status, memory or \
-                     memory_program)"
+                    "unknown request {other:?} (expected run, ops, version, status, memory, \
+                     memory_program or memory_session)"
                 ),
             )),
         }
