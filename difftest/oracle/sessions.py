@@ -34,10 +34,13 @@ def saves_tensors(st: Statement, module: ModuleState | None) -> bool:
     return False
 
 
-def alias_of(st: Statement, state: State, input_state: Callable[[str], State]) -> str | None:
-    """The input whose node `st`'s value is, or None when it is a node (or no node) of its own."""
+def alias_of(st: Statement, state: State, input_state: Callable[[str], State],
+             states: Mapping[str, State]) -> str | None:
+    """The input whose node `st`'s value is, or None when it is a node (or no node) of its own.
+    An input that later statements see other than it is reported (burn: a linear weight, read
+    transposed, a new node per use) is not aliased: that use is a node of its own."""
     if isinstance(st, Cut) and st.cut == "autodiff":
-        return st.input
+        return st.input if input_state(st.input) is states.get(st.input) else None
     for x in value_inputs(st):
         if input_state(x) is state:
             return x
@@ -59,7 +62,7 @@ def walk(root: str, by_id: Mapping[str, Statement], states: Mapping[str, State],
             continue
         seen.add(v)
         st, state = by_id[v], states[v]
-        alias = alias_of(st, state, input_state)
+        alias = alias_of(st, state, input_state, states)
         if alias is not None:
             todo.append(alias)
             continue
@@ -68,6 +71,7 @@ def walk(root: str, by_id: Mapping[str, Statement], states: Mapping[str, State],
                 leaves.add(state.key)
             continue
         nodes.add(v)
+        leaves |= state.sources  # the require-grad leaves (module parameters too) it is computed from
         module = modules.get(st.module) if isinstance(st, Apply) else None
         if saves_tensors(st, module):
             saving.add(v)
