@@ -54,7 +54,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         seed=args.seed, programs=args.programs, seconds=args.time,
         ops=tuple(args.ops.split(",")) if args.ops else None, max_statements=args.max_statements, jobs=jobs,
         shard=shard, shards=shards, corpus=Path(args.corpus), timeout=args.timeout, fault=args.fault,
-        progress_every=args.progress, verbose=args.verbose,
+        progress_every=args.progress, verbose=args.verbose, profile=args.profile,
     )
     from strategies import GenConfig
 
@@ -340,6 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--ops", default="", help="comma-separated ops to restrict to (see `difftest ops`)")
     f.add_argument("--max-statements", type=int, default=10)
+    f.add_argument("--profile", default="default", choices=["default", "sessions"],
+                   help="the generator's distribution: sessions makes most programs sessions (several "
+                        "backwards, gradient reads, SGD training loops)")
     f.add_argument("--corpus", default="corpus", help="where findings are saved (under findings/)")
     f.add_argument("--progress", type=float, default=10.0,
                    help="seconds between progress lines (when stdout is not a terminal)")

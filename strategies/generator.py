@@ -110,6 +110,13 @@ class GenConfig:
     p_consumed_root: float = 0.1  # a later backward's root may reach a consumed graph
     p_training: float = 0.06  # a training loop (Linear, loss, backward, SGD step; 1 to 3 times)
 
+    @staticmethod
+    def profile(name: str, **kw: object) -> GenConfig:
+        """The GenConfig of a named profile (`difftest fuzz --profile`), with `kw` on top."""
+        if name not in PROFILES:
+            raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILES)}")
+        return GenConfig(**{**PROFILES[name], **kw})  # type: ignore[arg-type]
+
     def op_specs(self) -> list[OpSpec]:
         names = self.ops if self.ops is not None else tuple(catalog.CATALOG)
         unknown = [n for n in names if n not in catalog.CATALOG]
@@ -117,6 +124,13 @@ class GenConfig:
             raise ValueError(f"unknown op(s) {unknown}; `difftest ops` lists the catalog")
         return [catalog.CATALOG[n] for n in names]
 
+
+# Named distributions for campaigns: "sessions" makes most programs sessions (several backwards,
+# gradient reads, training loops), for campaigns about graph lifetimes and optimizer steps.
+PROFILES: dict[str, dict[str, object]] = {
+    "default": {},
+    "sessions": {"p_another_backward": 0.75, "p_training": 0.3, "p_grad_read": 0.7},
+}
 
 _T = TypeVar("_T")
 REGIONS: tuple[Region, ...] = ("grad", "no_grad", "inference_mode")

@@ -30,11 +30,13 @@ def program_seed(seed: int, k: int) -> int:
     return seed * SEED_STRIDE + k
 
 
-def program_at(seed: int, k: int, ops: tuple[str, ...] | None = None, max_statements: int = 10) -> Program:
+def program_at(seed: int, k: int, ops: tuple[str, ...] | None = None, max_statements: int = 10,
+               profile: str = "default") -> Program:
     """Program k of a campaign (the same program `run_campaign` checks at index k)."""
     from strategies import GenConfig, RandomChoices, generate
 
-    return generate(RandomChoices(program_seed(seed, k)), GenConfig(ops=ops, max_statements=max_statements))
+    return generate(RandomChoices(program_seed(seed, k)),
+                    GenConfig.profile(profile, ops=ops, max_statements=max_statements))
 
 
 def dismissals(verdict: Verdict) -> list[str]:
@@ -64,6 +66,7 @@ def run_campaign(
     seconds: float = 0.0,
     ops: tuple[str, ...] | None = None,
     max_statements: int = 10,
+    profile: str = "default",
     stop_at_first: bool = False,
     on_finding: Callable[[Verdict], None] | None = None,
     on_progress: Callable[[CampaignStats], None] | None = None,
@@ -81,7 +84,7 @@ def run_campaign(
     keeps failing verdicts out of `stats.findings` (long campaigns that report them elsewhere)."""
     from strategies import GenConfig, RandomChoices, generate
 
-    cfg = GenConfig(ops=ops, max_statements=max_statements)
+    cfg = GenConfig.profile(profile, ops=ops, max_statements=max_statements)
     cfg.op_specs()
     stats = CampaignStats()
     begin = last = time.monotonic()

@@ -92,6 +92,7 @@ class JobSpec:
     source: str
     shrink: bool = True
     verbose: bool = False
+    profile: str = "default"
 
 
 def _shrunk(verdict: Verdict, sig: str, worker: Any, stop: Any) -> Verdict:
@@ -164,6 +165,7 @@ def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
 
         stats = run_campaign(
             worker, seed=spec.seed, programs=spec.programs, ops=spec.ops, max_statements=spec.max_statements,
+            profile=spec.profile,
             start=spec.start, stride=spec.stride, deadline=spec.deadline,
             should_stop=lambda: stop.is_set() or orphaned(), on_program=on_program, keep_findings=False,
         )
@@ -196,6 +198,7 @@ class FuzzOptions:
     verbose: bool = False
     live: bool | None = None  # a live display (None: when the console is a terminal)
     shrink: bool = True
+    profile: str = "default"  # the generator's distribution (strategies.generator.PROFILES)
 
     def source(self) -> str:
         parts = [f"difftest fuzz --seed {self.seed}"]
@@ -203,6 +206,8 @@ class FuzzOptions:
             parts.append(f"--ops {','.join(self.ops)}")
         if self.max_statements != 10:
             parts.append(f"--max-statements {self.max_statements}")
+        if self.profile != "default":
+            parts.append(f"--profile {self.profile}")
         if self.fault:
             parts.append(f"--fault {self.fault}")
         return " ".join(parts)
@@ -336,7 +341,7 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
         specs.append(JobSpec(
             j, opts.seed, start, stride, n, deadline, opts.ops, opts.max_statements, opts.binary, opts.timeout,
             opts.fault, str(opts.inflight_dir) if opts.inflight_dir else None, frozenset(known), opts.source(),
-            opts.shrink, opts.verbose,
+            opts.shrink, opts.verbose, opts.profile,
         ))
     inboxes: dict[int, Any] = {}
     procs: dict[int, Any] = {}
