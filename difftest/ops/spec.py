@@ -76,6 +76,9 @@ class OpSpec:
     # second backward through the op raises; None: it saves exactly when `saves` is not empty
     # (tests/differential/test_catalog.py measures it for every op; sessions.py uses it)
     saves_tensors: bool | None = None
+    # saves tensors only when one of these inputs requires grad (scatter saves its index for the
+    # values' gradient only); None: whenever it is recorded
+    saves_only_for: tuple[int, ...] | None = None
     reduced_extent: Callable[[Sequence[Shape], Attrs], int] = field(default=lambda s, a: 1)
     # ops that burn differentiates through the primitives it composes them of: the size of the
     # terms their gradient sums (given the inputs, attrs and |incoming gradient|), one tensor per
@@ -103,8 +106,15 @@ class OpSpec:
 
     @property
     def frees_on_backward(self) -> bool:
-        """A backward without retain_graph frees what PyTorch saved for this op (saves_tensors)."""
+        """A backward without retain_graph frees what PyTorch saved for this op (saves_tensors),
+        when every input requires grad."""
         return self.saves_tensors if self.saves_tensors is not None else bool(self.saves)
+
+    def frees_on_backward_for(self, needs: Sequence[bool]) -> bool:
+        """The same, for a call whose inputs require grad as `needs` says."""
+        if self.saves_only_for is not None and not any(needs[i] for i in self.saves_only_for if i < len(needs)):
+            return False
+        return self.frees_on_backward
 
     def shape(self, shapes: Sequence[Shape], attrs: Attrs) -> Shape:
         if self.arity != VARIADIC and len(shapes) != self.arity:

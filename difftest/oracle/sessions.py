@@ -24,11 +24,11 @@ def is_node(state: State) -> bool:
     return state.is_tracked and not state.is_require_grad
 
 
-def saves_tensors(st: Statement, module: ModuleState | None) -> bool:
-    """Whether PyTorch's node(s) for `st` saved tensors (catalog data; Linear saves its input
-    and weight, a dropout that drew a mask saves it)."""
+def saves_tensors(st: Statement, module: ModuleState | None, needs: tuple[bool, ...] = ()) -> bool:
+    """Whether PyTorch's node(s) for `st` saved tensors, its inputs requiring grad as `needs`
+    says (catalog data; Linear saves its input and weight, a dropout that drew a mask saves it)."""
     if isinstance(st, OpCall):
-        return CATALOG[st.op].frees_on_backward
+        return CATALOG[st.op].frees_on_backward_for(needs or (True,) * len(st.inputs))
     if isinstance(st, Apply) and module is not None:
         return module.kind == "linear" or (module.kind == "dropout" and module.training and module.p > 0.0)
     return False
@@ -73,7 +73,8 @@ def walk(root: str, by_id: Mapping[str, Statement], states: Mapping[str, State],
         nodes.add(v)
         leaves |= state.sources  # the require-grad leaves (module parameters too) it is computed from
         module = modules.get(st.module) if isinstance(st, Apply) else None
-        if saves_tensors(st, module):
+        needs = tuple(_in_graph(input_state(x)) for x in value_inputs(st))
+        if saves_tensors(st, module, needs):
             saving.add(v)
         todo.extend(x for x in value_inputs(st) if _in_graph(input_state(x)))
     return frozenset(nodes), frozenset(saving), frozenset(leaves)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -172,18 +173,22 @@ def test_saved_tensors_match_pytorch(name: str) -> None:
     """`frees_on_backward` (saves / saves_tensors) is data the session model relies on: a second
     backward through the op without retain_graph raises in PyTorch exactly when it is true."""
     st, values = _recorded_call(name)
-    ins = [v.clone().requires_grad_(True) for v in values]
-    y = CATALOG[name].lower(ins, st.attrs)
-    y.sum().backward()
-    try:
+    spec = CATALOG[name]
+    for needs in itertools.product((True, False), repeat=len(values)):
+        if not any(needs):
+            continue
+        ins = [v.clone().requires_grad_(n) for v, n in zip(values, needs)]
+        y = spec.lower(ins, st.attrs)
         y.sum().backward()
-        raised = False
-    except RuntimeError as e:
-        assert "second time" in str(e), e
-        raised = True
-    assert raised == CATALOG[name].frees_on_backward, (
-        f"{name}: a second backward {'raised' if raised else 'ran'}; the catalog says saves={CATALOG[name].saves} "
-        f"saves_tensors={CATALOG[name].saves_tensors}")
+        try:
+            y.sum().backward()
+            raised = False
+        except RuntimeError as e:
+            assert "second time" in str(e), e
+            raised = True
+        assert raised == spec.frees_on_backward_for(needs), (
+            f"{name} (inputs requiring grad: {needs}): a second backward {'raised' if raised else 'ran'}; the "
+            f"catalog says saves={spec.saves} saves_tensors={spec.saves_tensors} saves_only_for={spec.saves_only_for}")
 
 
 def test_arity_is_declared() -> None:
