@@ -969,6 +969,63 @@ mod tests {
                 json!({"mask": {"shape": [2], "data": [true, false]}}),
                 vec![vec![2], vec![2]],
             ),
+            // issue 15
+            (
+                "scatter",
+                json!({"dim": 1, "indices": {"shape": [2, 1], "data": [0, 2]}}),
+                vec![vec![2, 3], vec![2, 1]],
+            ),
+            (
+                "select_assign",
+                json!({"dim": 0, "indices": [1, 1, 0]}),
+                vec![vec![2, 3], vec![3, 3]],
+            ),
+            (
+                "slice_assign",
+                json!({"ranges": [[1, 3], [0, 1]]}),
+                vec![vec![4, 2], vec![2, 1]],
+            ),
+            ("sort", json!({"dim": 1}), vec![vec![2, 3]]),
+            ("sort_descending", json!({"dim": 0}), vec![vec![2, 3]]),
+            ("topk", json!({"k": 2, "dim": 1}), vec![vec![2, 3, 4]]),
+            (
+                "cross_entropy",
+                json!({"targets": [2, 0]}),
+                vec![vec![2, 3]],
+            ),
+            (
+                "cross_entropy_with_logits",
+                json!({}),
+                vec![vec![2, 3], vec![2, 3]],
+            ),
+            ("mse_loss", json!({}), vec![vec![2, 1, 3], vec![2, 1, 3]]),
+            (
+                "binary_cross_entropy",
+                json!({"targets": {"shape": [3], "data": [0, 1, 1]}}),
+                vec![vec![3]],
+            ),
+            (
+                "binary_cross_entropy_with_logits",
+                json!({"targets": {"shape": [2, 2], "data": [0, 1, 1, 0]}}),
+                vec![vec![2, 2]],
+            ),
+            ("var", json!({"dim": 1}), vec![vec![2, 3]]),
+            ("var_bias", json!({"dim": 0}), vec![vec![2, 3]]),
+            ("tril", json!({"diagonal": -1}), vec![vec![2, 3, 3]]),
+            ("triu", json!({"diagonal": 1}), vec![vec![3, 2]]),
+            (
+                "narrow",
+                json!({"dim": 1, "start": 1, "length": 2}),
+                vec![vec![2, 4]],
+            ),
+            ("remainder", json!({}), vec![vec![3], vec![2, 1]]),
+            ("softplus", json!({"beta": 1.5}), vec![vec![2, 3]]),
+            ("mish", json!({}), vec![vec![4]]),
+            ("log_sigmoid", json!({}), vec![vec![4]]),
+            ("hard_sigmoid", json!({}), vec![vec![4]]),
+            ("prelu", json!({}), vec![vec![2, 3, 2], vec![3]]),
+            ("prelu", json!({}), vec![vec![4], vec![1]]),
+            ("quiet_softmax", json!({"dim": 0}), vec![vec![2, 3]]),
         ];
         for (name, attrs, shapes) in cases {
             let op = Op::parse(name, attrs.as_object().unwrap()).unwrap();
