@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from difftest.divergences.knowledge import Knowledge, burn_source
-from difftest.program.ir import Apply, Backward, Leaf, OpCall, Param, Statement, inputs_of
+from difftest.program.ir import Apply, Backward, Leaf, OpCall, Param, Program, Statement, inputs_of
 
 Trigger = Callable[[Statement, Sequence[Statement]], bool]  # (statement, the statements before it)
 
@@ -48,6 +48,30 @@ def _backward_of_used_leaf(st: Statement, prior: Sequence[Statement]) -> bool:
         # a module has been applied it may be a used leaf
         return any(isinstance(s, Apply) for s in prior)  # conservative: any module handle
     return isinstance(root, Leaf) and any(st.input in inputs_of(s) for s in prior)
+
+
+def burn_chunk_panics(size: int, chunks: int) -> bool:
+    """Whether burn-tensor 0.22.1's `Tensor::chunk(chunks, dim)` panics on a dim of `size`: not a
+    multiple of `chunks` (and size >= chunks), it narrows `chunks - 1` pieces of size / chunks + 1
+    and the remainder, which runs past the end or is empty when fewer pieces cover the dim."""
+    if size < chunks or size % chunks == 0:
+        return False
+    step = size // chunks + 1
+    last = size % step
+    return step * (chunks - 1) + last != size or last == 0
+
+
+def _chunk_uneven(st: Statement, prior: Sequence[Statement]) -> bool:
+    if not (isinstance(st, OpCall) and st.op == "chunk"):
+        return False
+    from difftest.program.validate import infer_shapes
+
+    source = next((s for s in prior if s.id == st.inputs[0]), None)
+    if source is None:
+        return False
+    shape = infer_shapes(Program(tuple(prior)))[source.id]
+    dim = st.attrs["dim"]
+    return 0 <= dim < len(shape) and burn_chunk_panics(shape[dim], st.attrs["chunks"])
 
 
 KNOWN_BUGS: tuple[KnownBug, ...] = (
@@ -98,6 +122,14 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/flex-sum-dim-backward-after-unit-swap-panics.json",
          "corpus/bugs/flex-reduce-dim-after-unit-swap-panics.json"),
         None,
+    ),
+    _bug(
+        "chunk-uneven-pieces-panics",
+        "burn's Tensor::chunk(chunks, dim) panics in narrow where the dim's size is not a multiple of "
+        "chunks and pieces of ceil(size / chunks) cover it in fewer than chunks pieces (4 in 3: "
+        "PyTorch gives [2, 2]); it assumes exactly chunks pieces. The generator avoids those sizes.",
+        ("corpus/bugs/chunk-uneven-pieces-panics.json", burn_source("burn-tensor", "src/tensor/api/base.rs")),
+        _chunk_uneven,
     ),
 )
 

@@ -291,6 +291,21 @@ OPS: tuple[OpSpec, ...] = (
                ".narrow({dim}, 0, {x}.shape[{dim}]).contiguous()",
                "activation::quiet_softmax({x}, {dim})", T.TRANSCENDENTAL, tx.QUIET_SOFTMAX, shape_rule=rule.along_dim,
                grad_terms=terms.softmax_grad),
+    # several outputs: one statement per output, `part` names it (docs/format.md)
+    OpSpec("chunk", "shape", 1, "torch.chunk({x}, {chunks}, {dim})[{part}]",
+           "{x}.chunk({chunks}, {dim}).remove({part})", tx.chunk_rule, T.EXACT,
+           attrs=(AttrSpec("chunks", "int"), AttrSpec("dim", "dim"), AttrSpec("part", "int")),
+           draw_attrs=tx.chunk, view=sv.same_view,
+           doc="part `part` of PyTorch's chunks: ceil(size / chunks) each, the last shorter"),
+    OpSpec("split", "shape", 1, "torch.split({x}, {split_size}, {dim})[{part}]",
+           "{x}.split({split_size}, {dim}).remove({part})", tx.split_rule, T.EXACT,
+           attrs=(AttrSpec("split_size", "int"), AttrSpec("dim", "dim"), AttrSpec("part", "int")),
+           draw_attrs=tx.split, view=sv.same_view, doc="part `part` of the pieces of split_size (the last shorter)"),
+    OpSpec("var_mean", "reduction", 1, "torch.var_mean({x}, {dim}, keepdim=True)[{part}]",
+           "{ let (var, mean) = {x}.var_mean({dim}); [var, mean][{part}].clone() }", tx.var_mean_rule,
+           T.ACCUMULATE, attrs=(AttrSpec("dim", "dim"), AttrSpec("part", "int")), draw_attrs=tx.var_mean, saves=(0,),
+           reduced_extent=rule.dim_extent, grad_terms=tx.var_mean_grad, value_terms=tx.var_mean_value,
+           doc="part 0 the unbiased variance, 1 the mean"),
 )
 
 CATALOG: dict[str, OpSpec] = {op.name: op for op in OPS}

@@ -422,6 +422,10 @@ ops! {
     HardSigmoid = "hard_sigmoid" / 1;
     Prelu = "prelu" / 2;
     QuietSoftmax = "quiet_softmax" / 1, { dim: usize };
+    // several outputs: one statement per output, `part` names it
+    Chunk = "chunk" / 1, { chunks: Positive, dim: usize, part: i64 };
+    Split = "split" / 1, { split_size: Positive, dim: usize, part: i64 };
+    VarMean = "var_mean" / 1, { dim: usize, part: i64 };
 }
 
 /// The broadcast of two shapes after burn's rank promotion (leading size-1 dims), or `None`.
@@ -742,6 +746,19 @@ impl Op {
                 (targets.shape == x).then(|| vec![1])?
             }
             Op::Remainder {} => broadcast_shapes(&x, inputs.get(1)?)?,
+            Op::Chunk { chunks, dim, part } => {
+                let lengths = extra::burn_chunk_lengths(*x.get(*dim)?, chunks.0)?;
+                with(*dim, *lengths.get(usize::try_from(*part).ok()?)?)?
+            }
+            Op::Split {
+                split_size,
+                dim,
+                part,
+            } => {
+                let lengths = extra::split_lengths(*x.get(*dim)?, split_size.0);
+                with(*dim, *lengths.get(usize::try_from(*part).ok()?)?)?
+            }
+            Op::VarMean { dim, part } => (0..=1).contains(part).then(|| with(*dim, 1))??,
             Op::Prelu {} => {
                 let w = inputs.get(1)?;
                 let fits = w.len() == 1 && (w[0] == 1 || (rank >= 2 && w[0] == x[1]));
@@ -904,6 +921,18 @@ impl Op {
             Op::HardSigmoid {} => map!(next!(), t => activation::hard_sigmoid(t, 1.0 / 6.0, 0.5)),
             Op::Prelu {} => extra::prelu(next!(), next!()),
             Op::QuietSoftmax { dim } => map!(next!(), t => activation::quiet_softmax(t, *dim)),
+            Op::Chunk { chunks, dim, part } => map!(next!(), t => {
+                extra::part("chunk", t.chunk(chunks.0, *dim), *part)
+            }),
+            Op::Split {
+                split_size,
+                dim,
+                part,
+            } => map!(next!(), t => extra::part("split", t.split(split_size.0, *dim), *part)),
+            Op::VarMean { dim, part } => map!(next!(), t => {
+                let (var, mean) = t.var_mean(*dim);
+                extra::part("var_mean", vec![var, mean], *part)
+            }),
         }
     }
 }
