@@ -291,6 +291,23 @@ OPS: tuple[OpSpec, ...] = (
                ".narrow({dim}, 0, {x}.shape[{dim}]).contiguous()",
                "activation::quiet_softmax({x}, {dim})", T.TRANSCENDENTAL, tx.QUIET_SOFTMAX, shape_rule=rule.along_dim,
                grad_terms=terms.softmax_grad),
+    # indices used through gather: the selected index routes the gradient (the IR carries float
+    # values only, so the index op and the gather are one statement)
+    reduce_dim("gather_argmax", "torch.gather({x}, {dim}, {x}.argmax({dim}, keepdim=True))",
+               block("let input = {x};", "let indices = input.clone().argmax({dim});", "input.gather({dim}, indices)"),
+               T.EXACT, dom.UNIQUE_EXTREME),
+    reduce_dim("gather_argmin", "torch.gather({x}, {dim}, {x}.argmin({dim}, keepdim=True))",
+               block("let input = {x};", "let indices = input.clone().argmin({dim});", "input.gather({dim}, indices)"),
+               T.EXACT, dom.UNIQUE_EXTREME),
+    reduce_dim("gather_sort_indices", "torch.gather({x}, {dim}, torch.sort({x}, {dim}).indices)",
+               block("let input = {x};", "let (_, indices) = input.clone().sort_with_indices({dim});",
+                     "input.gather({dim}, indices)"),
+               T.EXACT, tx.DISTINCT_ALONG_DIM, shape_rule=rule.along_dim),
+    OpSpec("gather_topk_indices", "index", 1, "torch.gather({x}, {dim}, torch.topk({x}, {k}, {dim}).indices)",
+           block("let input = {x};", "let (_, indices) = input.clone().topk_with_indices({k}, {dim});",
+                 "input.gather({dim}, indices)"),
+           tx.topk_rule, T.EXACT, tx.DISTINCT_ALONG_DIM, (AttrSpec("k", "int"), AttrSpec("dim", "dim")), tx.topk,
+           doc="x gathered at the indices of its k largest along dim"),
     # several outputs: one statement per output, `part` names it (docs/format.md)
     OpSpec("chunk", "shape", 1, "torch.chunk({x}, {chunks}, {dim})[{part}]",
            "{x}.chunk({chunks}, {dim}).remove({part})", tx.chunk_rule, T.EXACT,

@@ -422,6 +422,11 @@ ops! {
     HardSigmoid = "hard_sigmoid" / 1;
     Prelu = "prelu" / 2;
     QuietSoftmax = "quiet_softmax" / 1, { dim: usize };
+    // indices used through gather (one statement: the IR carries float values only)
+    GatherArgmax = "gather_argmax" / 1, { dim: usize };
+    GatherArgmin = "gather_argmin" / 1, { dim: usize };
+    GatherSortIndices = "gather_sort_indices" / 1, { dim: usize };
+    GatherTopkIndices = "gather_topk_indices" / 1, { k: Positive, dim: usize };
     // several outputs: one statement per output, `part` names it
     Chunk = "chunk" / 1, { chunks: Positive, dim: usize, part: i64 };
     Split = "split" / 1, { split_size: Positive, dim: usize, part: i64 };
@@ -705,7 +710,14 @@ impl Op {
             Op::Sort { dim } | Op::SortDescending { dim } | Op::QuietSoftmax { dim } => {
                 with(*dim, *x.get(*dim)?)?
             }
-            Op::Var { dim } | Op::VarBias { dim } => with(*dim, 1)?,
+            Op::Var { dim }
+            | Op::VarBias { dim }
+            | Op::GatherArgmax { dim }
+            | Op::GatherArgmin { dim } => with(*dim, 1)?,
+            Op::GatherSortIndices { dim } => with(*dim, *x.get(*dim)?)?,
+            Op::GatherTopkIndices { k, dim } => {
+                (k.0 <= *x.get(*dim)?).then(|| with(*dim, k.0))??
+            }
             Op::Topk { k, dim } => (k.0 <= *x.get(*dim)?).then(|| with(*dim, k.0))??,
             Op::Narrow { dim, start, length } => {
                 let start = usize::try_from(*start).ok()?;
@@ -921,6 +933,22 @@ impl Op {
             Op::HardSigmoid {} => map!(next!(), t => activation::hard_sigmoid(t, 1.0 / 6.0, 0.5)),
             Op::Prelu {} => extra::prelu(next!(), next!()),
             Op::QuietSoftmax { dim } => map!(next!(), t => activation::quiet_softmax(t, *dim)),
+            Op::GatherArgmax { dim } => map!(next!(), t => {
+                let indices = t.clone().argmax(*dim);
+                t.gather(*dim, indices)
+            }),
+            Op::GatherArgmin { dim } => map!(next!(), t => {
+                let indices = t.clone().argmin(*dim);
+                t.gather(*dim, indices)
+            }),
+            Op::GatherSortIndices { dim } => map!(next!(), t => {
+                let (_, indices) = t.clone().sort_with_indices(*dim);
+                t.gather(*dim, indices)
+            }),
+            Op::GatherTopkIndices { k, dim } => map!(next!(), t => {
+                let (_, indices) = t.clone().topk_with_indices(k.0, *dim);
+                t.gather(*dim, indices)
+            }),
             Op::Chunk { chunks, dim, part } => map!(next!(), t => {
                 extra::part("chunk", t.chunk(chunks.0, *dim), *part)
             }),
@@ -1055,7 +1083,32 @@ mod tests {
             ("prelu", json!({}), vec![vec![2, 3, 2], vec![3]]),
             ("prelu", json!({}), vec![vec![4], vec![1]]),
             ("quiet_softmax", json!({"dim": 0}), vec![vec![2, 3]]),
+            ("gather_argmax", json!({"dim": 1}), vec![vec![2, 3]]),
+            ("gather_argmin", json!({"dim": 0}), vec![vec![2, 3]]),
+            ("gather_sort_indices", json!({"dim": 1}), vec![vec![2, 3]]),
+            (
+                "gather_topk_indices",
+                json!({"k": 2, "dim": 1}),
+                vec![vec![2, 3]],
+            ),
+            (
+                "chunk",
+                json!({"chunks": 3, "dim": 0, "part": 2}),
+                vec![vec![5, 2]],
+            ),
+            (
+                "split",
+                json!({"split_size": 2, "dim": 1, "part": 1}),
+                vec![vec![2, 3]],
+            ),
+            ("var_mean", json!({"dim": 1, "part": 1}), vec![vec![2, 3]]),
         ];
+        // burn's chunk arithmetic, where it holds (chunk-uneven-pieces-panics: 4 in 3 does not)
+        assert_eq!(
+            crate::ops_extra::burn_chunk_lengths(7, 3),
+            Some(vec![3, 3, 1])
+        );
+        assert_eq!(crate::ops_extra::burn_chunk_lengths(4, 3), None);
         for (name, attrs, shapes) in cases {
             let op = Op::parse(name, attrs.as_object().unwrap()).unwrap();
             let inputs: Vec<DynTensor> = shapes.iter().map(|s| t(s)).collect();
