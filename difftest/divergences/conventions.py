@@ -77,6 +77,10 @@ CONVENTIONS: tuple[Convention, ...] = (
     _convention("hard-sigmoid-at-bounds", "hard_sigmoid", ((-3.0, 3.0, 0.0),), {},
                 ((0.0, 0.0, F32_SIXTH),), ((F32_SIXTH, F32_SIXTH, F32_SIXTH),),
                 "hard_sigmoid (alpha 1/6, beta 1/2) at x = -3 and 3: PyTorch's gradient is 0, burn's 1/6"),
+    _convention("softplus-at-threshold", "softplus", ((20.0, 1.0),), {"beta": 1.0},
+                ((1.0, 0.7310585975646973),), ((1.0, 0.7310585975646973),),
+                "softplus where beta * x = 20, the threshold: both still take the identity's gradient 1 "
+                "(kept so a change on either side is noticed)"),
     _convention("topk-tie", "topk", ((2.0, 2.0, 1.0),), {"k": 1, "dim": 0},
                 ((1.0, 0.0, 0.0),), ((1.0, 0.0, 0.0),),
                 "topk over a tie: both give the gradient to the first index"),
