@@ -435,3 +435,21 @@ def var_mean_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
     if a["part"] == 0:
         return var_grad(x, a, g)
     return [g.expand_as(x[0]) / x[0].shape[a["dim"]]]
+
+
+# ---------------------------------------------------------------- select_assign with Assign (index_copy)
+
+
+def select_replace(c: Choices, shapes: Sequence[Shape]) -> Attrs:
+    """Distinct indices (with repeats, which one lands is undefined in both frameworks)."""
+    s = shapes[0]
+    d = c.integer(0, len(s) - 1)
+    pool = list(range(s[d]))
+    picked = [pool.pop(c.integer(0, len(pool) - 1)) for _ in range(c.integer(1, min(3, s[d])))]
+    return {"dim": d, "indices": picked}
+
+
+def select_replace_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+    if len(set(attrs["indices"])) != len(attrs["indices"]):
+        raise ShapeError(f"select_replace indices {attrs['indices']} repeat (which value lands is undefined)")
+    return select_assign_rule(shapes, attrs)

@@ -401,6 +401,7 @@ ops! {
     // issue 15: tensor ops, activations, losses (their longer calls: ops_extra.rs)
     Scatter = "scatter" / 2, { dim: usize, indices: Inline<i64> };
     SelectAssign = "select_assign" / 2, { dim: usize, indices: Vec<i64> };
+    SelectReplace = "select_replace" / 2, { dim: usize, indices: Vec<i64> };
     SliceAssign = "slice_assign" / 2, { ranges: Vec<Range> };
     Sort = "sort" / 1, { dim: usize };
     SortDescending = "sort_descending" / 1, { dim: usize };
@@ -730,7 +731,7 @@ impl Op {
                     && (0..rank).all(|d| d == *dim || indices.shape[d] == x[d]);
                 fits.then_some(x)?
             }
-            Op::SelectAssign { dim, indices } => {
+            Op::SelectAssign { dim, indices } | Op::SelectReplace { dim, indices } => {
                 let values = with(*dim, indices.len())?;
                 (inputs.get(1)? == &values).then_some(x)?
             }
@@ -908,6 +909,9 @@ impl Op {
             Op::SelectAssign { dim, indices } => {
                 extra::select_assign(next!(), next!(), *dim, indices)
             }
+            Op::SelectReplace { dim, indices } => {
+                extra::select_replace(next!(), next!(), *dim, indices)
+            }
             Op::SliceAssign { ranges } => extra::slice_assign(next!(), next!(), ranges),
             Op::Sort { dim } => map!(next!(), t => t.sort(*dim)),
             Op::SortDescending { dim } => map!(next!(), t => t.sort_descending(*dim)),
@@ -1036,6 +1040,11 @@ mod tests {
                 "select_assign",
                 json!({"dim": 0, "indices": [1, 1, 0]}),
                 vec![vec![2, 3], vec![3, 3]],
+            ),
+            (
+                "select_replace",
+                json!({"dim": 1, "indices": [2, 0]}),
+                vec![vec![2, 3], vec![2, 2]],
             ),
             (
                 "slice_assign",

@@ -55,6 +55,15 @@ pub fn select_assign(t: DynTensor, values: DynTensor, dim: usize, indices: &[i64
     })
 }
 
+/// `select_assign` with `IndexingUpdateOp::Assign` (PyTorch `index_copy`; distinct indices).
+pub fn select_replace(t: DynTensor, values: DynTensor, dim: usize, indices: &[i64]) -> DynTensor {
+    same_rank!("select_replace", t, values, a, b => {
+        let data = TensorData::new(indices.to_vec(), [indices.len()]);
+        let idx = Tensor::<1, Int>::from_data(data, &a.device());
+        a.select_assign(dim, idx, b, IndexingUpdateOp::Assign)
+    })
+}
+
 /// `slice_assign`: `values` replace the slice `ranges` cuts (step 1, leading dims).
 pub fn slice_assign(t: DynTensor, values: DynTensor, ranges: &[Range]) -> DynTensor {
     let slices: Vec<burn::tensor::Slice> = ranges
