@@ -18,6 +18,7 @@ from typing import Any
 from difftest.divergences.knowledge import Knowledge
 
 EVIDENCE = ("docs/semantics.md#upstream", "tests/differential/test_conventions.py")
+F32_SIXTH = 0.1666666716337204  # 1/6 in float32, as both frameworks report it
 
 
 @dataclass(frozen=True)
@@ -80,4 +81,18 @@ CONVENTIONS: tuple[Convention, ...] = (
                 ((0.0, 1.0, 0.0, 1.0, 0.0, 0.0),), ((0.0, 1.0, 0.0, 1.0, 0.0, 0.0),),
                 "max_pool2d over a tie inside a window: both give the gradient to the first maximum in "
                 "row-major order (kept so a change on either side is noticed)", shapes=((1, 1, 2, 3),)),
+    # issue 15's ops (measured with difftest-burn and PyTorch 2.15)
+    _convention("prelu-at-zero", "prelu", ((0.0, 1.0, -1.0), (0.25,)), {},
+                ((0.25, 1.0, 0.25), (-1.0,)), ((1.0, 1.0, 0.25), (-1.0,)),
+                "prelu at 0: PyTorch takes the weight (the negative side), burn 1"),
+    _convention("hard-sigmoid-at-bounds", "hard_sigmoid", ((-3.0, 3.0, 0.0),), {},
+                ((0.0, 0.0, F32_SIXTH),), ((F32_SIXTH, F32_SIXTH, F32_SIXTH),),
+                "hard_sigmoid (alpha 1/6, beta 1/2) at x = -3 and 3: PyTorch's gradient is 0, burn's 1/6"),
+    _convention("softplus-at-threshold", "softplus", ((20.0, 1.0),), {"beta": 1.0},
+                ((1.0, 0.7310585975646973),), ((1.0, 0.7310585975646973),),
+                "softplus where beta * x = 20, the threshold: both still take the identity's gradient 1 "
+                "(kept so a change on either side is noticed)"),
+    _convention("topk-tie", "topk", ((2.0, 2.0, 1.0),), {"k": 1, "dim": 0},
+                ((1.0, 0.0, 0.0),), ((1.0, 0.0, 0.0),),
+                "topk over a tie: both give the gradient to the first index"),
 )

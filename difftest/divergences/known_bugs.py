@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from difftest.divergences.knowledge import Knowledge, burn_source
-from difftest.program.ir import OpCall, Statement
+from difftest.program.ir import OpCall, Program, Statement
 
 Trigger = Callable[[Statement, Sequence[Statement]], bool]  # (statement, the statements before it)
 
@@ -63,6 +63,30 @@ def _shapes(prior: Sequence[Statement]) -> dict[str, tuple[int, ...]]:
         return infer_shapes(Program(tuple(prior)))
     except ProgramError:
         return {}
+
+
+def burn_chunk_panics(size: int, chunks: int) -> bool:
+    """Whether burn-tensor 0.22.1's `Tensor::chunk(chunks, dim)` panics on a dim of `size`: not a
+    multiple of `chunks` (and size >= chunks), it narrows `chunks - 1` pieces of size / chunks + 1
+    and the remainder, which runs past the end or is empty when fewer pieces cover the dim."""
+    if size < chunks or size % chunks == 0:
+        return False
+    step = size // chunks + 1
+    last = size % step
+    return step * (chunks - 1) + last != size or last == 0
+
+
+def _chunk_uneven(st: Statement, prior: Sequence[Statement]) -> bool:
+    if not (isinstance(st, OpCall) and st.op == "chunk"):
+        return False
+    from difftest.program.validate import infer_shapes
+
+    source = next((s for s in prior if s.id == st.inputs[0]), None)
+    if source is None:
+        return False
+    shape = infer_shapes(Program(tuple(prior)))[source.id]
+    dim = st.attrs["dim"]
+    return 0 <= dim < len(shape) and burn_chunk_panics(shape[dim], st.attrs["chunks"])
 
 
 KNOWN_BUGS: tuple[KnownBug, ...] = (
@@ -125,6 +149,14 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/conv1d-grouped-weight-grad-uncropped.json",
          burn_source("burn-backend", "src/backend/ops/modules/conv.rs"), "https://github.com/tracel-ai/burn/pull/1891"),
         _conv1d_grouped_uncropped,
+    ),
+    _bug(
+        "chunk-uneven-pieces-panics",
+        "burn's Tensor::chunk(chunks, dim) panics in narrow where the dim's size is not a multiple of "
+        "chunks and pieces of ceil(size / chunks) cover it in fewer than chunks pieces (4 in 3: "
+        "PyTorch gives [2, 2]); it assumes exactly chunks pieces. The generator avoids those sizes.",
+        ("corpus/bugs/chunk-uneven-pieces-panics.json", burn_source("burn-tensor", "src/tensor/api/base.rs")),
+        _chunk_uneven,
     ),
 )
 

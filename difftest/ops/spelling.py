@@ -58,8 +58,9 @@ def _spell(spec: OpSpec, template: str, args: Sequence[str], attrs: dict[str, An
         values["y"] = args[1]
     for a in spec.attrs:
         values[a.name] = by_type[a.type](attrs[a.name])
-    if spec.derive is not None:
-        values.update((k, literal(v)) for k, v in spec.derive(attrs, shapes).items())
+    if spec.derive is not None:  # only those the template uses (a value may suit one language only)
+        used = placeholders(template)
+        values.update((k, literal(v)) for k, v in spec.derive(attrs, shapes).items() if k in used)
     return render(template, values, spec.name)
 
 

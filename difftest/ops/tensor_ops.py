@@ -325,7 +325,7 @@ def _variance_value(correction: int) -> ValueTerms:
         d = a["dim"]
         n = x[0].shape[d]
         centred = ((x[0] - x[0].mean(d, keepdim=True)) ** 2).sum(d, keepdim=True)
-        spread = F32_EPS * n**1.5 * x[0].abs().mean(d, keepdim=True) ** 2
+        spread = x[0].abs().mean(d, keepdim=True) ** 2 * (F32_EPS * n**1.5)
         out: Tensor = (centred + spread) / (n - correction)
         return out
 
@@ -361,3 +361,95 @@ def cross_entropy_probs_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[T
     batch = x[0].shape[0]
     return [g * (s * x[1].abs().sum(1, keepdim=True) + x[1].abs()) / batch,
             g * x[0].log_softmax(1).abs() / batch]
+
+
+# ---------------------------------------------------------------- several outputs: one `part` each
+# An op with several outputs is one statement per output: its attribute `part` names which one
+# (docs/format.md, "Several outputs"). PyTorch's chunk/split sizes are the reference.
+
+
+def torch_chunk_lengths(size: int, chunks: int) -> list[int]:
+    """torch.chunk's pieces along a dim of `size`: ceil(size / chunks) each, the last shorter,
+    as many as that takes (possibly fewer than `chunks`)."""
+    step = -(-size // chunks)
+    return [min(step, size - start) for start in range(0, size, step)]
+
+
+def split_lengths(size: int, split_size: int) -> list[int]:
+    return [min(split_size, size - start) for start in range(0, size, split_size)]
+
+
+def chunk(c: Choices, shapes: Sequence[Shape]) -> Attrs:
+    s = shapes[0]
+    d = c.integer(0, len(s) - 1)
+    n = c.integer(1, 4)
+    return {"chunks": n, "dim": d, "part": c.integer(0, len(torch_chunk_lengths(s[d], n)) - 1)}
+
+
+def split(c: Choices, shapes: Sequence[Shape]) -> Attrs:
+    s = shapes[0]
+    d = c.integer(0, len(s) - 1)
+    n = c.integer(1, s[d])
+    return {"split_size": n, "dim": d, "part": c.integer(0, len(split_lengths(s[d], n)) - 1)}
+
+
+def var_mean(c: Choices, shapes: Sequence[Shape]) -> Attrs | None:
+    dims = [i for i, n in enumerate(shapes[0]) if n >= 2]
+    return {"dim": c.choice(dims), "part": c.integer(0, 1)} if dims else None
+
+
+def _part_of(lengths: list[int], shapes: Sequence[Shape], attrs: Attrs, what: str) -> Shape:
+    s, d, part = shapes[0], attrs["dim"], attrs["part"]
+    if not 0 <= part < len(lengths):
+        raise ShapeError(f"{what} part={part}: there are {len(lengths)} parts along dim {d}")
+    return s[:d] + (lengths[part],) + s[d + 1 :]
+
+
+def chunk_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+    d = check_dim(shapes[0], attrs["dim"])
+    if attrs["chunks"] < 1:
+        raise ShapeError("chunk chunks must be >= 1")
+    return _part_of(torch_chunk_lengths(shapes[0][d], attrs["chunks"]), shapes, attrs, "chunk")
+
+
+def split_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+    d = check_dim(shapes[0], attrs["dim"])
+    if attrs["split_size"] < 1:
+        raise ShapeError("split split_size must be >= 1")
+    return _part_of(split_lengths(shapes[0][d], attrs["split_size"]), shapes, attrs, "split")
+
+
+def var_mean_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+    if attrs["part"] not in (0, 1):
+        raise ShapeError(f"var_mean part={attrs['part']}: 0 (the variance) or 1 (the mean)")
+    return variance_rule(shapes, attrs)
+
+
+def var_mean_value(x: Sequence[Tensor], a: Attrs) -> Tensor:
+    if a["part"] == 0:
+        return var_value(x, a)
+    return x[0].abs().mean(a["dim"], keepdim=True)
+
+
+def var_mean_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
+    if a["part"] == 0:
+        return var_grad(x, a, g)
+    return [g.expand_as(x[0]) / x[0].shape[a["dim"]]]
+
+
+# ---------------------------------------------------------------- select_assign with Assign (index_copy)
+
+
+def select_replace(c: Choices, shapes: Sequence[Shape]) -> Attrs:
+    """Distinct indices (with repeats, which one lands is undefined in both frameworks)."""
+    s = shapes[0]
+    d = c.integer(0, len(s) - 1)
+    pool = list(range(s[d]))
+    picked = [pool.pop(c.integer(0, len(pool) - 1)) for _ in range(c.integer(1, min(3, s[d])))]
+    return {"dim": d, "indices": picked}
+
+
+def select_replace_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+    if len(set(attrs["indices"])) != len(attrs["indices"]):
+        raise ShapeError(f"select_replace indices {attrs['indices']} repeat (which value lands is undefined)")
+    return select_assign_rule(shapes, attrs)

@@ -402,6 +402,7 @@ ops! {
     // issue 15: tensor ops, activations, losses (their longer calls: ops_extra.rs)
     Scatter = "scatter" / 2, { dim: usize, indices: Inline<i64> };
     SelectAssign = "select_assign" / 2, { dim: usize, indices: Vec<i64> };
+    SelectReplace = "select_replace" / 2, { dim: usize, indices: Vec<i64> };
     SliceAssign = "slice_assign" / 2, { ranges: Vec<Range> };
     Sort = "sort" / 1, { dim: usize };
     SortDescending = "sort_descending" / 1, { dim: usize };
@@ -433,6 +434,15 @@ ops! {
     ConvTranspose2d = "conv_transpose2d" / NARY, { stride: Vec<usize>, padding: Vec<usize>, dilation: Vec<usize>, groups: Positive, padding_out: Vec<usize> };
     InterpolateNearest = "interpolate_nearest" / 1, { output_size: Dims };
     InterpolateBilinear = "interpolate_bilinear" / 1, { output_size: Dims, align_corners: i64 };
+    // indices used through gather (one statement: the IR carries float values only)
+    GatherArgmax = "gather_argmax" / 1, { dim: usize };
+    GatherArgmin = "gather_argmin" / 1, { dim: usize };
+    GatherSortIndices = "gather_sort_indices" / 1, { dim: usize };
+    GatherTopkIndices = "gather_topk_indices" / 1, { k: Positive, dim: usize };
+    // several outputs: one statement per output, `part` names it
+    Chunk = "chunk" / 1, { chunks: Positive, dim: usize, part: i64 };
+    Split = "split" / 1, { split_size: Positive, dim: usize, part: i64 };
+    VarMean = "var_mean" / 1, { dim: usize, part: i64 };
 }
 
 /// The broadcast of two shapes after burn's rank promotion (leading size-1 dims), or `None`.
@@ -734,7 +744,14 @@ impl Op {
             Op::Sort { dim } | Op::SortDescending { dim } | Op::QuietSoftmax { dim } => {
                 with(*dim, *x.get(*dim)?)?
             }
-            Op::Var { dim } | Op::VarBias { dim } => with(*dim, 1)?,
+            Op::Var { dim }
+            | Op::VarBias { dim }
+            | Op::GatherArgmax { dim }
+            | Op::GatherArgmin { dim } => with(*dim, 1)?,
+            Op::GatherSortIndices { dim } => with(*dim, *x.get(*dim)?)?,
+            Op::GatherTopkIndices { k, dim } => {
+                (k.0 <= *x.get(*dim)?).then(|| with(*dim, k.0))??
+            }
             Op::Topk { k, dim } => (k.0 <= *x.get(*dim)?).then(|| with(*dim, k.0))??,
             Op::Narrow { dim, start, length } => {
                 let start = usize::try_from(*start).ok()?;
@@ -747,7 +764,7 @@ impl Op {
                     && (0..rank).all(|d| d == *dim || indices.shape[d] == x[d]);
                 fits.then_some(x)?
             }
-            Op::SelectAssign { dim, indices } => {
+            Op::SelectAssign { dim, indices } | Op::SelectReplace { dim, indices } => {
                 let values = with(*dim, indices.len())?;
                 (inputs.get(1)? == &values).then_some(x)?
             }
@@ -775,6 +792,19 @@ impl Op {
                 (targets.shape == x).then(|| vec![1])?
             }
             Op::Remainder {} => broadcast_shapes(&x, inputs.get(1)?)?,
+            Op::Chunk { chunks, dim, part } => {
+                let lengths = extra::burn_chunk_lengths(*x.get(*dim)?, chunks.0)?;
+                with(*dim, *lengths.get(usize::try_from(*part).ok()?)?)?
+            }
+            Op::Split {
+                split_size,
+                dim,
+                part,
+            } => {
+                let lengths = extra::split_lengths(*x.get(*dim)?, split_size.0);
+                with(*dim, *lengths.get(usize::try_from(*part).ok()?)?)?
+            }
+            Op::VarMean { dim, part } => (0..=1).contains(part).then(|| with(*dim, 1))??,
             Op::Prelu {} => {
                 let w = inputs.get(1)?;
                 let fits = w.len() == 1 && (w[0] == 1 || (rank >= 2 && w[0] == x[1]));
@@ -952,6 +982,9 @@ impl Op {
             Op::SelectAssign { dim, indices } => {
                 extra::select_assign(next!(), next!(), *dim, indices)
             }
+            Op::SelectReplace { dim, indices } => {
+                extra::select_replace(next!(), next!(), *dim, indices)
+            }
             Op::SliceAssign { ranges } => extra::slice_assign(next!(), next!(), ranges),
             Op::Sort { dim } => map!(next!(), t => t.sort(*dim)),
             Op::SortDescending { dim } => map!(next!(), t => t.sort_descending(*dim)),
@@ -1026,6 +1059,34 @@ impl Op {
                 let device = apply!(&w, t => t.device());
                 ops_nn::embedding(w, indices, &device)
             }
+            Op::GatherArgmax { dim } => map!(next!(), t => {
+                let indices = t.clone().argmax(*dim);
+                t.gather(*dim, indices)
+            }),
+            Op::GatherArgmin { dim } => map!(next!(), t => {
+                let indices = t.clone().argmin(*dim);
+                t.gather(*dim, indices)
+            }),
+            Op::GatherSortIndices { dim } => map!(next!(), t => {
+                let (_, indices) = t.clone().sort_with_indices(*dim);
+                t.gather(*dim, indices)
+            }),
+            Op::GatherTopkIndices { k, dim } => map!(next!(), t => {
+                let (_, indices) = t.clone().topk_with_indices(k.0, *dim);
+                t.gather(*dim, indices)
+            }),
+            Op::Chunk { chunks, dim, part } => map!(next!(), t => {
+                extra::part("chunk", t.chunk(chunks.0, *dim), *part)
+            }),
+            Op::Split {
+                split_size,
+                dim,
+                part,
+            } => map!(next!(), t => extra::part("split", t.split(split_size.0, *dim), *part)),
+            Op::VarMean { dim, part } => map!(next!(), t => {
+                let (var, mean) = t.var_mean(*dim);
+                extra::part("var_mean", vec![var, mean], *part)
+            }),
         }
     }
 }
@@ -1091,7 +1152,94 @@ mod tests {
                 json!({"mask": {"shape": [2], "data": [true, false]}}),
                 vec![vec![2], vec![2]],
             ),
+            // issue 15
+            (
+                "scatter",
+                json!({"dim": 1, "indices": {"shape": [2, 1], "data": [0, 2]}}),
+                vec![vec![2, 3], vec![2, 1]],
+            ),
+            (
+                "select_assign",
+                json!({"dim": 0, "indices": [1, 1, 0]}),
+                vec![vec![2, 3], vec![3, 3]],
+            ),
+            (
+                "select_replace",
+                json!({"dim": 1, "indices": [2, 0]}),
+                vec![vec![2, 3], vec![2, 2]],
+            ),
+            (
+                "slice_assign",
+                json!({"ranges": [[1, 3], [0, 1]]}),
+                vec![vec![4, 2], vec![2, 1]],
+            ),
+            ("sort", json!({"dim": 1}), vec![vec![2, 3]]),
+            ("sort_descending", json!({"dim": 0}), vec![vec![2, 3]]),
+            ("topk", json!({"k": 2, "dim": 1}), vec![vec![2, 3, 4]]),
+            (
+                "cross_entropy",
+                json!({"targets": [2, 0]}),
+                vec![vec![2, 3]],
+            ),
+            (
+                "cross_entropy_with_logits",
+                json!({}),
+                vec![vec![2, 3], vec![2, 3]],
+            ),
+            ("mse_loss", json!({}), vec![vec![2, 1, 3], vec![2, 1, 3]]),
+            (
+                "binary_cross_entropy",
+                json!({"targets": {"shape": [3], "data": [0, 1, 1]}}),
+                vec![vec![3]],
+            ),
+            (
+                "binary_cross_entropy_with_logits",
+                json!({"targets": {"shape": [2, 2], "data": [0, 1, 1, 0]}}),
+                vec![vec![2, 2]],
+            ),
+            ("var", json!({"dim": 1}), vec![vec![2, 3]]),
+            ("var_bias", json!({"dim": 0}), vec![vec![2, 3]]),
+            ("tril", json!({"diagonal": -1}), vec![vec![2, 3, 3]]),
+            ("triu", json!({"diagonal": 1}), vec![vec![3, 2]]),
+            (
+                "narrow",
+                json!({"dim": 1, "start": 1, "length": 2}),
+                vec![vec![2, 4]],
+            ),
+            ("remainder", json!({}), vec![vec![3], vec![2, 1]]),
+            ("softplus", json!({"beta": 1.5}), vec![vec![2, 3]]),
+            ("mish", json!({}), vec![vec![4]]),
+            ("log_sigmoid", json!({}), vec![vec![4]]),
+            ("hard_sigmoid", json!({}), vec![vec![4]]),
+            ("prelu", json!({}), vec![vec![2, 3, 2], vec![3]]),
+            ("prelu", json!({}), vec![vec![4], vec![1]]),
+            ("quiet_softmax", json!({"dim": 0}), vec![vec![2, 3]]),
+            ("gather_argmax", json!({"dim": 1}), vec![vec![2, 3]]),
+            ("gather_argmin", json!({"dim": 0}), vec![vec![2, 3]]),
+            ("gather_sort_indices", json!({"dim": 1}), vec![vec![2, 3]]),
+            (
+                "gather_topk_indices",
+                json!({"k": 2, "dim": 1}),
+                vec![vec![2, 3]],
+            ),
+            (
+                "chunk",
+                json!({"chunks": 3, "dim": 0, "part": 2}),
+                vec![vec![5, 2]],
+            ),
+            (
+                "split",
+                json!({"split_size": 2, "dim": 1, "part": 1}),
+                vec![vec![2, 3]],
+            ),
+            ("var_mean", json!({"dim": 1, "part": 1}), vec![vec![2, 3]]),
         ];
+        // burn's chunk arithmetic, where it holds (chunk-uneven-pieces-panics: 4 in 3 does not)
+        assert_eq!(
+            crate::ops_extra::burn_chunk_lengths(7, 3),
+            Some(vec![3, 3, 1])
+        );
+        assert_eq!(crate::ops_extra::burn_chunk_lengths(4, 3), None);
         for (name, attrs, shapes) in cases {
             let op = Op::parse(name, attrs.as_object().unwrap()).unwrap();
             let inputs: Vec<DynTensor> = shapes.iter().map(|s| t(s)).collect();

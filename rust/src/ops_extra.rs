@@ -55,6 +55,15 @@ pub fn select_assign(t: DynTensor, values: DynTensor, dim: usize, indices: &[i64
     })
 }
 
+/// `select_assign` with `IndexingUpdateOp::Assign` (PyTorch `index_copy`; distinct indices).
+pub fn select_replace(t: DynTensor, values: DynTensor, dim: usize, indices: &[i64]) -> DynTensor {
+    same_rank!("select_replace", t, values, a, b => {
+        let data = TensorData::new(indices.to_vec(), [indices.len()]);
+        let idx = Tensor::<1, Int>::from_data(data, &a.device());
+        a.select_assign(dim, idx, b, IndexingUpdateOp::Assign)
+    })
+}
+
 /// `slice_assign`: `values` replace the slice `ranges` cuts (step 1, leading dims).
 pub fn slice_assign(t: DynTensor, values: DynTensor, ranges: &[Range]) -> DynTensor {
     let slices: Vec<burn::tensor::Slice> = ranges
@@ -131,4 +140,43 @@ pub fn narrow(x: DynTensor, dim: usize, start: i64, length: usize) -> DynTensor 
     let start =
         usize::try_from(start).unwrap_or_else(|_| panic!("narrow: start {start} is negative"));
     crate::map!(x, t => t.narrow(dim, start, length))
+}
+
+/// Output `part` of an op with several outputs (`chunk`, `split`, `var_mean`).
+pub fn part<T>(what: &str, mut outputs: Vec<T>, part: i64) -> T {
+    let n = outputs.len();
+    match usize::try_from(part) {
+        Ok(i) if i < n => outputs.swap_remove(i),
+        _ => panic!("{what}: part {part} does not exist ({n} outputs)"),
+    }
+}
+
+/// The lengths of burn's `chunk` pieces along a dim of `size` (burn-tensor 0.22.1
+/// `Tensor::chunk`), or `None` where burn's own arithmetic overruns the dim (it panics).
+pub fn burn_chunk_lengths(size: usize, chunks: usize) -> Option<Vec<usize>> {
+    if chunks == 0 {
+        return None;
+    }
+    if size < chunks {
+        return Some(vec![1; size]);
+    }
+    if size.is_multiple_of(chunks) {
+        return Some(vec![size / chunks; chunks]);
+    }
+    let step = size / chunks + 1;
+    let head = step * (chunks - 1);
+    let last = size % step;
+    (head + last == size && last > 0).then(|| {
+        let mut lengths = vec![step; chunks - 1];
+        lengths.push(last);
+        lengths
+    })
+}
+
+/// The lengths of `split` pieces of `split_size` along a dim of `size` (the last shorter).
+pub fn split_lengths(size: usize, split_size: usize) -> Vec<usize> {
+    (0..size)
+        .step_by(split_size.max(1))
+        .map(|start| split_size.min(size - start))
+        .collect()
 }

@@ -7,6 +7,7 @@ import pytest
 from difftest.divergences.conventions import CONVENTIONS, Convention
 from difftest.exec.burn_worker import BurnWorker
 from difftest.exec.runner import check
+from difftest.ops.catalog import CATALOG
 from difftest.program.ir import Backward, Leaf, OpCall, Program
 
 
@@ -23,7 +24,11 @@ def test_convention_still_holds(c: Convention, burn_worker: BurnWorker) -> None:
         grads = obs.backwards[0].grads
         got = tuple(grads[f"x{i}"].data for i in range(len(c.inputs)))  # type: ignore[union-attr]
         assert got == want, f"{c.name}: {obs.framework} now gives {got}, the convention says {want}"
-    # a disagreement at the point is recognised as a kink, not reported as a finding
+    # a disagreement at the point is recognised as a kink, not reported as a finding: by the
+    # float64 finite difference, or already by the noise runs where the op's tolerance class
+    # perturbs its inputs (input_rel) across a kink away from 0 (hard_sigmoid at -3 and 3)
     assert verdict.ok, verdict.report()
     if c.torch_grads != c.burn_grads:
-        assert {m.verdict for m in verdict.mismatches} == {"ill-conditioned"}
+        allowed = {"ill-conditioned"} | ({"agreement"} if CATALOG[c.op].tolerance.input_rel else set())
+        verdicts = {m.verdict for m in verdict.mismatches}
+        assert verdicts and verdicts <= allowed, verdicts

@@ -97,7 +97,8 @@ def _sessions() -> dict[str, Program]:
     """The session cases of the corpus (several backwards, gradient reads, SGD steps)."""
     from difftest.findings.corpus import load_case
 
-    return {p.stem.replace("-", "_"): load_case(p).program for p in sorted((ROOT / "corpus/seed").glob("session-*.json"))}
+    cases = sorted((ROOT / "corpus/seed").glob("session-*.json"))
+    return {p.stem.replace("-", "_"): load_case(p).program for p in cases}
 
 
 HAND_WRITTEN = {
