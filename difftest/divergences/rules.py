@@ -16,7 +16,7 @@ predicts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from difftest.divergences.knowledge import Framework, Knowledge, OneFramework, burn_source
@@ -459,3 +459,8 @@ MODULE_RULES: tuple[Rule, ...] = (
 
 RULES: tuple[Rule, ...] = (*TENSOR_RULES, *MODULE_RULES)  # applied in this order
 RULES_BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
+
+
+def rules_for(version: str, rules: Sequence[Rule] = RULES) -> tuple[Rule, ...]:
+    """The rules declared for burn `version` (the model applies no other)."""
+    return tuple(r for r in rules if r.knowledge.holds_for(version))
