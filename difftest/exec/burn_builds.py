@@ -74,7 +74,7 @@ class BurnSpec:
         """The build directory's name under the cache."""
         if self.path is not None:
             digest = sha256(str(self.path).encode()).hexdigest()[:10]
-            return f"path-{self.path.parent.name or 'burn'}-{digest}"
+            return f"path-{self.path.name}-{digest}"
         assert self.version is not None
         return self.version
 
@@ -268,6 +268,7 @@ def _run_cargo(args: list[str], cwd: Path, log: Path, on_line: Progress | None) 
         try:
             for line in proc.stdout:
                 out.write(line)
+                out.flush()  # the log is the progress for whoever tails it
                 tail.append(line.rstrip())
                 if on_line is not None and line.strip():
                     on_line(line.strip())

@@ -49,7 +49,7 @@ def test_a_rule_restricted_to_a_range_is_stale_on_a_version_outside_it(burn_work
     assert (in_range.outcome, in_range.ok, in_range.text) == ("explained", True, f"explained by {rule}")
     cell = judge_on(case, burn_worker, rules=_restricted(rule, f"<{version}"))
     assert (cell.outcome, cell.ok, cell.text) == ("stale", False, f"{rule} stale")
-    assert f"<{version}" in cell.detail and "widen" in cell.detail
+    assert f"<{version}" in cell.detail and "widen" in cell.detail and f"explained by {rule}" in cell.detail
     assert rule not in cell.rules_fired  # not applied outside its range
 
 

@@ -37,7 +37,7 @@ def test_a_path_spec_names_the_burn_crate(tmp_path: Path) -> None:
     (tmp_path / "crates" / "burn" / "Cargo.toml").write_text('[package]\nname = "burn"\nversion = "9.1.0"\n')
     spec = BurnSpec.parse(f"path:{tmp_path}")  # a workspace root: its crates/burn
     assert spec.path == (tmp_path / "crates" / "burn").resolve()
-    assert spec.label.startswith("path-crates-") and str(spec) == f"path:{spec.path}"
+    assert spec.label.startswith("path-burn-") and str(spec) == f"path:{spec.path}"
     assert BurnSpec.parse(f"path:{tmp_path / 'crates' / 'burn'}") == spec
 
 
