@@ -19,7 +19,10 @@ fn main() {
     // directory (a missing one would rerun the script, and rebuild the crate, on every build).
     // The script itself needs no line: cargo reruns a script it recompiled.
     for file in ["Cargo.lock", "Cargo.toml"] {
-        println!("cargo:rerun-if-changed={}", manifest_dir.join(file).display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            manifest_dir.join(file).display()
+        );
     }
 
     let version = burn_version(&manifest_dir).unwrap_or_else(|e| {
