@@ -316,6 +316,56 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_versions(args: argparse.Namespace) -> int:
+    from difftest.exec.burn_builds import DEFAULT_VERSIONS, parse_specs
+    from difftest.findings.corpus import iter_case_files
+    from difftest.findings.matrix import build_matrix, matrix_ok, record_versions_tested, render, to_json
+
+    try:
+        specs = parse_specs(args.burn or ",".join(DEFAULT_VERSIONS))
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    files = iter_case_files([Path(p) for p in (args.paths or [args.corpus])])
+    if not files:
+        print(f"no corpus cases found in {', '.join(args.paths or [args.corpus])}", file=sys.stderr)
+        return 2
+    console = _console()
+    from rich.console import Console
+
+    status_console = Console(stderr=True)
+    columns, rows = build_matrix(specs, files, timeout=args.timeout, console=status_console)
+    if args.json:
+        print(json.dumps(to_json(columns, rows), indent=2))
+    else:
+        render(columns, rows, console)
+    if args.record:
+        for path in record_versions_tested(columns, rows):
+            print(f"recorded versions_tested in {path}", file=sys.stderr)
+    if any(c.error for c in columns):
+        return 2
+    return 0 if matrix_ok(columns, rows) else 1
+
+
+def _use_burn(spec_text: str) -> None:
+    """`--burn V` / `--burn path:DIR`: points $DIFFTEST_BURN (read by every worker this
+    process and its job processes start) at that version's binary, building it if needed."""
+    from difftest.exec.burn_builds import BurnSpec, build_with_status
+    from difftest.exec.burn_worker import find_binary
+    from difftest.findings.matrix import binary_burn_version
+
+    spec = BurnSpec.parse(spec_text)
+    if spec.version is not None:
+        try:
+            default = find_binary()
+            if binary_burn_version(default) == spec.version:
+                os.environ["DIFFTEST_BURN"] = default
+                return
+        except RuntimeError:
+            pass
+    os.environ["DIFFTEST_BURN"] = str(build_with_status(spec).binary)
+
+
 def cmd_memory(args: argparse.Namespace) -> int:
     from difftest.memory.cli import run
 
@@ -349,6 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("-v", "--verbose", action="store_true", help="print each finding's report")
     f.add_argument("--fault", default=None, help="run against a deliberately faulty interpreter "
                    "(DIFFTEST_BURN_FAULT spec, docs/format.md) to measure detection power")
+    f.add_argument("--burn", default=None, metavar="V|path:DIR",
+                   help="run against burn V (a crates.io version) or a local burn checkout, building "
+                   "difftest-burn for it if needed (cached; see `difftest versions`)")
     f.set_defaults(func=cmd_fuzz)
 
     mg = sub.add_parser("merge", help="merge shard summaries (--json files) and corpus directories by signature")
@@ -360,6 +413,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("paths", nargs="*")
     r.add_argument("--corpus", default="corpus")
     r.add_argument("-v", "--verbose", action="store_true", help="print each case's per-statement table")
+    r.add_argument("--burn", default=None, metavar="V|path:DIR",
+                   help="run against burn V (a crates.io version) or a local burn checkout, building "
+                   "difftest-burn for it if needed (cached; see `difftest versions`)")
     r.set_defaults(func=cmd_replay)
 
     s = sub.add_parser("show", help="print a case and its PyTorch / Rust reproducers")
@@ -367,6 +423,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", choices=["all", "torch", "rust", "text"], default="all")
     s.add_argument("--issue", action="store_true",
                    help="print a Markdown bug report for burn's tracker (runs the case now)")
+    s.add_argument("--burn", default=None, metavar="V|path:DIR",
+                   help="run against burn V (a crates.io version) or a local burn checkout, building "
+                   "difftest-burn for it if needed (cached; see `difftest versions`)")
     s.set_defaults(func=cmd_show)
 
     o = sub.add_parser("ops", help="list the op catalog")
@@ -385,6 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--dot", action="store_true", help="print the program and its verdict as Graphviz DOT text")
     rn.add_argument("--svg", default=None, metavar="FILE",
                     help="write the program and its verdict as an SVG picture (runs Graphviz's `dot -Tsvg`)")
+    rn.add_argument("--burn", default=None, metavar="V|path:DIR",
+                   help="run against burn V (a crates.io version) or a local burn checkout, building "
+                   "difftest-burn for it if needed (cached; see `difftest versions`)")
     rn.set_defaults(func=cmd_run)
 
     rp = sub.add_parser("report", help="one self-contained HTML report of corpora, cases and campaign summaries")
@@ -396,6 +458,19 @@ def build_parser() -> argparse.ArgumentParser:
                     "e.g. the one a `fuzz --fault` campaign ran against")
     rp.set_defaults(func=cmd_report)
 
+
+    v = sub.add_parser("versions", help="replay corpus cases on several burn versions (building each once) and "
+                       "print the matrix case x version")
+    v.add_argument("paths", nargs="*", metavar="CASE|DIR")
+    v.add_argument("--corpus", default="corpus")
+    v.add_argument("--burn", default=None, metavar="V,V,...",
+                   help="versions: crates.io versions and/or path:DIR (a local burn checkout); "
+                   "default 0.22.0,0.22.1,0.23.0-pre.1")
+    v.add_argument("--json", action="store_true", help="print the matrix as JSON")
+    v.add_argument("--record", action="store_true",
+                   help="write each bug case's outcome per version into its versions_tested")
+    v.set_defaults(func=cmd_versions)
+
     from difftest.memory.cli import DESCRIPTION, add_arguments
 
     m = sub.add_parser("memory", help="the seed's memory table, both frameworks", description=DESCRIPTION)
@@ -406,6 +481,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command != "versions" and getattr(args, "burn", None):
+        from difftest.exec.burn_builds import BuildError
+
+        try:
+            _use_burn(args.burn)
+        except (ValueError, BuildError) as e:
+            print(e, file=sys.stderr)
+            return 2
     return int(args.func(args))
 
 

@@ -55,10 +55,22 @@ def shared_worker() -> BurnWorker:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("difftest")
     group.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow")
+    group.addoption("--run-versions", default="", metavar="V,V,...",
+                    help="also run the tests marked versions against these burn versions (crates.io versions or "
+                    "path:DIR), building difftest-burn for each (cached outside the repository; minutes each)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: long-running; needs --run-slow")
+    config.addinivalue_line("markers", "versions: builds difftest-burn against other burn versions; needs "
+                            "--run-versions V,V,...")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test of the `versions` marker taking `burn_spec` runs once per --run-versions entry."""
+    if "burn_spec" in metafunc.fixturenames:
+        specs = [s.strip() for s in metafunc.config.getoption("--run-versions").split(",") if s.strip()]
+        metafunc.parametrize("burn_spec", specs or ["(none: --run-versions not given)"])
 
 
 def memory_full(config: pytest.Config) -> bool:
@@ -83,6 +95,12 @@ def memory_full(config: pytest.Config) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--run-versions"):
+        skip_versions = pytest.mark.skip(reason="builds other burn versions: run with --run-versions V,V,... "
+                                         "(README, 'Across burn versions')")
+        for item in items:
+            if "versions" in item.keywords:
+                item.add_marker(skip_versions)
     if config.getoption("--run-slow"):
         return
     full_memory = memory_full(config)

@@ -14,9 +14,16 @@ const DEP: &str = "burn";
 
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
-    println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-changed=Cargo.lock");
-    println!("cargo:rerun-if-changed=Cargo.toml");
+    // Absolute paths: a generated build (difftest/exec/burn_builds.py) has its manifest and lock
+    // in another directory than this script, and a relative path names a file of the manifest's
+    // directory (a missing one would rerun the script, and rebuild the crate, on every build).
+    // The script itself needs no line: cargo reruns a script it recompiled.
+    for file in ["Cargo.lock", "Cargo.toml"] {
+        println!(
+            "cargo:rerun-if-changed={}",
+            manifest_dir.join(file).display()
+        );
+    }
 
     let version = burn_version(&manifest_dir).unwrap_or_else(|e| {
         panic!("difftest-burn build: cannot determine the version of `{DEP}`: {e}")

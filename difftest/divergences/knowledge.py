@@ -12,8 +12,10 @@ markdown anchor, e.g. `docs/semantics.md#leaf-detach`) or an https URL (upstream
 pull request); tests/unit/test_knowledge.py checks that every path and anchor exists.
 
 `burn_versions` is the range of burn versions the record is declared to hold for: clauses
-`>=`, `>`, `<=`, `<`, `==` or `!=` and a version (`0.22`, `0.22.1`), joined by commas, all of
-which must hold; `*` is every version. A record observed on one version holds from it on until
+`>=`, `>`, `<=`, `<`, `==` or `!=` and a version (`0.22`, `0.22.1`, `0.23.0-pre.1`), joined by
+commas, all of which must hold; `*` is every version. Versions compare in semver order (a
+pre-release before its release, after every earlier release), so `>=0.22.1` contains
+`0.23.0-pre.1` and `<0.23.0-pre.1` excludes it. A record observed on one version holds from it on until
 a later version shows otherwise (a stale rule), which then gets an upper bound.
 """
 
@@ -31,24 +33,52 @@ Framework = Literal["burn", "torch"]  # a framework the model predicts
 Side = Literal["burn", "torch", "both"]  # whose behaviour a record describes ("both": each's own)
 SIDES: tuple[Side, ...] = get_args(Side)
 
-# Every record so far was measured on burn 0.22.1 (the version difftest-burn is built against).
-MEASURED_ON = ">=0.22.1"
+# Every record so far was measured on burn 0.22.1 (the default build) and holds on 0.22.0 too:
+# `difftest versions` (the corpus) and the differential suite run against a 0.22.0 build
+# (DIFFTEST_BURN=..., README "Across burn versions") agree with every record declared from it.
+MEASURED_ON = ">=0.22.0"
 
-Version = tuple[int, int, int]
-_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?")
 _CLAUSE = re.compile(r"(>=|<=|==|!=|>|<)?\s*(\S+)")
 _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt, "==": operator.eq, "!=": operator.ne,
 }
 
 
+@dataclass(frozen=True, order=True)
+class Version:
+    """A burn version, ordered as semver orders them: a pre-release (`0.23.0-pre.1`) comes
+    before its release (`0.23.0`) and after every earlier release; pre-release identifiers
+    compare numerically when numeric, else as text, and a numeric one sorts first."""
+
+    release: tuple[int, int, int]
+    # (0, ids...) for a pre-release, (1,) for a release: a release sorts after its pre-releases
+    pre: tuple[Any, ...] = (1,)
+
+    def __str__(self) -> str:
+        text = ".".join(map(str, self.release))
+        if self.pre[0] == 0:
+            text += "-" + ".".join(str(i[1]) for i in self.pre[1:])
+        return text
+
+    @property
+    def is_prerelease(self) -> bool:
+        return bool(self.pre[0] == 0)
+
+
 def parse_version(text: str) -> Version:
-    """`0.22.1` -> (0, 22, 1); `0.22` -> (0, 22, 0). Raises ValueError on anything else
-    (pre-release versions included: no record is declared for one)."""
+    """`0.22.1`, `0.22` (= 0.22.0) or a pre-release `0.23.0-pre.1`. Raises ValueError on
+    anything else (a `v` prefix, build metadata, `0.22.x`)."""
     m = _VERSION.fullmatch(text.strip())
     if m is None:
-        raise ValueError(f"not a version: {text!r} (expected MAJOR.MINOR[.PATCH])")
-    return int(m[1]), int(m[2]), int(m[3] or 0)
+        raise ValueError(f"not a version: {text!r} (expected MAJOR.MINOR[.PATCH][-PRE])")
+    release = (int(m[1]), int(m[2]), int(m[3] or 0))
+    if m[4] is None:
+        return Version(release)
+    ids = m[4].split(".")
+    if any(not i for i in ids):
+        raise ValueError(f"not a version: {text!r} (empty pre-release identifier)")
+    return Version(release, (0, *((0, int(i)) if i.isdigit() else (1, i) for i in ids)))
 
 
 @dataclass(frozen=True)

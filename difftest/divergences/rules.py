@@ -16,12 +16,14 @@ predicts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from difftest.divergences.knowledge import Framework, burn_source
 from difftest.divergences.noops import NOOPS_BY_OP
 from difftest.divergences.rule import Rule, Step, divergence
 
 __all__ = ["MODULE_RULES", "RULES", "RULES_BY_NAME", "TENSOR_RULES", "Rule", "Step", "burn_param_state",
-           "divergence", "module_param_keys", "shares_params", "torch_param_state"]
+           "divergence", "module_param_keys", "rules_for", "shares_params", "torch_param_state"]
 from difftest.divergences.session_rules import SESSION_RULES
 from difftest.ops.catalog import CATALOG
 from difftest.ops.strides import contiguous_strides
@@ -434,3 +436,8 @@ MODULE_RULES: tuple[Rule, ...] = (
 
 RULES: tuple[Rule, ...] = (*TENSOR_RULES, *MODULE_RULES, *SESSION_RULES)  # applied in this order
 RULES_BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
+
+
+def rules_for(version: str, rules: Sequence[Rule] = RULES) -> tuple[Rule, ...]:
+    """The rules declared for burn `version` (the model applies no other)."""
+    return tuple(r for r in rules if r.knowledge.holds_for(version))

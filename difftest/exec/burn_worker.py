@@ -126,6 +126,7 @@ class BurnWorker:
         self._next_id = 0
         self.restarts = 0
         self.served = 0
+        self._burn_version: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -265,7 +266,15 @@ class BurnWorker:
 
     def version(self) -> dict[str, Any]:
         v: dict[str, Any] = self.request("version")["version"]
+        self._burn_version = str(v.get("burn"))
         return v
+
+    def burn_version(self) -> str:
+        """The burn version the binary was built with (asked once; a binary does not change)."""
+        if self._burn_version is None:
+            self.version()
+        assert self._burn_version is not None
+        return self._burn_version
 
     def rss_bytes(self) -> int:
         return int(self.request("status")["rss_bytes"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from difftest.divergences.rules import RULES, Rule
+from difftest.divergences.rules import Rule, rules_for
 from difftest.exec.burn_worker import BurnWorker
 from difftest.exec.torch_exec import run_torch
 from difftest.oracle.compare import Verdict, compare
@@ -14,7 +14,11 @@ from difftest.program.ir import Program
 from difftest.program.validate import check_program
 
 
-def check(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] = RULES) -> Verdict:
+def check(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | None = None) -> Verdict:
+    """`rules`: the divergences the model applies; by default the declared ones that hold for
+    the burn version the worker was built with (a rule outside its range is not applied)."""
+    if rules is None:
+        rules = rules_for(worker.burn_version())
     shapes = check_program(program)
     pending = worker.submit(program)  # burn runs in its process while PyTorch runs here
     prediction = predict(program, rules)

@@ -211,6 +211,7 @@ def load_case(path: Path) -> Case:
             raise CorpusError(f"{path}: missing field {key!r}")
     if doc["status"] == "bug":
         _check_expect(path, doc.get("expect"))
+    _check_upstream(path, doc)
     try:
         check_status(doc["status"])
         program = program_from_dict(doc["program"])
@@ -242,6 +243,36 @@ def _check_expect(path: Path, expect: Any) -> None:
                 re.compile(e["message"])
             except (re.error, TypeError) as err:
                 raise CorpusError(f"{path}: expect[{i}].message is not a regular expression: {err}") from err
+
+
+NOT_REPORTED = "not reported"
+
+
+def _check_upstream(path: Path, doc: dict[str, Any]) -> None:
+    """Optional record of a case's life upstream and across burn versions (older files have
+    neither): `upstream`, an https URL of the issue or pull request or "not reported";
+    `upstream_note`, text; `versions_tested`, burn version -> {"outcome": text, "date": ISO day}
+    (written by `difftest versions --record`)."""
+    up = doc.get("upstream")
+    if up is not None and not (up == NOT_REPORTED or (isinstance(up, str) and up.startswith("https://"))):
+        raise CorpusError(f"{path}: \"upstream\" must be an https URL or {NOT_REPORTED!r}, got {up!r}")
+    note = doc.get("upstream_note")
+    if note is not None and not isinstance(note, str):
+        raise CorpusError(f"{path}: \"upstream_note\" must be text")
+    tested = doc.get("versions_tested")
+    if tested is None:
+        return
+    if not isinstance(tested, dict):
+        raise CorpusError(f"{path}: \"versions_tested\" must be an object: burn version -> outcome")
+    from difftest.divergences.knowledge import parse_version
+
+    for version, entry in tested.items():
+        try:
+            parse_version(version)
+        except ValueError as e:
+            raise CorpusError(f"{path}: versions_tested: {e}") from None
+        if not isinstance(entry, dict) or not isinstance(entry.get("outcome"), str):
+            raise CorpusError(f"{path}: versions_tested[{version!r}] must be an object with an \"outcome\"")
 
 
 def _load_memory_case(path: Path, doc: dict[str, Any]) -> Case:

@@ -193,5 +193,13 @@ def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] |
     if known is not None:
         lines.append(f"- declared known bug `{known[0]}`: {known[1]}")
         lines += [f"  - related: {link}" for link in known[2]]
-    lines.append(f"- upstream: {case.link}" if case.link else "- upstream: not reported upstream yet")
+    upstream = case.link or case.record.get("upstream")
+    note = case.record.get("upstream_note")
+    if upstream and upstream != "not reported":
+        lines.append(f"- upstream: {upstream}" + (f" ({note})" if note else ""))
+    else:
+        lines.append("- upstream: not reported upstream yet" + (f" ({note})" if note else ""))
+    tested = case.record.get("versions_tested") or {}
+    if tested:
+        lines.append("- burn versions tested: " + ", ".join(f"{v}: {e.get('outcome')}" for v, e in tested.items()))
     return "\n".join(lines).rstrip() + "\n"

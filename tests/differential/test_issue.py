@@ -35,7 +35,7 @@ def test_powi_zero_report(burn_worker: BurnWorker) -> None:
     assert "| PyTorch |" in versions and "| difftest |" in versions
     assert case.reason in text
     assert "declared known bug `powi-zero-untracked`" in text
-    assert "not reported upstream yet" in text
+    assert f"- upstream: {case.record['upstream']}" in text
 
 
 def test_cli_issue(capsys: pytest.CaptureFixture[str], burn_worker: BurnWorker) -> None:

@@ -151,11 +151,21 @@ def test_no_reference_to_documents_outside_the_repository() -> None:
 
 
 def test_versions_parse() -> None:
-    assert parse_version("0.22.1") == (0, 22, 1)
-    assert parse_version(" 0.22 ") == (0, 22, 0)
-    for bad in ("", "0", "v0.22.1", "0.22.1-pre.1", "0.22.x"):
+    assert parse_version("0.22.1").release == (0, 22, 1)
+    assert parse_version(" 0.22 ") == parse_version("0.22.0")
+    assert str(parse_version("0.23.0-pre.1")) == "0.23.0-pre.1"
+    assert parse_version("0.23.0-pre.1").is_prerelease and not parse_version("0.23.0").is_prerelease
+    for bad in ("", "0", "v0.22.1", "0.22.x", "0.22.1-", "0.22.1-pre..1", "0.22.1+build"):
         with pytest.raises(ValueError):
             parse_version(bad)
+
+
+def test_versions_order_as_semver() -> None:
+    ordered = ["0.21.0", "0.22.0", "0.22.1", "0.23.0-alpha", "0.23.0-pre.1", "0.23.0-pre.2", "0.23.0-pre.10",
+               "0.23.0", "0.23.1", "1.0.0"]
+    parsed = [parse_version(v) for v in ordered]
+    assert sorted(reversed(parsed)) == parsed
+    assert [str(v) for v in parsed] == ordered
 
 
 @pytest.mark.parametrize(("spec", "version", "holds"), [
@@ -170,6 +180,10 @@ def test_versions_parse() -> None:
     (">0.22", "0.22.1", True),
     ("<=0.22", "0.22.0", True),
     ("*", "9.9.9", True),
+    (">=0.22.1", "0.23.0-pre.1", True),
+    ("<0.23.0-pre.1", "0.23.0-pre.1", False),
+    ("<0.23.0-pre.1", "0.22.1", True),
+    ("<0.23", "0.23.0-pre.1", True),  # a pre-release comes before its release
 ])  # fmt: skip
 def test_version_ranges(spec: str, version: str, holds: bool) -> None:
     assert holds_for(spec, version) is holds

@@ -1,0 +1,360 @@
+"""difftest-burn built against a chosen burn: a crates.io release (`0.22.0`) or a local
+checkout (`path:DIR`), from the one interpreter source in `rust/`.
+
+For each requested burn, a build directory outside the repository (`<cache>/<label>/`, the
+cache being $DIFFTEST_BURN_VERSIONS_DIR or ~/.cache/difftest/burn-versions) holds a generated
+Cargo.toml whose `[[bin]] path` and `build` script are the repository's `rust/src/main.rs` and
+`rust/build.rs` (absolute paths), whose `burn` dependency is `=V` (or `{ path = DIR }`) with
+the features of `rust/Cargo.toml`, its own Cargo.lock and its own target directory, so builds
+of different versions never fight over one binary. build.rs reads the burn version from that
+lock (or DIR's Cargo.toml), so `--version` names the burn the binary was built with.
+
+burn's own crates depend on each other with caret requirements (`burn-core = "^0.22.0"`), so
+`burn = "=0.22.0"` alone resolves burn 0.22.0 over burn-core 0.22.1. The generated manifest
+therefore pins every registry crate of the burn family to the same release with optional
+dependencies (`burn-core = { version = "=0.22.0", optional = true }`): an optional dependency
+takes part in resolution but is never built. The pins are found by resolving, reading the lock
+and resolving again until every burn crate is at the release.
+
+cargo is the cache: a second request runs `cargo build`, which finds nothing to do.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from hashlib import sha256
+from pathlib import Path
+from typing import Any
+
+from difftest.divergences.knowledge import parse_version
+
+CACHE_ENV = "DIFFTEST_BURN_VERSIONS_DIR"
+BINARY = "difftest-burn"
+DEFAULT_VERSIONS = ("0.22.0", "0.22.1", "0.23.0-pre.1")
+LOG_TAIL = 25  # lines of cargo's output a failed build shows
+PIN_ROUNDS = 4  # resolve, pin what is off the release, resolve again
+
+
+class BuildError(RuntimeError):
+    """A burn version that cannot be built, with what cargo said and where its full log is."""
+
+
+@dataclass(frozen=True)
+class BurnSpec:
+    """One requested burn: a crates.io version, or a local checkout (`path:DIR`)."""
+
+    version: str | None = None  # a crates.io version (exact)
+    path: Path | None = None  # the directory of the `burn` crate
+
+    @staticmethod
+    def parse(text: str) -> BurnSpec:
+        text = text.strip()
+        if text.startswith("path:"):
+            raw = text[len("path:"):].strip()
+            if not raw:
+                raise ValueError("--burn path: needs a directory (path:DIR)")
+            return BurnSpec(path=_burn_crate_dir(Path(raw).expanduser()))
+        try:
+            parse_version(text)
+        except ValueError as e:
+            raise ValueError(f"--burn {text!r}: {e}; or path:DIR for a local burn checkout") from None
+        return BurnSpec(version=text)
+
+    @property
+    def label(self) -> str:
+        """The build directory's name under the cache."""
+        if self.path is not None:
+            digest = sha256(str(self.path).encode()).hexdigest()[:10]
+            return f"path-{self.path.name}-{digest}"
+        assert self.version is not None
+        return self.version
+
+    def __str__(self) -> str:
+        return f"path:{self.path}" if self.path is not None else str(self.version)
+
+
+def parse_specs(text: str) -> list[BurnSpec]:
+    """`0.22.0,0.23.0-pre.1,path:DIR` -> specs (duplicates dropped, order kept)."""
+    specs: list[BurnSpec] = []
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        spec = BurnSpec.parse(part)
+        if spec not in specs:
+            specs.append(spec)
+    if not specs:
+        raise ValueError(f"--burn {text!r} names no version")
+    return specs
+
+
+def _burn_crate_dir(d: Path) -> Path:
+    """The `burn` crate of a checkout: DIR itself, or DIR/crates/burn for a workspace root."""
+    d = d.resolve()
+    for candidate in (d, d / "crates" / "burn"):
+        manifest = candidate / "Cargo.toml"
+        if manifest.is_file() and _package_name(manifest) == "burn":
+            return candidate
+    raise ValueError(f"path:{d}: no Cargo.toml of the `burn` crate there or in {d / 'crates' / 'burn'}")
+
+
+def _package_name(manifest: Path) -> str | None:
+    try:
+        doc = tomllib.loads(manifest.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    name = doc.get("package", {}).get("name")
+    return name if isinstance(name, str) else None
+
+
+def _package_version(manifest: Path) -> str:
+    doc = tomllib.loads(manifest.read_text())
+    version = doc.get("package", {}).get("version")
+    if isinstance(version, dict) and version.get("workspace"):
+        # `version.workspace = true`: the version is the workspace's
+        for parent in manifest.parents[1:]:
+            ws = parent / "Cargo.toml"
+            if ws.is_file():
+                wdoc = tomllib.loads(ws.read_text())
+                v = wdoc.get("workspace", {}).get("package", {}).get("version")
+                if isinstance(v, str):
+                    return v
+    if not isinstance(version, str):
+        raise BuildError(f"{manifest}: no [package] version")
+    return version
+
+
+def repository_rust_dir() -> Path:
+    """The `rust/` directory of the difftest source this module belongs to."""
+    rust = Path(__file__).resolve().parents[2] / "rust"
+    if not (rust / "Cargo.toml").is_file() or not (rust / "src" / "main.rs").is_file():
+        raise BuildError(f"{rust}: not the difftest-burn crate (building another burn needs the repository's "
+                         "rust/ sources; an installed difftest without them can only use its own binary)")
+    return rust
+
+
+def cache_dir() -> Path:
+    env = os.environ.get(CACHE_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "difftest" / "burn-versions"
+
+
+# ------------------------------------------------------------------ the generated manifest
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    raise BuildError(f"cannot write {v!r} into a generated Cargo.toml")
+
+
+def _table(name: str, entries: dict[str, Any]) -> list[str]:
+    return [f"[{name}]", *(f"{k} = {_toml_value(v)}" for k, v in entries.items()), ""]
+
+
+def generate_manifest(spec: BurnSpec, rust: Path, pins: dict[str, str] | None = None) -> str:
+    """The Cargo.toml of `spec`'s build: rust/Cargo.toml's package, dependencies and release
+    profile, with burn replaced and the sources referenced by absolute path."""
+    doc = tomllib.loads((rust / "Cargo.toml").read_text())
+    package = dict(doc["package"])
+    package["build"] = str(rust / "build.rs")
+    package.pop("description", None)
+    bins = doc.get("bin", [])
+    if len(bins) != 1 or bins[0].get("name") != BINARY:
+        raise BuildError(f"{rust / 'Cargo.toml'}: expected one [[bin]] named {BINARY}")
+    deps = dict(doc["dependencies"])
+    burn = deps.get("burn")
+    if not isinstance(burn, dict):
+        raise BuildError(f"{rust / 'Cargo.toml'}: the burn dependency must be a table (version and features)")
+    burn = {k: v for k, v in burn.items() if k not in ("version", "path", "git", "branch", "tag", "rev")}
+    if spec.path is not None:
+        deps["burn"] = {"path": str(spec.path), **burn}
+    else:
+        deps["burn"] = {"version": f"={spec.version}", **burn}
+    lines = [
+        f"# Generated by difftest ({__name__}) for burn {spec}: the sources are {rust}.",
+        "# Regenerated on every build; edit rust/Cargo.toml instead.",
+        "",
+        *_table("package", package),
+        "[[bin]]",
+        f"name = {_toml_value(BINARY)}",
+        f"path = {_toml_value(str(rust / 'src' / 'main.rs'))}",
+        "",
+        *_table("dependencies", deps)[:-1],
+    ]
+    if pins:
+        lines += ["# the burn family at one release (optional: resolved, never built)"]
+        lines += [f"{name} = {_toml_value({'version': f'={v}', 'optional': True})}" for name, v in sorted(pins.items())]
+    lines.append("")
+    for name, profile in doc.get("profile", {}).items():
+        lines += _table(f"profile.{name}", profile)
+    lines += ["[workspace]", ""]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ the lock
+
+
+_REGISTRY = "registry+"
+
+
+def lock_packages(lock: Path) -> list[dict[str, Any]]:
+    with lock.open("rb") as f:
+        packages: list[dict[str, Any]] = tomllib.load(f).get("package", [])
+    return packages
+
+
+def locked_burn_version(lock: Path) -> str:
+    """The version of `burn` in a Cargo.lock (what build.rs hands the binary)."""
+    versions = [str(p["version"]) for p in lock_packages(lock) if p.get("name") == "burn"]
+    if len(versions) != 1:
+        raise BuildError(f"{lock}: expected one burn entry, found {versions}")
+    return versions[0]
+
+
+def _off_release(lock: Path, release: str) -> dict[str, str]:
+    """Registry crates of the burn family (`burn`, `burn-*`) not at `release`: name -> version."""
+    return {
+        str(p["name"]): str(p["version"]) for p in lock_packages(lock)
+        if (p.get("name") == "burn" or str(p.get("name", "")).startswith("burn-"))
+        and str(p.get("source", "")).startswith(_REGISTRY) and p.get("version") != release
+    }
+
+
+# ------------------------------------------------------------------ building
+
+
+@dataclass(frozen=True)
+class Build:
+    spec: BurnSpec
+    directory: Path
+    binary: Path
+    burn_version: str  # what the lock (or the path's Cargo.toml) says
+    seconds: float
+    log: Path
+
+
+Progress = Callable[[str], None]  # the current line of cargo's output
+
+
+def _run_cargo(args: list[str], cwd: Path, log: Path, on_line: Progress | None) -> None:
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        raise BuildError("cargo not found on PATH: building difftest-burn against another burn needs a Rust "
+                         "toolchain (https://rustup.rs)")
+    tail: deque[str] = deque(maxlen=LOG_TAIL)
+    env = {k: v for k, v in os.environ.items() if k != "CARGO_TARGET_DIR"}
+    with log.open("a") as out:
+        out.write(f"$ cargo {' '.join(args)}   (in {cwd})\n")
+        out.flush()
+        proc = subprocess.Popen([cargo, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace")
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                out.write(line)
+                out.flush()  # the log is the progress for whoever tails it
+                tail.append(line.rstrip())
+                if on_line is not None and line.strip():
+                    on_line(line.strip())
+            code = proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    if code != 0:
+        shown = "\n".join("    " + t for t in tail)
+        raise BuildError(f"`cargo {' '.join(args)}` failed (exit {code}) in {cwd}; the last lines:\n{shown}\n"
+                         f"full log: {log}")
+
+
+def _resolve(spec: BurnSpec, rust: Path, directory: Path, log: Path, on_line: Progress | None) -> str:
+    """Writes the manifest and a lock with the whole burn family at spec's release; returns
+    the release."""
+    lock = directory / "Cargo.lock"
+    release = _package_version(spec.path / "Cargo.toml") if spec.path is not None else str(spec.version)
+    if not lock.exists():
+        shutil.copyfile(rust / "Cargo.lock", lock)  # the default build's resolution for everything else
+    pins: dict[str, str] = {}
+    manifest = directory / "Cargo.toml"
+    previous = manifest.read_text() if manifest.exists() else None
+    if previous is not None:  # the pins of the last build: usually one round
+        pins = {m[1]: release for m in re.finditer(r'^(burn[a-z0-9-]*) = \{ version = "=[^"]+", optional = true',
+                                                   previous, re.MULTILINE)}
+    if previous is not None and generate_manifest(spec, rust, pins) == previous and not _off_release(lock, release):
+        return release  # resolved by an earlier build: nothing to ask the registry
+    for _ in range(PIN_ROUNDS):
+        text = generate_manifest(spec, rust, pins)
+        if text != previous:
+            manifest.write_text(text)
+            previous = text
+        _run_cargo(["update", "--workspace"], directory, log, on_line)
+        off = _off_release(lock, release)
+        if not off:
+            return release
+        if all(pins.get(n) == release for n in off):
+            break
+        pins.update({n: release for n in off})
+    off = _off_release(lock, release)
+    raise BuildError(f"cannot resolve the burn family at {release} for {spec}: still off the release: "
+                     + ", ".join(f"{n} {v}" for n, v in sorted(off.items())) + f" (see {lock}, log {log})")
+
+
+def build(spec: BurnSpec, *, on_line: Progress | None = None, cache: Path | None = None) -> Build:
+    """Builds (or finds up to date) difftest-burn against `spec`; raises BuildError."""
+    rust = repository_rust_dir()
+    directory = (cache or cache_dir()) / spec.label
+    directory.mkdir(parents=True, exist_ok=True)
+    log = directory / "build.log"
+    log.write_text(f"difftest-burn against burn {spec}, sources {rust}\n")
+    start = time.monotonic()
+    release = _resolve(spec, rust, directory, log, on_line)
+    _run_cargo(["build", "--release", "--target-dir", str(directory / "target")], directory, log, on_line)
+    binary = directory / "target" / "release" / BINARY
+    if not binary.is_file():
+        raise BuildError(f"cargo finished but {binary} does not exist (log: {log})")
+    locked = release if spec.path is not None else locked_burn_version(directory / "Cargo.lock")
+    return Build(spec, directory, binary, locked, time.monotonic() - start, log)
+
+
+def build_with_status(spec: BurnSpec, console: Any = None) -> Build:
+    """`build` with a live status on a terminal (elapsed time and cargo's current line);
+    elsewhere a line when it starts and one when it ends."""
+    from rich.console import Console
+    from rich.progress import Progress as Bar
+    from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    console = console or Console(stderr=True)
+    if not console.is_terminal:
+        print(f"building difftest-burn against burn {spec} (log: {(cache_dir() / spec.label / 'build.log')})",
+              file=sys.stderr, flush=True)
+        result = build(spec)
+        print(f"burn {spec}: {result.binary} ({result.seconds:.0f}s)", file=sys.stderr, flush=True)
+        return result
+    interesting = re.compile(r"^(Compiling|Downloading|Downloaded|Updating|Locking|Adding|Finished|Building)\b")
+    with Bar(SpinnerColumn(), TextColumn(f"burn {spec}: "), TextColumn("{task.description}"), TimeElapsedColumn(),
+             console=console, transient=True) as bar:
+        task = bar.add_task("resolving", total=None)
+
+        def on_line(line: str) -> None:
+            if interesting.match(line):
+                bar.update(task, description=line[:100])
+
+        result = build(spec, on_line=on_line)
+    console.print(f"burn {spec}: {result.binary} ({result.seconds:.0f}s)", markup=False, highlight=False)
+    return result

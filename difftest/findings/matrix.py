@@ -1,0 +1,233 @@
+"""`difftest versions`: corpus cases × burn versions, each cell judged against the knowledge
+declared for that version (difftest/findings/across.py).
+
+Each version's binary is the default build when it reports that version, else a build of the
+one interpreter source against it (difftest/exec/burn_builds.py, cached). Memory cases measure
+their table with fresh processes of `$DIFFTEST_BURN`, which is set to the version's binary
+while its column runs.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from difftest.exec.burn_builds import BuildError, BurnSpec, build_with_status
+from difftest.exec.burn_worker import BurnWorker, WorkerError, find_binary
+from difftest.findings.across import Cell, judge_on
+from difftest.findings.corpus import Case, CorpusError, load_case
+from difftest.program.jsonio import dumps
+
+_REPORTED = re.compile(r"\(burn ([^,)\s]+)")
+
+
+def binary_burn_version(binary: str) -> str:
+    """The burn version a difftest-burn binary reports (`--version`)."""
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        raise WorkerError(f"{binary} --version: {e}") from e
+    m = _REPORTED.search(out)
+    if m is None:
+        raise WorkerError(f"{binary} --version names no burn version: {out.strip()!r}")
+    return m.group(1)
+
+
+@dataclass
+class Column:
+    spec: BurnSpec
+    binary: str | None = None
+    burn: str | None = None  # the version the binary reports
+    source: str = ""  # "default build" / "built in 212s" / "cached"
+    error: str | None = None  # the build failed
+
+    @property
+    def label(self) -> str:
+        if self.spec.path is not None:
+            return f"path ({self.burn or '?'})"
+        return str(self.spec.version)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"spec": str(self.spec), "burn": self.burn, "binary": self.binary, "source": self.source,
+                "error": self.error}
+
+
+@dataclass
+class Row:
+    path: Path
+    case: Case | None
+    error: str | None = None  # a corrupt case
+    cells: dict[str, Cell] = field(default_factory=dict)  # column label -> cell
+
+    @property
+    def status(self) -> str:
+        return self.case.status if self.case is not None else "?"
+
+
+@contextmanager
+def _binary_env(binary: str) -> Iterator[None]:
+    before = os.environ.get("DIFFTEST_BURN")
+    os.environ["DIFFTEST_BURN"] = binary
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("DIFFTEST_BURN", None)
+        else:
+            os.environ["DIFFTEST_BURN"] = before
+
+
+def resolve_column(spec: BurnSpec, default_binary: str | None, default_version: str | None, console: Any) -> Column:
+    """Finds or builds the binary of one version (the default build when it is that version)."""
+    col = Column(spec)
+    if spec.version is not None and spec.version == default_version and default_binary is not None:
+        col.binary, col.burn, col.source = default_binary, default_version, "default build"
+        return col
+    try:
+        built = build_with_status(spec, console)
+    except BuildError as e:
+        col.error = str(e)
+        return col
+    col.binary = str(built.binary)
+    col.burn = binary_burn_version(col.binary)
+    col.source = f"{built.directory} ({built.seconds:.0f}s)"
+    return col
+
+
+def load_rows(files: list[Path]) -> list[Row]:
+    rows = []
+    for f in files:
+        try:
+            rows.append(Row(f, load_case(f)))
+        except CorpusError as e:
+            rows.append(Row(f, None, str(e)))
+    return rows
+
+
+def run_column(col: Column, rows: list[Row], *, timeout: float, inflight: Path, console: Any) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    assert col.binary is not None and col.burn is not None
+    bar = Progress(TextColumn(f"burn {col.label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=console, transient=True, disable=not console.is_terminal)
+    worker = BurnWorker(col.binary, timeout=timeout, inflight_dir=inflight)
+    try:
+        with _binary_env(col.binary), bar:
+            task = bar.add_task("cases", total=len(rows))
+            for row in rows:
+                bar.advance(task)
+                if row.case is not None:
+                    row.cells[col.label] = judge_on(row.case, worker, col.burn)
+    finally:
+        worker.close()
+
+
+def build_matrix(specs: list[BurnSpec], files: list[Path], *, timeout: float, console: Any
+                 ) -> tuple[list[Column], list[Row]]:
+    try:
+        default_binary: str | None = find_binary()
+        default_version: str | None = binary_burn_version(default_binary) if default_binary else None
+    except WorkerError:
+        default_binary = default_version = None
+    columns = [resolve_column(s, default_binary, default_version, console) for s in specs]
+    rows = load_rows(files)
+    inflight = Path(".difftest") / "inflight"
+    for col in columns:
+        if col.error is None:
+            run_column(col, rows, timeout=timeout, inflight=inflight, console=console)
+    return columns, rows
+
+
+# ------------------------------------------------------------------ output
+
+
+def matrix_ok(columns: list[Column], rows: list[Row]) -> bool:
+    return all(c.error is None for c in columns) and all(
+        r.error is None and all(cell.ok for cell in r.cells.values()) for r in rows)
+
+
+def to_json(columns: list[Column], rows: list[Row]) -> dict[str, Any]:
+    return {
+        "versions": [c.to_dict() for c in columns],
+        "cases": [
+            {"case": str(r.path), "status": r.status, "error": r.error,
+             "cells": {label: cell.to_dict() for label, cell in r.cells.items()}}
+            for r in rows
+        ],
+        "ok": matrix_ok(columns, rows),
+    }
+
+
+def render(columns: list[Column], rows: list[Row], console: Any) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title="corpus × burn version", show_lines=False)
+    table.add_column("case", overflow="fold")
+    table.add_column("status", overflow="fold")
+    for c in columns:
+        table.add_column(c.label, overflow="fold")
+    notes: list[str] = []
+    for r in rows:
+        name = r.case.name if r.case is not None else r.path.stem
+        cells: list[Text | str] = []
+        for c in columns:
+            if r.error is not None:
+                cells.append(Text("CORRUPT", style="red"))
+                continue
+            if c.error is not None:
+                cells.append(Text("build failed", style="red"))
+                continue
+            cell = r.cells[c.label]
+            mark = "" if cell.ok else f" [{len(notes) + 1}]"
+            if not cell.ok:
+                notes.append(f"[{len(notes) + 1}] {name} on {c.label}: {cell.detail}")
+            cells.append(Text(cell.text + mark, style="" if cell.ok else "bold red"))
+        table.add_row(name, r.status, *cells)
+    console.print(table)
+    for c in columns:
+        where = c.error.splitlines()[0] if c.error else c.source
+        console.print(f"{c.label}: burn {c.burn or '?'}, {c.binary or 'no binary'} — {where}", markup=False,
+                      highlight=False)
+    for r in rows:
+        if r.error is not None:
+            console.print(f"CORRUPT {r.path}: {r.error}", markup=False, highlight=False)
+    for n in notes:
+        console.print(n, markup=False, highlight=False)
+    for c in columns:
+        if c.error is not None:
+            console.print(f"build of burn {c.spec} failed:\n{c.error}", markup=False, highlight=False)
+
+
+def record_versions_tested(columns: list[Column], rows: list[Row]) -> list[Path]:
+    """Writes each bug case's outcome per version into its `versions_tested` (the file is
+    rewritten in the corpus' own formatting); returns the files changed."""
+    today = _dt.datetime.now(_dt.UTC).date().isoformat()
+    changed = []
+    for r in rows:
+        if r.case is None or r.case.status != "bug" or not r.cells:
+            continue
+        doc = json.loads(r.path.read_text())
+        tested = dict(doc.get("versions_tested") or {})
+        for c in columns:
+            if c.label in r.cells and c.burn is not None and c.spec.path is None:
+                tested[c.burn] = {"outcome": r.cells[c.label].text, "date": today}
+        if tested != doc.get("versions_tested"):
+            doc["versions_tested"] = dict(sorted(tested.items(), key=lambda kv: _version_key(kv[0])))
+            r.path.write_text(dumps(doc, indent=2) + "\n")
+            changed.append(r.path)
+    return changed
+
+
+def _version_key(text: str) -> Any:
+    from difftest.divergences.knowledge import parse_version
+
+    return parse_version(text)
