@@ -79,6 +79,9 @@ class OpSpec:
     # saves tensors only when one of these inputs requires grad (scatter saves its index for the
     # values' gradient only); None: whenever it is recorded
     saves_only_for: tuple[int, ...] | None = None
+    # for an op whose saving depends on the call: whether it saves, from its attributes and
+    # input shapes (slice_assign over the whole tensor is a plain copy, which saves nothing)
+    saves_if: Callable[[Attrs, Sequence[Shape]], bool] | None = None
     reduced_extent: Callable[[Sequence[Shape], Attrs], int] = field(default=lambda s, a: 1)
     # ops that burn differentiates through the primitives it composes them of: the size of the
     # terms their gradient sums (given the inputs, attrs and |incoming gradient|), one tensor per
@@ -110,10 +113,14 @@ class OpSpec:
         when every input requires grad."""
         return self.saves_tensors if self.saves_tensors is not None else bool(self.saves)
 
-    def frees_on_backward_for(self, needs: Sequence[bool]) -> bool:
-        """The same, for a call whose inputs require grad as `needs` says."""
+    def frees_on_backward_for(self, needs: Sequence[bool], attrs: Attrs | None = None,
+                              shapes: Sequence[Shape] | None = None) -> bool:
+        """The same, for a call whose inputs require grad as `needs` says (and, for ops whose
+        saving depends on it, with these attributes and input shapes)."""
         if self.saves_only_for is not None and not any(needs[i] for i in self.saves_only_for if i < len(needs)):
             return False
+        if self.saves_if is not None and attrs is not None and shapes is not None:
+            return self.saves_if(attrs, shapes)
         return self.frees_on_backward
 
     def shape(self, shapes: Sequence[Shape], attrs: Attrs) -> Shape:

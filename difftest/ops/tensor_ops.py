@@ -212,6 +212,13 @@ def select_assign_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
     return s
 
 
+def slice_assign_saves(attrs: Attrs, shapes: Sequence[Shape]) -> bool:
+    """PyTorch's `t[slices] = v` records CopySlices, which saves, unless the slices cover the
+    whole tensor: then it is a plain copy, which saves nothing (measured)."""
+    x = shapes[0]
+    return not all(r[0] == 0 and r[1] == x[d] for d, r in enumerate(attrs["ranges"]))
+
+
 def slice_assign_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
     want = slice_rule(shapes[:1], attrs)
     if shapes[1] != want:

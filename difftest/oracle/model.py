@@ -181,7 +181,7 @@ def _run(
             pred.modules[st.id] = outcome
             continue
         if isinstance(st, Backward):
-            failure = _backward(fw, i, st, program, pred, rules, firings)
+            failure = _backward(fw, i, st, program, pred, rules, firings, shapes)
             if failure is not None:
                 pred.failure = (i, st.id, failure)
                 return pred
@@ -229,7 +229,7 @@ def _run(
 
 
 def _backward(fw: Framework, i: int, st: Backward, program: Program, pred: FrameworkPrediction,
-              rules: list[Rule], firings: list[Firing]) -> Failure | None:
+              rules: list[Rule], firings: list[Firing], shapes: dict[str, Shape]) -> Failure | None:
     """A backward: the root must be in a graph, and its graph must not reach a node an earlier
     backward consumed; it consumes what the rules say, and gives a fresh gradients handle."""
     root = pred.input_state(st.input)
@@ -242,7 +242,7 @@ def _backward(fw: Framework, i: int, st: Backward, program: Program, pred: Frame
         kind = "exception" if fw == "torch" else "panic"
         return Failure(kind, f"backward of {st.input!r}, which is not in a graph")
     traversed, saving, leaves = sessions.walk(st.input, program.by_id(), pred.states, pred.input_state,
-                                              pred.modules)
+                                              pred.modules, shapes)
     before = frozenset(pred.consumed)
     # a leaf root: the leaf itself, which an earlier backward may have consumed as a root
     rooted_at = {root.key} if not sessions.is_node(root) and root.key is not None else set()

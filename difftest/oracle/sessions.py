@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 
 from difftest.ops.catalog import CATALOG
 from difftest.oracle.states import BurnState, ModuleState, State, TorchState
-from difftest.program.ir import Apply, Cut, OpCall, Statement, value_inputs
+from difftest.program.ir import Apply, Cut, OpCall, Shape, Statement, value_inputs
 
 
 def is_node(state: State) -> bool:
@@ -24,11 +24,13 @@ def is_node(state: State) -> bool:
     return state.is_tracked and not state.is_require_grad
 
 
-def saves_tensors(st: Statement, module: ModuleState | None, needs: tuple[bool, ...] = ()) -> bool:
+def saves_tensors(st: Statement, module: ModuleState | None, needs: tuple[bool, ...] = (),
+                  shapes: Mapping[str, Shape] | None = None) -> bool:
     """Whether PyTorch's node(s) for `st` saved tensors, its inputs requiring grad as `needs`
     says (catalog data; Linear saves its input and weight, a dropout that drew a mask saves it)."""
     if isinstance(st, OpCall):
-        return CATALOG[st.op].frees_on_backward_for(needs or (True,) * len(st.inputs))
+        in_shapes = [shapes[x] for x in st.inputs] if shapes is not None else None
+        return CATALOG[st.op].frees_on_backward_for(needs or (True,) * len(st.inputs), st.attrs, in_shapes)
     if isinstance(st, Apply) and module is not None:
         return module.kind == "linear" or (module.kind == "dropout" and module.training and module.p > 0.0)
     return False
@@ -48,7 +50,8 @@ def alias_of(st: Statement, state: State, input_state: Callable[[str], State],
 
 
 def walk(root: str, by_id: Mapping[str, Statement], states: Mapping[str, State], input_state: Callable[[str], State],
-         modules: Mapping[str, ModuleState]) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+         modules: Mapping[str, ModuleState],
+         shapes: Mapping[str, Shape] | None = None) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
     """(the graph nodes a backward from `root` walks, those of them that saved tensors, the grad
     keys of the require-grad leaves it reaches)."""
     nodes: set[str] = set()
@@ -74,7 +77,7 @@ def walk(root: str, by_id: Mapping[str, Statement], states: Mapping[str, State],
         leaves |= state.sources  # the require-grad leaves (module parameters too) it is computed from
         module = modules.get(st.module) if isinstance(st, Apply) else None
         needs = tuple(_in_graph(input_state(x)) for x in value_inputs(st))
-        if saves_tensors(st, module, needs):
+        if saves_tensors(st, module, needs, shapes):
             saving.add(v)
         todo.extend(x for x in value_inputs(st) if _in_graph(input_state(x)))
     return frozenset(nodes), frozenset(saving), frozenset(leaves)
