@@ -109,17 +109,22 @@ def training_loop(b: _Builder) -> None:
     handle = module.id
     reduce = "mean" if c.boolean(0.7) else "sum"
     for step in range(c.integer(1, 3)):
-        y = Apply(b.fresh("y"), handle, x.id)
-        d = OpCall(b.fresh("v"), "sub", (y.id, t.id))
-        q = OpCall(b.fresh("v"), "square", (d.id,))
-        loss = OpCall(b.fresh("v"), reduce, (q.id,))
-        new += [y, d, q, loss]
-        if step == 0 or c.boolean(0.85):
-            new.append(ZeroGrad(b.fresh("z")))
-        backwards = sum(isinstance(s, Backward) for s in [*b.statements, *new])
-        bw = Backward("bw" if backwards == 0 else f"bw{backwards}", loss.id)
+        # usually one batch a step; sometimes two whose gradients PyTorch accumulates in .grad
+        # (no zero_grad between them) while burn's step reads the last handle (grad-accumulates)
+        batches = 2 if c.boolean(0.1) else 1
+        for batch in range(batches):
+            y = Apply(b.fresh("y"), handle, x.id)
+            d = OpCall(b.fresh("v"), "sub", (y.id, t.id))
+            q = OpCall(b.fresh("v"), "square", (d.id,))
+            loss = OpCall(b.fresh("v"), reduce, (q.id,))
+            new += [y, d, q, loss]
+            if batch == 0 and (step == 0 or c.boolean(0.85)):
+                new.append(ZeroGrad(b.fresh("z")))
+            backwards = sum(isinstance(s, Backward) for s in [*b.statements, *new])
+            bw = Backward("bw" if backwards == 0 else f"bw{backwards}", loss.id)
+            new.append(bw)
         stepped = Step(b.fresh("m"), opt.id, handle, bw.id, lr)
-        new += [bw, stepped]
+        new.append(stepped)
         handle = stepped.id
         if c.boolean(0.5):
             new.append(Param(b.fresh("p"), handle, "bias" if bias is not None and c.boolean(0.3) else "weight"))
