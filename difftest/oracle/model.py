@@ -131,16 +131,18 @@ def predict(program: Program, rules: Sequence[Rule] = RULES) -> Prediction:
     burn = _run("burn", program, shapes, [r for r in rules if r.framework == "burn"], firings)
     torch = _run("torch", program, shapes, [r for r in rules if r.framework == "torch"], firings)
     incomparable = _incomparable_grads(burn, torch)
-    _gradient_reads_not_comparable(program, burn, incomparable)
+    _gradient_reads_not_comparable(program, burn, torch, incomparable)
     return Prediction(burn, torch, firings, incomparable)
 
 
-def _gradient_reads_not_comparable(program: Program, burn: FrameworkPrediction,
+def _gradient_reads_not_comparable(program: Program, burn: FrameworkPrediction, torch: FrameworkPrediction,
                                    incomparable: dict[str, set[str]]) -> None:
-    """A `grad` of a gradient that is not comparable (nondet root, different routes) is not
-    comparable either, nor is anything computed from it."""
+    """A `grad` of a gradient that is not comparable (a root not comparable in either
+    framework, different routes) is not comparable either, nor is anything computed from it
+    (recorded in burn's set; Prediction.nondet is the union)."""
     roots = {st.id: st.input for st in program.statements if isinstance(st, Backward)}
     nondet = burn.nondet
+    nondet |= torch.nondet
     for st in program.statements:
         if isinstance(st, Grad) and (roots[st.grads] in nondet or st.of in incomparable.get(st.grads, ())):
             nondet.add(st.id)
