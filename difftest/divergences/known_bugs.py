@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from difftest.divergences.knowledge import Knowledge, burn_source
-from difftest.program.ir import Apply, Backward, Leaf, OpCall, Param, Statement, inputs_of
+from difftest.program.ir import Apply, Backward, Cut, Leaf, OpCall, Param, Statement, inputs_of
 
 Trigger = Callable[[Statement, Sequence[Statement]], bool]  # (statement, the statements before it)
 
@@ -43,11 +43,19 @@ def _backward_of_used_leaf(st: Statement, prior: Sequence[Statement]) -> bool:
     if not isinstance(st, Backward):
         return False
     root = next((s for s in prior if s.id == st.input), None)
+    # autodiff() of a tracked value is that value itself (the same burn node): follow it, and
+    # count uses of every alias
+    aliases: set[str] = {st.input}
+    chain: set[str] = set()
+    while isinstance(root, Cut) and root.cut == "autodiff":
+        chain.add(root.id)
+        aliases.add(root.input)
+        root = next((s for s in prior if s.id == root.input), None)
     if isinstance(root, Param) and root.param == "bias":
         # a Linear's bias is burn's parameter leaf itself (a weight is read transposed): once
         # a module has been applied it may be a used leaf
         return any(isinstance(s, Apply) for s in prior)  # conservative: any module handle
-    return isinstance(root, Leaf) and any(st.input in inputs_of(s) for s in prior)
+    return isinstance(root, Leaf) and any(aliases & set(inputs_of(s)) for s in prior if s.id not in chain)
 
 
 def _conv1d_grouped_uncropped(st: Statement, prior: Sequence[Statement]) -> bool:
