@@ -13,6 +13,7 @@ Torch-free at import (tests/unit/test_layers.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from difftest.ops import domains as dom
 from difftest.ops import nn_shapes as nn
@@ -67,6 +68,13 @@ def reduce_dim(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.D
                grad_terms: GradTerms | None = None, saves_tensors: bool | None = None) -> OpSpec:
     return OpSpec(name, "reduction", 1, pytorch, burn, shape_rule, t, d, A_DIM, draw.dim, saves=saves,
                   reduced_extent=rule.dim_extent, grad_terms=grad_terms, saves_tensors=saves_tensors)
+
+
+def nn_op(name: str, arity: int, pytorch: str, burn: str, shape_rule: ShapeRule, t: T.ToleranceClass,
+          **fields: Any) -> OpSpec:
+    """burn's module functions (family "nn"): PyTorch keeps a channels_last input's memory format,
+    so the model measures the result's layout."""
+    return OpSpec(name, "nn", arity, pytorch, burn, shape_rule, t, measured_layout=True, **fields)
 
 
 def _repeats(attrs: Attrs, shapes: Sequence[Shape]) -> Attrs:
@@ -315,65 +323,66 @@ OPS: tuple[OpSpec, ...] = (
                "activation::quiet_softmax({x}, {dim})", T.TRANSCENDENTAL, tx.QUIET_SOFTMAX, shape_rule=rule.along_dim,
                grad_terms=terms.softmax_grad, saves_tensors=True),
     # issue 15: nn functions (burn::tensor::module; shapes, samplers and domains in nn_shapes.py)
-    OpSpec("conv2d", "nn", VARIADIC,
-           "F.conv2d({xs}, stride={stride}, padding={padding}, dilation={dilation}, groups={groups})",
-           f"{MODULE}conv2d({{x}}, {{y}}, {{opt_z}}, {OPTIONS}ConvOptions::new({{stride}}, {{padding}}, "
-           "{dilation}, {groups}))",
-           nn.conv(2), T.ACCUMULATE, attrs=CONV_ATTRS, draw_attrs=nn.conv_attrs(2), partners=nn.CONV,
-           first_input=nn.IMAGE, saves=(0, 1), reduced_extent=nn.conv_extent,
-           doc="x [N, C, H, W], weight [O, C / groups, kh, kw], optional bias [O]"),
-    OpSpec("max_pool2d", "nn", 1, "F.max_pool2d({x}, {kernel}, {stride}, {padding})",
-           f"{MODULE}max_pool2d({{x}}, {OPTIONS}MaxPoolOptions::new({{kernel}}).with_stride({{stride}})"
-           ".with_padding({padding}))",
-           nn.pool_rule, T.EXACT, nn.UNIQUE_WINDOW_MAX, POOL_ATTRS, nn.pool_attrs(False), first_input=nn.IMAGE,
-           saves=(0,), doc="padding <= kernel / 2"),
-    OpSpec("embedding", "nn", 1, "F.embedding({indices}, {x})",
-           block("let input = {x};", "let indices = {indices};", f"{MODULE}embedding(input, indices)"),
-           nn.embedding_rule, T.EXACT, attrs=(AttrSpec("indices", "int_tensor"),), draw_attrs=nn.embedding_attrs,
-           first_input=nn.TABLE, reduced_extent=nn.embedding_extent,
-           doc="x is the table [rows, dim]; indices [B, L] repeat rows", saves_tensors=True),
-    OpSpec("conv1d", "nn", VARIADIC,
-           "F.conv1d({xs}, stride={stride}, padding={padding}, dilation={dilation}, groups={groups})",
-           f"{MODULE}conv1d({{x}}, {{y}}, {{opt_z}}, {OPTIONS}ConvOptions::new({{stride}}, {{padding}}, "
-           "{dilation}, {groups}))",
-           nn.conv(1), T.ACCUMULATE, attrs=CONV_ATTRS, draw_attrs=nn.conv_attrs(1), partners=nn.CONV,
-           first_input=nn.SEQUENCE, saves=(0, 1), reduced_extent=nn.conv_extent,
-           doc="x [N, C, L], weight [O, C / groups, k], optional bias [O]"),
-    OpSpec("avg_pool2d", "nn", 1,
-           "F.avg_pool2d({x}, {kernel}, {stride}, {padding}, count_include_pad={count_include_pad} == 1)",
-           f"{MODULE}avg_pool2d({{x}}, {OPTIONS}AvgPoolOptions::new({{kernel}}).with_stride({{stride}})"
-           ".with_padding({padding}).with_count_include_pad({count_include_pad} == 1))",
-           nn.avg_pool_rule, T.ACCUMULATE, attrs=POOL_ATTRS + (AttrSpec("count_include_pad", "int"),),
-           draw_attrs=nn.pool_attrs(True), first_input=nn.IMAGE, saves=(0,), reduced_extent=nn.pool_extent,
-           doc="count_include_pad 0 or 1"),
-    OpSpec("adaptive_avg_pool2d", "nn", 1, "F.adaptive_avg_pool2d({x}, {output_size})",
-           f"{MODULE}adaptive_avg_pool2d({{x}}, {{output_size}})", nn.adaptive_rule, T.ACCUMULATE,
-           attrs=(AttrSpec("output_size", "shape"),), draw_attrs=nn.adaptive_attrs, first_input=nn.IMAGE,
-           saves=(0,), reduced_extent=nn.adaptive_extent, doc="output_size [oh, ow]"),
-    OpSpec("conv_transpose2d", "nn", VARIADIC,
-           "F.conv_transpose2d({xs}, stride={stride}, padding={padding}, output_padding={padding_out}, "
-           "groups={groups}, dilation={dilation})",
-           f"{MODULE}conv_transpose2d({{x}}, {{y}}, {{opt_z}}, {OPTIONS}ConvTransposeOptions::new({{stride}}, "
-           "{padding}, {padding_out}, {dilation}, {groups}))",
-           nn.conv(2, transposed=True), T.ACCUMULATE, attrs=CONV_ATTRS + (AttrSpec("padding_out", "dims"),),
-           draw_attrs=nn.conv_attrs(2, transposed=True), partners=nn.CONV_TRANSPOSE, first_input=nn.IMAGE,
-           saves=(0, 1), reduced_extent=nn.conv_transpose_extent,
-           doc="x [N, C, H, W], weight [C, O / groups, kh, kw], optional bias [O]; padding_out is "
-               "PyTorch's output_padding"),
-    OpSpec("interpolate_nearest", "nn", 1, 'F.interpolate({x}, size={output_size}, mode="nearest")',
-           f"{MODULE}interpolate({{x}}, {OPTIONS}InterpolateOptions::new({OPTIONS}InterpolateMode::Nearest)"
-           ".with_output_size({output_size}))",
-           nn.interpolate_rule, T.EXACT, attrs=(AttrSpec("output_size", "shape"),),
-           draw_attrs=nn.interpolate_attrs(False), first_input=nn.IMAGE,
-           doc="output_size [oh, ow]; source index floor(i * in / out)"),
-    OpSpec("interpolate_bilinear", "nn", 1,
-           'F.interpolate({x}, size={output_size}, mode="bilinear", align_corners={align_corners} == 1)',
-           f"{MODULE}interpolate({{x}}, {OPTIONS}InterpolateOptions::new({OPTIONS}InterpolateMode::Bilinear)"
-           ".with_output_size({output_size}).with_align_corners({align_corners} == 1))",
-           nn.interpolate_rule, T.ACCUMULATE,
-           attrs=(AttrSpec("output_size", "shape"), AttrSpec("align_corners", "int")),
-           draw_attrs=nn.interpolate_attrs(True), first_input=nn.IMAGE, reduced_extent=nn.bilinear_extent,
-           doc="output_size [oh, ow]; align_corners 0 or 1"),
+    nn_op("conv2d", VARIADIC,
+          "F.conv2d({xs}, stride={stride}, padding={padding}, dilation={dilation}, groups={groups})",
+          f"{MODULE}conv2d({{x}}, {{y}}, {{opt_z}}, {OPTIONS}ConvOptions::new({{stride}}, {{padding}}, "
+          "{dilation}, {groups}))",
+          nn.conv(2), T.ACCUMULATE, attrs=CONV_ATTRS, draw_attrs=nn.conv_attrs(2), partners=nn.CONV,
+          first_input=nn.IMAGE, saves=(0, 1), reduced_extent=nn.conv_extent,
+          doc="x [N, C, H, W], weight [O, C / groups, kh, kw], optional bias [O]"),
+    nn_op("max_pool2d", 1, "F.max_pool2d({x}, {kernel}, {stride}, {padding})",
+          f"{MODULE}max_pool2d({{x}}, {OPTIONS}MaxPoolOptions::new({{kernel}}).with_stride({{stride}})"
+          ".with_padding({padding}))",
+          nn.pool_rule, T.EXACT, domain=nn.UNIQUE_WINDOW_MAX, attrs=POOL_ATTRS, draw_attrs=nn.pool_attrs(False),
+          first_input=nn.IMAGE, saves=(0,), doc="padding <= kernel / 2"),
+    nn_op("embedding", 1, "F.embedding({indices}, {x})",
+          block("let input = {x};", "let indices = {indices};", f"{MODULE}embedding(input, indices)"),
+          nn.embedding_rule, T.EXACT, attrs=(AttrSpec("indices", "int_tensor"),), draw_attrs=nn.embedding_attrs,
+          first_input=nn.TABLE, reduced_extent=nn.embedding_extent,
+          doc="x is the table [rows, dim]; indices [B, L] repeat rows", saves_tensors=True),
+    nn_op("conv1d", VARIADIC,
+          "F.conv1d({xs}, stride={stride}, padding={padding}, dilation={dilation}, groups={groups})",
+          f"{MODULE}conv1d({{x}}, {{y}}, {{opt_z}}, {OPTIONS}ConvOptions::new({{stride}}, {{padding}}, "
+          "{dilation}, {groups}))",
+          nn.conv(1), T.ACCUMULATE, attrs=CONV_ATTRS, draw_attrs=nn.conv_attrs(1), partners=nn.CONV,
+          first_input=nn.SEQUENCE, saves=(0, 1), reduced_extent=nn.conv_extent,
+          doc="x [N, C, L], weight [O, C / groups, k], optional bias [O]"),
+    nn_op("avg_pool2d", 1,
+          "F.avg_pool2d({x}, {kernel}, {stride}, {padding}, count_include_pad={count_include_pad} == 1)",
+          f"{MODULE}avg_pool2d({{x}}, {OPTIONS}AvgPoolOptions::new({{kernel}}).with_stride({{stride}})"
+          ".with_padding({padding}).with_count_include_pad({count_include_pad} == 1))",
+          nn.avg_pool_rule, T.ACCUMULATE, attrs=POOL_ATTRS + (AttrSpec("count_include_pad", "int"),),
+          draw_attrs=nn.pool_attrs(True), first_input=nn.IMAGE, saves=(0,), reduced_extent=nn.pool_extent,
+          doc="count_include_pad 0 or 1"),
+    nn_op("adaptive_avg_pool2d", 1, "F.adaptive_avg_pool2d({x}, {output_size})",
+          f"{MODULE}adaptive_avg_pool2d({{x}}, {{output_size}})", nn.adaptive_rule, T.ACCUMULATE,
+          attrs=(AttrSpec("output_size", "shape"),), draw_attrs=nn.adaptive_attrs, first_input=nn.IMAGE,
+          saves=(0,), reduced_extent=nn.adaptive_extent, doc="output_size [oh, ow]"),
+    nn_op("conv_transpose2d", VARIADIC,
+          "F.conv_transpose2d({xs}, stride={stride}, padding={padding}, output_padding={padding_out}, "
+          "groups={groups}, dilation={dilation})",
+          f"{MODULE}conv_transpose2d({{x}}, {{y}}, {{opt_z}}, {OPTIONS}ConvTransposeOptions::new({{stride}}, "
+          "{padding}, {padding_out}, {dilation}, {groups}))",
+          nn.conv(2, transposed=True), T.ACCUMULATE, attrs=CONV_ATTRS + (AttrSpec("padding_out", "dims"),),
+          draw_attrs=nn.conv_attrs(2, transposed=True), partners=nn.CONV_TRANSPOSE, first_input=nn.IMAGE,
+          saves=(0, 1), reduced_extent=nn.conv_transpose_extent,
+          doc="x [N, C, H, W], weight [C, O / groups, kh, kw], optional bias [O]; padding_out is "
+              "PyTorch's output_padding"),
+    nn_op("interpolate_nearest", 1, 'F.interpolate({x}, size={output_size}, mode="nearest")',
+          f"{MODULE}interpolate({{x}}, {OPTIONS}InterpolateOptions::new({OPTIONS}InterpolateMode::Nearest)"
+          ".with_output_size({output_size}))",
+          nn.interpolate_rule, T.EXACT, attrs=(AttrSpec("output_size", "shape"),),
+          draw_attrs=nn.interpolate_attrs(False), first_input=nn.IMAGE,
+          doc="output_size [oh, ow]; source index floor(i * in / out)"),
+    nn_op("interpolate_bilinear", 1,
+          'F.interpolate({x}, size={output_size}, mode="bilinear", align_corners={align_corners} == 1)',
+          f"{MODULE}interpolate({{x}}, {OPTIONS}InterpolateOptions::new({OPTIONS}InterpolateMode::Bilinear)"
+          ".with_output_size({output_size}).with_align_corners({align_corners} == 1))",
+          nn.interpolate_rule, T.ACCUMULATE,
+          attrs=(AttrSpec("output_size", "shape"), AttrSpec("align_corners", "int")),
+          draw_attrs=nn.interpolate_attrs(True), first_input=nn.IMAGE, reduced_extent=nn.bilinear_extent,
+          value_terms=nn.bilinear_value,
+          doc="output_size [oh, ow]; align_corners 0 or 1"),
     # indices used through gather: the selected index routes the gradient (the IR carries float
     # values only, so the index op and the gather are one statement)
     reduce_dim("gather_argmax", "torch.gather({x}, {dim}, {x}.argmax({dim}, keepdim=True))",

@@ -41,3 +41,12 @@ def lower(spec: OpSpec, inputs: Sequence[torch.Tensor], attrs: dict[str, Any]) -
     source = torch_expr(spec, names, attrs, shapes)
     out: torch.Tensor = eval(compiled(source), NAMESPACE, dict(zip(names, inputs, strict=True)))
     return out
+
+
+def result_strides(spec: OpSpec, shapes: Sequence[tuple[int, ...]], strides: Sequence[tuple[int, ...]],
+                   attrs: dict[str, Any]) -> tuple[int, ...]:
+    """The strides of the op's PyTorch result on inputs of these shapes and strides (the values
+    do not matter: every element is 0.5)."""
+    with torch.no_grad():
+        inputs = [torch.empty_strided(shape, stride).fill_(0.5) for shape, stride in zip(shapes, strides, strict=True)]
+        return tuple(lower(spec, inputs, attrs).stride())

@@ -95,6 +95,10 @@ class OpSpec:
     # not a view, but the result keeps input 0's memory layout (PyTorch's flip), as elementwise
     # ops do; other copies are contiguous
     keeps_layout: bool = False
+    # PyTorch picks the result's memory format from the inputs' strides by rules of its own (the
+    # nn ops keep a channels_last input channels_last): the model reads the result's strides
+    # from a run of the op on inputs of the same shapes and strides (`result_strides`)
+    measured_layout: bool = False
     doc: str = ""
 
     def __post_init__(self) -> None:
@@ -156,6 +160,13 @@ class OpSpec:
     def burn_expr(self, args: Sequence[str], attrs: Attrs, shapes: Sequence[Shape]) -> str:
         """The burn expression of this op over the input expressions `args`."""
         return spelling.burn_expr(self, args, attrs, shapes)
+
+    def result_strides(self, shapes: Sequence[Shape], strides: Sequence[tuple[int, ...]],
+                       attrs: Attrs) -> tuple[int, ...]:
+        """The strides of PyTorch's result on inputs of these shapes and strides (lowering.py)."""
+        from difftest.ops import lowering
+
+        return lowering.result_strides(self, shapes, strides, attrs)
 
     def lower(self, inputs: Sequence[torch.Tensor], attrs: Attrs) -> torch.Tensor:
         """Runs the op in PyTorch: `torch_expr` evaluated on `inputs` (lowering.py)."""

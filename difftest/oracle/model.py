@@ -429,6 +429,8 @@ def _base_torch(
     )
     if spec.view and is_view:
         strides = spec.view(in_shape, x.strides, st.attrs)
+    elif spec.measured_layout:
+        strides = spec.result_strides([shapes[i] for i in st.inputs], [s.strides for s in ins], st.attrs)
     elif spec.family in ("unary", "scalar", "binary") or spec.keeps_layout:
         operands = [(shapes[i], s.strides) for i, s in zip(st.inputs, ins)]
         strides = elementwise_strides(shapes[st.id], operands)
