@@ -108,6 +108,7 @@ class GenConfig:
     p_retain_graph: float = 0.05
     p_reuse_consumed: float = 0.1  # an input from a graph an earlier backward consumed
     p_consumed_root: float = 0.1  # a later backward's root may reach a consumed graph
+    p_leaf_root: float = 0.03  # a backward of a require-grad leaf itself
     p_training: float = 0.06  # a training loop (Linear, loss, backward, SGD step; 1 to 3 times)
 
     @staticmethod
@@ -405,7 +406,13 @@ class _Builder:
             self.c.note("backward:consumed-allowed")
         tracked = sorted((v for v in self.values[::-1] if v.tracked and v.depth > 0 and v.id not in stale),
                          key=lambda v: -v.depth)
-        if tracked and self.likely(self.cfg.p_tracked_root):
+        # rarely a require-grad leaf itself (PyTorch gives it ones; burn too, unless an earlier
+        # backward consumed it as a root, or the known bug backward-of-used-leaf-panics)
+        leaves = [v for v in self.values[::-1] if v.tracked and v.depth == 0]
+        if leaves and self.c.boolean(self.cfg.p_leaf_root):
+            root = self.c.choice(leaves)
+            self.c.note("backward:leaf")
+        elif tracked and self.likely(self.cfg.p_tracked_root):
             root = tracked[self.biased_index(len(tracked), self.cfg.p_deepest_root)]
             self.c.note("backward:tracked")
         else:

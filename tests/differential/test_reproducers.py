@@ -27,6 +27,7 @@ import pytest
 from difftest.exec.burn_worker import BurnWorker, WorkerError
 from difftest.exec.torch_exec import run_torch
 from difftest.findings.reproducers import rust_test, rust_test_file, torch_script, variable_names
+from difftest.findings.signature import normalize
 from difftest.ops.catalog import OPS
 from difftest.program.ir import Program
 from difftest.program.jsonio import to_f32
@@ -387,10 +388,13 @@ def test_rust_test_matches_burn_worker(name: str, rust_build: RustBuild, burn_wo
         capture_output=True, text=True, timeout=120, env={**os.environ, "RUST_BACKTRACE": "0"},
     )
     obs = burn_worker.run(p)
-    assert obs.error is None or obs.error.kind == "panic", obs.error
+    assert obs.error is None or obs.error.kind in ("panic", "missing-gradient"), obs.error
     assert_matches(parse(done.stdout, "burn"), obs, printed_error=False)
     if obs.error is None:
         assert done.returncode == 0, done.stdout + done.stderr
     else:
         assert done.returncode != 0, done.stdout
-        assert obs.error.message in done.stderr, (obs.error.message, done.stderr)
+        if obs.error.kind == "missing-gradient":  # the reproducer's `.expect(..)` on x.grad(&grads)
+            assert "no gradient for" in done.stderr, done.stderr
+        else:  # node ids (NodeId(N)) differ between the worker and the standalone test: numbers aside
+            assert normalize(obs.error.message) in normalize(done.stderr), (obs.error.message, done.stderr)
