@@ -410,7 +410,7 @@ class _Builder:
         # backward consumed it as a root, or the known bug backward-of-used-leaf-panics)
         leaves = [v for v in self.values[::-1] if v.tracked and v.depth == 0]
         if leaves and self.c.boolean(self.cfg.p_leaf_root):
-            root = self.c.choice(leaves)
+            root = leaves[self.biased_index(len(leaves), 0.5)]  # the most recent likelier
             self.c.note("backward:leaf")
         elif tracked and self.likely(self.cfg.p_tracked_root):
             root = tracked[self.biased_index(len(tracked), self.cfg.p_deepest_root)]
