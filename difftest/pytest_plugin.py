@@ -6,6 +6,7 @@ Registered as a pytest11 entry point, so `pytest` anywhere in the project picks 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections import Counter
@@ -24,6 +25,7 @@ _WORKER: BurnWorker | None = None
 # numeric mismatches dismissed by arbitration in this test process, by reason (summed over
 # xdist workers at the end and printed in the terminal summary)
 _DISMISSALS: Counter[str] = Counter()
+_KNOWN_BUGS: Counter[str] = Counter()  # findings matched to a `bug` case of the corpus by signature
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -156,15 +158,22 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: hand the counts to the controller
         workeroutput["difftest_dismissals"] = dict(_DISMISSALS)
+        workeroutput["difftest_known_bugs"] = dict(_KNOWN_BUGS)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     counts = getattr(node, "workeroutput", {}).get("difftest_dismissals", {})
     _DISMISSALS.update(counts)
+    _KNOWN_BUGS.update(getattr(node, "workeroutput", {}).get("difftest_known_bugs", {}))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _KNOWN_BUGS:
+        terminalreporter.section("difftest known bugs")
+        terminalreporter.write_line("findings matched by signature to a bug case of the corpus (not saved again):")
+        for case, n in _KNOWN_BUGS.most_common():
+            terminalreporter.write_line(f"  {n:>6}  {case}")
     if not _DISMISSALS:
         return
     total = sum(_DISMISSALS.values())
@@ -175,11 +184,25 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(f"  {n:>6}  {reason}")
 
 
+@functools.cache
+def _known_bug_cases() -> dict[str, Path]:
+    from difftest.findings.signature import corpus_signatures
+
+    return corpus_signatures(corpus_dir())
+
+
 def assert_agrees(verdict: Verdict, source: str) -> None:
-    """The assertion every property uses: count dismissals, save the finding, then fail with
-    the report."""
+    """The assertion every property uses: count dismissals; a finding whose signature is that
+    of a `bug` case of the corpus is a known bug (counted, not saved again: its case replays
+    it); any other finding is saved, then fails with the report."""
     note_verdict(verdict)
     if verdict.ok:
+        return
+    from difftest.findings.signature import signature
+
+    known = _known_bug_cases().get(signature(verdict))
+    if known is not None:
+        _KNOWN_BUGS[known.stem] += 1
         return
     path = record_finding(verdict, source)
     saved = f"\nsaved as {path}" if path else ""

@@ -357,7 +357,8 @@ OPS: tuple[OpSpec, ...] = (
     nn_op("adaptive_avg_pool2d", 1, "F.adaptive_avg_pool2d({x}, {output_size})",
           f"{MODULE}adaptive_avg_pool2d({{x}}, {{output_size}})", nn.adaptive_rule, T.ACCUMULATE,
           attrs=(AttrSpec("output_size", "shape"),), draw_attrs=nn.adaptive_attrs, first_input=nn.IMAGE,
-          saves=(0,), reduced_extent=nn.adaptive_extent, doc="output_size [oh, ow]"),
+          saves=(0,), reduced_extent=nn.adaptive_extent, doc="output_size [oh, ow]",
+          saves_if=nn.adaptive_saves),
     nn_op("conv_transpose2d", VARIADIC,
           "F.conv_transpose2d({xs}, stride={stride}, padding={padding}, output_padding={padding_out}, "
           "groups={groups}, dilation={dilation})",

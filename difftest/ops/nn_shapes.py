@@ -330,3 +330,8 @@ def bilinear_value(xs: Sequence[Tensor], attrs: Attrs) -> Tensor:
     spread = F.max_pool2d(xs[0].abs(), 3, stride=1, padding=1)
     return F.interpolate(spread, size=list(attrs["output_size"]), mode="bilinear",
                          align_corners=attrs["align_corners"] == 1)
+
+
+def adaptive_saves(attrs: Attrs, shapes: Sequence[Shape]) -> bool:
+    """PyTorch's adaptive_avg_pool2d to [1, 1] is a mean, which saves nothing (measured)."""
+    return list(attrs["output_size"]) != [1, 1]

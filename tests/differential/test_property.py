@@ -49,7 +49,8 @@ def test_property_catches_a_missing_rule(burn_worker: BurnWorker) -> None:
     verdict = check(failing, burn_worker, rules=without)
     detaches = [s for s in failing.statements if isinstance(s, Cut) and s.cut == "detach"]
     assert detaches, verdict.report()
-    assert len(failing.statements) <= 4, verdict.report()
+    # a session's second backward cannot outlive its first when shrinking (up to 3 more statements)
+    assert len(failing.statements) <= 7, verdict.report()
     assert any(m.kind in ("flags", "grad-presence", "outcome") for m in verdict.findings)
 
 
