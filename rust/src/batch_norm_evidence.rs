@@ -120,4 +120,19 @@ mod tests {
         let _ = no_grad.forward(input(X1, &ad));
         assert!(close(&synced(&bn)[0], &running(&[X1], true)[0]));
     }
+
+    /// After freeze(), unfreeze() brings the train path back; train() alone does not (it restores
+    /// the configured flag, which freeze cleared; as for Dropout). train() after valid() does.
+    #[test]
+    fn unfreeze_restores_the_train_path() {
+        let ad = Device::flex().autodiff();
+        let one = running(&[X1], true);
+        let updates = |m: BatchNorm| {
+            let _ = m.forward(input(X1, &ad));
+            close(&synced(&m)[0], &one[0])
+        };
+        assert!(updates(fresh(&ad).freeze().unfreeze()));
+        assert!(!updates(fresh(&ad).freeze().train()));
+        assert!(updates(fresh(&ad).valid().train()));
+    }
 }
