@@ -1,6 +1,8 @@
 //! `difftest-burn`: runs difftest tensor programs on burn (Flex backend, autodiff) and reports
 //! values, autodiff flags and gradients. See docs/format.md.
 
+#[cfg(test)]
+mod batch_norm_evidence;
 mod document;
 mod exec;
 mod fault;
