@@ -131,6 +131,8 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
         if noisy is None:
             noisy = noisy_runs(program)
         samples = [s for s in (_tensor(o, m) for o in noisy) if s is not None and len(s.data) == len(rt.data)]
+        # a noise run that raised measures nothing: say so, never let it pass as zero noise
+        failed = [o.error for o in noisy if o.error is not None and _tensor(o, m) is None]
         kink = near_kink(program, ref, m)
         mt = None
         if m.kind == "grad":
@@ -145,8 +147,13 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
             d = max(devs, default=0.0)
             terms = abs(mt.data[j]) if mt is not None and math.isfinite(mt.data[j]) else 0.0
             kind, reason = judge(tt.data[j], bt.data[j], r, d, kink, terms)
+            if not samples and failed:
+                reason += f" (no noise run measured it: {failed[0].kind}: {failed[0].message[:200]})"
             judged.append(Judgement(j, kind, reason, tt.data[j], bt.data[j], r, d, tol.budget(d, r, terms), terms))
         evidence: dict[str, Any] = {}
+        if failed:
+            evidence["noise_runs_failed"] = (f"{len(failed)} of {len(noisy)}: {failed[0].kind}: "
+                                             f"{failed[0].message[:500]}")
         if m.kind == "grad" and any(x.verdict in ("burn-wrong", "torch-wrong") for x in judged):
             judged, fd = _finite_difference_check(verdict, m, judged)
             if fd is not None:

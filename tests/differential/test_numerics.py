@@ -111,3 +111,23 @@ def test_gradient_cancellation_is_not_a_finding(burn_worker: BurnWorker) -> None
     burn_grad = verdict.burn.backwards[0].grads["x"]
     assert burn_grad is not None and any(abs(g) > 1e-6 for g in burn_grad.data)  # noise beyond ATOL
     assert verdict.ok, verdict.report()
+
+
+def test_a_noise_run_that_raises_is_reported_not_taken_for_zero_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """If every noise run fails before the element, the judgement says so and the evidence
+    names the error (issue 15's triage: an exception inside a noise run made the noise 0)."""
+    import difftest.oracle.numerics as numerics
+    from difftest.program.ir import Program
+    from difftest.program.observation import ErrorObs
+
+    def failing(p: Program, samples: int = 4) -> list[Observation]:
+        return [Observation("torch64", error=ErrorObs("exception", "RuntimeError: boom", 0, "x"))] * samples
+
+    monkeypatch.setattr(numerics, "noisy_runs", failing)
+    with BurnWorker(fault="grad-scale:exp:1e-3") as faulty:
+        verdict = check(program(leaf("x", [0.5, -1.0, 2.0], True), op("y", "exp", "x"), op("s", "sum", "y"),
+                                backward("s")), faulty)
+    assert not verdict.ok
+    m = verdict.findings[0]
+    assert "4 of 4: exception: RuntimeError: boom" in m.evidence["noise_runs_failed"], m.evidence
+    assert "no noise run measured it" in m.evidence["reason"], m.evidence
