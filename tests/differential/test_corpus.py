@@ -95,3 +95,23 @@ def test_bug_case_that_passes_fails_loudly(tmp_path: Path) -> None:
     with BurnWorker() as w:
         outcome = judge(Case(PROG, "bug", "pretend"), check(PROG, w))
     assert not outcome.ok and "now passes" in outcome.message
+
+
+def test_the_repository_corpus_holds_each_bug_once() -> None:
+    """Each `bug` signature has one case in corpus/: a finding that matches a known bug is counted,
+    not saved again (difftest/pytest_plugin.py), so a second file with the signature is a
+    duplicate that slipped in and would replay the same bug twice."""
+    from difftest.findings.signature import case_signature
+
+    corpus = Path(__file__).resolve().parents[2] / "corpus"
+    seen: dict[str, Path] = {}
+    duplicates = []
+    for path in sorted(corpus.rglob("*.json")):
+        sig, status = case_signature(path)
+        if status != "bug" or sig is None:
+            continue
+        if sig in seen:
+            duplicates.append(f"{path.relative_to(corpus)} repeats {seen[sig].relative_to(corpus)} ({sig})")
+        else:
+            seen[sig] = path
+    assert not duplicates, "\n".join(duplicates)
