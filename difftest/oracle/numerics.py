@@ -90,7 +90,7 @@ def judge(t: float, b: float, r: float, noise: float, kink: str | None = None,
     budget = tol.budget(noise, r, terms, dtype)
     b_ok, t_ok = _same(b, r, budget), _same(t, r, budget)
     if b_ok and t_ok:
-        return "agreement", "both within the measured float32 noise of the float64 result"
+        return "agreement", f"both within the measured {dtype} noise of the float64 result"
     if kink is not None:
         return "ill-conditioned", kink
     if t_ok:
