@@ -204,7 +204,7 @@ class _Builder:
         xs = self.c.floats(n, lo, hi)
         if self.dtype == "float32":
             return xs
-        return [min(max(round_to(x, self.dtype), lo), hi) for x in xs]
+        return [_inside(x, lo, hi, self.dtype) for x in xs]
 
     def statements_by_id(self) -> dict[str, Statement]:
         return {s.id: s for s in self.statements}
@@ -476,6 +476,18 @@ def _transformed(h: _Handle, kind: str) -> _Handle:
     if kind == "freeze":
         return replace(h, module=module, params_require_grad=False, training=False)
     return replace(h, module=module, params_require_grad=True, training=True, valid=False)  # unfreeze
+
+
+def _inside(x: float, lo: float, hi: float, dtype: str) -> float:
+    """`x` (in [lo, hi]) rounded to `dtype`, moved toward the middle of the range until the
+    rounded value is inside it (a bound itself need not be a value of the dtype)."""
+    mid = (lo + hi) / 2
+    for _ in range(64):
+        r = round_to(x, dtype)
+        if lo <= r <= hi:
+            return r
+        x = (x + mid) / 2
+    raise ValueError(f"no {dtype} value in [{lo!r}, {hi!r}]")
 
 
 def _grouped(c: Choices, fn: Callable[[], _T]) -> _T:
