@@ -50,6 +50,11 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     if jobs < 1:
         print("-j must be at least 1", file=sys.stderr)
         return 2
+    if args.dtype is not None:
+        if args.profile != "default":
+            print("--dtype and --profile cannot be combined", file=sys.stderr)
+            return 2
+        args.profile = args.dtype  # a dtype is a profile of the generator (strategies.generator.PROFILES)
     opts = FuzzOptions(
         seed=args.seed, programs=args.programs, seconds=args.time,
         ops=tuple(args.ops.split(",")) if args.ops else None, max_statements=args.max_statements, jobs=jobs,
@@ -393,6 +398,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--profile", default="default", choices=["default", "sessions"],
                    help="the generator's distribution: sessions makes most programs sessions (several "
                         "backwards, gradient reads, SGD training loops)")
+    f.add_argument("--dtype", default=None, choices=["float32", "float64", "float16", "bfloat16"],
+                   help="every program in this dtype (the default distribution otherwise; by default "
+                        "80%% float32, 10%% float64, 5%% float16, 5%% bfloat16)")
     f.add_argument("--corpus", default="corpus", help="where findings are saved (under findings/)")
     f.add_argument("--progress", type=float, default=10.0,
                    help="seconds between progress lines (when stdout is not a terminal)")

@@ -39,6 +39,8 @@ from difftest.exec.torch_exec import TorchModule, apply_module, build_module, tr
 from difftest.ops import catalog
 from difftest.ops.catalog import OpSpec
 from difftest.ops.domains import MAX_MAGNITUDE
+from difftest.ops.dtype_support import supported
+from difftest.program.dtypes import FLOAT_DTYPES, check_dtype, round_to
 from difftest.program.ir import (
     MAX_RANK,
     TRANSFORMS,
@@ -110,6 +112,12 @@ class GenConfig:
     p_consumed_root: float = 0.1  # a later backward's root may reach a consumed graph
     p_leaf_root: float = 0.03  # a backward of a require-grad leaf itself
     p_training: float = 0.06  # a training loop (Linear, loss, backward, SGD step; 1 to 3 times)
+    # the program's dtype (difftest/program/dtypes.py): drawn with these weights over FLOAT_DTYPES
+    # (float32, float64, float16, bfloat16), or always `dtype` when given; in a dtype other than
+    # float32 only the ops the catalog's dtype table supports in it are drawn (ops/dtype_support.py)
+    dtype_weights: tuple[float, float, float, float] = (80.0, 10.0, 5.0, 5.0)
+    dtype: str | None = None
+    only_supported: bool = True  # False: draw every op in any dtype (the dtype-support measurement)
 
     @staticmethod
     def profile(name: str, **kw: object) -> GenConfig:
@@ -118,19 +126,36 @@ class GenConfig:
             raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILES)}")
         return GenConfig(**{**PROFILES[name], **kw})  # type: ignore[arg-type]
 
-    def op_specs(self) -> list[OpSpec]:
+    def op_specs(self, dtype: str = "float32") -> list[OpSpec]:
         names = self.ops if self.ops is not None else tuple(catalog.CATALOG)
         unknown = [n for n in names if n not in catalog.CATALOG]
         if unknown:
             raise ValueError(f"unknown op(s) {unknown}; `difftest ops` lists the catalog")
-        return [catalog.CATALOG[n] for n in names]
+        specs = [catalog.CATALOG[n] for n in names if supported(n, dtype) or not self.only_supported]
+        if names and not specs:
+            raise ValueError(f"none of the ops {list(names)} runs in {dtype} (difftest/ops/dtype_support.py)")
+        return specs
+
+    def draw_dtype(self, c: Choices) -> str:
+        if self.dtype is not None:
+            return check_dtype(self.dtype, "GenConfig.dtype")
+        dtype = weighted(c, FLOAT_DTYPES, self.dtype_weights)
+        if self.ops is not None and not any(supported(op, dtype) for op in self.ops):
+            return "float32"  # none of the restricted ops is drawn in that dtype
+        return dtype
 
 
 # Named distributions for campaigns: "sessions" makes most programs sessions (several backwards,
 # gradient reads, training loops), for campaigns about graph lifetimes and optimizer steps.
+# "float64", "float16", "bfloat16" (`difftest fuzz --dtype`): the default distribution with every
+# program in that dtype.
 PROFILES: dict[str, dict[str, object]] = {
     "default": {},
     "sessions": {"p_another_backward": 0.75, "p_training": 0.3, "p_grad_read": 0.7},
+    "float32": {"dtype": "float32"},
+    "float64": {"dtype": "float64"},
+    "float16": {"dtype": "float16"},
+    "bfloat16": {"dtype": "bfloat16"},
 }
 
 _T = TypeVar("_T")
@@ -163,15 +188,23 @@ class _Handle:
 
 
 class _Builder:
-    def __init__(self, c: Choices, cfg: GenConfig) -> None:
+    def __init__(self, c: Choices, cfg: GenConfig, dtype: str = "float32") -> None:
         self.c = c
         self.cfg = cfg
+        self.dtype = dtype
         self.statements: list[Statement] = []
         self.values: list[_Value] = []
         self.counter = {"x": 0, "v": 0, "c": 0, "m": 0, "t": 0, "y": 0, "p": 0, "g": 0, "z": 0, "o": 0}
-        self.specs = cfg.op_specs()
+        self.specs = cfg.op_specs(dtype)
         self.weights = [cfg.weights.get(s.name, 1.0) for s in self.specs]
         self.leaves = 0
+
+    def floats(self, n: int, lo: float, hi: float) -> list[float]:
+        """n data values in [lo, hi], each a value of the program's dtype (float32: as drawn)."""
+        xs = self.c.floats(n, lo, hi)
+        if self.dtype == "float32":
+            return xs
+        return [_inside(x, lo, hi, self.dtype) for x in xs]
 
     def statements_by_id(self) -> dict[str, Statement]:
         return {s.id: s for s in self.statements}
@@ -201,7 +234,7 @@ class _Builder:
         c, cfg = self.c, self.cfg
         plain = c.boolean(cfg.p_plain_leaf)
         rg = c.boolean(cfg.p_require_grad) if not plain else c.boolean(cfg.p_plain_require_grad)
-        data = c.floats(numel(shape), rng[0], rng[1])
+        data = self.floats(numel(shape), rng[0], rng[1])
         st = Leaf(self.fresh("x"), shape, tuple(data), "plain" if plain else "autodiff", rg)
         self.statements.append(st)
         tensor = torch.tensor(data, dtype=torch.float32).reshape(shape)
@@ -311,7 +344,7 @@ class _Builder:
             return False
         region = weighted(c, REGIONS, self.cfg.region_weights)
         st = OpCall(self.fresh("v"), spec.name, tuple(v.id for v in inputs), attrs, region)
-        if self.cfg.avoid_known_bugs and known_bug(st, self.statements) is not None:
+        if self.cfg.avoid_known_bugs and known_bug(st, self.statements, self.dtype) is not None:
             c.note(f"known-bug-avoided:{spec.name}")
             return False
         self.statements.append(st)
@@ -347,8 +380,8 @@ class _Builder:
             return False
         if c.boolean(cfg.linear_weight / (cfg.linear_weight + 1.0)):
             d_in, d_out = src.shape[-1], c.integer(1, cfg.max_dim)
-            weight = InlineTensor((d_out, d_in), tuple(c.floats(d_out * d_in, -1.0, 1.0)))
-            bias = InlineTensor((d_out,), tuple(c.floats(d_out, -1.0, 1.0))) if c.boolean(0.7) else None
+            weight = InlineTensor((d_out, d_in), tuple(self.floats(d_out * d_in, -1.0, 1.0)))
+            bias = InlineTensor((d_out,), tuple(self.floats(d_out, -1.0, 1.0))) if c.boolean(0.7) else None
             st = Module(self.fresh("m"), "linear", weight, bias)
         else:
             p = weighted(c, (0.0, 0.5, 1.0), cfg.dropout_p_weights)
@@ -445,6 +478,18 @@ def _transformed(h: _Handle, kind: str) -> _Handle:
     return replace(h, module=module, params_require_grad=True, training=True, valid=False)  # unfreeze
 
 
+def _inside(x: float, lo: float, hi: float, dtype: str) -> float:
+    """`x` (in [lo, hi]) rounded to `dtype`, moved toward the middle of the range until the
+    rounded value is inside it (a bound itself need not be a value of the dtype)."""
+    mid = (lo + hi) / 2
+    for _ in range(64):
+        r = round_to(x, dtype)
+        if lo <= r <= hi:
+            return r
+        x = (x + mid) / 2
+    raise ValueError(f"no {dtype} value in [{lo!r}, {hi!r}]")
+
+
 def _grouped(c: Choices, fn: Callable[[], _T]) -> _T:
     """fn(), as one group of choices where the source supports it (Hypothesis: one span, which
     its shrinker deletes whole)."""
@@ -454,7 +499,10 @@ def _grouped(c: Choices, fn: Callable[[], _T]) -> _T:
 
 def generate(c: Choices, cfg: GenConfig | None = None) -> Program:
     cfg = cfg or GenConfig()
-    b = _Builder(c, cfg)
+    dtype = cfg.draw_dtype(c)
+    if dtype != "float32":
+        c.note(f"dtype:{dtype}")
+    b = _Builder(c, cfg, dtype)
     for _ in range(c.integer(1, 2)):
         _grouped(c, lambda: b.leaf(b.draw_shape()))
 
@@ -491,7 +539,7 @@ def generate(c: Choices, cfg: GenConfig | None = None) -> Program:
                     break
             if not _grouped(c, b.backward):
                 break
-    return Program(tuple(b.statements))
+    return Program(tuple(b.statements), dtype)
 
 
 def ops_of(program: Program) -> Sequence[str]:

@@ -206,7 +206,9 @@ class FuzzOptions:
             parts.append(f"--ops {','.join(self.ops)}")
         if self.max_statements != 10:
             parts.append(f"--max-statements {self.max_statements}")
-        if self.profile != "default":
+        if self.profile in ("float32", "float64", "float16", "bfloat16"):
+            parts.append(f"--dtype {self.profile}")
+        elif self.profile != "default":
             parts.append(f"--profile {self.profile}")
         if self.fault:
             parts.append(f"--fault {self.fault}")

@@ -31,7 +31,9 @@ from difftest.program.ir import (
 )
 from difftest.program.observation import BackwardObs, ErrorObs, Observation, TensorObs, ValueObs
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+          "bfloat16": torch.bfloat16}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 
 
 @contextlib.contextmanager
@@ -48,9 +50,10 @@ def region_context(region: Region) -> Iterator[None]:
 
 def tensor_obs(t: torch.Tensor) -> TensorObs:
     flat = t.detach().reshape(-1)
+    dtype = DTYPE_NAMES.get(flat.dtype, str(flat.dtype).removeprefix("torch."))
     if flat.dtype != torch.float64:
         flat = flat.to(torch.float64)
-    return TensorObs(tuple(t.shape), tuple(flat.tolist()))
+    return TensorObs(tuple(t.shape), tuple(flat.tolist()), dtype)
 
 
 def flags(t: torch.Tensor) -> dict[str, bool]:
@@ -153,6 +156,7 @@ class OpSite:
     # modules: the forward recomputed on |inputs| (detached), so that the gradients reaching the
     # module's own parameters are the magnitudes of their terms (noise.magnitude_run)
     param_path: Callable[[Sequence[torch.Tensor]], torch.Tensor] | None = None
+    dtype: str = "float32"  # the dtype the op computes in natively (the program's): its rounding
 
 
 class MissingGradient(Exception):
@@ -169,9 +173,12 @@ class Session:
     optimizer_states: dict[str, dict[str, object]]
 
 
-def run_torch(program: Program, dtype: str = "float32", *, hooks: ExecHooks | None = None) -> Observation:
-    """Execute `program`; a raised exception stops execution and becomes the error."""
-    dt = DTYPES[dtype]
+def run_torch(program: Program, dtype: str | None = None, *, hooks: ExecHooks | None = None) -> Observation:
+    """Execute `program` in its own dtype (`dtype` None: framework "torch") or in `dtype` (the
+    float64 arbiter: "torch64"); a raised exception stops execution and becomes the error."""
+    framework = "torch" if dtype is None else ("torch64" if dtype == "float64" else "torch")
+    dt = DTYPES[dtype or program.dtype]
+    native = program.dtype
     env: dict[str, torch.Tensor] = {}
     modules: dict[str, TorchModule] = {}
     session = Session({}, {}, {})
@@ -203,13 +210,13 @@ def run_torch(program: Program, dtype: str = "float32", *, hooks: ExecHooks | No
             if frozen is not None:
                 t = frozen
             elif isinstance(st, Apply):
-                t = _apply(st, modules, env, hooks)
+                t = _apply(st, modules, env, hooks, native)
             elif isinstance(st, Param):
                 t = module_param(modules[st.module], st.param)
             elif isinstance(st, Grad):
                 t = _grad(st, env, session)
             else:
-                t = _value(st, env, dt, hooks)
+                t = _value(st, env, dt, hooks, native)
         except MissingGradient as e:
             error = ErrorObs("missing-gradient", str(e), i, st.id)
             break
@@ -218,11 +225,11 @@ def run_torch(program: Program, dtype: str = "float32", *, hooks: ExecHooks | No
             break
         env[st.id] = t
         values.append(ValueObs(st.id, tensor_obs(t), flags(t)))
-    return Observation("torch" if dtype == "float32" else "torch64", tuple(values), tuple(backwards), error)
+    return Observation(framework, tuple(values), tuple(backwards), error)
 
 
 def _apply(st: Apply, modules: dict[str, TorchModule], env: dict[str, torch.Tensor],
-           hooks: ExecHooks | None) -> torch.Tensor:
+           hooks: ExecHooks | None, native: str = "float32") -> torch.Tensor:
     handle = modules[st.module]
     x = env[st.input]
     if hooks is None or not isinstance(handle.module, torch.nn.Linear):
@@ -241,12 +248,12 @@ def _apply(st: Apply, modules: dict[str, TorchModule], env: dict[str, torch.Tens
         return apply_module(handle, xs[0].detach().abs())  # d/dW = |g|^T |x|, d/db = |g|
 
     site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", tol.ACCUMULATE, False,
-                  lin.in_features + 1, magnitude, grad_terms=grad_terms, param_path=param_path)
+                  lin.in_features + 1, magnitude, grad_terms=grad_terms, param_path=param_path, dtype=native)
     return hooks.op(site, [x], lambda xs: apply_module(handle, xs[0]))
 
 
 def _value(st: Statement, env: dict[str, torch.Tensor], dt: torch.dtype,
-           hooks: ExecHooks | None = None) -> torch.Tensor:
+           hooks: ExecHooks | None = None, native: str = "float32") -> torch.Tensor:
     if isinstance(st, Leaf):
         t = torch.tensor(st.data, dtype=dt).reshape(st.shape).clone()  # a base, not a view
         return t.requires_grad_(True) if st.require_grad else t
@@ -281,7 +288,7 @@ def _value(st: Statement, env: dict[str, torch.Tensor], dt: torch.dtype,
             has_terms = terms is not None or accumulates
             site = OpSite(st.id, st.region, spec.tolerance, spec.family == "binary", extent,
                           magnitude if accumulates or value_terms is not None else None, measure=True,
-                          grad_terms=grad_terms if has_terms else None)
+                          grad_terms=grad_terms if has_terms else None, dtype=native)
             return hooks.op(site, inputs, lambda xs: spec.lower(xs, st.attrs))
         assert isinstance(st, Cut), st
         x = env[st.input]

@@ -32,7 +32,7 @@ def _without(program: Program, ident: str) -> Program | None:
     if not kept:
         return None
     try:
-        p = Program(tuple(kept))
+        p = Program(tuple(kept), program.dtype)
         check_program(p)
     except (ProgramError, ValueError):
         return None
@@ -78,7 +78,7 @@ def shrink(program: Program, still_fails: Still, *, budget: int = 300) -> Progra
             data = tuple(to_f32(simple) for _ in st.data)
             if data == st.data:
                 continue
-            cand = Program(best.statements[:i] + (replace(st, data=data),) + best.statements[i + 1 :])
+            cand = Program(best.statements[:i] + (replace(st, data=data),) + best.statements[i + 1 :], best.dtype)
             tries += 1
             if still_fails(cand):
                 best = cand

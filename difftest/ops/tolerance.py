@@ -25,6 +25,12 @@ values, e.g. log_softmax's `x - logsumexp(x)`), and, for accumulating ops, an ab
 of n terms. Gradients get a relative error of at least `BACKWARD_REL` at every op boundary
 (the backward pass rounds too, and sums what reaches a value along several paths).
 
+**Dtypes.** Every size above is declared for float32 and scales with the dtype the program
+runs in (`scale`: its eps over float32's; float64 ~1e-16, float16 ~1e-3, bfloat16 ~8e-3):
+the noise runs inject noise of that size and measure each op's own rounding in that dtype,
+and the screen and the budget's floor count that dtype's ulps. For float32 the scale is
+exactly 1: its budgets are unchanged. The float64 arbiter decides in every dtype.
+
 This is the only place tolerances are defined; tests and comparison code never special-case
 an op.
 """
@@ -33,6 +39,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from difftest.program.dtypes import EPS
+from difftest.program.dtypes import TINY as DTYPE_TINY
 
 F32_EPS = 2.0**-23
 
@@ -68,24 +77,35 @@ FLOOR_ULPS = 2.0  # ... + this many ulps of the reference ...
 TINY = 1e-37  # ... + the float32 subnormal range (flushed to zero by some kernels)
 
 
-def accumulation_noise(extent: int) -> float:
-    """Relative size (to the sum of |terms|) of the rounding of a float32 sum of `extent` terms."""
-    return F32_EPS * math.sqrt(max(extent, 1))
+def scale(dtype: str = "float32") -> float:
+    """How much larger `dtype`'s rounding is than float32's (exactly 1.0 for float32)."""
+    return EPS[dtype] / F32_EPS
 
 
-def screen(t: float, b: float) -> bool:
-    """Whether two float32 results agree without arbitration: equal non-finite values, or
-    within SCREEN of the larger magnitude of the two (or both in the subnormal range)."""
+def tiny(dtype: str = "float32") -> float:
+    """The absolute floor of `dtype`: TINY for float32, the smallest normal value otherwise."""
+    return TINY if dtype == "float32" else DTYPE_TINY[dtype]
+
+
+def accumulation_noise(extent: int, dtype: str = "float32") -> float:
+    """Relative size (to the sum of |terms|) of the rounding of a sum of `extent` terms in `dtype`."""
+    return F32_EPS * scale(dtype) * math.sqrt(max(extent, 1))
+
+
+def screen(t: float, b: float, dtype: str = "float32") -> bool:
+    """Whether two results in `dtype` agree without arbitration: equal non-finite values, or
+    within SCREEN (in `dtype`'s ulps) of the larger magnitude of the two (or both below tiny)."""
     if not (math.isfinite(t) and math.isfinite(b)):
         return t == b or (math.isnan(t) and math.isnan(b))
-    return abs(t - b) <= SCREEN * max(abs(t), abs(b)) + TINY
+    return abs(t - b) <= SCREEN * scale(dtype) * max(abs(t), abs(b)) + tiny(dtype)
 
 
 TERMS_ULPS = 4.0  # gradients: this many ulps of the sum of |terms| (noise.magnitude_run)
 
 
-def budget(noise: float, reference: float, terms: float = 0.0) -> float:
-    """The absolute error a float32 result of this element may have against the float64 one:
+def budget(noise: float, reference: float, terms: float = 0.0, dtype: str = "float32") -> float:
+    """The absolute error a result in `dtype` of this element may have against the float64 one:
     from its measured noise, its own magnitude and (gradients) the magnitude of the terms it
     sums, which may cancel."""
-    return NOISE_FACTOR * noise + FLOOR_ULPS * F32_EPS * abs(reference) + TERMS_ULPS * F32_EPS * terms + TINY
+    eps = F32_EPS * scale(dtype)
+    return NOISE_FACTOR * noise + FLOOR_ULPS * eps * abs(reference) + TERMS_ULPS * eps * terms + tiny(dtype)

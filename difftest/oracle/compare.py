@@ -154,6 +154,7 @@ def compare(
         _completeness(program, obs, out)
         _flags_and_shapes(program, shapes, prediction, obs, out)
         _grad_presence(prediction, obs, out)
+        _dtypes(program, obs, out)
     numeric: list[Mismatch] = []
     _values(program, shapes, torch_obs, burn_obs, numeric, prediction.nondet, prediction.incomparable_grads)
     if numeric and arbiter is not None:
@@ -256,7 +257,7 @@ def _values(
         tv = tvals.get(bv.id)
         if tv is None or tv.value.shape != bv.value.shape or bv.id in nondet:
             continue
-        m = _numeric("value", bv.id, index.get(bv.id), tv.value, bv.value, None)
+        m = _numeric("value", bv.id, index.get(bv.id), tv.value, bv.value, None, program.dtype)
         if m is not None:
             out.append(m)
     tb = {bw.id: bw for bw in t.backwards}
@@ -268,13 +269,14 @@ def _values(
             tg = tbw.grads.get(ident)
             if bg is None or tg is None or bg.shape != tg.shape or ident in merged.get(bbw.id, ()):
                 continue
-            m = _numeric("grad", ident, index.get(ident), tg, bg, bbw.id)
+            m = _numeric("grad", ident, index.get(ident), tg, bg, bbw.id, program.dtype)
             if m is not None:
                 out.append(m)
 
 
-def _numeric(kind: str, ident: str, i: int | None, t: TensorObs, b: TensorObs, backward: str | None) -> Mismatch | None:
-    bad = [j for j, (x, y) in enumerate(zip(t.data, b.data)) if not tol.screen(x, y)]
+def _numeric(kind: str, ident: str, i: int | None, t: TensorObs, b: TensorObs, backward: str | None,
+             dtype: str = "float32") -> Mismatch | None:
+    bad = [j for j, (x, y) in enumerate(zip(t.data, b.data)) if not tol.screen(x, y, dtype)]
     if not bad:
         return None
 
@@ -293,6 +295,22 @@ def _numeric(kind: str, ident: str, i: int | None, t: TensorObs, b: TensorObs, b
                     f"{where}{len(bad)} of {len(t.data)} element(s) differ by more than "
                     f"{tol.SCREEN / tol.F32_EPS:.0f} ulps", element=j, pair=(x, y), backward=backward,
                     elements=tuple(bad))
+
+
+def _dtypes(program: Program, obs: Observation, out: list[Mismatch]) -> None:
+    """Every value and gradient a framework reports must be in the program's dtype (docs/format.md#dtypes)."""
+    fw = obs.framework
+    index = {st.id: i for i, st in enumerate(program.statements)}
+    want = program.dtype
+    for val in obs.values:
+        if val.value.dtype != want:
+            out.append(Mismatch("dtype", val.id, index.get(val.id), fw, want, val.value.dtype,
+                                f"value {val.id} is {val.value.dtype} in a {want} program"))
+    for bw in obs.backwards:
+        for ident, g in bw.grads.items():
+            if g is not None and g.dtype != want:
+                out.append(Mismatch("dtype", ident, index.get(ident), fw, want, g.dtype,
+                                    f"at backward {bw.id}: the gradient of {ident} is {g.dtype} in a {want} program"))
 
 
 def _completeness(program: Program, obs: Observation, out: list[Mismatch]) -> None:

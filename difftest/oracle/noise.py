@@ -1,7 +1,8 @@
 """Monte Carlo rounding noise: how much float32 rounding each element's computation carries.
 
 The program runs in float64 with a small random relative error injected at every op boundary,
-the way float32 rounding would perturb it (tolerance.py declares the sizes per op class):
+the way rounding in the program's dtype would perturb it (tolerance.py declares the sizes per
+op class for float32 and scales them to the dtype; each op's own rounding is measured in it):
 
 * every op output is multiplied by `1 + rel * u` (u uniform in [-1, 1], one per element);
 * inputs of ops whose internals round intermediate values by `1 + input_rel * u`;
@@ -23,7 +24,7 @@ from typing import Any
 
 import torch
 
-from difftest.exec.torch_exec import OpSite, run_torch
+from difftest.exec.torch_exec import DTYPES, OpSite, run_torch
 from difftest.ops import tolerance as tol
 from difftest.program.ir import Program, Statement
 from difftest.program.jsonio import dumps, program_to_dict
@@ -81,7 +82,7 @@ class _Measured(torch.autograd.Function):
     def forward(ctx: Any, m: _Measure, *inputs: torch.Tensor) -> torch.Tensor:
         ctx.m = m
         m.inputs = [x.detach() for x in inputs]
-        return m.hooks.measured(m.compute, m.inputs, m.arrived)
+        return m.hooks.measured(m.compute, m.inputs, m.arrived, m.site.dtype)
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -92,9 +93,9 @@ class _Measured(torch.autograd.Function):
         arrived = [a.expand_as(x) for a, x in zip(m.arrived, m.inputs)]
         g64 = _vjp(m.compute, m.inputs, needs, g, torch.float64)
         ref64 = _vjp(m.compute, arrived, needs, g, torch.float64)
-        ref32 = _vjp(m.compute, arrived, needs, g, torch.float32)
+        ref32 = _vjp(m.compute, arrived, needs, g, DTYPES[m.site.dtype])
         terms = m.site.grad_terms(m.inputs, g.abs()) if m.site.grad_terms is not None else None
-        size = tol.accumulation_noise(m.site.extent) * tol.GRAD_TERMS_FACTOR
+        size = tol.accumulation_noise(m.site.extent, m.site.dtype) * tol.GRAD_TERMS_FACTOR
         out: list[torch.Tensor | None] = [None]
         k = 0
         for i, n in enumerate(needs):
@@ -124,12 +125,12 @@ class NoiseHooks:
         return 1.0 + size * self.uniform(shape)
 
     def measured(self, compute: Callable[[Sequence[torch.Tensor]], torch.Tensor],
-                 xs: Sequence[torch.Tensor], arrived: Sequence[torch.Tensor]) -> torch.Tensor:
-        """compute(xs) in float64 plus the op's own float32 rounding measured at the inputs as
-        they arrived, randomly scaled."""
+                 xs: Sequence[torch.Tensor], arrived: Sequence[torch.Tensor], dtype: str = "float32") -> torch.Tensor:
+        """compute(xs) in float64 plus the op's own rounding in `dtype` (the program's) measured
+        at the inputs as they arrived, randomly scaled."""
         y64 = compute(xs)
         r64 = compute(arrived)
-        r32 = compute([x.float() for x in arrived]).double()
+        r32 = compute([x.to(DTYPES[dtype]) for x in arrived]).double()
         return y64 + _finite(r32 - r64) * self.uniform(y64.shape) * tol.MEASURED_FACTOR
 
     def constant(self, st: Statement) -> torch.Tensor | None:
@@ -138,38 +139,40 @@ class NoiseHooks:
     def op(self, site: OpSite, inputs: Sequence[torch.Tensor],
            compute: Callable[[Sequence[torch.Tensor]], torch.Tensor]) -> torch.Tensor:
         cls = site.tolerance
+        k = tol.scale(site.dtype)  # 1.0 for float32
+        rel, input_rel = cls.rel * k, cls.input_rel * k
         recording = site.region == "grad" and torch.is_grad_enabled()
-        bwd = max(cls.rel, tol.BACKWARD_REL)
+        bwd = max(rel, tol.BACKWARD_REL * k)
         out_shape = torch.broadcast_shapes(*(x.shape for x in inputs)) if site.elementwise else None  # type: ignore[no-untyped-call]
         xs: list[torch.Tensor] = []
         for x in inputs:
             if recording and x.requires_grad:
                 if out_shape is not None and x.shape != out_shape:
                     x = x.expand(out_shape)
-                fwd = self._factor(x.shape, cls.input_rel) if cls.input_rel else None
+                fwd = self._factor(x.shape, input_rel) if input_rel else None
                 x = _Jitter.apply(x, fwd, self._factor(x.shape, bwd))
-            elif cls.input_rel:
-                x = x * self._factor(x.shape, cls.input_rel)
+            elif input_rel:
+                x = x * self._factor(x.shape, input_rel)
             xs.append(x)
         arrived = [x.detach() for x in inputs]
         if not site.measure:
             y = compute(xs)
         elif recording and any(x.requires_grad for x in xs):
             y = _Measured.apply(_Measure(compute, self, site, arrived), *xs)
-        elif recording or cls.rel or cls.input_rel:
-            y = self.measured(compute, xs, arrived)
+        elif recording or rel or input_rel:
+            y = self.measured(compute, xs, arrived, site.dtype)
         else:
             y = compute(xs)  # an exact op outside a recording region: keep PyTorch's view semantics
         add = None
         if site.magnitude is not None:
             with torch.no_grad():
                 terms = site.magnitude(inputs).to(torch.float64)
-                add = tol.accumulation_noise(site.extent) * terms * self.uniform(terms.shape)
+                add = tol.accumulation_noise(site.extent, site.dtype) * terms * self.uniform(terms.shape)
         if recording and y.requires_grad:
-            fwd = self._factor(y.shape, cls.rel) if cls.rel else None
+            fwd = self._factor(y.shape, rel) if rel else None
             y = _Jitter.apply(y, fwd, self._factor(y.shape, bwd))
-        elif cls.rel:
-            y = y * self._factor(y.shape, cls.rel)
+        elif rel:
+            y = y * self._factor(y.shape, rel)
         if add is not None:
             y = y + add
         return y

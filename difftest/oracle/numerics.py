@@ -83,14 +83,14 @@ def _same(x: float, r: float, budget: float) -> bool:
 
 
 def judge(t: float, b: float, r: float, noise: float, kink: str | None = None,
-          terms: float = 0.0) -> tuple[str, str]:
-    """The verdict and its reason for one element: torch and burn float32 results, the float64
-    reference, the measured noise of this element, whether a kink is on its path, and (for a
-    gradient) the magnitude of the terms it sums."""
-    budget = tol.budget(noise, r, terms)
+          terms: float = 0.0, dtype: str = "float32") -> tuple[str, str]:
+    """The verdict and its reason for one element: torch and burn results (in the program's
+    `dtype`), the float64 reference, the measured noise of this element, whether a kink is on
+    its path, and (for a gradient) the magnitude of the terms it sums."""
+    budget = tol.budget(noise, r, terms, dtype)
     b_ok, t_ok = _same(b, r, budget), _same(t, r, budget)
     if b_ok and t_ok:
-        return "agreement", "both within the measured float32 noise of the float64 result"
+        return "agreement", f"both within the measured {dtype} noise of the float64 result"
     if kink is not None:
         return "ill-conditioned", kink
     if t_ok:
@@ -146,10 +146,11 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
             devs = [abs(s.data[j] - r) for s in samples if math.isfinite(s.data[j]) and math.isfinite(r)]
             d = max(devs, default=0.0)
             terms = abs(mt.data[j]) if mt is not None and math.isfinite(mt.data[j]) else 0.0
-            kind, reason = judge(tt.data[j], bt.data[j], r, d, kink, terms)
+            kind, reason = judge(tt.data[j], bt.data[j], r, d, kink, terms, program.dtype)
             if not samples and failed:
                 reason += f" (no noise run measured it: {failed[0].kind}: {failed[0].message[:200]})"
-            judged.append(Judgement(j, kind, reason, tt.data[j], bt.data[j], r, d, tol.budget(d, r, terms), terms))
+            judged.append(Judgement(j, kind, reason, tt.data[j], bt.data[j], r, d,
+                                    tol.budget(d, r, terms, program.dtype), terms))
         evidence: dict[str, Any] = {}
         if failed:
             evidence["noise_runs_failed"] = (f"{len(failed)} of {len(noisy)}: {failed[0].kind}: "
@@ -266,7 +267,8 @@ def finite_difference(verdict: Verdict, leaf_id: str, backward_id: str, element:
     if not isinstance(leaf, Leaf) or not isinstance(bw, Backward) or element >= len(leaf.data):
         return None
     prefix = program.statements[: program.statements.index(bw)]
-    base = run_torch(Program(prefix), "float64")
+    # float64 programs: the perturbed data need not be values of the program's dtype
+    base = run_torch(Program(prefix, "float64"), "float64")
     constants: dict[str, torch.Tensor] = {}
     if freeze:
         for ident in frozen_values(verdict, leaf, prefix):
@@ -279,7 +281,7 @@ def finite_difference(verdict: Verdict, leaf_id: str, backward_id: str, element:
         data = list(leaf.data)
         data[element] = x
         stmts = tuple(replace(s, data=tuple(data)) if s is leaf else s for s in prefix)
-        v = run_torch(Program(stmts), "float64", hooks=hooks).value(bw.input)
+        v = run_torch(Program(stmts, "float64"), "float64", hooks=hooks).value(bw.input)
         return math.fsum(v.value.data) if v else math.nan
 
     x0 = leaf.data[element]

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
+from difftest.program.dtypes import FLOAT_DTYPES, first_unrepresentable
+
 FORMAT_NAME = "difftest-program"
 FORMAT_VERSION = 2  # the newest; a program without session statements is still written as 1
 FORMAT_VERSIONS = (1, 2)
@@ -280,6 +282,8 @@ def region_of(st: Statement) -> Region:
 @dataclass(frozen=True)
 class Program:
     statements: tuple[Statement, ...]
+    # every leaf, module parameter and float value is created in it (docs/format.md#dtypes)
+    dtype: str = "float32"
 
     def __post_init__(self) -> None:
         check_structure(self)
@@ -310,7 +314,11 @@ def _kind_name(st: Statement) -> str:
 
 def check_structure(program: Program) -> None:
     """Ids unique and well-formed; inputs refer to earlier value statements and module fields
-    to earlier module handles; leaf and module data fit their shapes."""
+    to earlier module handles; leaf and module data fit their shapes (and, in a program whose
+    dtype is not float32, are values of that dtype; float32 data are rounded on load)."""
+    if program.dtype not in FLOAT_DTYPES:
+        raise ProgramError(f"unknown program dtype {program.dtype!r} (known: {', '.join(FLOAT_DTYPES)})")
+    exact = program.dtype != "float32"
     seen: dict[str, Statement] = {}
     for i, st in enumerate(program.statements):
         if not ID_PATTERN.match(st.id):
@@ -333,6 +341,12 @@ def check_structure(program: Program) -> None:
                                    "not a module or transform", i, st.id)
         if isinstance(st, Module):
             _check_module(st, i)
+        if exact:
+            for what, data in _float_data(st):
+                bad = first_unrepresentable(data, program.dtype)
+                if bad is not None:
+                    raise ProgramError(f"{what}[{bad[0]}] = {bad[1]!r} is not a {program.dtype} value (the "
+                                       f"program's dtype): round the data to {program.dtype}", i, st.id)
         if isinstance(st, Transform) and st.transform not in TRANSFORMS:
             raise ProgramError(f"unknown transform {st.transform!r}", i, st.id)
         if isinstance(st, Param):
@@ -364,6 +378,15 @@ def check_structure(program: Program) -> None:
         if isinstance(st, OpCall) and not st.inputs:
             raise ProgramError("op without inputs", i, st.id)
         seen[st.id] = st
+
+
+def _float_data(st: Statement) -> list[tuple[str, tuple[float, ...]]]:
+    """The float data a statement holds: a leaf's, a linear module's weight and bias."""
+    if isinstance(st, Leaf):
+        return [("data", st.data)]
+    if isinstance(st, Module):
+        return [(name, t.data) for name, t in (("weight", st.weight), ("bias", st.bias)) if t is not None]
+    return []
 
 
 def _check_handles(st: Statement, i: int, seen: dict[str, Statement]) -> None:

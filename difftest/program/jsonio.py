@@ -1,4 +1,5 @@
-"""Program <-> JSON, with exact float32 round-trips (NaN, +-Inf and -0.0 included)."""
+"""Program <-> JSON, with exact round-trips in the program's dtype (NaN, +-Inf and -0.0
+included; float64 data are written with full precision: Python's shortest repr is exact)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import jsonschema
 
+from difftest.program.dtypes import DEFAULT_DTYPE, FLOAT_DTYPES
 from difftest.program.ir import (
     FORMAT_NAME,
     FORMAT_VERSIONS,
@@ -128,11 +130,16 @@ def _tensor_to_dict(t: InlineTensor) -> dict[str, Any]:
     return {"shape": list(t.shape), "data": encode_floats(t.data)}
 
 
-def _tensor_from_dict(raw: dict[str, Any], where: str) -> InlineTensor:
-    return InlineTensor(
-        tuple(int(d) for d in raw["shape"]),
-        tuple(to_f32(x) for x in decode_floats(raw["data"], f"{where}.data")),
-    )
+def _tensor_from_dict(raw: dict[str, Any], where: str, dtype: str) -> InlineTensor:
+    return InlineTensor(tuple(int(d) for d in raw["shape"]), _data(raw["data"], dtype, f"{where}.data"))
+
+
+def _data(raw: list[Any], dtype: str, where: str = "data") -> tuple[float, ...]:
+    """Float data of a program in `dtype`: float32 data are rounded to float32 (as format
+    versions 1 and 2 always did); other dtypes' are kept as written (ir.check_structure
+    rejects a value the dtype cannot hold, naming the statement)."""
+    xs = decode_floats(raw, where)
+    return tuple(to_f32(x) for x in xs) if dtype == "float32" else xs
 
 
 def _jsonable(v: Any) -> Any:
@@ -149,6 +156,8 @@ def program_to_dict(program: Program, name: str | None = None) -> dict[str, Any]
     d: dict[str, Any] = {"format": FORMAT_NAME, "version": program.format_version}
     if name:
         d["name"] = name
+    if program.dtype != DEFAULT_DTYPE:
+        d["dtype"] = program.dtype
     d["statements"] = [statement_to_dict(s) for s in program.statements]
     return d
 
@@ -234,22 +243,25 @@ def program_from_dict(doc: Any, *, validate: bool = True) -> Program:
     if validate:
         validate_dict(doc)
     statements: list[Statement] = []
+    dtype = doc.get("dtype", DEFAULT_DTYPE)
+    if dtype not in FLOAT_DTYPES:
+        raise ProgramError(f"unknown program dtype {dtype!r} (known: {', '.join(FLOAT_DTYPES)})")
     for i, raw in enumerate(doc["statements"]):
         ident = raw.get("id")
         try:
-            statements.append(_statement_from_dict(raw))
+            statements.append(_statement_from_dict(raw, dtype))
         except (KeyError, TypeError, ValueError) as e:
             raise ProgramError(str(e), i, ident) from e
-    return Program(tuple(statements))
+    return Program(tuple(statements), dtype)
 
 
-def _statement_from_dict(raw: dict[str, Any]) -> Statement:
+def _statement_from_dict(raw: dict[str, Any], dtype: str = DEFAULT_DTYPE) -> Statement:
     kind = raw["kind"]
     if kind == "leaf":
         return Leaf(
             id=raw["id"],
             shape=tuple(int(d) for d in raw["shape"]),
-            data=tuple(to_f32(x) for x in decode_floats(raw["data"])),
+            data=_data(raw["data"], dtype),
             device=raw["device"],
             require_grad=bool(raw["require_grad"]),
         )
@@ -285,8 +297,8 @@ def _statement_from_dict(raw: dict[str, Any]) -> Statement:
         return Module(
             id=raw["id"],
             module=raw["module"],
-            weight=_tensor_from_dict(raw["weight"], "weight"),
-            bias=_tensor_from_dict(bias, "bias") if bias is not None else None,
+            weight=_tensor_from_dict(raw["weight"], "weight", dtype),
+            bias=_tensor_from_dict(bias, "bias", dtype) if bias is not None else None,
         )
     if kind == "transform":
         return Transform(id=raw["id"], transform=raw["transform"], input=raw["input"])

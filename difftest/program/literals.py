@@ -96,6 +96,14 @@ def wrap(items: list[str], indent: str, width: int = 100) -> str:
     return f"\n{indent}".join(lines)
 
 
+def rust_f64_items(data: Iterable[float]) -> list[str]:
+    """f64 literals of a Rust `vec![...]` (every bit kept), the first one typed (`f64` suffix)."""
+    items = [rust_f64(x) for x in data]
+    if items and not items[0].startswith("f64::"):
+        items[0] += "f64"
+    return items
+
+
 def rust_f32_items(data: Iterable[float]) -> list[str]:
     """f32 literals of a Rust `vec![...]`, the first one typed (`f32` suffix)."""
     items = [rust_f32(x) for x in data]

@@ -14,14 +14,18 @@ Flags = dict[str, bool]
 @dataclass(frozen=True)
 class TensorObs:
     shape: tuple[int, ...]
-    data: tuple[float, ...]
+    data: tuple[float, ...]  # at the tensor's own precision (float64 values are not squeezed)
+    dtype: str = "float32"  # the dtype the framework reports (written when not float32)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"shape": list(self.shape), "data": encode_floats(self.data)}
+        d: dict[str, Any] = {"shape": list(self.shape), "data": encode_floats(self.data)}
+        if self.dtype != "float32":
+            d["dtype"] = self.dtype
+        return d
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> TensorObs:
-        return TensorObs(tuple(d["shape"]), decode_floats(d["data"]))
+        return TensorObs(tuple(d["shape"]), decode_floats(d["data"]), str(d.get("dtype", "float32")))
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ element budget (docs/format.md, "Bounds")."""
 from __future__ import annotations
 
 from difftest.ops.catalog import CATALOG
+from difftest.ops.dtype_support import why_unsupported
 from difftest.program.ir import (
     Apply,
     Cut,
@@ -124,5 +125,12 @@ def apply_shape(module: Module, x: Shape, index: int, st: Statement) -> Shape:
 
 
 def check_program(program: Program) -> dict[str, Shape]:
-    """Everything a program must satisfy before it runs: shapes and the element budget."""
+    """Everything a program must satisfy before it runs: shapes, the element budget, and ops
+    that run in the program's dtype (ops/dtype_support.py)."""
+    for i, st in enumerate(program.statements):
+        if isinstance(st, OpCall):
+            why = why_unsupported(st.op, program.dtype)
+            if why is not None:
+                raise ProgramError(f"op {st.op!r} does not run in {program.dtype} (the program's dtype): {why}",
+                                   i, st.id)
     return infer_shapes(program, bounded=True)

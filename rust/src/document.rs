@@ -10,7 +10,8 @@ use serde::de::{DeserializeOwned, Error, IgnoredAny, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
-use crate::floats::{kind_of, parse_f32};
+use crate::dtype::ProgramDType;
+use crate::floats::{kind_of, parse_f64};
 
 /// The top-level object. `statements` is only checked to be an array here: its elements are
 /// deserialized one by one from the document ([`Statement`]), so that an error names the
@@ -27,6 +28,9 @@ pub struct Document {
     #[allow(dead_code)]
     #[serde(default, deserialize_with = "present")]
     pub name: Option<String>,
+    /// The float dtype of the program (docs/format.md#dtypes); float32 when absent.
+    #[serde(default)]
+    pub dtype: ProgramDType,
     #[allow(dead_code)]
     pub statements: AnArray,
 }
@@ -312,10 +316,11 @@ pub struct Tensor {
     pub data: F32s,
 }
 
-/// Float tensor data: a flat list of numbers and `"NaN"`, `"Infinity"`, `"-Infinity"`, each
-/// narrowed to f32 ([`parse_f32`]); an element's error names its position (`data[3]: ...`).
+/// Float tensor data: a flat list of numbers and `"NaN"`, `"Infinity"`, `"-Infinity"`, read
+/// exactly as f64 ([`parse_f64`]; the program's dtype narrows or checks them when the program
+/// is resolved: [`ProgramDType::fit`]); an element's error names its position (`data[3]: ...`).
 #[derive(Debug)]
-pub struct F32s(pub Vec<f32>);
+pub struct F32s(pub Vec<f64>);
 
 impl<'de> Deserialize<'de> for F32s {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -331,7 +336,7 @@ impl<'de> Deserialize<'de> for F32s {
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<F32s, A::Error> {
                 let mut data = Vec::with_capacity(seq.size_hint().unwrap_or(0));
                 while let Some(v) = seq.next_element::<Value>()? {
-                    let x = parse_f32(&v)
+                    let x = parse_f64(&v)
                         .map_err(|e| A::Error::custom(format!("data[{}]: {e}", data.len())))?;
                     data.push(x);
                 }

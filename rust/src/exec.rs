@@ -16,7 +16,7 @@ use serde::ser::{SerializeMap, Serializer};
 
 use crate::apply;
 use crate::fault;
-use crate::floats::serialize_f32s;
+use crate::floats::serialize_f64s;
 use crate::nn::{NnModule, transpose_data};
 use crate::optim;
 use crate::program::{Kind, ParamName, Program, Region, Statement, Transform};
@@ -27,14 +27,20 @@ use crate::value::{DynTensor, Flags};
 #[derive(Clone, Debug, Serialize)]
 pub struct TensorObs {
     pub shape: Vec<usize>,
-    #[serde(serialize_with = "serialize_f32s")]
-    pub data: Vec<f32>,
+    #[serde(serialize_with = "serialize_f64s")]
+    pub data: Vec<f64>,
+    /// The tensor's dtype as burn reports it (PyTorch's names).
+    pub dtype: &'static str,
 }
 
 impl TensorObs {
     fn of(t: &DynTensor) -> Self {
-        let (shape, data) = t.read();
-        TensorObs { shape, data }
+        let (shape, data) = t.read_f64();
+        TensorObs {
+            shape,
+            data,
+            dtype: t.dtype_name(),
+        }
     }
 }
 
@@ -42,8 +48,9 @@ impl TensorObs {
 pub struct ValueObs {
     pub id: String,
     pub shape: Vec<usize>,
-    #[serde(serialize_with = "serialize_f32s")]
-    pub data: Vec<f32>,
+    #[serde(serialize_with = "serialize_f64s")]
+    pub data: Vec<f64>,
+    pub dtype: &'static str,
     pub flags: Flags,
 }
 
@@ -164,6 +171,7 @@ fn untranspose(obs: TensorObs, transposed: bool) -> TensorObs {
         (true, &[rows, cols]) => TensorObs {
             shape: vec![cols, rows],
             data: transpose_data(rows, cols, &obs.data),
+            dtype: obs.dtype,
         },
         _ => obs,
     }
@@ -231,6 +239,7 @@ fn param_outcome(stmt: &Statement, raw: DynTensor, transposed: bool) -> Outcome 
         id: stmt.id.clone(),
         shape: obs.shape,
         data: obs.data,
+        dtype: obs.dtype,
         flags: raw.flags(),
     };
     Outcome::Slot(Box::new(Slot::Param { raw, transposed }), Some(obs))
@@ -244,7 +253,7 @@ fn run_statement(stmt: &Statement, env: &[Slot], program: &Program, devices: &De
             step::tensor(&stmt.kind, devices, get).expect("leaf, op and cut are tensors")
         }
         Kind::Module { spec } => {
-            let m = NnModule::build(spec, &devices.autodiff);
+            let m = NnModule::build(spec, &devices.autodiff, devices.dtype);
             return Outcome::Slot(Box::new(Slot::Module(Box::new(m))), None);
         }
         Kind::Transform { transform, input } => {
@@ -308,11 +317,12 @@ fn run_statement(stmt: &Statement, env: &[Slot], program: &Program, devices: &De
             return Outcome::Slot(Box::new(Slot::Module(Box::new(m))), None);
         }
     };
-    let TensorObs { shape, data } = TensorObs::of(&value);
+    let TensorObs { shape, data, dtype } = TensorObs::of(&value);
     let obs = ValueObs {
         id: stmt.id.clone(),
         shape,
         data,
+        dtype,
         flags: fault::reported_flags(flag_site(stmt, &program.statements), value.flags()),
     };
     Outcome::Slot(Box::new(Slot::Value(value)), Some(obs))
@@ -322,7 +332,10 @@ fn run_statement(stmt: &Statement, env: &[Slot], program: &Program, devices: &De
 pub fn run(program: &Program) -> Observation {
     let mut obs = Observation::default();
     let devices = match catch_unwind(Devices::new) {
-        Ok(d) => d,
+        Ok(mut d) => {
+            d.dtype = program.dtype.float();
+            d
+        }
         Err(p) => {
             obs.error = Some(RunError {
                 index: 0,

@@ -29,6 +29,7 @@ pub fn parse_f64(v: &Value) -> Result<f64, String> {
 /// Parses one float element of tensor data and narrows it to the nearest f32, like the Python
 /// reader (`struct.pack("<f", x)`): a finite number that overflows float32 is an error.
 /// Writers only produce exact float32 values, for which the narrowing is lossless.
+#[cfg(test)]
 pub fn parse_f32(v: &Value) -> Result<f32, String> {
     let x = parse_f64(v)?;
     let narrowed = x as f32;
@@ -66,8 +67,10 @@ pub fn kind_of(v: &Value) -> &'static str {
 }
 
 /// Serializes a slice of f32 with the conventions above, without building a `Value`.
+#[cfg(test)]
 pub struct F32Slice<'a>(pub &'a [f32]);
 
+#[cfg(test)]
 impl Serialize for F32Slice<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(self.0.len()))?;
@@ -87,8 +90,36 @@ impl Serialize for F32Slice<'_> {
 }
 
 /// `serialize_with` helper for `Vec<f32>` fields.
+#[cfg(test)]
 pub fn serialize_f32s<T: AsRef<[f32]>, S: Serializer>(xs: &T, s: S) -> Result<S::Ok, S::Error> {
     F32Slice(xs.as_ref()).serialize(s)
+}
+
+/// Serializes a slice of f64 with the conventions above (observed values of any dtype, read
+/// as f64: exact, so float64 values keep their full precision).
+pub struct F64Slice<'a>(pub &'a [f64]);
+
+impl Serialize for F64Slice<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for &x in self.0 {
+            if x.is_nan() {
+                seq.serialize_element("NaN")?;
+            } else if x == f64::INFINITY {
+                seq.serialize_element("Infinity")?;
+            } else if x == f64::NEG_INFINITY {
+                seq.serialize_element("-Infinity")?;
+            } else {
+                seq.serialize_element(&x)?;
+            }
+        }
+        seq.end()
+    }
+}
+
+/// `serialize_with` helper for `Vec<f64>` fields.
+pub fn serialize_f64s<T: AsRef<[f64]>, S: Serializer>(xs: &T, s: S) -> Result<S::Ok, S::Error> {
+    F64Slice(xs.as_ref()).serialize(s)
 }
 
 #[cfg(test)]

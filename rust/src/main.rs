@@ -4,6 +4,7 @@
 #[cfg(test)]
 mod batch_norm_evidence;
 mod document;
+mod dtype;
 mod exec;
 mod fault;
 mod floats;

@@ -7,7 +7,7 @@
 
 use burn::module::{Module, Param};
 use burn::nn::{Dropout, DropoutConfig, Linear};
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, FloatDType, Tensor, TensorCreationOptions, TensorData};
 
 use crate::map;
 use crate::program::{ModuleSpec, ParamName, Transform};
@@ -21,7 +21,7 @@ pub enum NnModule {
 }
 
 /// Row-major `[rows, cols]` data transposed to `[cols, rows]`.
-pub fn transpose_data(rows: usize, cols: usize, data: &[f32]) -> Vec<f32> {
+pub fn transpose_data<T: Copy>(rows: usize, cols: usize, data: &[T]) -> Vec<T> {
     assert_eq!(
         data.len(),
         rows * cols,
@@ -44,7 +44,8 @@ macro_rules! each {
 
 impl NnModule {
     /// Builds the module on `device` (the autodiff device).
-    pub fn build(spec: &ModuleSpec, device: &Device) -> Self {
+    pub fn build(spec: &ModuleSpec, device: &Device, dtype: FloatDType) -> Self {
+        let options = || TensorCreationOptions::new(device.clone()).with_dtype(dtype.into());
         match spec {
             ModuleSpec::Linear {
                 d_input,
@@ -53,9 +54,11 @@ impl NnModule {
                 bias,
             } => {
                 let w = transpose_data(*d_output, *d_input, weight);
-                let w = Tensor::<2>::from_data(TensorData::new(w, [*d_input, *d_output]), device);
+                let w =
+                    Tensor::<2>::from_data(TensorData::new(w, [*d_input, *d_output]), options());
                 let bias = bias.as_ref().map(|b| {
-                    let b = Tensor::<1>::from_data(TensorData::new(b.clone(), [*d_output]), device);
+                    let b =
+                        Tensor::<1>::from_data(TensorData::new(b.clone(), [*d_output]), options());
                     Param::from_tensor(b)
                 });
                 NnModule::Linear(Linear {

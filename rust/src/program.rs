@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use crate::document::{self, Document};
 pub use crate::document::{Cut, DeviceKind, ParamName, Region, Transform};
+pub use crate::dtype::ProgramDType;
 use crate::ops::{self, NARY, Op, check_shape};
 
 pub const FORMAT: &str = "difftest-program";
@@ -41,8 +42,8 @@ pub enum ModuleSpec {
     Linear {
         d_input: usize,
         d_output: usize,
-        weight: Vec<f32>,
-        bias: Option<Vec<f32>>,
+        weight: Vec<f64>,
+        bias: Option<Vec<f64>>,
     },
     Dropout {
         p: f64,
@@ -54,7 +55,7 @@ pub enum ModuleSpec {
 pub enum Kind {
     Leaf {
         shape: Vec<usize>,
-        data: Vec<f32>,
+        data: Vec<f64>,
         device: DeviceKind,
         require_grad: bool,
     },
@@ -185,6 +186,8 @@ pub fn module_spec(statements: &[Statement], index: usize) -> &ModuleSpec {
 #[derive(Clone, Debug)]
 pub struct Program {
     pub statements: Vec<Statement>,
+    /// Every leaf, module parameter and float value is created in it.
+    pub dtype: ProgramDType,
 }
 
 /// Why a document is not a valid program; `index`/`statement` locate the offending statement.
@@ -269,6 +272,7 @@ impl Program {
         let mut resolver = Resolver {
             statements: Vec::with_capacity(parsed.len()),
             ids: HashMap::new(),
+            dtype: header.dtype,
         };
         for (index, raw) in parsed.into_iter().enumerate() {
             let id = raw.id().to_owned();
@@ -282,6 +286,7 @@ impl Program {
         }
         Ok(Program {
             statements: resolver.statements,
+            dtype: header.dtype,
         })
     }
 }
@@ -436,6 +441,7 @@ const OPTIMIZER: RefKind = RefKind {
 struct Resolver {
     statements: Vec<Statement>,
     ids: HashMap<String, usize>,
+    dtype: ProgramDType,
 }
 
 impl Resolver {
@@ -483,9 +489,11 @@ impl Resolver {
             document::Statement::Leaf(s) => {
                 check_shape(&s.shape)?;
                 check_data(&s.data.0, &s.shape)?;
+                let mut data = s.data.0;
+                self.dtype.fit_all(&mut data)?;
                 Kind::Leaf {
                     shape: s.shape,
-                    data: s.data.0,
+                    data,
                     device: s.device,
                     require_grad: s.require_grad,
                 }
@@ -545,12 +553,18 @@ impl Resolver {
             },
             document::Statement::Step(s) => self.step(&s)?,
             document::Statement::Module(document::Module::Linear(s)) => {
-                let (shape, weight) = inline_tensor(s.weight, "weight", 2)?;
+                let (shape, mut weight) = inline_tensor(s.weight, "weight", 2)?;
+                self.dtype
+                    .fit_all(&mut weight)
+                    .map_err(|e| format!("weight: {e}"))?;
                 let (d_output, d_input) = (shape[0], shape[1]);
                 let bias = match s.bias {
                     None => None,
                     Some(b) => {
-                        let (bshape, bias) = inline_tensor(b, "bias", 1)?;
+                        let (bshape, mut bias) = inline_tensor(b, "bias", 1)?;
+                        self.dtype
+                            .fit_all(&mut bias)
+                            .map_err(|e| format!("bias: {e}"))?;
                         if bshape != [d_output] {
                             return Err(format!(
                                 "bias has shape {bshape:?} but the weight [out, in] = {shape:?} needs [{d_output}]"
@@ -677,7 +691,7 @@ fn sgd_spec(s: &document::OptimizerStmt) -> Result<SgdSpec, String> {
 }
 
 /// Checks float tensor data's length against `shape`.
-fn check_data(data: &[f32], shape: &[usize]) -> Result<(), String> {
+fn check_data(data: &[f64], shape: &[usize]) -> Result<(), String> {
     let n: usize = shape.iter().product();
     if data.len() != n {
         return Err(format!(
@@ -693,7 +707,7 @@ fn inline_tensor(
     t: document::Tensor,
     what: &str,
     rank: usize,
-) -> Result<(Vec<usize>, Vec<f32>), String> {
+) -> Result<(Vec<usize>, Vec<f64>), String> {
     check_shape(&t.shape).map_err(|e| format!("{what}: {e}"))?;
     if t.shape.len() != rank {
         return Err(format!(
@@ -1015,7 +1029,7 @@ mod tests {
                 device: DeviceKind::Autodiff,
                 require_grad: true,
                 ..
-            } => assert_eq!(data, &[1.0, f32::NEG_INFINITY]),
+            } => assert_eq!(data, &[1.0, f64::NEG_INFINITY]),
             other => panic!("{other:?}"),
         }
         assert!(matches!(
@@ -1061,7 +1075,7 @@ mod tests {
         );
         doc_err(
             json!({"format": FORMAT, "version": 1, "statements": [], "extra": 1}),
-            "unknown field `extra`, expected one of `format`, `version`, `name`, `statements`",
+            "unknown field `extra`, expected one of `format`, `version`, `name`, `dtype`, `statements`",
         );
         doc_err(
             json!({"format": "other", "version": 1, "statements": []}),

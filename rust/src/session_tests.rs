@@ -28,7 +28,7 @@ fn value<'a>(obs: &'a Observation, id: &str) -> &'a ValueObs {
 fn reported_grad(obs: &Observation, bw: &str, of: &str) -> Option<Vec<f32>> {
     let b = obs.backwards.iter().find(|b| b.id == bw).expect("backward");
     let (_, g) = b.grads.0.iter().find(|(id, _)| id == of).expect("entry");
-    g.as_ref().map(|g| g.data.clone())
+    g.as_ref().map(|g| f32s(&g.data))
 }
 
 fn x_leaf() -> Value {
@@ -64,9 +64,9 @@ fn disjoint_graphs_sharing_a_leaf() {
     let e = [1.0f32.exp(), 2.0f32.exp()];
     assert_eq!(reported_grad(&obs, "bw1", "x"), Some(e.to_vec()));
     assert_eq!(reported_grad(&obs, "bw2", "x"), Some(vec![2.0, 4.0]));
-    assert_eq!(value(&obs, "g1").data, e.to_vec());
-    assert_eq!(value(&obs, "g2").data, vec![2.0, 4.0]);
-    assert_eq!(value(&obs, "h").data, vec![e[0] * 2.0, e[1] * 4.0]);
+    assert_eq!(f32s(&value(&obs, "g1").data), e.to_vec());
+    assert_eq!(f32s(&value(&obs, "g2").data), vec![2.0, 4.0]);
+    assert_eq!(f32s(&value(&obs, "h").data), vec![e[0] * 2.0, e[1] * 4.0]);
     // A gradient read has no autodiff association, and neither has what is computed from it.
     assert_eq!(value(&obs, "g1").flags, NO_AUTODIFF);
     assert_eq!(value(&obs, "h").flags, NO_AUTODIFF);
@@ -122,7 +122,7 @@ fn fresh_branch_after_a_backward() {
     assert!(obs.error.is_none(), "{:?}", obs.error);
     let cos = vec![1.0f32.cos(), 2.0f32.cos()];
     assert_eq!(reported_grad(&obs, "bw2", "x"), Some(cos.clone()));
-    assert_eq!(value(&obs, "g").data, cos);
+    assert_eq!(f32s(&value(&obs, "g").data), cos);
 }
 
 /// The statements of a 3-step SGD loop on `fc` (Linear 2 -> 1): forward, mse loss, backward,
@@ -160,6 +160,11 @@ fn sgd_loop(momentum: f64, weight_decay: f64) -> Value {
     Value::Array(st)
 }
 
+/// Observed data (reported as f64) of a float32 program, narrowed back (exactly).
+fn f32s(data: &[f64]) -> Vec<f32> {
+    data.iter().map(|&x| x as f32).collect()
+}
+
 fn close(got: &[f32], want: &[f32]) {
     assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
     for (g, w) in got.iter().zip(want) {
@@ -182,14 +187,17 @@ fn close(got: &[f32], want: &[f32]) {
 fn sgd_loop_with_momentum_and_weight_decay() {
     let obs = run_v2(sgd_loop(0.9, 0.01));
     assert!(obs.error.is_none(), "{:?}", obs.error);
-    close(&value(&obs, "l1").data, &[6.3125]);
-    close(&value(&obs, "gw1").data, &[6.0, -7.25]);
-    close(&value(&obs, "w1").data, &[-0.1005, -0.274]);
-    close(&value(&obs, "b1").data, &[0.19975]);
-    close(&value(&obs, "w2").data, &[-0.5476495, 0.686_649]);
-    close(&value(&obs, "b2").data, &[0.281_975_27]);
-    close(&value(&obs, "w3").data, &[-0.346_012_03, 1.324_259_3]);
-    close(&value(&obs, "b3").data, &[0.549_695_85]);
+    close(&f32s(&value(&obs, "l1").data), &[6.3125]);
+    close(&f32s(&value(&obs, "gw1").data), &[6.0, -7.25]);
+    close(&f32s(&value(&obs, "w1").data), &[-0.1005, -0.274]);
+    close(&f32s(&value(&obs, "b1").data), &[0.19975]);
+    close(&f32s(&value(&obs, "w2").data), &[-0.5476495, 0.686_649]);
+    close(&f32s(&value(&obs, "b2").data), &[0.281_975_27]);
+    close(
+        &f32s(&value(&obs, "w3").data),
+        &[-0.346_012_03, 1.324_259_3],
+    );
+    close(&f32s(&value(&obs, "b3").data), &[0.549_695_85]);
     // Stepped parameters are new require-grad leaves on the autodiff device.
     for id in ["w1", "b1", "w3"] {
         let f = value(&obs, id).flags;
@@ -212,8 +220,12 @@ fn plain_sgd_step_is_w_minus_lr_grad() {
     for k in 1..=3 {
         let w = &value(&obs, &format!("w{}", k - 1)).data;
         let g = &value(&obs, &format!("gw{k}")).data;
-        let want: Vec<f32> = w.iter().zip(g).map(|(w, g)| w - 0.1 * g).collect();
-        close(&value(&obs, &format!("w{k}")).data, &want);
+        let want: Vec<f32> = f32s(w)
+            .iter()
+            .zip(f32s(g))
+            .map(|(w, g)| w - 0.1 * g)
+            .collect();
+        close(&f32s(&value(&obs, &format!("w{k}")).data), &want);
     }
 }
 
@@ -246,10 +258,16 @@ fn grad_read_layout_and_missing_gradient() {
         (vec![2, 3], vec![1.0, 2.0, 3.0, 1.0, 2.0, 3.0])
     );
     assert_eq!(gw.flags, NO_AUTODIFF);
-    assert_eq!(value(&obs, "u").data, vec![0.0, 0.0, 0.0, 3.0, 3.0, 3.0]);
-    assert_eq!(value(&obs, "w1").data, vec![0.0, 0.0, 0.0, 3.0, 3.0, 3.0]);
+    assert_eq!(
+        f32s(&value(&obs, "u").data),
+        vec![0.0, 0.0, 0.0, 3.0, 3.0, 3.0]
+    );
+    assert_eq!(
+        f32s(&value(&obs, "w1").data),
+        vec![0.0, 0.0, 0.0, 3.0, 3.0, 3.0]
+    );
     // The handle still holds the gradients of values outside the module.
-    assert_eq!(value(&obs, "gx").data, vec![5.0, 7.0, 9.0]);
+    assert_eq!(f32s(&value(&obs, "gx").data), vec![5.0, 7.0, 9.0]);
     let e = obs.error.as_ref().expect("missing gradient");
     assert_eq!(
         (e.index, e.statement.as_str(), e.kind),
@@ -298,8 +316,8 @@ fn steps_without_parameter_gradients() {
         {"id": "y2", "kind": "apply", "module": "d1", "input": "x"}
     ]));
     assert!(obs.error.is_none(), "{:?}", obs.error);
-    assert_eq!(value(&obs, "w").data, vec![0.5, -1.0]);
-    assert_eq!(value(&obs, "y2").data, vec![1.0, 2.0]);
+    assert_eq!(f32s(&value(&obs, "w").data), vec![0.5, -1.0]);
+    assert_eq!(f32s(&value(&obs, "y2").data), vec![1.0, 2.0]);
 }
 
 fn invalid(version: u64, statements: Value) -> ProgramError {

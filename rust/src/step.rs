@@ -3,7 +3,7 @@
 //! inputs as its region sees them ([`enter`]) and runs under the injected fault, if any
 //! ([`crate::fault`]).
 
-use burn::tensor::Device;
+use burn::tensor::{Device, FloatDType};
 
 use crate::fault;
 use crate::program::{Cut, DeviceKind, Kind, Region};
@@ -24,6 +24,8 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 pub struct Devices {
     plain: Device,
     pub autodiff: Device,
+    /// The dtype leaves and module parameters are created in (the program's).
+    pub dtype: FloatDType,
 }
 
 impl Devices {
@@ -37,7 +39,11 @@ impl Devices {
         // Dropout draws its mask from the backend's RNG: a fixed seed per run keeps runs
         // reproducible.
         plain.seed(0);
-        Devices { plain, autodiff }
+        Devices {
+            plain,
+            autodiff,
+            dtype: FloatDType::F32,
+        }
     }
 
     /// A leaf statement's tensor: its data on the device it names, asked for its gradient if it
@@ -45,7 +51,7 @@ impl Devices {
     fn leaf(
         &self,
         shape: &[usize],
-        data: &[f32],
+        data: &[f64],
         device: DeviceKind,
         require_grad: bool,
     ) -> DynTensor {
@@ -53,7 +59,7 @@ impl Devices {
             DeviceKind::Plain => &self.plain,
             DeviceKind::Autodiff => &self.autodiff,
         };
-        let t = DynTensor::from_f32(data.to_vec(), shape, device);
+        let t = DynTensor::from_f64(data.to_vec(), shape, device, self.dtype);
         if require_grad { t.require_grad() } else { t }
     }
 }

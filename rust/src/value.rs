@@ -1,6 +1,8 @@
 //! A float tensor of dynamic rank (1 to 4) over burn's statically ranked `Tensor<D>`.
 
-use burn::tensor::{Bool, Device, Int, Shape, Tensor, TensorData};
+use burn::tensor::{
+    Bool, Device, FloatDType, Int, Shape, Tensor, TensorCreationOptions, TensorData,
+};
 
 /// Highest rank a program may use.
 pub const MAX_RANK: usize = 4;
@@ -70,9 +72,30 @@ pub struct Flags {
 
 impl DynTensor {
     /// Creates a tensor from row-major f32 data on `device`.
+    #[cfg(test)]
     pub fn from_f32(data: Vec<f32>, shape: &[usize], device: &Device) -> Self {
         let data = TensorData::new(data, shape.to_vec());
         of_rank!(shape.len(), "tensor", Tensor::from_data(data, device))
+    }
+
+    /// Creates a tensor of `dtype` from row-major f64 data on `device` (the data are values of
+    /// `dtype`: the program's dtype checked them).
+    pub fn from_f64(data: Vec<f64>, shape: &[usize], device: &Device, dtype: FloatDType) -> Self {
+        let data = TensorData::new(data, shape.to_vec());
+        let options = TensorCreationOptions::new(device.clone()).with_dtype(dtype.into());
+        of_rank!(shape.len(), "tensor", Tensor::from_data(data, options))
+    }
+
+    /// The tensor's dtype as PyTorch names it (`float32`, `float64`, `float16`, `bfloat16`).
+    pub fn dtype_name(&self) -> &'static str {
+        crate::dtype::dtype_name(apply!(self, t => t.dtype()))
+    }
+
+    /// Reads the shape and the data as f64 (row-major; exact for every float dtype).
+    pub fn read_f64(&self) -> (Vec<usize>, Vec<f64>) {
+        let data = apply!(self, t => t.try_to_vec_as::<f64>())
+            .unwrap_or_else(|e| panic!("reading tensor data failed: {e:?}"));
+        (self.dims(), data)
     }
 
     pub fn rank(&self) -> usize {
@@ -84,6 +107,7 @@ impl DynTensor {
     }
 
     /// Reads the shape and the data as f32 (row-major).
+    #[cfg(test)]
     pub fn read(&self) -> (Vec<usize>, Vec<f32>) {
         let data = apply!(self, t => t.try_to_vec_as::<f32>())
             .unwrap_or_else(|e| panic!("reading tensor data failed: {e:?}"));

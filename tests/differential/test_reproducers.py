@@ -183,7 +183,7 @@ def _floats(s: str, f32: bool = False) -> tuple[float, ...]:
     return tuple(to_f32(x) for x in xs) if f32 else tuple(xs)
 
 
-def parse(text: str, framework: str) -> Printout:
+def parse(text: str, framework: str, dtype: str = "float32") -> Printout:
     out = Printout()
     lines = text.splitlines()
     for i, line in enumerate(lines):
@@ -196,7 +196,8 @@ def parse(text: str, framework: str) -> Printout:
         if m := BACKWARD.match(line):
             out.backwards.append((m[1], {}))
         elif m := GRAD.match(line):
-            grad = None if m[2] is None else TensorObs(_ints(m[3]), _floats(m[2], framework == "burn"))
+            narrow = framework == "burn" and dtype == "float32"
+            grad = None if m[2] is None else TensorObs(_ints(m[3]), _floats(m[2], narrow))
             out.backwards[-1][1][m[1]] = grad
         elif framework == "torch" and (m := VALUE_TORCH.match(line)):
             flags = {"requires_grad": m[3] == "True", "is_leaf": m[4] == "True",
@@ -205,7 +206,7 @@ def parse(text: str, framework: str) -> Printout:
         elif framework == "burn" and (m := VALUE_BURN.match(line)):
             flags = {"is_autodiff": m[3] == "true", "is_tracked": m[4] == "true",
                      "is_require_grad": m[5] == "true"}
-            out.values.append((m[1], _ints(m[2]), flags, _floats(m[6], True)))
+            out.values.append((m[1], _ints(m[2]), flags, _floats(m[6], dtype == "float32")))
     return out
 
 
@@ -389,7 +390,7 @@ def test_rust_test_matches_burn_worker(name: str, rust_build: RustBuild, burn_wo
     )
     obs = burn_worker.run(p)
     assert obs.error is None or obs.error.kind in ("panic", "missing-gradient"), obs.error
-    assert_matches(parse(done.stdout, "burn"), obs, printed_error=False)
+    assert_matches(parse(done.stdout, "burn", p.dtype), obs, printed_error=False)
     if obs.error is None:
         assert done.returncode == 0, done.stdout + done.stderr
     else:

@@ -55,9 +55,25 @@ def _campaign(fault: str, cfg: GenConfig, keep: Callable[[Program], bool] = lamb
 def test_a_1e4_gradient_fault_is_found(op: str) -> None:
     # the fault's own numeric effect: a burn-wrong gradient (a no-op call that the fault turns into
     # a new node also changes flags, which is found too, but is not what this measures)
-    n, v = _campaign(f"grad-scale:{op}:1e-4", GenConfig(), kinds=("burn-wrong",))
+    # float32 programs, as before program dtypes existed: its budgets are the float32 ones
+    n, v = _campaign(f"grad-scale:{op}:1e-4", GenConfig(dtype="float32"), kinds=("burn-wrong",))
     print(f"\ngrad-scale:{op}:1e-4 found after {n} programs")
     assert v is not None, f"grad-scale:{op}:1e-4 not found in {BUDGET} programs"
+    assert v.kind == "burn-wrong", v.report()
+
+
+# a sample of ops across families (elementwise, reductions, matmul, nn, losses, shape ops)
+FLOAT64_SAMPLE = ["exp", "tanh", "mul", "matmul", "sum_dim", "softmax", "conv2d", "max_pool2d", "cross_entropy",
+                  "gather", "sort", "embedding"]
+
+
+@pytest.mark.quality
+@pytest.mark.parametrize("op", FLOAT64_SAMPLE)
+def test_a_1e4_gradient_fault_is_found_in_float64_programs(op: str) -> None:
+    """In float64 programs the budgets are ~1e-16 relative: the same fault stands out as well."""
+    n, v = _campaign(f"grad-scale:{op}:1e-4", GenConfig(dtype="float64"), kinds=("burn-wrong",))
+    print(f"\nfloat64: grad-scale:{op}:1e-4 found after {n} programs")
+    assert v is not None, f"grad-scale:{op}:1e-4 not found in {BUDGET} float64 programs"
     assert v.kind == "burn-wrong", v.report()
 
 

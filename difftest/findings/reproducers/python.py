@@ -3,6 +3,8 @@ with the executor's lowerings and prints every value, its autograd flags and the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from difftest.findings.reproducers.names import count, variable_names
 from difftest.ops.catalog import CATALOG
 from difftest.ops.spelling import TORCH_NAMESPACE_SOURCE
@@ -186,7 +188,7 @@ def torch_script(program: Program, name: str | None = None) -> str:
         if isinstance(st, Module):
             handles.append(st.id)
             no_grad_apply[st.id] = False
-            out.extend(_torch_module(st, var))
+            out.extend(_torch_module(st, var, program.dtype))
             if st.module == "dropout":
                 dropouts.add(st.id)
             continue
@@ -217,8 +219,9 @@ def torch_script(program: Program, name: str | None = None) -> str:
             defined.append(st.id)
             continue
         if isinstance(st, Leaf):
-            data = wrap([py_f32(x) for x in st.data], ind + " " * 8)
-            expr = f"torch.tensor([{data}], dtype=torch.float32).reshape({list_literal(st.shape)}).clone()"
+            data = wrap(_floats(st.data, program.dtype), ind + " " * 8)
+            expr = (f"torch.tensor([{data}], dtype=torch.{program.dtype}).reshape({list_literal(st.shape)})"
+                    ".clone()")
             if st.require_grad:
                 expr += ".requires_grad_()"
         elif isinstance(st, OpCall):
@@ -248,17 +251,23 @@ def _holders(defined: list[str], handles: list[str], names: dict[str, str]) -> s
     return f"{tensors} + [p for m in [{', '.join(names[h] for h in handles)}] for p in m.parameters()]"
 
 
-def _torch_module(st: Module, var: str) -> list[str]:
+def _floats(data: Sequence[float], dtype: str) -> list[str]:
+    """Data literals: the shortest float32 spelling in float32 programs, else every bit of the double."""
+    return [py_f32(x) for x in data] if dtype == "float32" else [py_float(x) for x in data]
+
+
+def _torch_module(st: Module, var: str, dtype: str = "float32") -> list[str]:
     if st.module == "dropout":
         return [f"{var} = torch.nn.Dropout({py_float(st.p)})"]
     assert st.weight is not None
     out_f, in_f = st.weight.shape
     has_bias = st.bias is not None
-    lines = [f"{var} = torch.nn.Linear({in_f}, {out_f}, bias={has_bias})  # weight [out, in] = [{out_f}, {in_f}]",
+    dt = "" if dtype == "float32" else f", dtype=torch.{dtype}"
+    lines = [f"{var} = torch.nn.Linear({in_f}, {out_f}, bias={has_bias}{dt})  # weight [out, in] = [{out_f}, {in_f}]",
              "with torch.no_grad():"]
-    w = wrap([py_f32(x) for x in st.weight.data], " " * 8)
-    lines.append(f"    {var}.weight.copy_(torch.tensor([{w}]).reshape({out_f}, {in_f}))")
+    w = wrap(_floats(st.weight.data, dtype), " " * 8)
+    lines.append(f"    {var}.weight.copy_(torch.tensor([{w}]{dt}).reshape({out_f}, {in_f}))")
     if st.bias is not None:
-        b = wrap([py_f32(x) for x in st.bias.data], " " * 8)
-        lines.append(f"    {var}.bias.copy_(torch.tensor([{b}]))")
+        b = wrap(_floats(st.bias.data, dtype), " " * 8)
+        lines.append(f"    {var}.bias.copy_(torch.tensor([{b}]{dt}))")
     return lines

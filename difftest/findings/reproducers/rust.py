@@ -24,27 +24,41 @@ from difftest.program.ir import (
     Transform,
     ZeroGrad,
 )
-from difftest.program.literals import list_literal, rust_f32, rust_f32_items, rust_f64, wrap
+from difftest.program.literals import list_literal, rust_f32, rust_f32_items, rust_f64, rust_f64_items, wrap
 from difftest.program.validate import infer_shapes
 
 __all__ = ["rust_test", "rust_test_file"]
 
 
-def _rust_module(st: Module, var: str) -> str:
+# a program's dtype as burn's DType (float32 programs use the device's default, F32)
+_BURN_DTYPE = {"float64": "DType::F64", "float16": "DType::F16", "bfloat16": "DType::BF16"}
+
+
+def _items(data: Sequence[float], dtype: str) -> list[str]:
+    """Data literals: f32 for float32 programs, else f64 (exact; burn converts to the dtype)."""
+    return rust_f32_items(data) if dtype == "float32" else rust_f64_items(data)
+
+
+def _options(dev: str, dtype: str) -> str:
+    """The creation options of a tensor on `dev` in the program's dtype."""
+    return f"&{dev}" if dtype == "float32" else f"(&{dev}, {_BURN_DTYPE[dtype]})"
+
+
+def _rust_module(st: Module, var: str, dtype: str = "float32") -> str:
     if st.module == "dropout":
         return f"let {var} = DropoutConfig::new({rust_f64(st.p)}).init();"
     assert st.weight is not None
     out_f, in_f = st.weight.shape
     # burn's Linear stores [in, out]: the program's [out, in] weight, transposed
     wt = [st.weight.data[o * in_f + i] for i in range(in_f) for o in range(out_f)]
-    w = (f"Param::from_tensor(Tensor::<2>::from_data(TensorData::new(vec![{wrap(rust_f32_items(wt), ' ' * 8)}], "
-         f"[{in_f}, {out_f}]), &device))")
+    w = (f"Param::from_tensor(Tensor::<2>::from_data(TensorData::new(vec![{wrap(_items(wt, dtype), ' ' * 8)}], "
+         f"[{in_f}, {out_f}]), {_options('device', dtype)}))")
     if st.bias is None:
         bias = "None"
     else:
-        b = wrap(rust_f32_items(st.bias.data), " " * 8)
+        b = wrap(_items(st.bias.data, dtype), " " * 8)
         bias = (f"Some(Param::from_tensor(Tensor::<1>::from_data(TensorData::new(vec![{b}], "
-                f"[{out_f}]), &device)))")
+                f"[{out_f}]), {_options('device', dtype)})))")
     return "\n".join([
         f"// weight [out, in] = [{out_f}, {in_f}], stored by burn as [in, out]",
         f"let {var} = Linear {{",
@@ -58,7 +72,7 @@ _RUST_TRANSFORM = {"valid": "valid()", "train": "clone().train()", "no_grad": "c
                    "freeze": "clone().freeze()", "unfreeze": "clone().unfreeze()"}
 
 
-def _show_helpers(uses_grads: bool, *, param: bool) -> list[str]:
+def _show_helpers(uses_grads: bool, *, param: bool, elem: str = "f32") -> list[str]:
     """`show` / `show_grad` for a value of any rank, or (`param`) `show_param` /
     `show_grad_param` for a Linear weight: burn stores it [in, out]; flags are the parameter's,
     values (and the gradient) are printed in PyTorch's [out, in] layout, as difftest-burn
@@ -71,7 +85,7 @@ def _show_helpers(uses_grads: bool, *, param: bool) -> list[str]:
     lines = [
         f"fn show{suffix}{generics}(name: &str, {arg}: &{ty}) {{",
         *transposed,
-        "    let values = t.try_to_vec_as::<f32>().unwrap();",
+        f"    let values = t.try_to_vec_as::<{elem}>().unwrap();",
         "    println!(",
         '        "{} shape={:?} is_autodiff={} is_tracked={} is_require_grad={} values={:?}",',
         f"        name, t.dims(), {arg}.is_autodiff(), {arg}.is_tracked(), {arg}.is_require_grad(), values",
@@ -84,7 +98,7 @@ def _show_helpers(uses_grads: bool, *, param: bool) -> list[str]:
             f"    match {arg}.grad(grads) {{",
             "        Some(g) => {",
             *(["            let g = g.transpose();"] if param else []),
-            "            let values = g.try_to_vec_as::<f32>().unwrap();",
+            f"            let values = g.try_to_vec_as::<{elem}>().unwrap();",
             '            println!("grad {} = {:?} shape={:?}", name, values, g.dims());',
             "        }",
             '        None => println!("grad {} = None", name),',
@@ -166,7 +180,7 @@ def rust_test(program: Program, name: str) -> str:
             continue
         if isinstance(st, Module):
             nn_uses.update({"Module", "Param", "Linear"} if st.module == "linear" else {"Module", "DropoutConfig"})
-            body.append(_rust_module(st, var))
+            body.append(_rust_module(st, var, program.dtype))
             continue
         if isinstance(st, Transform):
             body.append(f"let {var} = {names[st.input]}.{_RUST_TRANSFORM[st.transform]};")
@@ -190,8 +204,9 @@ def rust_test(program: Program, name: str) -> str:
             continue
         if isinstance(st, Leaf):
             dev = "device" if st.device == "autodiff" else "plain"
-            data = wrap(rust_f32_items(st.data), ind)
-            expr = f"Tensor::<{rank}>::from_data(TensorData::new(vec![{data}], {list_literal(st.shape)}), &{dev})"
+            data = wrap(_items(st.data, program.dtype), ind)
+            expr = (f"Tensor::<{rank}>::from_data(TensorData::new(vec![{data}], {list_literal(st.shape)}), "
+                    f"{_options(dev, program.dtype)})")
             if st.require_grad:
                 expr += ".require_grad()"
         else:
@@ -212,6 +227,8 @@ def rust_test(program: Program, name: str) -> str:
         body.append(f'show("{st.id}", &{var});')
         defined.append(st.id)
     imports = ["Device", "Tensor", "TensorData", *sorted(uses - {"activation"})]
+    if program.dtype != "float32":
+        imports.insert(1, "DType")
     if "activation" in uses:
         imports.insert(0, "activation")
     allow = ["non_snake_case"] if any(v != v.lower() for v in names.values()) else []
@@ -220,6 +237,9 @@ def rust_test(program: Program, name: str) -> str:
         out.append(f"#[allow({', '.join(allow)})]")
     out.append(f"fn {name}() {{")
     out.append(f"{ind}// difftest reproducer: burn 0.22.1, Flex backend {count(program)}")
+    if program.dtype != "float32":
+        out.append(f"{ind}// program dtype {program.dtype}: leaves and parameters are created in it, "
+                   "values print as f64")
     out.append(f"{ind}use burn::tensor::{{{', '.join(imports)}}};")
     for path, names_used in (("burn::module", nn_uses & {"Module", "Param"}),
                              ("burn::nn", nn_uses & {"DropoutConfig", "Linear"})):
@@ -231,9 +251,10 @@ def rust_test(program: Program, name: str) -> str:
         items = sorted(optim_uses)
         out.append(f"{ind}use burn::optim::{{{', '.join(items)}}};")
     out.append("")
-    out.extend(f"{ind}{line}" for line in _show_helpers("Gradients" in uses, param=False))
+    elem = "f32" if program.dtype == "float32" else "f64"
+    out.extend(f"{ind}{line}" for line in _show_helpers("Gradients" in uses, param=False, elem=elem))
     if weights:
-        out.extend(f"{ind}{line}" for line in _show_helpers("Gradients" in uses, param=True))
+        out.extend(f"{ind}{line}" for line in _show_helpers("Gradients" in uses, param=True, elem=elem))
     out.append("")
     for line in body:
         out.extend(f"{ind}{part}" for part in line.split("\n"))
