@@ -10,6 +10,7 @@ from typing import Protocol
 
 import torch
 
+from difftest.exec.torch_modules import build_torch_module
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
 from difftest.program.ir import (
@@ -72,18 +73,8 @@ class TorchModule:
 
 
 def build_module(st: Module, dt: torch.dtype) -> torch.nn.Module:
-    """`module` statement -> nn.Linear (weight [out, in] and bias copied from the data, the
-    parameters requiring grad) or nn.Dropout(p)."""
-    if st.module == "dropout":
-        return torch.nn.Dropout(st.p)
-    assert st.weight is not None
-    out_f, in_f = st.weight.shape
-    m = torch.nn.Linear(in_f, out_f, bias=st.bias is not None, dtype=dt)
-    with torch.no_grad():
-        m.weight.copy_(torch.tensor(st.weight.data, dtype=dt).reshape(out_f, in_f))
-        if st.bias is not None and m.bias is not None:
-            m.bias.copy_(torch.tensor(st.bias.data, dtype=dt))
-    return m
+    """`module` statement -> its kind's PyTorch module (difftest/exec/torch_modules.py)."""
+    return build_torch_module(st, dt)
 
 
 def transform_module(handle: TorchModule, transform: str) -> TorchModule:

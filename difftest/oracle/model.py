@@ -53,6 +53,7 @@ from difftest.program.ir import (
     value_inputs,
 )
 from difftest.program.ir import Step as StepStatement
+from difftest.program.module_kinds import module_kind
 from difftest.program.validate import infer_shapes
 
 
@@ -359,9 +360,7 @@ def _transposed(s: BurnState) -> BurnState:
 def module_state(st: Module | Transform, modules: dict[str, ModuleState]) -> ModuleState:
     """The handle a `module` or `transform` statement defines (see ModuleState)."""
     if isinstance(st, Module):
-        params: tuple[str, ...] = ()
-        if st.module == "linear":
-            params = ("weight", "bias") if st.bias is not None else ("weight",)
+        params = tuple(name for name in module_kind(st.module).params if st.tensor(name) is not None)
         return ModuleState(st.id, st.module, st.p, params, burn_origin=st.id)
     m = modules[st.input]
     new = replace(m, id=st.id)
