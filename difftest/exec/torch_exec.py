@@ -10,7 +10,7 @@ from typing import Protocol
 
 import torch
 
-from difftest.exec.torch_modules import build_torch_module
+from difftest.exec.torch_modules import SHARES_BUFFERS_ACROSS, build_torch_module
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
 from difftest.program.ir import (
@@ -82,6 +82,9 @@ def transform_module(handle: TorchModule, transform: str) -> TorchModule:
     m = copy.deepcopy(handle.module)
     for p in m.parameters():
         p.grad = None  # a copy starts without gradients, like burn's fresh parameters
+    if transform in SHARES_BUFFERS_ACROSS:  # burn's clone shares the running state
+        for name, buf in handle.module.named_buffers():
+            setattr(m, name, buf)
     if transform == "valid":
         return TorchModule(m.eval(), no_grad=True)
     if transform == "train":

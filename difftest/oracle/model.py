@@ -222,7 +222,8 @@ def _run(
         pred.states[st.id] = current
         own = frozenset(module_param_keys(fw, module)) if isinstance(st, Apply) and module else EMPTY
         pred.paths[st.id] = _paths(st.id, current, value_inputs(st), pred, own)
-        if isinstance(st, Param) and st.param == "weight" and isinstance(current, BurnState):
+        if isinstance(st, Param) and isinstance(current, BurnState) and module is not None \
+                and st.param in module_kind(module.kind).burn_transposed:
             pred.as_input[st.id] = _transposed(current)
         if any(x in pred.nondet for x in value_inputs(st)) or (
             isinstance(st, Apply) and module is not None and _draws_mask(module, inputs[0], current)

@@ -429,6 +429,10 @@ def _check_handles(st: Statement, i: int, seen: dict[str, Statement]) -> None:
             raise ProgramError(f"lr = {st.lr!r} must be finite and > 0", i, st.id)
         if st.module in seen and isinstance(seen[st.module], MODULE_KINDS):
             root = _root_id(seen, st.module)
+            root_st = seen[root]
+            if isinstance(root_st, Module) and not module_kind(root_st.module).steppable:
+                raise ProgramError(f"module {st.module!r} is a {root_st.module}, which optimizer steps do not "
+                                   "act on (its running state is not modelled across steps)", i, st.id)
             for other in seen.values():
                 if isinstance(other, Step) and other.optimizer == opt.id and other.module in seen \
                         and _root_id(seen, other.module) != root:

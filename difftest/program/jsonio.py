@@ -32,6 +32,7 @@ from difftest.program.ir import (
     ZeroGrad,
 )
 from difftest.program.module_kinds import ModuleError, module_kind
+from difftest.program.module_schema import overlay
 
 SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -158,7 +159,7 @@ def program_to_json(program: Program, indent: int | None = None) -> str:
 def schema(version: int = FORMAT_VERSIONS[-1]) -> dict[str, Any]:
     text = resources.files("difftest.program").joinpath(f"schema/program-v{version}.json").read_text()
     loaded: dict[str, Any] = json.loads(text)
-    return loaded
+    return overlay(loaded)  # module kinds and param names from module_kinds.py
 
 
 @cache

@@ -55,6 +55,7 @@ class ModuleKind:
     stateful: bool = False  # train-mode forwards update buffers (running statistics)
     steppable: bool = False  # optimizer steps act on it (rust/src/optim.rs)
     saves_input: bool = False  # its backward saves the input (an inference input cannot be saved)
+    burn_transposed: tuple[str, ...] = ()  # parameters burn stores transposed (rust/src/nn.rs)
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -66,6 +67,10 @@ class ModuleKind:
 
     def tensor(self, name: str) -> TensorSpec | None:
         return next((t for t in self.tensors if t.name == name), None)
+
+    def is_buffer(self, name: str) -> bool:
+        t = self.tensor(name)
+        return t is not None and t.buffer
 
 
 def _in_unit(name: str) -> Callable[[Any], str | None]:
@@ -111,14 +116,64 @@ def _same_shape(attrs: dict[str, Any], shapes: dict[str, Shape], x: Shape) -> Sh
 
 LINEAR = ModuleKind(
     "linear", (), (TensorSpec("weight"), TensorSpec("bias", optional=True)), _linear_shapes,
-    input_ranks=(1, 2, 3, 4), out_shape=_linear_out, steppable=True, saves_input=True)
+    input_ranks=(1, 2, 3, 4), out_shape=_linear_out, steppable=True, saves_input=True,
+    burn_transposed=("weight",))
 
 DROPOUT = ModuleKind(
     "dropout", (AttrSpec("p", float, _in_unit("p")),), (), lambda attrs, given: {},
-    input_ranks=(1, 2, 3, 4), out_shape=_same_shape)
+    input_ranks=(1, 2, 3, 4), out_shape=_same_shape, steppable=True)
 
 
-MODULE_KINDS: dict[str, ModuleKind] = {k.name: k for k in (LINEAR, DROPOUT)}
+# ---------------------------------------------------------------- normalisation
+
+def _features(attr: str) -> Callable[[dict[str, Any], dict[str, Shape]], dict[str, Shape]]:
+    """Every tensor is [attrs[attr]]."""
+    def shapes(attrs: dict[str, Any], given: dict[str, Shape]) -> dict[str, Shape]:
+        n = attrs[attr]
+        return {name: (n,) for name in ("weight", "bias", "running_mean", "running_var")}
+    return shapes
+
+
+def _batch_norm_out(attrs: dict[str, Any], shapes: dict[str, Shape], x: Shape) -> Shape:
+    c = attrs["num_features"]
+    if x[1] != c:
+        raise ModuleError(f"batch_norm with num_features = {c} applied to an input of shape {list(x)} "
+                          f"(dim 1, the channels, must be {c})")
+    return x
+
+
+def _layer_norm_out(attrs: dict[str, Any], shapes: dict[str, Shape], x: Shape) -> Shape:
+    d = attrs["d_model"]
+    if x[-1] != d:
+        raise ModuleError(f"layer_norm with d_model = {d} applied to an input of shape {list(x)} "
+                          f"(the last dim must be {d})")
+    return x
+
+
+# burn-nn 0.22.1 norm/batch.rs: `forward<const D>` asserts [_, num_features, ..] (rank >= 2);
+# train mode normalises with the batch statistics and updates the running ones (only on the
+# autodiff device), eval mode uses the running ones
+BATCH_NORM = ModuleKind(
+    "batch_norm",
+    (AttrSpec("num_features", int, _positive_int("num_features")),
+     AttrSpec("epsilon", float, _positive_finite("epsilon")),
+     AttrSpec("momentum", float, _in_unit("momentum"))),
+    (TensorSpec("weight"), TensorSpec("bias"), TensorSpec("running_mean", buffer=True),
+     TensorSpec("running_var", buffer=True)),
+    _features("num_features"), input_ranks=(2, 3, 4), out_shape=_batch_norm_out, stateful=True,
+    saves_input=True)
+
+# burn-nn 0.22.1 norm/layer.rs: normalises over the last dim (PyTorch normalized_shape = [d_model])
+LAYER_NORM = ModuleKind(
+    "layer_norm",
+    (AttrSpec("d_model", int, _positive_int("d_model")),
+     AttrSpec("epsilon", float, _positive_finite("epsilon"))),
+    (TensorSpec("weight"), TensorSpec("bias", optional=True)),
+    _features("d_model"), input_ranks=(1, 2, 3, 4), out_shape=_layer_norm_out, steppable=True,
+    saves_input=True)
+
+
+MODULE_KINDS: dict[str, ModuleKind] = {k.name: k for k in (LINEAR, DROPOUT, BATCH_NORM, LAYER_NORM)}
 
 
 def module_kind(name: str) -> ModuleKind:

@@ -19,7 +19,7 @@ use crate::fault;
 use crate::floats::serialize_f32s;
 use crate::nn::{NnModule, transpose_data};
 use crate::optim;
-use crate::program::{Kind, ParamName, Program, Region, Statement, Transform};
+use crate::program::{Kind, Program, Region, Statement, Transform};
 use crate::step::{self, Devices, panic_message};
 use crate::value::{DynTensor, Flags};
 
@@ -253,8 +253,8 @@ fn run_statement(stmt: &Statement, env: &[Slot], program: &Program, devices: &De
         }
         Kind::Apply { module, input } => env[*module].module().forward(get(*input)),
         Kind::Param { module, param } => {
-            let raw = env[*module].module().param(*param);
-            return param_outcome(stmt, raw, *param == ParamName::Weight);
+            let m = env[*module].module();
+            return param_outcome(stmt, m.param(*param), m.transposed(*param));
         }
         Kind::Grad { grads, of } => {
             let handle = env[*grads].grads().borrow();
