@@ -55,4 +55,29 @@ BATCH_NORM_RUNNING_VAR = RunningStatConvention(
     unbiased_var=False,
 )
 
-RUNNING_STAT_CONVENTIONS: tuple[RunningStatConvention, ...] = (BATCH_NORM_RUNNING_VAR,)
+# burn-core 0.22.1 module/param/running.rs: `update` keeps the new value pending (per thread);
+# `value()` returns the last synced value, `value_sync()`, `valid()` and `train()` sync first
+RUNNING_STATE_LAGS = Knowledge(
+    "running-state-lags-one-update", "convention", "burn",
+    "burn's RunningState keeps a train-mode forward's update pending until a sync (the next train-mode "
+    "forward's value_sync, valid(), train(), or a read with value_sync, which difftest's param reads use); "
+    "an eval-mode forward reads value(), which lags that last update ('The current value might be outdated "
+    "by one update'). Handles that share the state (clone, no_grad, freeze, unfreeze) share the pending "
+    "update. The PyTorch side keeps the same pending update (difftest/exec/torch_modules.py), so an "
+    "eval-mode forward after a train-mode one through a shared handle is compared under burn's rule.",
+    ("rust/src/batch_norm_evidence.rs",
+     "https://github.com/tracel-ai/burn/blob/v0.22.1/crates/burn-core/src/module/param/running.rs"),
+)
+
+
+@dataclass(frozen=True)
+class RunningStateRule:
+    knowledge: Knowledge
+
+    @property
+    def name(self) -> str:
+        return self.knowledge.name
+
+
+RUNNING_STAT_CONVENTIONS: tuple[RunningStatConvention | RunningStateRule, ...] = (
+    BATCH_NORM_RUNNING_VAR, RunningStateRule(RUNNING_STATE_LAGS))

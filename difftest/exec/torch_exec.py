@@ -10,7 +10,7 @@ from typing import Protocol
 
 import torch
 
-from difftest.exec.torch_modules import SHARES_BUFFERS_ACROSS, build_torch_module
+from difftest.exec.torch_modules import SHARES_BUFFERS_ACROSS, build_torch_module, share_state, sync_state
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
 from difftest.program.ir import (
@@ -79,12 +79,13 @@ def build_module(st: Module, dt: torch.dtype) -> torch.nn.Module:
 
 def transform_module(handle: TorchModule, transform: str) -> TorchModule:
     """burn's transforms return a new module: a deep copy with PyTorch's counterpart applied."""
+    if transform not in SHARES_BUFFERS_ACROSS:
+        sync_state(handle.module)  # burn's valid() and train() sync the running state, then copy it
     m = copy.deepcopy(handle.module)
     for p in m.parameters():
         p.grad = None  # a copy starts without gradients, like burn's fresh parameters
     if transform in SHARES_BUFFERS_ACROSS:  # burn's clone shares the running state
-        for name, buf in handle.module.named_buffers():
-            setattr(m, name, buf)
+        share_state(m, handle.module)
     if transform == "valid":
         return TorchModule(m.eval(), no_grad=True)
     if transform == "train":
@@ -109,6 +110,7 @@ def apply_module(handle: TorchModule, x: torch.Tensor) -> torch.Tensor:
 
 
 def module_param(handle: TorchModule, name: str) -> torch.Tensor:
+    sync_state(handle.module, name)  # burn's read of a running statistic: value_sync()
     t = getattr(handle.module, name)
     assert isinstance(t, torch.Tensor), name
     return t

@@ -37,10 +37,13 @@ def _dropout(st: Module, dt: torch.dtype) -> torch.nn.Module:
 
 class BurnBatchNorm(torch.nn.Module):
     """BatchNorm over channel dim 1 with PyTorch's parameters (weight, bias) and buffers
-    (running_mean, running_var), whose train-mode forward updates the running statistics under
-    burn's declared convention (difftest/divergences/running_stats.py), computed from that
-    record's formula instead of PyTorch's in-place update (the unbiased variance). The forward
-    itself is PyTorch's `F.batch_norm`."""
+    (running_mean, running_var), under burn's declared running-state conventions
+    (difftest/divergences/running_stats.py): a train-mode forward's update of the running
+    statistics is computed from the record batch-norm-running-var-biased's formula (not PyTorch's
+    in-place update with the unbiased variance) and kept pending as burn's RunningState keeps it
+    (running-state-lags-one-update): an eval-mode forward reads the buffers, which lag it until
+    `sync` (the next train-mode forward, a param read, valid(), train()). The forward itself is
+    PyTorch's `F.batch_norm`."""
 
     running_mean: torch.Tensor
     running_var: torch.Tensor
@@ -54,18 +57,46 @@ class BurnBatchNorm(torch.nn.Module):
         self.bias = torch.nn.Parameter(torch.zeros(n, dtype=dt))
         self.register_buffer("running_mean", torch.zeros(n, dtype=dt))
         self.register_buffer("running_var", torch.ones(n, dtype=dt))
+        # the pending update of each statistic (burn: one RunningState each), in a dict that
+        # handles sharing the state share
+        self.pending: dict[str, torch.Tensor] = {}
+
+    def sync(self, names: tuple[str, ...] = ("running_mean", "running_var")) -> None:
+        """burn's RunningState sync of these statistics: a pending update becomes the value."""
+        for name in names:
+            new = self.pending.pop(name, None)
+            if new is not None:
+                with torch.no_grad():
+                    getattr(self, name).copy_(new)
+
+    def share_state(self, other: BurnBatchNorm) -> None:
+        """Share `other`'s running state (burn's clone shares its RunningState's Arc)."""
+        self.running_mean = other.running_mean
+        self.running_var = other.running_var
+        self.pending = other.pending
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training:
             return torch.nn.functional.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
                                                   training=False, eps=self.epsilon)
         out = torch.nn.functional.batch_norm(x, None, None, self.weight, self.bias, training=True, eps=self.epsilon)
+        self.sync()
         with torch.no_grad():
-            mean, var = BATCH_NORM_RUNNING_VAR.update(self.running_mean, self.running_var, x.detach(),
-                                                      self.momentum)
-            self.running_mean.copy_(mean)
-            self.running_var.copy_(var)
+            mean, var = BATCH_NORM_RUNNING_VAR.update(self.running_mean, self.running_var, x.detach(), self.momentum)
+        self.pending.update(running_mean=mean, running_var=var)
         return out
+
+
+def sync_state(m: torch.nn.Module, name: str | None = None) -> None:
+    """Sync a module's running state if it has one: every statistic (valid(), train()) or the
+    one read (a param read)."""
+    if isinstance(m, BurnBatchNorm):
+        m.sync((name,) if name is not None else ("running_mean", "running_var"))
+
+
+def share_state(new: torch.nn.Module, old: torch.nn.Module) -> None:
+    if isinstance(new, BurnBatchNorm) and isinstance(old, BurnBatchNorm):
+        new.share_state(old)
 
 
 def _batch_norm(st: Module, dt: torch.dtype) -> torch.nn.Module:

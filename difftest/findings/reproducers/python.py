@@ -3,6 +3,7 @@ with the executor's lowerings and prints every value, its autograd flags and the
 
 from __future__ import annotations
 
+from difftest.exec.torch_modules import SHARES_BUFFERS_ACROSS
 from difftest.findings.reproducers.names import count, variable_names
 from difftest.ops.catalog import CATALOG
 from difftest.ops.spelling import TORCH_NAMESPACE_SOURCE
@@ -22,8 +23,10 @@ from difftest.program.ir import (
     Step,
     Transform,
     ZeroGrad,
+    root_module,
 )
 from difftest.program.literals import list_literal, py_f32, py_float, wrap
+from difftest.program.module_kinds import module_kind
 from difftest.program.validate import infer_shapes
 
 __all__ = ["torch_script"]
@@ -96,18 +99,77 @@ def sgd_step(m, lr, config, state):
 # deep copy (copy.deepcopy in difftest's executor), rebuilt here so the script imports only torch.
 _TORCH_MODULE_HELPERS = '''
 
-def copy_module(m):
-    """A deep copy of an nn.Linear / nn.Dropout: same values and settings, no gradients."""
+def copy_module(m, share_buffers=False):
+    """A deep copy of a module: same values and settings, no gradients; `share_buffers`: the
+    copy keeps the original's running statistics (burn's clone shares its RunningState)."""
     if isinstance(m, torch.nn.Dropout):
-        c = torch.nn.Dropout(m.p)
-    else:
+        return torch.nn.Dropout(m.p).train(m.training)
+    if isinstance(m, torch.nn.Linear):
         c = torch.nn.Linear(m.in_features, m.out_features, bias=m.bias is not None, dtype=m.weight.dtype)
-        with torch.no_grad():
-            c.weight.copy_(m.weight)
-            if m.bias is not None:
-                c.bias.copy_(m.bias)
-        c.requires_grad_(m.weight.requires_grad)
+    elif isinstance(m, torch.nn.LayerNorm):
+        c = torch.nn.LayerNorm(m.normalized_shape, eps=m.eps, bias=m.bias is not None, dtype=m.weight.dtype)
+    else:
+        c = type(m)(m.weight.shape[0], m.epsilon, m.momentum, m.weight.dtype)
+    if hasattr(m, "pending") and not share_buffers:
+        m.sync()  # burn's valid() and train() sync the running state, then copy it
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            getattr(c, name).copy_(p)
+        for name, b in m.named_buffers():
+            if share_buffers:
+                setattr(c, name, b)
+            else:
+                getattr(c, name).copy_(b)
+    if hasattr(m, "pending") and share_buffers:
+        c.pending = m.pending
+    c.requires_grad_(m.weight.requires_grad)
     return c.train(m.training)
+'''
+
+# Only in scripts with a batch_norm module: difftest's executor reports the running statistics
+# under burn's declared convention (difftest/divergences/running_stats.py: the biased batch
+# variance in running_var; PyTorch's nn.BatchNorm takes the unbiased one).
+_TORCH_BATCH_NORM_HELPER = '''
+
+class BurnBatchNorm(torch.nn.Module):
+    """F.batch_norm; a train-mode forward's running-statistics update is burn's (biased batch
+    variance) and stays pending, as in burn's RunningState, until a sync: the next train-mode
+    forward, a read (value_sync), valid() or train(); eval-mode forwards read the lagging value."""
+
+    def __init__(self, n, epsilon, momentum, dtype=torch.float32):
+        super().__init__()
+        self.epsilon, self.momentum = epsilon, momentum
+        self.weight = torch.nn.Parameter(torch.ones(n, dtype=dtype))
+        self.bias = torch.nn.Parameter(torch.zeros(n, dtype=dtype))
+        self.register_buffer("running_mean", torch.zeros(n, dtype=dtype))
+        self.register_buffer("running_var", torch.ones(n, dtype=dtype))
+        self.pending = {}
+
+    def sync(self, names=("running_mean", "running_var")):
+        for name in names:
+            new = self.pending.pop(name, None)
+            if new is not None:
+                with torch.no_grad():
+                    getattr(self, name).copy_(new)
+
+    def read(self, name):
+        self.sync((name,))
+        return getattr(self, name)
+
+    def forward(self, x):
+        if not self.training:
+            return torch.nn.functional.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                                                  training=False, eps=self.epsilon)
+        out = torch.nn.functional.batch_norm(x, None, None, self.weight, self.bias, training=True, eps=self.epsilon)
+        self.sync()
+        with torch.no_grad():
+            x = x.detach()
+            dims = [d for d in range(x.dim()) if d != 1]
+            m = self.momentum
+            mean = (1.0 - m) * self.running_mean + m * x.mean(dim=dims)
+            var = (1.0 - m) * self.running_var + m * x.var(dim=dims, unbiased=False)
+        self.pending.update(running_mean=mean, running_var=var)
+        return out
 '''
 
 # PyTorch counterparts of burn's module transforms (docs/format.md, Modules).
@@ -133,8 +195,9 @@ def torch_script(program: Program, name: str | None = None) -> str:
     names = variable_names(program)
     has_modules = any(isinstance(st, Module) for st in program.statements)
     has_steps = any(isinstance(st, Step) for st in program.statements)
+    has_batch_norm = any(isinstance(st, Module) and st.module == "batch_norm" for st in program.statements)
     prelude = _TORCH_PRELUDE + (_TORCH_MODULE_HELPERS if has_modules else "") + (
-        _TORCH_STEP_HELPERS if has_steps else "")
+        _TORCH_BATCH_NORM_HELPER if has_batch_norm else "") + (_TORCH_STEP_HELPERS if has_steps else "")
     handles: list[str] = []  # module handles so far (their parameters hold .grad)
     out = [f"# difftest reproducer{f' {name}' if name else ''}: PyTorch {count(program)}", prelude, ""]
     defined: list[str] = []
@@ -193,7 +256,8 @@ def torch_script(program: Program, name: str | None = None) -> str:
         if isinstance(st, Transform):
             handles.append(st.id)
             src = names[st.input]
-            out.append(f"{var} = copy_module({src}){_TORCH_TRANSFORM[st.transform]}")
+            share = ", share_buffers=True" if st.transform in SHARES_BUFFERS_ACROSS else ""
+            out.append(f"{var} = copy_module({src}{share}){_TORCH_TRANSFORM[st.transform]}")
             if st.transform in ("valid", "train"):
                 no_grad_apply[st.id] = st.transform == "valid"
             else:
@@ -224,7 +288,10 @@ def torch_script(program: Program, name: str | None = None) -> str:
         elif isinstance(st, OpCall):
             expr = CATALOG[st.op].torch_expr([names[i] for i in st.inputs], st.attrs, [shapes[i] for i in st.inputs])
         elif isinstance(st, Param):
-            expr = f"{names[st.module]}.{st.param}"
+            if module_kind(root_module(program, st.module).module).is_buffer(st.param):
+                expr = f"{names[st.module]}.read({st.param!r})  # burn: value_sync()"
+            else:
+                expr = f"{names[st.module]}.{st.param}"
         else:
             src = names[st.input]
             expr = {"detach": f"{src}.detach()", "without_autodiff": f"{src}.detach()", "autodiff": src}[st.cut]
@@ -248,9 +315,23 @@ def _holders(defined: list[str], handles: list[str], names: dict[str, str]) -> s
     return f"{tensors} + [p for m in [{', '.join(names[h] for h in handles)}] for p in m.parameters()]"
 
 
+def _copy_tensors(st: Module, var: str) -> list[str]:
+    lines = ["with torch.no_grad():"]
+    for name, t in st.tensors().items():
+        data = wrap([py_f32(x) for x in t.data], " " * 8)
+        lines.append(f"    {var}.{name}.copy_(torch.tensor([{data}]))")
+    return lines
+
+
 def _torch_module(st: Module, var: str) -> list[str]:
     if st.module == "dropout":
         return [f"{var} = torch.nn.Dropout({py_float(st.p)})"]
+    if st.module == "batch_norm":
+        n, eps, m = st.attrs["num_features"], py_float(st.attrs["epsilon"]), py_float(st.attrs["momentum"])
+        return [f"{var} = BurnBatchNorm({n}, {eps}, {m})", *_copy_tensors(st, var)]
+    if st.module == "layer_norm":
+        d, eps = st.attrs["d_model"], py_float(st.attrs["epsilon"])
+        return [f"{var} = torch.nn.LayerNorm({d}, eps={eps}, bias={st.bias is not None})", *_copy_tensors(st, var)]
     assert st.weight is not None
     out_f, in_f = st.weight.shape
     has_bias = st.bias is not None

@@ -14,6 +14,7 @@ from difftest.program.ir import (
     Backward,
     Cut,
     Grad,
+    InlineTensor,
     Leaf,
     Module,
     OpCall,
@@ -23,16 +24,60 @@ from difftest.program.ir import (
     Step,
     Transform,
     ZeroGrad,
+    root_module,
 )
 from difftest.program.literals import list_literal, rust_f32, rust_f32_items, rust_f64, wrap
+from difftest.program.module_kinds import module_kind
 from difftest.program.validate import infer_shapes
 
 __all__ = ["rust_test", "rust_test_file"]
 
 
+def _vector(t: InlineTensor) -> str:
+    data = wrap(rust_f32_items(t.data), " " * 8)
+    return f"Tensor::<1>::from_data(TensorData::new(vec![{data}], [{len(t.data)}]), &device)"
+
+
+# burn's field for a parameter or buffer of each kind (PyTorch's name -> burn's accessor);
+# Linear's weight is handled apart (stored transposed)
+_BURN_FIELDS: dict[str, dict[str, str]] = {
+    "linear": {"bias": "bias.as_ref().unwrap().val()"},
+    "batch_norm": {"weight": "gamma.val()", "bias": "beta.val()", "running_mean": "running_mean.value_sync()",
+                   "running_var": "running_var.value_sync()"},
+    "layer_norm": {"weight": "gamma.val()", "bias": "beta.as_ref().unwrap().val()"},
+}
+# what each kind's statement needs from burn::module and burn::nn
+_NN_USES: dict[str, set[str]] = {
+    "linear": {"Module", "Param", "Linear"},
+    "dropout": {"Module", "DropoutConfig"},
+    "batch_norm": {"Module", "Param", "RunningState", "BatchNormConfig"},
+    "layer_norm": {"Module", "Param", "LayerNormConfig"},
+}
+
+
 def _rust_module(st: Module, var: str) -> str:
     if st.module == "dropout":
         return f"let {var} = DropoutConfig::new({rust_f64(st.p)}).init();"
+    if st.module == "batch_norm":
+        a = st.attrs
+        lines = [f"let mut {var} = BatchNormConfig::new({a['num_features']}).with_epsilon({rust_f64(a['epsilon'])})"
+                 f".with_momentum({rust_f64(a['momentum'])}).init(&device);",
+                 "// PyTorch's weight/bias are burn's gamma/beta"]
+        for name, t in st.tensors().items():
+            field = {"weight": "gamma", "bias": "beta"}.get(name, name)
+            wrapper = "RunningState::new" if name.startswith("running_") else "Param::from_tensor"
+            lines.append(f"{var}.{field} = {wrapper}({_vector(t)});")
+        return "\n".join(lines)
+    if st.module == "layer_norm":
+        a = st.attrs
+        lines = [f"let mut {var} = LayerNormConfig::new({a['d_model']}).with_epsilon({rust_f64(a['epsilon'])})"
+                 f".with_bias({str(st.bias is not None).lower()}).init(&device);",
+                 "// PyTorch's weight/bias are burn's gamma/beta"]
+        assert st.weight is not None
+        lines.append(f"{var}.gamma = Param::from_tensor({_vector(st.weight)});")
+        if st.bias is not None:
+            lines.append(f"{var}.beta = Some(Param::from_tensor({_vector(st.bias)}));")
+        return "\n".join(lines)
     assert st.weight is not None
     out_f, in_f = st.weight.shape
     # burn's Linear stores [in, out]: the program's [out, in] weight, transposed
@@ -111,7 +156,7 @@ def rust_test(program: Program, name: str) -> str:
     if any(m.module == "dropout" for m in modules):
         body.append("// dropout masks come from the backend's RNG, seeded as difftest-burn seeds it")
         body.append("Device::flex().seed(0);")
-    if any(s.device == "autodiff" for s in leaves) or any(m.module == "linear" for m in modules):
+    if any(s.device == "autodiff" for s in leaves) or any(module_kind(m.module).params for m in modules):
         body.append("let device = Device::flex().autodiff();")
     if any(s.device == "plain" for s in leaves):
         body.append("let plain = Device::flex();")
@@ -165,7 +210,7 @@ def rust_test(program: Program, name: str) -> str:
             defined.append(st.id)
             continue
         if isinstance(st, Module):
-            nn_uses.update({"Module", "Param", "Linear"} if st.module == "linear" else {"Module", "DropoutConfig"})
+            nn_uses.update(_NN_USES[st.module])
             body.append(_rust_module(st, var))
             continue
         if isinstance(st, Transform):
@@ -174,7 +219,11 @@ def rust_test(program: Program, name: str) -> str:
         rank = ranks[st.id]
         if isinstance(st, Param):
             handle = names[st.module]
-            if st.param == "weight":
+            kind = root_module(program, st.module).module
+            if kind != "linear":
+                body.append(f"let {var}: Tensor<1> = {handle}.{_BURN_FIELDS[kind][st.param]};")
+                body.append(f'show("{st.id}", &{var});')
+            elif st.param == "weight":
                 weights[st.id] = f"{handle}.weight.val()"
                 body.append(f"let {var}: Tensor<2> = {handle}.weight.val().transpose(); // PyTorch's layout")
                 body.append(f'show_param("{st.id}", &{weights[st.id]});')
@@ -221,8 +270,8 @@ def rust_test(program: Program, name: str) -> str:
     out.append(f"fn {name}() {{")
     out.append(f"{ind}// difftest reproducer: burn 0.22.1, Flex backend {count(program)}")
     out.append(f"{ind}use burn::tensor::{{{', '.join(imports)}}};")
-    for path, names_used in (("burn::module", nn_uses & {"Module", "Param"}),
-                             ("burn::nn", nn_uses & {"DropoutConfig", "Linear"})):
+    for path, names_used in (("burn::module", nn_uses & {"Module", "Param", "RunningState"}),
+                             ("burn::nn", nn_uses - {"Module", "Param", "RunningState"})):
         if len(names_used) == 1:
             out.append(f"{ind}use {path}::{next(iter(names_used))};")
         elif names_used:
