@@ -10,7 +10,7 @@ from typing import Protocol
 
 import torch
 
-from difftest.exec.torch_modules import SHARES_BUFFERS_ACROSS, build_torch_module, share_state, sync_state
+from difftest.exec.torch_modules import build_torch_module, share_state, sync_state
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
 from difftest.program.ir import (
@@ -30,6 +30,7 @@ from difftest.program.ir import (
     Transform,
     ZeroGrad,
 )
+from difftest.program.module_kinds import SHARES_BUFFERS_ACROSS
 from difftest.program.observation import BackwardObs, ErrorObs, Observation, TensorObs, ValueObs
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}

@@ -110,10 +110,6 @@ def _layer_norm(st: Module, dt: torch.dtype) -> torch.nn.Module:
     return _copy_tensors(m, st, dt)
 
 
-# module kinds whose train-mode forwards update buffers in place; the handles a transform
-# derives keep sharing them where burn's do (a clone shares its RunningState: no_grad, freeze,
-# unfreeze; valid and train copy it: rust/src/batch_norm_evidence.rs)
-SHARES_BUFFERS_ACROSS = ("no_grad", "freeze", "unfreeze")
 
 
 TORCH_BUILDERS: dict[str, Callable[[Module, torch.dtype], torch.nn.Module]] = {

@@ -18,6 +18,12 @@ from typing import Any
 Shape = tuple[int, ...]
 
 
+# the transforms whose handle shares its input's running state (burn: a clone shares its
+# RunningState: no_grad, freeze, unfreeze; valid() and train() sync it, then copy it:
+# rust/src/batch_norm_evidence.rs)
+SHARES_BUFFERS_ACROSS = ("no_grad", "freeze", "unfreeze")
+
+
 class ModuleError(ValueError):
     """A module statement or a forward that does not fit its kind (the message says what)."""
 

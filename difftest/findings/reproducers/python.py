@@ -3,7 +3,6 @@ with the executor's lowerings and prints every value, its autograd flags and the
 
 from __future__ import annotations
 
-from difftest.exec.torch_modules import SHARES_BUFFERS_ACROSS
 from difftest.findings.reproducers.names import count, variable_names
 from difftest.ops.catalog import CATALOG
 from difftest.ops.spelling import TORCH_NAMESPACE_SOURCE
@@ -26,7 +25,7 @@ from difftest.program.ir import (
     root_module,
 )
 from difftest.program.literals import list_literal, py_f32, py_float, wrap
-from difftest.program.module_kinds import module_kind
+from difftest.program.module_kinds import SHARES_BUFFERS_ACROSS, module_kind
 from difftest.program.validate import infer_shapes
 
 __all__ = ["torch_script"]
