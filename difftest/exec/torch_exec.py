@@ -10,7 +10,7 @@ from typing import Protocol
 
 import torch
 
-from difftest.exec.torch_modules import build_torch_module, share_state, sync_state
+from difftest.exec.torch_modules import BurnBatchNorm, build_torch_module, normalized, share_state, sync_state
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
 from difftest.program.ir import (
@@ -222,7 +222,11 @@ def _apply(st: Apply, modules: dict[str, TorchModule], env: dict[str, torch.Tens
            hooks: ExecHooks | None) -> torch.Tensor:
     handle = modules[st.module]
     x = env[st.input]
-    if hooks is None or not isinstance(handle.module, torch.nn.Linear):
+    if hooks is None:
+        return apply_module(handle, x)
+    if isinstance(handle.module, (BurnBatchNorm, torch.nn.LayerNorm)):
+        return _apply_norm(st, handle, x, hooks)
+    if not isinstance(handle.module, torch.nn.Linear):
         return apply_module(handle, x)
     lin = handle.module
 
@@ -239,6 +243,27 @@ def _apply(st: Apply, modules: dict[str, TorchModule], env: dict[str, torch.Tens
 
     site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", tol.ACCUMULATE, False,
                   lin.in_features + 1, magnitude, grad_terms=grad_terms, param_path=param_path)
+    return hooks.op(site, [x], lambda xs: apply_module(handle, xs[0]))
+
+
+def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHooks) -> torch.Tensor:
+    """A normalisation forward for the noise model: a few roundings per element (mean,
+    variance, square root, division: the softmax-like class), computed once (a train-mode
+    forward updates the running state); the parameters' gradient terms are |g| |x_hat| (weight)
+    and |g| (bias), through a forward that only they differentiate."""
+    m = handle.module
+
+    def param_path(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+        with torch.no_grad():
+            xhat = normalized(m, xs[0].detach()).abs()
+        weight, bias = m.weight, m.bias
+        assert isinstance(weight, torch.Tensor) and (bias is None or isinstance(bias, torch.Tensor))
+        shape = [1, -1] + [1] * (xhat.dim() - 2) if isinstance(m, BurnBatchNorm) else [-1]
+        out = xhat * weight.reshape(shape)
+        return out + bias.reshape(shape) if bias is not None else out
+
+    site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", tol.TRANSCENDENTAL, False, 1,
+                  param_path=param_path)
     return hooks.op(site, [x], lambda xs: apply_module(handle, xs[0]))
 
 

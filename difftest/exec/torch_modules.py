@@ -87,6 +87,18 @@ class BurnBatchNorm(torch.nn.Module):
         return out
 
 
+def normalized(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """x normalised as the module's forward normalises it, before weight and bias (no state
+    update): batch statistics in train mode, the running ones in eval mode (BatchNorm), the last
+    dim's (LayerNorm)."""
+    if isinstance(m, BurnBatchNorm):
+        if m.training:
+            return torch.nn.functional.batch_norm(x, None, None, training=True, eps=m.epsilon)
+        return torch.nn.functional.batch_norm(x, m.running_mean, m.running_var, training=False, eps=m.epsilon)
+    assert isinstance(m, torch.nn.LayerNorm), type(m).__name__
+    return torch.nn.functional.layer_norm(x, m.normalized_shape, eps=m.eps)
+
+
 def sync_state(m: torch.nn.Module, name: str | None = None) -> None:
     """Sync a module's running state if it has one: every statistic (valid(), train()) or the
     one read (a param read)."""

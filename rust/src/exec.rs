@@ -251,7 +251,10 @@ fn run_statement(stmt: &Statement, env: &[Slot], program: &Program, devices: &De
             let m = env[*input].module().transform(*transform);
             return Outcome::Slot(Box::new(Slot::Module(Box::new(m))), None);
         }
-        Kind::Apply { module, input } => env[*module].module().forward(get(*input)),
+        Kind::Apply { module, input } => {
+            let kind = crate::program::module_spec(&program.statements, *module).name();
+            crate::fault::module_forward(kind, env[*module].module().forward(get(*input)))
+        }
         Kind::Param { module, param } => {
             let m = env[*module].module();
             return param_outcome(stmt, m.param(*param), m.transposed(*param));
