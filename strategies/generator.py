@@ -406,11 +406,12 @@ class _Builder:
         return True
 
     def norms_fitting(self, src: _Value) -> list[str]:
-        """The normalisation kinds a module fitted to `src` can be: layer_norm always (over the
-        last dim); batch_norm for ranks 2 to 4 with more than one value per channel (PyTorch's
+        """The normalisation kinds a module fitted to `src` can be: layer_norm over a last dim of
+        more than one element; batch_norm for ranks 2 to 4 with more than one value per channel (PyTorch's
         train-mode forward needs them) on burn's autodiff device (its train path)."""
-        kinds = ["layer_norm"]
         shape = src.shape
+        # a layer_norm over one element is its bias (a constant: its gradient is all rounding)
+        kinds = ["layer_norm"] if shape[-1] > 1 else []
         if 2 <= len(shape) <= 4 and numel(shape) > shape[1] and self.on_autodiff(src.id):
             kinds.append("batch_norm")
         return kinds

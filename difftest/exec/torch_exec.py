@@ -10,7 +10,14 @@ from typing import Protocol
 
 import torch
 
-from difftest.exec.torch_modules import BurnBatchNorm, build_torch_module, normalized, share_state, sync_state
+from difftest.exec.torch_modules import (
+    BurnBatchNorm,
+    build_torch_module,
+    norm_grad_terms,
+    normalized,
+    share_state,
+    sync_state,
+)
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
 from difftest.program.ir import (
@@ -262,8 +269,13 @@ def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHook
         out = xhat * weight.reshape(shape)
         return out + bias.reshape(shape) if bias is not None else out
 
+    def grad_terms(xs: Sequence[torch.Tensor], g: torch.Tensor) -> list[torch.Tensor]:
+        return [norm_grad_terms(m, xs[0].detach(), g.abs())]
+
+    # not re-run in float32 by the noise model (a train-mode batch_norm forward updates the
+    # running state); the sizes of its gradient's terms bound the cancellation in its backward
     site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", tol.TRANSCENDENTAL, False, 1,
-                  param_path=param_path)
+                  grad_terms=grad_terms, param_path=param_path)
     return hooks.op(site, [x], lambda xs: apply_module(handle, xs[0]))
 
 

@@ -99,6 +99,28 @@ def normalized(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.layer_norm(x, m.normalized_shape, eps=m.eps)
 
 
+def norm_grad_terms(m: torch.nn.Module, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """The size of the terms a normalisation's input gradient sums, per element, from |g|:
+    dx = (g w - mean(g w) - x_hat mean(g w x_hat)) / sigma over the normalised dims (batch
+    statistics), or g w / sigma (eval-mode BatchNorm: the running statistics are constants)."""
+    with torch.no_grad():
+        if isinstance(m, BurnBatchNorm):
+            shape = [1, -1] + [1] * (x.dim() - 2)
+            w = m.weight.detach().abs().reshape(shape)
+            if not m.training:
+                return g * w / torch.sqrt(m.running_var.reshape(shape) + m.epsilon)
+            dims = [d for d in range(x.dim()) if d != 1]
+            eps = m.epsilon
+        else:
+            assert isinstance(m, torch.nn.LayerNorm), type(m).__name__
+            w = m.weight.detach().abs()
+            dims, eps = [-1], m.eps
+        sigma = torch.sqrt(x.var(dim=dims, unbiased=False, keepdim=True) + eps)
+        xhat = ((x - x.mean(dim=dims, keepdim=True)) / sigma).abs()
+        gw = g * w
+        return (gw + gw.mean(dim=dims, keepdim=True) + xhat * (gw * xhat).mean(dim=dims, keepdim=True)) / sigma
+
+
 def sync_state(m: torch.nn.Module, name: str | None = None) -> None:
     """Sync a module's running state if it has one: every statistic (valid(), train()) or the
     one read (a param read)."""

@@ -291,4 +291,31 @@ mod tests {
             .unwrap();
         assert_eq!(gw.data, vec![1.0, 2.0, 1.0, 2.0]);
     }
+
+    fn bn(field: &str, value: serde_json::Value) -> Result<crate::program::Program, String> {
+        let t = |d: Vec<f32>| serde_json::json!({"shape": [d.len()], "data": d});
+        let mut m = serde_json::json!({"id": "bn", "kind": "module", "module": "batch_norm",
+            "num_features": 2, "epsilon": 1e-5, "momentum": 0.1,
+            "weight": t(vec![1.0, 1.0]), "bias": t(vec![0.0, 0.0]),
+            "running_mean": t(vec![0.0, 0.0]), "running_var": t(vec![1.0, 1.0])});
+        m[field] = value;
+        let doc =
+            serde_json::json!({"format": "difftest-program", "version": 1, "statements": [m]});
+        crate::program::Program::from_json(&doc).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn batch_norm_statements_are_validated() {
+        assert!(bn("momentum", serde_json::json!(0.5)).is_ok());
+        let err = bn("momentum", serde_json::json!(1.5)).unwrap_err();
+        assert!(err.contains("momentum"), "{err}");
+        let err = bn("epsilon", serde_json::json!(0.0)).unwrap_err();
+        assert!(err.contains("epsilon"), "{err}");
+        let err = bn(
+            "running_var",
+            serde_json::json!({"shape": [3], "data": [1.0, 1.0, 1.0]}),
+        )
+        .unwrap_err();
+        assert!(err.contains("running_var") && err.contains("[2]"), "{err}");
+    }
 }
