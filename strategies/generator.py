@@ -410,9 +410,12 @@ class _Builder:
         more than one element; batch_norm for ranks 2 to 4 with more than one value per channel (PyTorch's
         train-mode forward needs them) on burn's autodiff device (its train path)."""
         shape = src.shape
-        # a layer_norm over one element is its bias (a constant: its gradient is all rounding)
-        kinds = ["layer_norm"] if shape[-1] > 1 else []
-        if 2 <= len(shape) <= 4 and numel(shape) > shape[1] and self.on_autodiff(src.id):
+        # a layer_norm over one element is its bias (a constant: its gradient is all rounding);
+        # a (nearly) constant row or channel is the normalisations' tie: x - mean is rounding,
+        # which the division by sqrt(var + eps) blows up (kept away from, like ops' kinks)
+        kinds = ["layer_norm"] if shape[-1] > 1 and _spread(src.tensor, [-1]) else []
+        if 2 <= len(shape) <= 4 and numel(shape) > shape[1] and \
+                _spread(src.tensor, [d for d in range(len(shape)) if d != 1]) and self.on_autodiff(src.id):
             kinds.append("batch_norm")
         return kinds
 
@@ -507,6 +510,15 @@ class _Builder:
         else:
             sessions.consume(self, root.id)
         return True
+
+
+def _spread(x: torch.Tensor, dims: list[int], rel: float = 1e-2) -> bool:
+    """Whether every slice of `x` over `dims` has a standard deviation of at least `rel` of its
+    largest magnitude (and above zero): no (nearly) constant row or channel."""
+    x = x.double()
+    std = x.std(dim=dims, unbiased=False)
+    scale = x.abs().amax(dim=dims)
+    return bool((std > rel * scale).all()) and bool((std > 0).all())
 
 
 def _transformed(h: _Handle, kind: str) -> _Handle:

@@ -11,11 +11,13 @@ from typing import Protocol
 import torch
 
 from difftest.exec.torch_modules import (
+    NORMALIZE,
     BurnBatchNorm,
     build_torch_module,
     norm_grad_terms,
     normalized,
     share_state,
+    stateless_norm,
     sync_state,
 )
 from difftest.ops import tolerance as tol
@@ -272,11 +274,28 @@ def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHook
     def grad_terms(xs: Sequence[torch.Tensor], g: torch.Tensor) -> list[torch.Tensor]:
         return [norm_grad_terms(m, xs[0].detach(), g.abs())]
 
-    # not re-run in float32 by the noise model (a train-mode batch_norm forward updates the
-    # running state); the sizes of its gradient's terms bound the cancellation in its backward
-    site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", tol.TRANSCENDENTAL, False, 1,
+    # the noise model re-runs the forward in float32 on the same inputs (its own rounding,
+    # measured): the stateless forward; a train-mode batch_norm then updates its running state
+    # once, from the input; the sizes of its gradient's terms bound the cancellation in its backward
+    site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", NORMALIZE, False, 1, measure=True,
                   grad_terms=grad_terms, param_path=param_path)
-    return hooks.op(site, [x], lambda xs: apply_module(handle, xs[0]))
+
+    def compute(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+        return stateless_norm(m, xs[0], detach_params=True)
+
+    from difftest.oracle.noise import MagnitudeHooks  # the oracle imports this module
+
+    with torch.no_grad() if handle.no_grad else contextlib.nullcontext():
+        y = hooks.op(site, [x], compute)
+        if not isinstance(hooks, MagnitudeHooks) and torch.is_grad_enabled():
+            # the parameters' gradients, exact (the hooks see the input only; the magnitude
+            # run routes them through param_path)
+            yp = stateless_norm(m, x.detach())
+            if yp.requires_grad:
+                y = y + (yp - yp.detach())
+    if isinstance(m, BurnBatchNorm):
+        m.update(x, getattr(hooks, "uniform", None))  # the noise runs' draws, when these are they
+    return y
 
 
 def _value(st: Statement, env: dict[str, torch.Tensor], dt: torch.dtype,

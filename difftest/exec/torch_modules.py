@@ -8,6 +8,7 @@ from collections.abc import Callable
 import torch
 
 from difftest.divergences.running_stats import BATCH_NORM_RUNNING_VAR
+from difftest.ops import tolerance as tol
 from difftest.program.ir import InlineTensor, Module
 
 
@@ -76,15 +77,39 @@ class BurnBatchNorm(torch.nn.Module):
         self.pending = other.pending
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.stateless(x)
+        self.update(x)
+        return out
+
+    def stateless(self, x: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
+        """The forward without the running-state update, in x's dtype (the noise model re-runs
+        it in float32 on the same inputs); `detach_params`: the parameters as constants."""
+        dt = x.dtype
+        w, b = self.weight.to(dt), self.bias.to(dt)
+        if detach_params:
+            w, b = w.detach(), b.detach()
         if not self.training:
-            return torch.nn.functional.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+            return torch.nn.functional.batch_norm(x, self.running_mean.to(dt), self.running_var.to(dt), w, b,
                                                   training=False, eps=self.epsilon)
-        out = torch.nn.functional.batch_norm(x, None, None, self.weight, self.bias, training=True, eps=self.epsilon)
+        return torch.nn.functional.batch_norm(x, None, None, w, b, training=True, eps=self.epsilon)
+
+    def update(self, x: torch.Tensor, uniform: Callable[[torch.Size], torch.Tensor] | None = None) -> None:
+        """A train-mode forward's running-state update (pending until the next sync).
+        `uniform` (the noise model's draws in [-1, 1]): the batch statistics get the rounding
+        noise of float32 sums over a channel's elements (relative to the sums of |terms|)."""
+        if not self.training:
+            return
         self.sync()
         with torch.no_grad():
-            mean, var = BATCH_NORM_RUNNING_VAR.update(self.running_mean, self.running_var, x.detach(), self.momentum)
+            x = x.detach()
+            mean, var = BATCH_NORM_RUNNING_VAR.update(self.running_mean, self.running_var, x, self.momentum)
+            if uniform is not None:
+                dims = [d for d in range(x.dim()) if d != 1]
+                size = tol.accumulation_noise(x.numel() // x.shape[1]) * self.momentum
+                centered = x - x.mean(dim=dims, keepdim=True)
+                mean = mean + size * x.abs().mean(dim=dims) * uniform(mean.shape).to(mean.dtype)
+                var = var + size * (centered * centered).mean(dim=dims) * uniform(var.shape).to(var.dtype)
         self.pending.update(running_mean=mean, running_var=var)
-        return out
 
 
 def normalized(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -97,6 +122,27 @@ def normalized(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.batch_norm(x, m.running_mean, m.running_var, training=False, eps=m.epsilon)
     assert isinstance(m, torch.nn.LayerNorm), type(m).__name__
     return torch.nn.functional.layer_norm(x, m.normalized_shape, eps=m.eps)
+
+
+# a normalisation's rounding: the mean it subtracts is a sum over the normalised elements, whose
+# rounding the division by the standard deviation amplifies (|x| / sigma): it behaves as an input
+# error of a few ulps (implementations sum in different orders: burn two passes, PyTorch Welford)
+NORMALIZE = tol.ToleranceClass("normalize", 4 * tol.F32_EPS, 4 * tol.F32_EPS,
+                               reason="normalisation: the subtracted mean's rounding, divided by sigma")
+
+
+def stateless_norm(m: torch.nn.Module, x: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
+    """A normalisation's forward without state updates, in x's dtype; `detach_params`: the
+    parameters as constants."""
+    if isinstance(m, BurnBatchNorm):
+        return m.stateless(x, detach_params)
+    assert isinstance(m, torch.nn.LayerNorm), type(m).__name__
+    dt = x.dtype
+    w = m.weight.to(dt)
+    b = m.bias.to(dt) if m.bias is not None else None
+    if detach_params:
+        w, b = w.detach(), (b.detach() if b is not None else None)
+    return torch.nn.functional.layer_norm(x, m.normalized_shape, w, b, m.eps)
 
 
 def norm_grad_terms(m: torch.nn.Module, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
