@@ -413,7 +413,7 @@ class _Builder:
         # a layer_norm over one element is its bias (a constant: its gradient is all rounding);
         # a (nearly) constant row or channel is the normalisations' tie: x - mean is rounding,
         # which the division by sqrt(var + eps) blows up (kept away from, like ops' kinks)
-        kinds = ["layer_norm"] if shape[-1] > 1 and _spread(src.tensor, [-1]) else []
+        kinds = ["layer_norm", "rms_norm"] if shape[-1] > 1 and _spread(src.tensor, [-1]) else []
         if 2 <= len(shape) <= 4 and numel(shape) > shape[1] and \
                 _spread(src.tensor, [d for d in range(len(shape)) if d != 1]) and self.on_autodiff(src.id):
             kinds.append("batch_norm")
@@ -426,6 +426,10 @@ class _Builder:
 
     def norm_module(self, kind: str, src: _Value) -> Module:
         c = self.c
+        if kind == "rms_norm":
+            d = src.shape[-1]
+            weight = InlineTensor((d,), tuple(c.floats(d, 0.5, 1.5)))
+            return Module(self.fresh("m"), "rms_norm", weight, attrs={"d_model": d, "epsilon": 1e-5})
         if kind == "layer_norm":
             d = src.shape[-1]
             weight = InlineTensor((d,), tuple(c.floats(d, 0.5, 1.5)))

@@ -75,4 +75,20 @@ LAYER_NORM = _doc(
     {"id": "bw", "kind": "backward", "input": "s"},
 )
 
-MODULE_PROGRAMS: dict[str, Program] = {"batch_norm_transforms": BATCH_NORM_TRANSFORMS, "layer_norm": LAYER_NORM}
+RMS_NORM = _doc(
+    {"id": "rn", "kind": "module", "module": "rms_norm", "d_model": 3, "epsilon": 1e-3,
+     "weight": _t([1.5, -0.5, 0.75])},
+    _leaf("x", [2, 3], [1.0, 2.0, -1.0, 0.5, 0.03, 0.02], rg=True),
+    _leaf("z", [4, 1, 3], [0.5, -1.0, 2.0, 1.0, 0.25, -0.75, 1.5, 3.0, 0.5, -2.0, 1.0, 0.0]),
+    {"id": "y", "kind": "apply", "module": "rn", "input": "x"},
+    {"id": "yz", "kind": "apply", "module": "rn", "input": "z"},
+    {"id": "ng", "kind": "transform", "transform": "no_grad", "input": "rn"},
+    {"id": "y2", "kind": "apply", "module": "ng", "input": "x"},
+    {"id": "w", "kind": "param", "module": "rn", "param": "weight"},
+    {"id": "c", "kind": "op", "op": "mul", "inputs": ["y", "x"]},
+    {"id": "s", "kind": "op", "op": "sum", "inputs": ["c"]},
+    {"id": "bw", "kind": "backward", "input": "s"},
+)
+
+MODULE_PROGRAMS: dict[str, Program] = {"batch_norm_transforms": BATCH_NORM_TRANSFORMS, "layer_norm": LAYER_NORM,
+                                       "rms_norm": RMS_NORM}

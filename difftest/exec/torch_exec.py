@@ -233,7 +233,7 @@ def _apply(st: Apply, modules: dict[str, TorchModule], env: dict[str, torch.Tens
     x = env[st.input]
     if hooks is None:
         return apply_module(handle, x)
-    if isinstance(handle.module, (BurnBatchNorm, torch.nn.LayerNorm)):
+    if isinstance(handle.module, (BurnBatchNorm, torch.nn.LayerNorm, torch.nn.RMSNorm)):
         return _apply_norm(st, handle, x, hooks)
     if not isinstance(handle.module, torch.nn.Linear):
         return apply_module(handle, x)
@@ -265,7 +265,7 @@ def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHook
     def param_path(xs: Sequence[torch.Tensor]) -> torch.Tensor:
         with torch.no_grad():
             xhat = normalized(m, xs[0].detach()).abs()
-        weight, bias = m.weight, m.bias
+        weight, bias = m.weight, getattr(m, "bias", None)
         assert isinstance(weight, torch.Tensor) and (bias is None or isinstance(bias, torch.Tensor))
         shape = [1, -1] + [1] * (xhat.dim() - 2) if isinstance(m, BurnBatchNorm) else [-1]
         out = xhat * weight.reshape(shape)
@@ -290,7 +290,11 @@ def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHook
         if not isinstance(hooks, MagnitudeHooks) and torch.is_grad_enabled():
             # the parameters' gradients, exact (the hooks see the input only; the magnitude
             # run routes them through param_path)
-            yp = stateless_norm(m, x.detach())
+            xp = x.detach()
+            uniform = getattr(hooks, "uniform", None)  # the noise runs: the normalisation's own
+            if uniform is not None:  # rounding reaches the parameters' gradients too
+                xp = xp * (1.0 + NORMALIZE.input_rel * uniform(xp.shape).to(xp.dtype))
+            yp = stateless_norm(m, xp)
             if yp.requires_grad:
                 y = y + (yp - yp.detach())
     if isinstance(m, BurnBatchNorm):

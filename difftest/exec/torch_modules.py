@@ -120,6 +120,9 @@ def normalized(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         if m.training:
             return torch.nn.functional.batch_norm(x, None, None, training=True, eps=m.epsilon)
         return torch.nn.functional.batch_norm(x, m.running_mean, m.running_var, training=False, eps=m.epsilon)
+    if isinstance(m, torch.nn.RMSNorm):
+        assert m.eps is not None
+        return torch.nn.functional.rms_norm(x, m.normalized_shape, eps=m.eps)
     assert isinstance(m, torch.nn.LayerNorm), type(m).__name__
     return torch.nn.functional.layer_norm(x, m.normalized_shape, eps=m.eps)
 
@@ -136,8 +139,12 @@ def stateless_norm(m: torch.nn.Module, x: torch.Tensor, detach_params: bool = Fa
     parameters as constants."""
     if isinstance(m, BurnBatchNorm):
         return m.stateless(x, detach_params)
-    assert isinstance(m, torch.nn.LayerNorm), type(m).__name__
     dt = x.dtype
+    if isinstance(m, torch.nn.RMSNorm):
+        assert m.weight is not None and m.eps is not None
+        w = m.weight.to(dt).detach() if detach_params else m.weight.to(dt)
+        return torch.nn.functional.rms_norm(x, m.normalized_shape, w, m.eps)
+    assert isinstance(m, torch.nn.LayerNorm), type(m).__name__
     w = m.weight.to(dt)
     b = m.bias.to(dt) if m.bias is not None else None
     if detach_params:
@@ -157,6 +164,13 @@ def norm_grad_terms(m: torch.nn.Module, x: torch.Tensor, g: torch.Tensor) -> tor
                 return g * w / torch.sqrt(m.running_var.reshape(shape) + m.epsilon)
             dims = [d for d in range(x.dim()) if d != 1]
             eps = m.epsilon
+        elif isinstance(m, torch.nn.RMSNorm):
+            # dx = (g w - x_hat mean(g w x_hat)) / rms
+            assert m.weight is not None and m.eps is not None
+            gw = g * m.weight.detach().abs()
+            rms = torch.sqrt((x * x).mean(dim=-1, keepdim=True) + m.eps)
+            xhat = (x / rms).abs()
+            return (gw + xhat * (gw * xhat).mean(dim=-1, keepdim=True)) / rms
         else:
             assert isinstance(m, torch.nn.LayerNorm), type(m).__name__
             w = m.weight.detach().abs()
@@ -192,11 +206,19 @@ def _layer_norm(st: Module, dt: torch.dtype) -> torch.nn.Module:
 
 
 
+def _rms_norm(st: Module, dt: torch.dtype) -> torch.nn.Module:
+    """nn.RMSNorm over the last dim, with the statement's epsilon (burn's formula: rms_norm in
+    module_kinds.py)."""
+    m = torch.nn.RMSNorm(int(st.attrs["d_model"]), eps=float(st.attrs["epsilon"]), dtype=dt)
+    return _copy_tensors(m, st, dt)
+
+
 TORCH_BUILDERS: dict[str, Callable[[Module, torch.dtype], torch.nn.Module]] = {
     "linear": _linear,
     "dropout": _dropout,
     "batch_norm": _batch_norm,
     "layer_norm": _layer_norm,
+    "rms_norm": _rms_norm,
 }
 
 

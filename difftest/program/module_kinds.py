@@ -179,7 +179,26 @@ LAYER_NORM = ModuleKind(
     saves_input=True)
 
 
-MODULE_KINDS: dict[str, ModuleKind] = {k.name: k for k in (LINEAR, DROPOUT, BATCH_NORM, LAYER_NORM)}
+def _rms_norm_out(attrs: dict[str, Any], shapes: dict[str, Shape], x: Shape) -> Shape:
+    d = attrs["d_model"]
+    if x[-1] != d:
+        raise ModuleError(f"rms_norm with d_model = {d} applied to an input of shape {list(x)} "
+                          f"(the last dim must be {d})")
+    return x
+
+
+# burn-nn 0.22.1 norm/rms.rs: x / sqrt(mean(x^2, last dim) + epsilon) * gamma; torch.nn.RMSNorm
+# with an explicit eps computes the same (epsilon inside the square root, added to the mean of
+# squares): no convention to declare (tests/differential/test_module_kinds.py compares them)
+RMS_NORM = ModuleKind(
+    "rms_norm",
+    (AttrSpec("d_model", int, _positive_int("d_model")),
+     AttrSpec("epsilon", float, _positive_finite("epsilon"))),
+    (TensorSpec("weight"),),
+    _features("d_model"), input_ranks=(1, 2, 3, 4), out_shape=_rms_norm_out, steppable=True, saves_input=True)
+
+
+MODULE_KINDS: dict[str, ModuleKind] = {k.name: k for k in (LINEAR, DROPOUT, BATCH_NORM, LAYER_NORM, RMS_NORM)}
 
 
 def module_kind(name: str) -> ModuleKind:

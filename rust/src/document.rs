@@ -160,6 +160,7 @@ pub enum Module {
     Dropout(Dropout),
     BatchNorm(BatchNormDoc),
     LayerNorm(LayerNormDoc),
+    RmsNorm(RmsNormDoc),
 }
 
 impl Module {
@@ -169,6 +170,7 @@ impl Module {
             Module::Dropout(s) => &s.id,
             Module::BatchNorm(s) => &s.id,
             Module::LayerNorm(s) => &s.id,
+            Module::RmsNorm(s) => &s.id,
         }
     }
 }
@@ -190,6 +192,17 @@ pub struct BatchNormDoc {
     pub running_mean: Tensor,
     #[serde(deserialize_with = "object")]
     pub running_var: Tensor,
+}
+
+/// `rms_norm` over the last dim (PyTorch's weight = burn's gamma).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RmsNormDoc {
+    pub id: String,
+    pub d_model: usize,
+    pub epsilon: f64,
+    #[serde(deserialize_with = "object")]
+    pub weight: Tensor,
 }
 
 /// `layer_norm` over the last dim (`normalized_shape` = `[d_model]`); bias `null` for none.

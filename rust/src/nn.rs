@@ -8,6 +8,7 @@
 use burn::module::{Module, Param, RunningState};
 use burn::nn::{
     BatchNorm, BatchNormConfig, Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear,
+    RmsNorm, RmsNormConfig,
 };
 use burn::tensor::{Device, Tensor, TensorData};
 
@@ -23,6 +24,7 @@ pub enum NnModule {
     Dropout(Dropout),
     BatchNorm(BatchNorm),
     LayerNorm(LayerNorm),
+    RmsNorm(RmsNorm),
 }
 
 /// A rank-1 inline tensor of `n` elements (`what` names it in errors).
@@ -85,6 +87,18 @@ pub fn layer_norm_spec(s: document::LayerNormDoc) -> Result<ModuleSpec, String> 
     })
 }
 
+/// Validates an `rms_norm` statement.
+pub fn rms_norm_spec(s: document::RmsNormDoc) -> Result<ModuleSpec, String> {
+    let n = s.d_model;
+    positive_size("d_model", n)?;
+    positive_epsilon(s.epsilon)?;
+    Ok(ModuleSpec::RmsNorm {
+        d_model: n,
+        epsilon: s.epsilon,
+        weight: vector(s.weight, "weight", n)?,
+    })
+}
+
 fn tensor1(data: &[f32], device: &Device) -> Tensor<1> {
     Tensor::<1>::from_data(TensorData::new(data.to_vec(), [data.len()]), device)
 }
@@ -109,6 +123,7 @@ macro_rules! each {
             NnModule::Dropout($x) => NnModule::Dropout($body),
             NnModule::BatchNorm($x) => NnModule::BatchNorm($body),
             NnModule::LayerNorm($x) => NnModule::LayerNorm($body),
+            NnModule::RmsNorm($x) => NnModule::RmsNorm($body),
         }
     };
 }
@@ -154,6 +169,17 @@ impl NnModule {
                 m.running_var = RunningState::new(tensor1(running_var, device));
                 NnModule::BatchNorm(m)
             }
+            ModuleSpec::RmsNorm {
+                d_model,
+                epsilon,
+                weight,
+            } => {
+                let mut m = RmsNormConfig::new(*d_model)
+                    .with_epsilon(*epsilon)
+                    .init(device);
+                m.gamma = Param::from_tensor(tensor1(weight, device));
+                NnModule::RmsNorm(m)
+            }
             ModuleSpec::LayerNorm {
                 d_model,
                 epsilon,
@@ -191,6 +217,7 @@ impl NnModule {
             NnModule::Dropout(m) => map!(x, t => m.forward(t)),
             NnModule::BatchNorm(m) => map!(x, t => m.forward(t)),
             NnModule::LayerNorm(m) => map!(x, t => m.forward(t)),
+            NnModule::RmsNorm(m) => map!(x, t => m.forward(t)),
         }
     }
 
@@ -212,6 +239,7 @@ impl NnModule {
                 DynTensor::R1(m.running_var.value_sync())
             }
             (NnModule::LayerNorm(m), ParamName::Weight) => DynTensor::R1(m.gamma.val()),
+            (NnModule::RmsNorm(m), ParamName::Weight) => DynTensor::R1(m.gamma.val()),
             (NnModule::LayerNorm(m), ParamName::Bias) => {
                 DynTensor::R1(m.beta.as_ref().map(|b| b.val()).expect("validated: a bias"))
             }

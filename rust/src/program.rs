@@ -57,6 +57,12 @@ pub enum ModuleSpec {
         running_mean: Vec<f32>,
         running_var: Vec<f32>,
     },
+    /// RmsNorm over the last dim (`d_model` weight elements).
+    RmsNorm {
+        d_model: usize,
+        epsilon: f64,
+        weight: Vec<f32>,
+    },
     /// LayerNorm over the last dim (`d_model` elements per tensor).
     LayerNorm {
         d_model: usize,
@@ -74,6 +80,7 @@ impl ModuleSpec {
             ModuleSpec::Dropout { .. } => "dropout",
             ModuleSpec::BatchNorm { .. } => "batch_norm",
             ModuleSpec::LayerNorm { .. } => "layer_norm",
+            ModuleSpec::RmsNorm { .. } => "rms_norm",
         }
     }
 
@@ -97,6 +104,7 @@ impl ModuleSpec {
             ) => Some(vec![*d_output]),
             (ModuleSpec::BatchNorm { num_features, .. }, _) => Some(vec![*num_features]),
             (ModuleSpec::LayerNorm { d_model, .. }, ParamName::Weight) => Some(vec![*d_model]),
+            (ModuleSpec::RmsNorm { d_model, .. }, ParamName::Weight) => Some(vec![*d_model]),
             (
                 ModuleSpec::LayerNorm {
                     d_model,
@@ -140,7 +148,7 @@ impl ModuleSpec {
             ModuleSpec::BatchNorm { num_features, .. } => {
                 ((2..=4).contains(&x.len()) && x[1] == *num_features).then(|| x.to_vec())
             }
-            ModuleSpec::LayerNorm { d_model, .. } => {
+            ModuleSpec::LayerNorm { d_model, .. } | ModuleSpec::RmsNorm { d_model, .. } => {
                 (x.last() == Some(d_model)).then(|| x.to_vec())
             }
         }
@@ -641,6 +649,9 @@ impl Resolver {
             },
             document::Statement::Module(document::Module::LayerNorm(s)) => Kind::Module {
                 spec: crate::nn::layer_norm_spec(s)?,
+            },
+            document::Statement::Module(document::Module::RmsNorm(s)) => Kind::Module {
+                spec: crate::nn::rms_norm_spec(s)?,
             },
             document::Statement::Transform(s) => Kind::Transform {
                 transform: s.transform,

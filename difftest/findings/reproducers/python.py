@@ -105,6 +105,8 @@ def copy_module(m, share_buffers=False):
         return torch.nn.Dropout(m.p).train(m.training)
     if isinstance(m, torch.nn.Linear):
         c = torch.nn.Linear(m.in_features, m.out_features, bias=m.bias is not None, dtype=m.weight.dtype)
+    elif isinstance(m, torch.nn.RMSNorm):
+        c = torch.nn.RMSNorm(m.normalized_shape, eps=m.eps, dtype=m.weight.dtype)
     elif isinstance(m, torch.nn.LayerNorm):
         c = torch.nn.LayerNorm(m.normalized_shape, eps=m.eps, bias=m.bias is not None, dtype=m.weight.dtype)
     else:
@@ -328,6 +330,9 @@ def _torch_module(st: Module, var: str) -> list[str]:
     if st.module == "batch_norm":
         n, eps, m = st.attrs["num_features"], py_float(st.attrs["epsilon"]), py_float(st.attrs["momentum"])
         return [f"{var} = BurnBatchNorm({n}, {eps}, {m})", *_copy_tensors(st, var)]
+    if st.module == "rms_norm":
+        d, eps = st.attrs["d_model"], py_float(st.attrs["epsilon"])
+        return [f"{var} = torch.nn.RMSNorm({d}, eps={eps})", *_copy_tensors(st, var)]
     if st.module == "layer_norm":
         d, eps = st.attrs["d_model"], py_float(st.attrs["epsilon"])
         return [f"{var} = torch.nn.LayerNorm({d}, eps={eps}, bias={st.bias is not None})", *_copy_tensors(st, var)]

@@ -45,6 +45,7 @@ _BURN_FIELDS: dict[str, dict[str, str]] = {
     "batch_norm": {"weight": "gamma.val()", "bias": "beta.val()", "running_mean": "running_mean.value_sync()",
                    "running_var": "running_var.value_sync()"},
     "layer_norm": {"weight": "gamma.val()", "bias": "beta.as_ref().unwrap().val()"},
+    "rms_norm": {"weight": "gamma.val()"},
 }
 # what each kind's statement needs from burn::module and burn::nn
 _NN_USES: dict[str, set[str]] = {
@@ -52,6 +53,7 @@ _NN_USES: dict[str, set[str]] = {
     "dropout": {"Module", "DropoutConfig"},
     "batch_norm": {"Module", "Param", "RunningState", "BatchNormConfig"},
     "layer_norm": {"Module", "Param", "LayerNormConfig"},
+    "rms_norm": {"Module", "Param", "RmsNormConfig"},
 }
 
 
@@ -68,6 +70,14 @@ def _rust_module(st: Module, var: str) -> str:
             wrapper = "RunningState::new" if name.startswith("running_") else "Param::from_tensor"
             lines.append(f"{var}.{field} = {wrapper}({_vector(t)});")
         return "\n".join(lines)
+    if st.module == "rms_norm":
+        a = st.attrs
+        assert st.weight is not None
+        return "\n".join([
+            f"let mut {var} = RmsNormConfig::new({a['d_model']}).with_epsilon({rust_f64(a['epsilon'])})"
+            ".init(&device);",
+            "// PyTorch's weight is burn's gamma",
+            f"{var}.gamma = Param::from_tensor({_vector(st.weight)});"])
     if st.module == "layer_norm":
         a = st.attrs
         lines = [f"let mut {var} = LayerNormConfig::new({a['d_model']}).with_epsilon({rust_f64(a['epsilon'])})"
