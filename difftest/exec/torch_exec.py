@@ -122,6 +122,9 @@ def apply_module(handle: TorchModule, x: torch.Tensor) -> torch.Tensor:
 def module_param(handle: TorchModule, name: str) -> torch.Tensor:
     sync_state(handle.module, name)  # burn's read of a running statistic: value_sync()
     t = getattr(handle.module, name)
+    if name in dict(handle.module.named_buffers()):
+        # burn's read is a tensor of its own; the buffer is updated in place by later syncs
+        t = t.detach().clone()
     assert isinstance(t, torch.Tensor), name
     return t
 

@@ -33,7 +33,9 @@ def saves_tensors(st: Statement, module: ModuleState | None, needs: tuple[bool, 
         in_shapes = [shapes[x] for x in st.inputs] if shapes is not None else None
         return CATALOG[st.op].frees_on_backward_for(needs or (True,) * len(st.inputs), st.attrs, in_shapes)
     if isinstance(st, Apply) and module is not None:
-        return module_kind(module.kind).saves_input or (module.kind == "dropout" and module.training and module.p > 0.0)
+        kind = module_kind(module.kind)
+        draws_mask = module.kind == "dropout" and module.training and module.p > 0.0
+        return kind.saves_input or bool(kind.params) or draws_mask
     return False
 
 

@@ -60,7 +60,8 @@ class ModuleKind:
     out_shape: Callable[[dict[str, Any], dict[str, Shape], Shape], Shape]
     stateful: bool = False  # train-mode forwards update buffers (running statistics)
     steppable: bool = False  # optimizer steps act on it (rust/src/optim.rs)
-    saves_input: bool = False  # its backward saves the input (an inference input cannot be saved)
+    saves_input: bool = False  # its backward saves the input itself, whatever needs grad (an inference
+    # input cannot be saved); rms_norm (a composite in PyTorch) saves intermediates instead
     burn_transposed: tuple[str, ...] = ()  # parameters burn stores transposed (rust/src/nn.rs)
 
     @property
@@ -195,7 +196,7 @@ RMS_NORM = ModuleKind(
     (AttrSpec("d_model", int, _positive_int("d_model")),
      AttrSpec("epsilon", float, _positive_finite("epsilon"))),
     (TensorSpec("weight"),),
-    _features("d_model"), input_ranks=(1, 2, 3, 4), out_shape=_rms_norm_out, steppable=True, saves_input=True)
+    _features("d_model"), input_ranks=(1, 2, 3, 4), out_shape=_rms_norm_out, steppable=True)
 
 
 MODULE_KINDS: dict[str, ModuleKind] = {k.name: k for k in (LINEAR, DROPOUT, BATCH_NORM, LAYER_NORM, RMS_NORM)}

@@ -155,7 +155,7 @@ class BurnBatchNorm(torch.nn.Module):
 
     def read(self, name):
         self.sync((name,))
-        return getattr(self, name)
+        return getattr(self, name).clone()  # burn's read is a tensor of its own
 
     def forward(self, x):
         if not self.training:
