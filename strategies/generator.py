@@ -35,11 +35,13 @@ import torch
 
 from difftest.choices import Choices
 from difftest.divergences.known_bugs import known_bug
-from difftest.exec.torch_exec import TorchModule, apply_module, build_module, transform_module
+from difftest.exec.torch_exec import TorchModule, apply_module, build_module, module_param, transform_module
 from difftest.ops import catalog
 from difftest.ops.catalog import OpSpec
 from difftest.ops.domains import MAX_MAGNITUDE
 from difftest.ops.dtype_support import supported
+from difftest.oracle.model import predict
+from difftest.oracle.states import BurnState
 from difftest.program.dtypes import FLOAT_DTYPES, check_dtype, round_to
 from difftest.program.ir import (
     MAX_RANK,
@@ -59,6 +61,7 @@ from difftest.program.ir import (
     Transform,
     numel,
 )
+from difftest.program.module_kinds import module_kind
 from difftest.program.shapes import ShapeError
 from strategies import sessions
 from strategies.choices import weighted
@@ -97,6 +100,8 @@ class GenConfig:
     cut_weights: tuple[float, float, float] = (3.0, 2.0, 1.0)  # detach, without_autodiff, autodiff
     module_weight: float = 0.5  # next to kind_weights: an nn module (built, transformed, used)
     linear_weight: float = 3.0  # linear vs dropout (weight 1)
+    norm_weight: float = 0.5  # a normalisation module (batch_norm, layer_norm) where the value fits, vs
+    # linear + dropout (linear_weight + 1)
     dropout_p_weights: tuple[float, float, float] = (1.0, 2.0, 0.5)  # p = 0, 0.5, 1 (burn panics)
     transform_weights: tuple[float, ...] = (2.0, 2.0, 1.0, 1.0, 1.0)  # valid train no_grad freeze unfreeze
     avoid_known_bugs: bool = True  # skip triggers listed in difftest/divergences/known_bugs.py
@@ -185,6 +190,7 @@ class _Handle:
     params_require_grad: bool = True
     valid: bool = False  # applied under no_grad (PyTorch) / on the plain device (burn)
     training: bool = True
+    burn_configured: bool = True  # burn's configured training flag (freeze clears it, unfreeze sets it)
 
 
 class _Builder:
@@ -378,7 +384,10 @@ class _Builder:
         src = self.pick_existing(lambda v: True)
         if src is None:
             return False
-        if c.boolean(cfg.linear_weight / (cfg.linear_weight + 1.0)):
+        norms = self.norms_fitting(src)
+        if norms and c.boolean(cfg.norm_weight / (cfg.norm_weight + cfg.linear_weight + 1.0)):
+            st = self.norm_module(c.choice(norms), src)
+        elif c.boolean(cfg.linear_weight / (cfg.linear_weight + 1.0)):
             d_in, d_out = src.shape[-1], c.integer(1, cfg.max_dim)
             weight = InlineTensor((d_out, d_in), tuple(self.floats(d_out * d_in, -1.0, 1.0)))
             bias = InlineTensor((d_out,), tuple(self.floats(d_out, -1.0, 1.0))) if c.boolean(0.7) else None
@@ -389,6 +398,8 @@ class _Builder:
         self.statements.append(st)
         c.note(f"module:{st.module}")
         handles = [(st.id, _Handle(TorchModule(build_module(st, torch.float32)), st.module, st.p))]
+        if st.module == "batch_norm":  # its running statistics change as the program runs
+            return self.batch_norm_uses(st, src, handles)
         for _ in range(c.integer(0, 2)):
             ident, handle = c.choice(handles[::-1])
             kind = weighted(c, TRANSFORMS, cfg.transform_weights)
@@ -398,7 +409,7 @@ class _Builder:
             c.note(f"transform:{kind}")
         for _ in range(c.integer(1, 2)):
             ident, handle = c.choice(handles[::-1])
-            if st.module == "linear" and c.boolean(0.3):
+            if module_kind(st.module).params and c.boolean(0.3):
                 name = "bias" if st.bias is not None and c.boolean(0.3) else "weight"
                 param = Param(self.fresh("p"), ident, name)  # type: ignore[arg-type]
                 self.statements.append(param)
@@ -417,7 +428,7 @@ class _Builder:
             self.statements.append(app)
             if handle.valid:
                 tracked, depth = False, 0
-            elif handle.kind == "linear":
+            elif module_kind(handle.kind).params:
                 tracked = x.tracked or handle.params_require_grad
                 depth = x.depth + 1 if x.tracked else 1
             else:  # dropout: deterministic only where it returns its input
@@ -425,6 +436,79 @@ class _Builder:
                 depth = x.depth
             self.values.append(_Value(app.id, tuple(out.shape), out.detach().clone(), tracked, depth))
             c.note("apply")
+        return True
+
+    def norms_fitting(self, src: _Value) -> list[str]:
+        """The normalisation kinds a module fitted to `src` can be: layer_norm over a last dim of
+        more than one element; batch_norm for ranks 2 to 4 with more than one value per channel (PyTorch's
+        train-mode forward needs them) on burn's autodiff device (its train path)."""
+        shape = src.shape
+        # a layer_norm over one element is its bias (a constant: its gradient is all rounding);
+        # a (nearly) constant row or channel is the normalisations' tie: x - mean is rounding,
+        # which the division by sqrt(var + eps) blows up (kept away from, like ops' kinks)
+        kinds = ["layer_norm", "rms_norm"] if shape[-1] > 1 and _spread(src.tensor, [-1]) else []
+        if 2 <= len(shape) <= 4 and numel(shape) > shape[1] and \
+                _spread(src.tensor, [d for d in range(len(shape)) if d != 1]) and self.on_autodiff(src.id):
+            kinds.append("batch_norm")
+        return [k for k in kinds if supported(k, self.dtype)]  # difftest/ops/dtype_support.py
+
+    def on_autodiff(self, ident: str) -> bool:
+        """Whether burn holds the value `ident` on the autodiff device (the model's prediction)."""
+        state = predict(Program(tuple(self.statements))).burn.states.get(ident)
+        return isinstance(state, BurnState) and state.is_autodiff
+
+    def norm_module(self, kind: str, src: _Value) -> Module:
+        c = self.c
+        if kind == "rms_norm":
+            d = src.shape[-1]
+            weight = InlineTensor((d,), tuple(self.floats(d, 0.5, 1.5)))
+            return Module(self.fresh("m"), "rms_norm", weight, attrs={"d_model": d, "epsilon": 1e-5})
+        if kind == "layer_norm":
+            d = src.shape[-1]
+            weight = InlineTensor((d,), tuple(self.floats(d, 0.5, 1.5)))
+            bias = InlineTensor((d,), tuple(self.floats(d, -1.0, 1.0))) if c.boolean(0.7) else None
+            return Module(self.fresh("m"), "layer_norm", weight, bias, attrs={"d_model": d, "epsilon": 1e-5})
+        n = src.shape[1]
+        weight = InlineTensor((n,), tuple(self.floats(n, 0.5, 1.5)))
+        bias = InlineTensor((n,), tuple(self.floats(n, -1.0, 1.0)))
+        buffers = {"running_mean": InlineTensor((n,), tuple(self.floats(n, -1.0, 1.0))),
+                   "running_var": InlineTensor((n,), tuple(self.floats(n, 0.5, 2.0)))}
+        momentum = c.choice((0.1, 0.25, 0.5))
+        return Module(self.fresh("m"), "batch_norm", weight, bias, attrs={"num_features": n, "epsilon": 1e-5,
+                                                                          "momentum": momentum}, buffers=buffers)
+
+    def batch_norm_uses(self, st: Module, src: _Value, handles: list[tuple[str, _Handle]]) -> bool:
+        """Forwards of a batch_norm (on `src`, train mode first), reads of its running
+        statistics, transforms: a train-mode forward updates the statistics, so values are not
+        precomputed here: each forward's output is computed by running it (as the executor does)."""
+        c = self.c
+        for _ in range(c.integer(1, 3)):
+            if c.boolean(0.4):
+                ident, handle = c.choice(handles[::-1])
+                kind = weighted(c, TRANSFORMS, self.cfg.transform_weights)
+                if kind == "train" and not handle.burn_configured:
+                    kind = "unfreeze"  # burn's train() after freeze() stays in eval mode (a declared divergence)
+                t = Transform(self.fresh("t"), kind, ident)  # type: ignore[arg-type]
+                self.statements.append(t)
+                handles.append((t.id, _transformed(handle, kind)))
+                c.note(f"transform:{kind}")
+            ident, handle = c.choice(handles[::-1])
+            if c.boolean(0.3):
+                name = c.choice(("running_mean", "running_var", "weight", "bias"))
+                param = Param(self.fresh("p"), ident, name)
+                self.statements.append(param)
+                tensor = module_param(handle.module, name).detach().clone()
+                self.values.append(_Value(param.id, tuple(tensor.shape), tensor))
+                c.note("param")
+                continue
+            with torch.no_grad():
+                out = apply_module(handle.module, src.tensor)
+            app = Apply(self.fresh("y"), ident, src.id)
+            self.statements.append(app)
+            tracked = not handle.valid and (src.tracked or handle.params_require_grad)
+            depth = src.depth + 1 if tracked else 0
+            self.values.append(_Value(app.id, tuple(out.shape), out.detach().clone(), tracked, depth))
+            c.note("apply:batch_norm")
         return True
 
     def backward(self) -> bool:
@@ -465,6 +549,15 @@ class _Builder:
         return True
 
 
+def _spread(x: torch.Tensor, dims: list[int], rel: float = 1e-2) -> bool:
+    """Whether every slice of `x` over `dims` has a standard deviation of at least `rel` of its
+    largest magnitude (and above zero): no (nearly) constant row or channel."""
+    x = x.double()
+    std = x.std(dim=dims, unbiased=False)
+    scale = x.abs().amax(dim=dims)
+    return bool((std > rel * scale).all()) and bool((std > 0).all())
+
+
 def _transformed(h: _Handle, kind: str) -> _Handle:
     module = transform_module(h.module, kind)
     if kind == "valid":
@@ -474,8 +567,9 @@ def _transformed(h: _Handle, kind: str) -> _Handle:
     if kind == "no_grad":
         return replace(h, module=module, params_require_grad=False)
     if kind == "freeze":
-        return replace(h, module=module, params_require_grad=False, training=False)
-    return replace(h, module=module, params_require_grad=True, training=True, valid=False)  # unfreeze
+        return replace(h, module=module, params_require_grad=False, training=False, burn_configured=False)
+    return replace(h, module=module, params_require_grad=True, training=True, valid=False,  # unfreeze
+                   burn_configured=True)
 
 
 def _inside(x: float, lo: float, hi: float, dtype: str) -> float:

@@ -29,6 +29,7 @@ from difftest.ops.catalog import CATALOG
 from difftest.ops.strides import contiguous_strides
 from difftest.oracle.states import EMPTY, BurnState, Failure, ModuleState, Result, TorchState
 from difftest.program.ir import Apply, Cut, Leaf, Module, OpCall, Param, Shape, region_of
+from difftest.program.module_kinds import module_kind
 
 
 def _burn_inputs(step: Step) -> tuple[BurnState, ...]:
@@ -79,8 +80,10 @@ def _saves_inference_tensor(step: Step) -> bool:
         # nn.Linear saves its input for the weight's gradient (outside torch.no_grad()); an
         # input of rank >= 3 is flattened to [-1, in] first, and when that reshape has to copy
         # (the leading dims do not merge into one stride), the copy is saved, not the input
-        if m.kind != "linear" or m.valid or not m.requires_grad or not ins[0].is_inference:
+        if not module_kind(m.kind).saves_input or m.valid or not m.requires_grad or not ins[0].is_inference:
             return False
+        if m.kind != "linear":  # normalisations save the input itself
+            return True
         shape = step.input_shapes[0]
         return len(shape) <= 2 or _merges_to_view(shape[:-1], ins[0].strides[:-1])
     if not isinstance(st, OpCall) or st.region != "grad":
@@ -115,7 +118,10 @@ def _merges_to_view(shape: Shape, strides: tuple[int, ...]) -> bool:
 # ---------------------------------------------------------------- modules
 
 def torch_param_state(m: ModuleState, name: str, shape: Shape) -> TorchState:
-    """A parameter of the handle `m` in PyTorch: its own leaf (every transform deep-copies)."""
+    """A parameter of the handle `m` in PyTorch: its own leaf (every transform deep-copies); a
+    buffer (running statistics) never requires grad."""
+    if module_kind(m.kind).is_buffer(name):
+        return TorchState(False, True, False, False, strides=contiguous_strides(shape) if shape else ())
     key = m.key(name) if m.requires_grad else None
     return TorchState(m.requires_grad, True, False, False, key, frozenset({key}) if key else EMPTY,
                       contiguous_strides(shape) if shape else ())
@@ -123,7 +129,11 @@ def torch_param_state(m: ModuleState, name: str, shape: Shape) -> TorchState:
 
 def burn_param_state(m: ModuleState, name: str) -> BurnState:
     """PyTorch's parameter mapped onto burn's flags: a leaf on the autodiff device that
-    requires grad when PyTorch's does, one leaf per handle (the base; rules refine it)."""
+    requires grad when PyTorch's does, one leaf per handle (the base; rules refine it). A
+    buffer (running statistics) is a plain value on the parameters' device (burn stores it
+    detached)."""
+    if module_kind(m.kind).is_buffer(name):
+        return BurnState(not m.valid, False, False)
     if not m.requires_grad:
         return BurnState(True, False, False)
     key = m.key(name)
@@ -132,13 +142,13 @@ def burn_param_state(m: ModuleState, name: str) -> BurnState:
 
 def shares_params(m: ModuleState) -> bool:
     """burn's parameters of `m` are the leaves of an earlier handle (a clone that kept them)."""
-    return (m.kind == "linear" and not m.valid and m.requires_grad and m.burn_origin is not None
+    return (bool(m.params) and not m.valid and m.requires_grad and m.burn_origin is not None
             and m.burn_origin != m.id)
 
 
 def module_param_keys(fw: Framework, m: ModuleState) -> list[str]:
     """The grad keys of the parameters a forward through `m` records, in each framework."""
-    if m.kind != "linear" or m.valid or not m.requires_grad:
+    if not m.params or m.valid or not m.requires_grad:
         return []
     if fw == "burn" and shares_params(m):
         return [m.key(name, m.burn_origin) for name in m.params]
@@ -163,7 +173,7 @@ def _valid_module_computes(step: Step) -> bool:
         return False
     if isinstance(st, Param):
         return True
-    return isinstance(st, Apply) and (m.kind == "linear" or (m.training and m.p > 0.0))
+    return isinstance(st, Apply) and (bool(m.params) or (m.training and m.p > 0.0))
 
 
 def _valid_off_autodiff(step: Step) -> Result:
@@ -184,8 +194,10 @@ def _autodiff_input_output(step: Step) -> Result:
 
 
 def _shares_params(step: Step) -> bool:
-    m = step.module
-    return isinstance(step.statement, (Param, Apply)) and m is not None and shares_params(m)
+    m, st = step.module, step.statement
+    if isinstance(st, Param) and m is not None and module_kind(m.kind).is_buffer(st.param):
+        return False  # a running statistic is no parameter leaf
+    return isinstance(st, (Param, Apply)) and m is not None and shares_params(m)
 
 
 def _shared_params(step: Step) -> Result:

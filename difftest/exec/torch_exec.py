@@ -10,6 +10,16 @@ from typing import Protocol
 
 import torch
 
+from difftest.exec.torch_modules import (
+    NORMALIZE,
+    BurnBatchNorm,
+    build_torch_module,
+    norm_grad_terms,
+    normalized,
+    share_state,
+    stateless_norm,
+    sync_state,
+)
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
 from difftest.program.ir import (
@@ -29,6 +39,7 @@ from difftest.program.ir import (
     Transform,
     ZeroGrad,
 )
+from difftest.program.module_kinds import SHARES_BUFFERS_ACROSS
 from difftest.program.observation import BackwardObs, ErrorObs, Observation, TensorObs, ValueObs
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
@@ -75,25 +86,19 @@ class TorchModule:
 
 
 def build_module(st: Module, dt: torch.dtype) -> torch.nn.Module:
-    """`module` statement -> nn.Linear (weight [out, in] and bias copied from the data, the
-    parameters requiring grad) or nn.Dropout(p)."""
-    if st.module == "dropout":
-        return torch.nn.Dropout(st.p)
-    assert st.weight is not None
-    out_f, in_f = st.weight.shape
-    m = torch.nn.Linear(in_f, out_f, bias=st.bias is not None, dtype=dt)
-    with torch.no_grad():
-        m.weight.copy_(torch.tensor(st.weight.data, dtype=dt).reshape(out_f, in_f))
-        if st.bias is not None and m.bias is not None:
-            m.bias.copy_(torch.tensor(st.bias.data, dtype=dt))
-    return m
+    """`module` statement -> its kind's PyTorch module (difftest/exec/torch_modules.py)."""
+    return build_torch_module(st, dt)
 
 
 def transform_module(handle: TorchModule, transform: str) -> TorchModule:
     """burn's transforms return a new module: a deep copy with PyTorch's counterpart applied."""
+    if transform not in SHARES_BUFFERS_ACROSS:
+        sync_state(handle.module)  # burn's valid() and train() sync the running state, then copy it
     m = copy.deepcopy(handle.module)
     for p in m.parameters():
         p.grad = None  # a copy starts without gradients, like burn's fresh parameters
+    if transform in SHARES_BUFFERS_ACROSS:  # burn's clone shares the running state
+        share_state(m, handle.module)
     if transform == "valid":
         return TorchModule(m.eval(), no_grad=True)
     if transform == "train":
@@ -118,7 +123,11 @@ def apply_module(handle: TorchModule, x: torch.Tensor) -> torch.Tensor:
 
 
 def module_param(handle: TorchModule, name: str) -> torch.Tensor:
+    sync_state(handle.module, name)  # burn's read of a running statistic: value_sync()
     t = getattr(handle.module, name)
+    if name in dict(handle.module.named_buffers()):
+        # burn's read is a tensor of its own; the buffer is updated in place by later syncs
+        t = t.detach().clone()
     assert isinstance(t, torch.Tensor), name
     return t
 
@@ -232,7 +241,11 @@ def _apply(st: Apply, modules: dict[str, TorchModule], env: dict[str, torch.Tens
            hooks: ExecHooks | None, native: str = "float32") -> torch.Tensor:
     handle = modules[st.module]
     x = env[st.input]
-    if hooks is None or not isinstance(handle.module, torch.nn.Linear):
+    if hooks is None:
+        return apply_module(handle, x)
+    if isinstance(handle.module, (BurnBatchNorm, torch.nn.LayerNorm, torch.nn.RMSNorm)):
+        return _apply_norm(st, handle, x, hooks)
+    if not isinstance(handle.module, torch.nn.Linear):
         return apply_module(handle, x)
     lin = handle.module
 
@@ -250,6 +263,53 @@ def _apply(st: Apply, modules: dict[str, TorchModule], env: dict[str, torch.Tens
     site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", tol.ACCUMULATE, False,
                   lin.in_features + 1, magnitude, grad_terms=grad_terms, param_path=param_path, dtype=native)
     return hooks.op(site, [x], lambda xs: apply_module(handle, xs[0]))
+
+
+def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHooks) -> torch.Tensor:
+    """A normalisation forward for the noise model: a few roundings per element (mean,
+    variance, square root, division: the softmax-like class), computed once (a train-mode
+    forward updates the running state); the parameters' gradient terms are |g| |x_hat| (weight)
+    and |g| (bias), through a forward that only they differentiate."""
+    m = handle.module
+
+    def param_path(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+        with torch.no_grad():
+            xhat = normalized(m, xs[0].detach()).abs()
+        weight, bias = m.weight, getattr(m, "bias", None)
+        assert isinstance(weight, torch.Tensor) and (bias is None or isinstance(bias, torch.Tensor))
+        shape = [1, -1] + [1] * (xhat.dim() - 2) if isinstance(m, BurnBatchNorm) else [-1]
+        out = xhat * weight.reshape(shape)
+        return out + bias.reshape(shape) if bias is not None else out
+
+    def grad_terms(xs: Sequence[torch.Tensor], g: torch.Tensor) -> list[torch.Tensor]:
+        return [norm_grad_terms(m, xs[0].detach(), g.abs())]
+
+    # the noise model re-runs the forward in float32 on the same inputs (its own rounding,
+    # measured): the stateless forward; a train-mode batch_norm then updates its running state
+    # once, from the input; the sizes of its gradient's terms bound the cancellation in its backward
+    site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", NORMALIZE, False, 1, measure=True,
+                  grad_terms=grad_terms, param_path=param_path)
+
+    def compute(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+        return stateless_norm(m, xs[0], detach_params=True)
+
+    from difftest.oracle.noise import MagnitudeHooks  # the oracle imports this module
+
+    with torch.no_grad() if handle.no_grad else contextlib.nullcontext():
+        y = hooks.op(site, [x], compute)
+        if not isinstance(hooks, MagnitudeHooks) and torch.is_grad_enabled():
+            # the parameters' gradients, exact (the hooks see the input only; the magnitude
+            # run routes them through param_path)
+            xp = x.detach()
+            uniform = getattr(hooks, "uniform", None)  # the noise runs: the normalisation's own
+            if uniform is not None:  # rounding reaches the parameters' gradients too
+                xp = xp * (1.0 + NORMALIZE.input_rel * uniform(xp.shape).to(xp.dtype))
+            yp = stateless_norm(m, xp)
+            if yp.requires_grad:
+                y = y + (yp - yp.detach())
+    if isinstance(m, BurnBatchNorm):
+        m.update(x, getattr(hooks, "uniform", None))  # the noise runs' draws, when these are they
+    return y
 
 
 def _value(st: Statement, env: dict[str, torch.Tensor], dt: torch.dtype,

@@ -60,9 +60,13 @@ def statement_text(st: Statement) -> str:
     if isinstance(st, Module):
         if st.module == "dropout":
             return f"{st.id}: dropout(p={fmt_float(st.p)})"
-        assert st.weight is not None
-        bias = fmt_data(st.bias.data) if st.bias is not None else "None"
-        return f"{st.id}: linear{list(st.weight.shape)} weight={fmt_data(st.weight.data)} bias={bias}"
+        if st.module == "linear":
+            assert st.weight is not None
+            bias = fmt_data(st.bias.data) if st.bias is not None else "None"
+            return f"{st.id}: linear{list(st.weight.shape)} weight={fmt_data(st.weight.data)} bias={bias}"
+        config = ", ".join(f"{k}={fmt_float(v) if isinstance(v, float) else v}" for k, v in st.config().items())
+        tensors = " ".join(f"{k}={fmt_data(t.data)}" for k, t in st.tensors().items())
+        return f"{st.id}: {st.module}({config}) {tensors}".rstrip()
     if isinstance(st, Transform):
         return f"{st.id}: {st.input}.{st.transform}()"
     if isinstance(st, Apply):

@@ -53,6 +53,7 @@ from difftest.program.ir import (
     value_inputs,
 )
 from difftest.program.ir import Step as StepStatement
+from difftest.program.module_kinds import module_kind
 from difftest.program.validate import infer_shapes
 
 
@@ -221,7 +222,8 @@ def _run(
         pred.states[st.id] = current
         own = frozenset(module_param_keys(fw, module)) if isinstance(st, Apply) and module else EMPTY
         pred.paths[st.id] = _paths(st.id, current, value_inputs(st), pred, own)
-        if isinstance(st, Param) and st.param == "weight" and isinstance(current, BurnState):
+        if isinstance(st, Param) and isinstance(current, BurnState) and module is not None \
+                and st.param in module_kind(module.kind).burn_transposed:
             pred.as_input[st.id] = _transposed(current)
         if any(x in pred.nondet for x in value_inputs(st)) or (
             isinstance(st, Apply) and module is not None and _draws_mask(module, inputs[0], current)
@@ -359,9 +361,7 @@ def _transposed(s: BurnState) -> BurnState:
 def module_state(st: Module | Transform, modules: dict[str, ModuleState]) -> ModuleState:
     """The handle a `module` or `transform` statement defines (see ModuleState)."""
     if isinstance(st, Module):
-        params: tuple[str, ...] = ()
-        if st.module == "linear":
-            params = ("weight", "bias") if st.bias is not None else ("weight",)
+        params = tuple(name for name in module_kind(st.module).params if st.tensor(name) is not None)
         return ModuleState(st.id, st.module, st.p, params, burn_origin=st.id)
     m = modules[st.input]
     new = replace(m, id=st.id)

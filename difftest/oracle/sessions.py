@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from difftest.ops.catalog import CATALOG
 from difftest.oracle.states import BurnState, ModuleState, State, TorchState
 from difftest.program.ir import Apply, Cut, OpCall, Shape, Statement, value_inputs
+from difftest.program.module_kinds import module_kind
 
 
 def is_node(state: State) -> bool:
@@ -32,7 +33,9 @@ def saves_tensors(st: Statement, module: ModuleState | None, needs: tuple[bool, 
         in_shapes = [shapes[x] for x in st.inputs] if shapes is not None else None
         return CATALOG[st.op].frees_on_backward_for(needs or (True,) * len(st.inputs), st.attrs, in_shapes)
     if isinstance(st, Apply) and module is not None:
-        return module.kind == "linear" or (module.kind == "dropout" and module.training and module.p > 0.0)
+        kind = module_kind(module.kind)
+        draws_mask = module.kind == "dropout" and module.training and module.p > 0.0
+        return kind.saves_input or bool(kind.params) or draws_mask
     return False
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 from difftest.program.dtypes import FLOAT_DTYPES, first_unrepresentable
+from difftest.program.module_kinds import MODULE_KINDS as KIND_CATALOG
+from difftest.program.module_kinds import ModuleError, module_kind
 
 FORMAT_NAME = "difftest-program"
 FORMAT_VERSION = 2  # the newest; a program without session statements is still written as 1
@@ -22,17 +24,17 @@ ID_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 Device = Literal["autodiff", "plain"]
 Region = Literal["grad", "no_grad", "inference_mode"]
 CutKind = Literal["detach", "without_autodiff", "autodiff"]
-ModuleKind = Literal["linear", "dropout"]
+ModuleKind = str  # a name in difftest/program/module_kinds.py MODULE_KINDS
 TransformKind = Literal["valid", "train", "no_grad", "freeze", "unfreeze"]
-ParamName = Literal["weight", "bias"]
+ParamName = str  # a tensor (parameter or buffer) its module kind declares
 OptimizerKind = Literal["sgd"]
 
 DEVICES: tuple[Device, ...] = ("autodiff", "plain")
 REGIONS: tuple[Region, ...] = ("grad", "no_grad", "inference_mode")
 CUTS: tuple[CutKind, ...] = ("detach", "without_autodiff", "autodiff")
-MODULES: tuple[ModuleKind, ...] = ("linear", "dropout")
+MODULES: tuple[ModuleKind, ...] = tuple(KIND_CATALOG)
 TRANSFORMS: tuple[TransformKind, ...] = ("valid", "train", "no_grad", "freeze", "unfreeze")
-PARAMS: tuple[ParamName, ...] = ("weight", "bias")
+PARAMS: tuple[ParamName, ...] = tuple(dict.fromkeys(t.name for k in KIND_CATALOG.values() for t in k.tensors))
 OPTIMIZERS: tuple[OptimizerKind, ...] = ("sgd",)
 
 Shape = tuple[int, ...]
@@ -161,16 +163,42 @@ class InlineTensor:
 
 @dataclass(frozen=True)
 class Module:
-    """A module handle (not a value): `linear` (weight [out, in], optional bias [out]) or
-    `dropout` (probability p)."""
+    """A module handle (not a value) of a kind in difftest/program/module_kinds.py: `linear`
+    (weight [out, in], optional bias [out]), `dropout` (probability p), and the kinds declared
+    there. `attrs` holds the configuration other than dropout's `p`, `buffers` the inline
+    tensors other than weight and bias (running statistics), in PyTorch's names and layouts."""
 
     id: str
     module: ModuleKind
     weight: InlineTensor | None = None
     bias: InlineTensor | None = None
     p: float = 0.0
+    attrs: dict[str, Any] = field(default_factory=dict, hash=False)
+    buffers: dict[str, InlineTensor] = field(default_factory=dict, hash=False)
 
     kind: Literal["module"] = field(default="module", init=False)
+
+    def attr(self, name: str) -> Any:
+        return self.p if name == "p" else self.attrs[name]
+
+    def config(self) -> dict[str, Any]:
+        """The kind's configuration attributes, by name."""
+        return {a.name: self.attr(a.name) for a in module_kind(self.module).attrs}
+
+    def tensor(self, name: str) -> InlineTensor | None:
+        if name == "weight":
+            return self.weight
+        if name == "bias":
+            return self.bias
+        return self.buffers.get(name)
+
+    def tensors(self) -> dict[str, InlineTensor]:
+        """The inline tensors given, by name (absent optional ones left out)."""
+        out = {"weight": self.weight, "bias": self.bias, **self.buffers}
+        return {k: v for k, v in out.items() if v is not None}
+
+    def tensor_shapes(self) -> dict[str, Shape]:
+        return {k: v.shape for k, v in self.tensors().items()}
 
     @property
     def in_features(self) -> int:
@@ -350,13 +378,14 @@ def check_structure(program: Program) -> None:
         if isinstance(st, Transform) and st.transform not in TRANSFORMS:
             raise ProgramError(f"unknown transform {st.transform!r}", i, st.id)
         if isinstance(st, Param):
-            if st.param not in PARAMS:
-                raise ProgramError(f"unknown param {st.param!r}", i, st.id)
             root = root_module(program, st.module, seen)
-            if root.module != "linear":
-                raise ProgramError(f"module {st.module!r} is a {root.module}, which has no parameters", i, st.id)
-            if st.param == "bias" and root.bias is None:
-                raise ProgramError(f"module {st.module!r} is a linear without a bias", i, st.id)
+            spec = module_kind(root.module)
+            if spec.tensor(st.param) is None:
+                has = ", ".join(t.name for t in spec.tensors)
+                what = f"no {st.param!r} (its parameters and buffers: {has})" if has else "no parameters"
+                raise ProgramError(f"module {st.module!r} is a {root.module}, which has {what}", i, st.id)
+            if root.tensor(st.param) is None:
+                raise ProgramError(f"module {st.module!r} is a {root.module} without a {st.param}", i, st.id)
         if isinstance(st, Leaf):
             if not 1 <= len(st.shape) <= MAX_RANK:
                 raise ProgramError(f"rank {len(st.shape)} outside 1..{MAX_RANK}", i, st.id)
@@ -381,11 +410,11 @@ def check_structure(program: Program) -> None:
 
 
 def _float_data(st: Statement) -> list[tuple[str, tuple[float, ...]]]:
-    """The float data a statement holds: a leaf's, a linear module's weight and bias."""
+    """The float data a statement holds: a leaf's, a module's parameters and buffers."""
     if isinstance(st, Leaf):
         return [("data", st.data)]
     if isinstance(st, Module):
-        return [(name, t.data) for name, t in (("weight", st.weight), ("bias", st.bias)) if t is not None]
+        return [(name, t.data) for name, t in st.tensors().items()]
     return []
 
 
@@ -422,6 +451,10 @@ def _check_handles(st: Statement, i: int, seen: dict[str, Statement]) -> None:
             raise ProgramError(f"lr = {st.lr!r} must be finite and > 0", i, st.id)
         if st.module in seen and isinstance(seen[st.module], MODULE_KINDS):
             root = _root_id(seen, st.module)
+            root_st = seen[root]
+            if isinstance(root_st, Module) and not module_kind(root_st.module).steppable:
+                raise ProgramError(f"module {st.module!r} is a {root_st.module}, which optimizer steps do not "
+                                   "act on (its running state is not modelled across steps)", i, st.id)
             for other in seen.values():
                 if isinstance(other, Step) and other.optimizer == opt.id and other.module in seen \
                         and _root_id(seen, other.module) != root:
@@ -437,29 +470,40 @@ def _root_id(seen: dict[str, Statement], ident: str) -> str:
 
 
 def _check_module(st: Module, i: int) -> None:
-    if st.module not in MODULES:
-        raise ProgramError(f"unknown module {st.module!r}", i, st.id)
-    if st.module == "dropout":
-        if st.weight is not None or st.bias is not None:
-            raise ProgramError("a dropout module has no weight or bias", i, st.id)
-        if not (0.0 <= st.p <= 1.0):
-            raise ProgramError(f"p = {st.p!r} is outside [0, 1]", i, st.id)
-        return
-    w = st.weight
-    if w is None:
-        raise ProgramError("a linear module needs a weight", i, st.id)
-    if len(w.shape) != 2 or any(d < 1 for d in w.shape):
-        raise ProgramError(f"weight shape {list(w.shape)} is not [out, in] with dims >= 1", i, st.id)
-    if len(w.data) != numel(w.shape):
-        raise ProgramError(f"weight data has {len(w.data)} elements, shape {list(w.shape)} needs "
-                           f"{numel(w.shape)}", i, st.id)
-    b = st.bias
-    if b is not None:
-        if b.shape != (w.shape[0],):
-            raise ProgramError(f"bias has shape {list(b.shape)} but the weight [out, in] = {list(w.shape)} "
-                               f"needs [{w.shape[0]}]", i, st.id)
-        if len(b.data) != w.shape[0]:
-            raise ProgramError(f"bias data has {len(b.data)} elements, needs {w.shape[0]}", i, st.id)
+    """The module's kind is known, its attributes pass their checks, and its inline tensors
+    are the kind's, with the shapes its configuration derives."""
+    try:
+        spec = module_kind(st.module)
+    except ModuleError as e:
+        raise ProgramError(str(e), i, st.id) from e
+    for a in spec.attrs:
+        if a.name != "p" and a.name not in st.attrs:
+            raise ProgramError(f"a {st.module} module needs the attribute {a.name!r}", i, st.id)
+        err = a.check(st.attr(a.name))
+        if err:
+            raise ProgramError(err, i, st.id)
+    names = {a.name for a in spec.attrs}
+    for k in st.attrs:
+        if k not in names:
+            raise ProgramError(f"a {st.module} module has no attribute {k!r}", i, st.id)
+    given = st.tensors()
+    for name in given:
+        if spec.tensor(name) is None:
+            raise ProgramError(f"a {st.module} module has no {name}", i, st.id)
+    for t in spec.tensors:
+        if t.name not in given and not t.optional:
+            raise ProgramError(f"a {st.module} module needs a {t.name}", i, st.id)
+    try:
+        want = spec.shapes(st.config(), st.tensor_shapes())
+    except ModuleError as e:
+        raise ProgramError(str(e), i, st.id) from e
+    for name, x in given.items():
+        if x.shape != want[name]:
+            raise ProgramError(f"{name} has shape {list(x.shape)} but the {st.module} module needs "
+                               f"{list(want[name])}", i, st.id)
+        if len(x.data) != numel(x.shape):
+            raise ProgramError(f"{name} data has {len(x.data)} elements, shape {list(x.shape)} needs "
+                               f"{numel(x.shape)}", i, st.id)
 
 
 def root_module(program: Program, ident: str, by_id: dict[str, Statement] | None = None) -> Module:

@@ -33,6 +33,8 @@ from difftest.program.ir import (
     Transform,
     ZeroGrad,
 )
+from difftest.program.module_kinds import ModuleError, module_kind
+from difftest.program.module_schema import overlay
 
 SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -94,16 +96,7 @@ def statement_to_dict(st: Statement) -> dict[str, Any]:
             d["region"] = st.region
         return d
     if isinstance(st, Module):
-        if st.module == "dropout":
-            return {"id": st.id, "kind": "module", "module": "dropout", "p": st.p}
-        assert st.weight is not None
-        return {
-            "id": st.id,
-            "kind": "module",
-            "module": "linear",
-            "weight": _tensor_to_dict(st.weight),
-            "bias": _tensor_to_dict(st.bias) if st.bias is not None else None,
-        }
+        return _module_to_dict(st)
     if isinstance(st, Transform):
         return {"id": st.id, "kind": "transform", "transform": st.transform, "input": st.input}
     if isinstance(st, Apply):
@@ -175,7 +168,7 @@ def program_to_json(program: Program, indent: int | None = None) -> str:
 def schema(version: int = FORMAT_VERSIONS[-1]) -> dict[str, Any]:
     text = resources.files("difftest.program").joinpath(f"schema/program-v{version}.json").read_text()
     loaded: dict[str, Any] = json.loads(text)
-    return loaded
+    return overlay(loaded)  # module kinds and param names from module_kinds.py
 
 
 @cache
@@ -291,15 +284,7 @@ def _statement_from_dict(raw: dict[str, Any], dtype: str = DEFAULT_DTYPE) -> Sta
         return Step(id=raw["id"], optimizer=raw["optimizer"], module=raw["module"], grads=raw["grads"],
                     lr=decode_float(raw["lr"], "lr"))
     if kind == "module":
-        if raw["module"] == "dropout":
-            return Module(id=raw["id"], module="dropout", p=decode_float(raw["p"], "p"))
-        bias = raw["bias"]
-        return Module(
-            id=raw["id"],
-            module=raw["module"],
-            weight=_tensor_from_dict(raw["weight"], "weight", dtype),
-            bias=_tensor_from_dict(bias, "bias", dtype) if bias is not None else None,
-        )
+        return _module_from_dict(raw, dtype)
     if kind == "transform":
         return Transform(id=raw["id"], transform=raw["transform"], input=raw["input"])
     if kind == "apply":
@@ -307,6 +292,38 @@ def _statement_from_dict(raw: dict[str, Any], dtype: str = DEFAULT_DTYPE) -> Sta
     if kind == "param":
         return Param(id=raw["id"], module=raw["module"], param=raw["param"])
     raise ValueError(f"unknown statement kind {kind!r}")
+
+
+def _module_to_dict(st: Module) -> dict[str, Any]:
+    """A module statement: its kind's attributes, then its inline tensors (an absent optional
+    one written as null), in the kind's declared order (module_kinds.py)."""
+    spec = module_kind(st.module)
+    d: dict[str, Any] = {"id": st.id, "kind": "module", "module": st.module}
+    for a in spec.attrs:
+        x = st.attr(a.name)
+        d[a.name] = encode_float(x) if a.kind is float else x
+    for t in spec.tensors:
+        x = st.tensor(t.name)
+        d[t.name] = _tensor_to_dict(x) if x is not None else None
+    return d
+
+
+def _module_from_dict(raw: dict[str, Any], dtype: str) -> Module:
+    try:
+        spec = module_kind(raw["module"])
+    except ModuleError as e:
+        raise ValueError(str(e)) from None
+    attrs: dict[str, Any] = {}
+    for a in spec.attrs:
+        if a.name not in raw:
+            raise ValueError(f"a {spec.name} module needs {a.name!r}")
+        x = raw[a.name]
+        attrs[a.name] = decode_float(x, a.name) if a.kind is float else x
+    tensors = {t.name: _tensor_from_dict(raw[t.name], t.name, dtype) for t in spec.tensors
+               if raw.get(t.name) is not None}
+    buffers = {k: v for k, v in tensors.items() if k not in ("weight", "bias")}
+    return Module(id=raw["id"], module=spec.name, weight=tensors.get("weight"), bias=tensors.get("bias"),
+                  p=attrs.pop("p", 0.0), attrs=attrs, buffers=buffers)
 
 
 def _decode_attrs(attrs: dict[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from difftest.program.ir import (
     Transform,
     numel,
 )
+from difftest.program.module_kinds import ModuleError, forward_shape, module_kind
 from difftest.program.shapes import ShapeError
 
 # The element budget, checked before anything runs (the Rust side has the same two constants
@@ -36,7 +37,7 @@ def _tensors_held(st: Statement) -> list[tuple[str, int]]:
     """(what, elements) of the tensors a statement holds besides its value: module weights and
     biases, inline attribute tensors (gather indices, masks)."""
     if isinstance(st, Module):
-        return [(name, numel(t.shape)) for name, t in (("weight", st.weight), ("bias", st.bias)) if t is not None]
+        return [(name, numel(t.shape)) for name, t in st.tensors().items()]
     if isinstance(st, OpCall) and st.op in CATALOG:
         return [
             (f"attribute {a.name!r}", numel(tuple(st.attrs[a.name]["shape"])))
@@ -99,9 +100,9 @@ def infer_shapes(program: Program, *, bounded: bool = False) -> dict[str, Shape]
         elif isinstance(st, Apply):
             shapes[st.id] = apply_shape(roots[st.module], shapes[st.input], i, st)
         elif isinstance(st, Param):
-            root = roots[st.module]
-            assert root.weight is not None  # checked by the IR
-            shapes[st.id] = root.weight.shape if st.param == "weight" else (root.out_features,)
+            tensor = roots[st.module].tensor(st.param)
+            assert tensor is not None  # checked by the IR
+            shapes[st.id] = tensor.shape
         if budget is not None:
             held = _tensors_held(st)
             if st.id in shapes:
@@ -111,17 +112,12 @@ def infer_shapes(program: Program, *, bounded: bool = False) -> dict[str, Shape]
 
 
 def apply_shape(module: Module, x: Shape, index: int, st: Statement) -> Shape:
-    """The output shape of `module` applied to an input of shape `x`."""
-    if module.module == "dropout":
-        return x
-    if not x or x[-1] != module.in_features:
-        raise ProgramError(
-            f"linear with in = {module.in_features} applied to an input of shape {list(x)} "
-            f"(the last dim must be {module.in_features})",
-            index,
-            st.id,
-        )
-    return x[:-1] + (module.out_features,)
+    """The output shape of `module` applied to an input of shape `x` (its kind's declaration,
+    difftest/program/module_kinds.py)."""
+    try:
+        return forward_shape(module_kind(module.module), module.config(), module.tensor_shapes(), x)
+    except ModuleError as e:
+        raise ProgramError(str(e), index, st.id) from e
 
 
 def check_program(program: Program) -> dict[str, Shape]:

@@ -135,4 +135,31 @@ mod tests {
         assert!(!updates(fresh(&ad).freeze().train()));
         assert!(updates(fresh(&ad).valid().train()));
     }
+
+    /// A train-mode forward's update stays pending (`RunningState::update`); an eval-mode
+    /// forward through a handle sharing the state (a frozen clone) reads `value()`, which lags
+    /// it, until a `value_sync()` read of that statistic.
+    #[test]
+    fn eval_forward_reads_the_value_before_the_last_update() {
+        let ad = Device::flex().autodiff();
+        let bn = fresh(&ad);
+        let _ = bn.forward(input(X1, &ad));
+        let frozen = bn.clone().freeze();
+        let eval = |m: &BatchNorm| {
+            m.forward(input(X2, &ad))
+                .into_data()
+                .iter::<f32>()
+                .map(f64::from)
+                .collect::<Vec<_>>()
+        };
+        // gamma 1, beta 0: with the initial statistics (0, 1), y = x / sqrt(1 + eps)
+        let initial: Vec<f64> = X2
+            .iter()
+            .map(|&v| f64::from(v) / (1.0f64 + 1e-5).sqrt())
+            .collect();
+        assert!(close(&eval(&frozen), &initial));
+        let _ = bn.running_mean.value_sync();
+        let _ = bn.running_var.value_sync();
+        assert!(!close(&eval(&frozen), &initial));
+    }
 }

@@ -85,8 +85,7 @@ impl Statement {
             Statement::Op(s) => &s.id,
             Statement::Cut(s) => &s.id,
             Statement::Backward(s) => &s.id,
-            Statement::Module(Module::Linear(s)) => &s.id,
-            Statement::Module(Module::Dropout(s)) => &s.id,
+            Statement::Module(m) => m.id(),
             Statement::Transform(s) => &s.id,
             Statement::Apply(s) => &s.id,
             Statement::Param(s) => &s.id,
@@ -163,6 +162,64 @@ pub struct Backward {
 pub enum Module {
     Linear(Linear),
     Dropout(Dropout),
+    BatchNorm(BatchNormDoc),
+    LayerNorm(LayerNormDoc),
+    RmsNorm(RmsNormDoc),
+}
+
+impl Module {
+    pub fn id(&self) -> &str {
+        match self {
+            Module::Linear(s) => &s.id,
+            Module::Dropout(s) => &s.id,
+            Module::BatchNorm(s) => &s.id,
+            Module::LayerNorm(s) => &s.id,
+            Module::RmsNorm(s) => &s.id,
+        }
+    }
+}
+
+/// `batch_norm`: BatchNorm over channel dim 1 (PyTorch's names: weight = burn's gamma, bias =
+/// beta), every tensor `[num_features]` and inline.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchNormDoc {
+    pub id: String,
+    pub num_features: usize,
+    pub epsilon: f64,
+    pub momentum: f64,
+    #[serde(deserialize_with = "object")]
+    pub weight: Tensor,
+    #[serde(deserialize_with = "object")]
+    pub bias: Tensor,
+    #[serde(deserialize_with = "object")]
+    pub running_mean: Tensor,
+    #[serde(deserialize_with = "object")]
+    pub running_var: Tensor,
+}
+
+/// `rms_norm` over the last dim (PyTorch's weight = burn's gamma).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RmsNormDoc {
+    pub id: String,
+    pub d_model: usize,
+    pub epsilon: f64,
+    #[serde(deserialize_with = "object")]
+    pub weight: Tensor,
+}
+
+/// `layer_norm` over the last dim (`normalized_shape` = `[d_model]`); bias `null` for none.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayerNormDoc {
+    pub id: String,
+    pub d_model: usize,
+    pub epsilon: f64,
+    #[serde(deserialize_with = "object")]
+    pub weight: Tensor,
+    #[serde(deserialize_with = "nullable_object")]
+    pub bias: Option<Tensor>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -299,6 +356,8 @@ pub enum Transform {
 pub enum ParamName {
     Weight,
     Bias,
+    RunningMean,
+    RunningVar,
 }
 
 /// `optimizer` of an optimizer statement.

@@ -19,7 +19,7 @@ use crate::fault;
 use crate::floats::serialize_f64s;
 use crate::nn::{NnModule, transpose_data};
 use crate::optim;
-use crate::program::{Kind, ParamName, Program, Region, Statement, Transform};
+use crate::program::{Kind, Program, Region, Statement, Transform};
 use crate::step::{self, Devices, panic_message};
 use crate::value::{DynTensor, Flags};
 
@@ -260,10 +260,13 @@ fn run_statement(stmt: &Statement, env: &[Slot], program: &Program, devices: &De
             let m = env[*input].module().transform(*transform);
             return Outcome::Slot(Box::new(Slot::Module(Box::new(m))), None);
         }
-        Kind::Apply { module, input } => env[*module].module().forward(get(*input)),
+        Kind::Apply { module, input } => {
+            let kind = crate::program::module_spec(&program.statements, *module).name();
+            crate::fault::module_forward(kind, env[*module].module().forward(get(*input)))
+        }
         Kind::Param { module, param } => {
-            let raw = env[*module].module().param(*param);
-            return param_outcome(stmt, raw, *param == ParamName::Weight);
+            let m = env[*module].module();
+            return param_outcome(stmt, m.param(*param), m.transposed(*param));
         }
         Kind::Grad { grads, of } => {
             let handle = env[*grads].grads().borrow();

@@ -117,6 +117,32 @@ fn catalog_op(name: &str, what: &str) -> Result<&'static str, String> {
         .ok_or_else(|| format!("{what} {name:?} is not a catalog op"))
 }
 
+/// The module kinds a `grad-scale` fault can target (the forward of a module of that kind).
+pub const MODULE_KINDS: [&str; 5] = ["linear", "dropout", "batch_norm", "layer_norm", "rms_norm"];
+
+/// The catalog name of `name` or a module kind's, or an error naming the spec part.
+fn catalog_op_or_module(name: &str, what: &str) -> Result<&'static str, String> {
+    catalog_op(name, what).or_else(|e| {
+        MODULE_KINDS
+            .iter()
+            .find(|k| **k == name)
+            .copied()
+            .ok_or_else(|| format!("{e} or module kind"))
+    })
+}
+
+/// A module forward's output under the active fault: `grad-scale:<kind>:<eps>` scales the
+/// gradient through the forward of every module of that kind (its whole backward path: the
+/// input's and the parameters' gradients), keeping the forward bit-exact.
+pub fn module_forward(kind: &str, y: DynTensor) -> DynTensor {
+    match active().map(|a| &a.fault) {
+        Some(Fault::GradScale { op, eps }) if *op == kind && y.flags().is_tracked => {
+            map!(y, t => scale_grad(t, *eps))
+        }
+        _ => y,
+    }
+}
+
 /// The arity of the catalog op `op` (`NARY` for n-ary ops).
 fn arity_of(op: &str) -> i32 {
     Op::ALL.iter().find(|d| d.name == op).map_or(0, |d| d.arity)
@@ -173,7 +199,7 @@ pub fn parse(spec: &str) -> Result<Fault, String> {
     let parts: Vec<&str> = spec.split(':').collect();
     match parts.as_slice() {
         ["grad-scale", op, eps] => Ok(Fault::GradScale {
-            op: catalog_op(op, "grad-scale op")?,
+            op: catalog_op_or_module(op, "grad-scale op")?,
             eps: finite_eps(eps, "grad-scale")?,
         }),
         ["value-scale", op, eps] => Ok(Fault::ValueScale {

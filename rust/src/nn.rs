@@ -5,12 +5,17 @@
 //! `[d_output, d_input]`, so the weight is transposed when the module is built and when it is
 //! reported (a declared layout difference).
 
-use burn::module::{Module, Param};
-use burn::nn::{Dropout, DropoutConfig, Linear};
+use burn::module::{Module, Param, RunningState};
+use burn::nn::{
+    BatchNorm, BatchNormConfig, Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear,
+    RmsNorm, RmsNormConfig,
+};
 use burn::tensor::{Device, FloatDType, Tensor, TensorCreationOptions, TensorData};
 
+use crate::document;
+use crate::dtype::ProgramDType;
 use crate::map;
-use crate::program::{ModuleSpec, ParamName, Transform};
+use crate::program::{ModuleSpec, ParamName, Transform, inline_tensor};
 use crate::value::DynTensor;
 
 /// A module handle.
@@ -18,6 +23,94 @@ use crate::value::DynTensor;
 pub enum NnModule {
     Linear(Linear),
     Dropout(Dropout),
+    BatchNorm(BatchNorm),
+    LayerNorm(LayerNorm),
+    RmsNorm(RmsNorm),
+}
+
+/// A rank-1 inline tensor of `n` elements, values of the program's `dtype` (`what` names it in
+/// errors).
+fn vector(
+    t: document::Tensor,
+    what: &str,
+    n: usize,
+    dtype: ProgramDType,
+) -> Result<Vec<f64>, String> {
+    let (shape, mut data) = inline_tensor(t, what, 1)?;
+    dtype
+        .fit_all(&mut data)
+        .map_err(|e| format!("{what}: {e}"))?;
+    if shape != [n] {
+        return Err(format!(
+            "{what} has shape {shape:?}, the module needs [{n}]"
+        ));
+    }
+    Ok(data)
+}
+
+fn positive_size(name: &str, n: usize) -> Result<(), String> {
+    if n == 0 {
+        return Err(format!("\"{name}\" must be >= 1"));
+    }
+    Ok(())
+}
+
+fn positive_epsilon(e: f64) -> Result<(), String> {
+    if !(e.is_finite() && e > 0.0) {
+        return Err(format!("\"epsilon\" must be finite and > 0, got {e}"));
+    }
+    Ok(())
+}
+
+/// Validates a `batch_norm` statement (burn's `BatchNormConfig::init` asserts the same).
+pub fn batch_norm_spec(s: document::BatchNormDoc, dtype: ProgramDType) -> Result<ModuleSpec, String> {
+    let n = s.num_features;
+    positive_size("num_features", n)?;
+    positive_epsilon(s.epsilon)?;
+    if !(s.momentum.is_finite() && (0.0..=1.0).contains(&s.momentum)) {
+        return Err(format!(
+            "\"momentum\" must be finite and in [0, 1], got {}",
+            s.momentum
+        ));
+    }
+    Ok(ModuleSpec::BatchNorm {
+        num_features: n,
+        epsilon: s.epsilon,
+        momentum: s.momentum,
+        weight: vector(s.weight, "weight", n, dtype)?,
+        bias: vector(s.bias, "bias", n, dtype)?,
+        running_mean: vector(s.running_mean, "running_mean", n, dtype)?,
+        running_var: vector(s.running_var, "running_var", n, dtype)?,
+    })
+}
+
+/// Validates a `layer_norm` statement.
+pub fn layer_norm_spec(s: document::LayerNormDoc, dtype: ProgramDType) -> Result<ModuleSpec, String> {
+    let n = s.d_model;
+    positive_size("d_model", n)?;
+    positive_epsilon(s.epsilon)?;
+    Ok(ModuleSpec::LayerNorm {
+        d_model: n,
+        epsilon: s.epsilon,
+        weight: vector(s.weight, "weight", n, dtype)?,
+        bias: s.bias.map(|b| vector(b, "bias", n, dtype)).transpose()?,
+    })
+}
+
+/// Validates an `rms_norm` statement.
+pub fn rms_norm_spec(s: document::RmsNormDoc, dtype: ProgramDType) -> Result<ModuleSpec, String> {
+    let n = s.d_model;
+    positive_size("d_model", n)?;
+    positive_epsilon(s.epsilon)?;
+    Ok(ModuleSpec::RmsNorm {
+        d_model: n,
+        epsilon: s.epsilon,
+        weight: vector(s.weight, "weight", n, dtype)?,
+    })
+}
+
+fn tensor1(data: &[f64], options: TensorCreationOptions) -> Tensor<1> {
+    Tensor::<1>::from_data(TensorData::new(data.to_vec(), [data.len()]), options)
 }
 
 /// Row-major `[rows, cols]` data transposed to `[cols, rows]`.
@@ -38,6 +131,9 @@ macro_rules! each {
         match $m {
             NnModule::Linear($x) => NnModule::Linear($body),
             NnModule::Dropout($x) => NnModule::Dropout($body),
+            NnModule::BatchNorm($x) => NnModule::BatchNorm($body),
+            NnModule::LayerNorm($x) => NnModule::LayerNorm($body),
+            NnModule::RmsNorm($x) => NnModule::RmsNorm($body),
         }
     };
 }
@@ -67,6 +163,52 @@ impl NnModule {
                 })
             }
             ModuleSpec::Dropout { p } => NnModule::Dropout(DropoutConfig::new(*p).init()),
+            ModuleSpec::BatchNorm {
+                num_features,
+                epsilon,
+                momentum,
+                weight,
+                bias,
+                running_mean,
+                running_var,
+            } => {
+                let mut m = BatchNormConfig::new(*num_features)
+                    .with_epsilon(*epsilon)
+                    .with_momentum(*momentum)
+                    .init(device);
+                m.gamma = Param::from_tensor(tensor1(weight, options()));
+                m.beta = Param::from_tensor(tensor1(bias, options()));
+                m.running_mean = RunningState::new(tensor1(running_mean, options()));
+                m.running_var = RunningState::new(tensor1(running_var, options()));
+                NnModule::BatchNorm(m)
+            }
+            ModuleSpec::RmsNorm {
+                d_model,
+                epsilon,
+                weight,
+            } => {
+                let mut m = RmsNormConfig::new(*d_model)
+                    .with_epsilon(*epsilon)
+                    .init(device);
+                m.gamma = Param::from_tensor(tensor1(weight, options()));
+                NnModule::RmsNorm(m)
+            }
+            ModuleSpec::LayerNorm {
+                d_model,
+                epsilon,
+                weight,
+                bias,
+            } => {
+                let mut m = LayerNormConfig::new(*d_model)
+                    .with_epsilon(*epsilon)
+                    .with_bias(bias.is_some())
+                    .init(device);
+                m.gamma = Param::from_tensor(tensor1(weight, options()));
+                m.beta = bias
+                    .as_ref()
+                    .map(|b| Param::from_tensor(tensor1(b, options())));
+                NnModule::LayerNorm(m)
+            }
         }
     }
 
@@ -86,21 +228,41 @@ impl NnModule {
         match self {
             NnModule::Linear(m) => map!(x, t => m.forward(t)),
             NnModule::Dropout(m) => map!(x, t => m.forward(t)),
+            NnModule::BatchNorm(m) => map!(x, t => m.forward(t)),
+            NnModule::LayerNorm(m) => map!(x, t => m.forward(t)),
+            NnModule::RmsNorm(m) => map!(x, t => m.forward(t)),
         }
     }
 
-    /// A parameter tensor as burn stores it (`.val()`): the weight is `[d_input, d_output]`.
+    /// A parameter tensor as burn stores it (`.val()`; Linear's weight is `[d_input, d_output]`,
+    /// the only transposed one: see [`NnModule::transposed`]), or a running statistic
+    /// (`value_sync()`: `value()` may lag one update behind).
     pub fn param(&self, param: ParamName) -> DynTensor {
         match (self, param) {
             (NnModule::Linear(m), ParamName::Weight) => DynTensor::R2(m.weight.val()),
-            (NnModule::Linear(m), ParamName::Bias) => DynTensor::R1(
-                m.bias
-                    .as_ref()
-                    .expect("validated: the linear module has a bias")
-                    .val(),
-            ),
-            (NnModule::Dropout(_), _) => panic!("validated: a dropout module has no parameters"),
+            (NnModule::Linear(m), ParamName::Bias) => {
+                DynTensor::R1(m.bias.as_ref().map(|b| b.val()).expect("validated: a bias"))
+            }
+            (NnModule::BatchNorm(m), ParamName::Weight) => DynTensor::R1(m.gamma.val()),
+            (NnModule::BatchNorm(m), ParamName::Bias) => DynTensor::R1(m.beta.val()),
+            (NnModule::BatchNorm(m), ParamName::RunningMean) => {
+                DynTensor::R1(m.running_mean.value_sync())
+            }
+            (NnModule::BatchNorm(m), ParamName::RunningVar) => {
+                DynTensor::R1(m.running_var.value_sync())
+            }
+            (NnModule::LayerNorm(m), ParamName::Weight) => DynTensor::R1(m.gamma.val()),
+            (NnModule::RmsNorm(m), ParamName::Weight) => DynTensor::R1(m.gamma.val()),
+            (NnModule::LayerNorm(m), ParamName::Bias) => {
+                DynTensor::R1(m.beta.as_ref().map(|b| b.val()).expect("validated: a bias"))
+            }
+            _ => panic!("validated: the module has the parameter {param:?}"),
         }
+    }
+
+    /// Whether `param` is stored transposed from PyTorch's layout (Linear's weight).
+    pub fn transposed(&self, param: ParamName) -> bool {
+        matches!((self, param), (NnModule::Linear(_), ParamName::Weight))
     }
 }
 
@@ -169,5 +331,32 @@ mod tests {
             .as_ref()
             .unwrap();
         assert_eq!(gw.data, vec![1.0, 2.0, 1.0, 2.0]);
+    }
+
+    fn bn(field: &str, value: serde_json::Value) -> Result<crate::program::Program, String> {
+        let t = |d: Vec<f32>| serde_json::json!({"shape": [d.len()], "data": d});
+        let mut m = serde_json::json!({"id": "bn", "kind": "module", "module": "batch_norm",
+            "num_features": 2, "epsilon": 1e-5, "momentum": 0.1,
+            "weight": t(vec![1.0, 1.0]), "bias": t(vec![0.0, 0.0]),
+            "running_mean": t(vec![0.0, 0.0]), "running_var": t(vec![1.0, 1.0])});
+        m[field] = value;
+        let doc =
+            serde_json::json!({"format": "difftest-program", "version": 1, "statements": [m]});
+        crate::program::Program::from_json(&doc).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn batch_norm_statements_are_validated() {
+        assert!(bn("momentum", serde_json::json!(0.5)).is_ok());
+        let err = bn("momentum", serde_json::json!(1.5)).unwrap_err();
+        assert!(err.contains("momentum"), "{err}");
+        let err = bn("epsilon", serde_json::json!(0.0)).unwrap_err();
+        assert!(err.contains("epsilon"), "{err}");
+        let err = bn(
+            "running_var",
+            serde_json::json!({"shape": [3], "data": [1.0, 1.0, 1.0]}),
+        )
+        .unwrap_err();
+        assert!(err.contains("running_var") && err.contains("[2]"), "{err}");
     }
 }

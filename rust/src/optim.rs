@@ -48,5 +48,14 @@ pub fn step(
             let gp = GradientsParams::from_module(grads, m);
             NnModule::Dropout(optim.step(lr, m.clone(), gp))
         }
+        NnModule::LayerNorm(m) => {
+            let gp = GradientsParams::from_module(grads, m);
+            NnModule::LayerNorm(optim.step(lr, m.clone(), gp))
+        }
+        NnModule::RmsNorm(m) => {
+            let gp = GradientsParams::from_module(grads, m);
+            NnModule::RmsNorm(optim.step(lr, m.clone(), gp))
+        }
+        NnModule::BatchNorm(_) => unreachable!("validated: a batch_norm module is not stepped"),
     }
 }

@@ -48,6 +48,112 @@ pub enum ModuleSpec {
     Dropout {
         p: f64,
     },
+    /// BatchNorm over channel dim 1: every tensor has `num_features` elements.
+    BatchNorm {
+        num_features: usize,
+        epsilon: f64,
+        momentum: f64,
+        weight: Vec<f64>,
+        bias: Vec<f64>,
+        running_mean: Vec<f64>,
+        running_var: Vec<f64>,
+    },
+    /// RmsNorm over the last dim (`d_model` weight elements).
+    RmsNorm {
+        d_model: usize,
+        epsilon: f64,
+        weight: Vec<f64>,
+    },
+    /// LayerNorm over the last dim (`d_model` elements per tensor).
+    LayerNorm {
+        d_model: usize,
+        epsilon: f64,
+        weight: Vec<f64>,
+        bias: Option<Vec<f64>>,
+    },
+}
+
+impl ModuleSpec {
+    /// The kind's name in the format.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ModuleSpec::Linear { .. } => "linear",
+            ModuleSpec::Dropout { .. } => "dropout",
+            ModuleSpec::BatchNorm { .. } => "batch_norm",
+            ModuleSpec::LayerNorm { .. } => "layer_norm",
+            ModuleSpec::RmsNorm { .. } => "rms_norm",
+        }
+    }
+
+    /// The shape of a parameter or buffer in PyTorch's layout; `None` when the module has none
+    /// of that name.
+    pub fn param_shape(&self, param: ParamName) -> Option<Vec<usize>> {
+        match (self, param) {
+            (
+                ModuleSpec::Linear {
+                    d_input, d_output, ..
+                },
+                ParamName::Weight,
+            ) => Some(vec![*d_output, *d_input]),
+            (
+                ModuleSpec::Linear {
+                    d_output,
+                    bias: Some(_),
+                    ..
+                },
+                ParamName::Bias,
+            ) => Some(vec![*d_output]),
+            (ModuleSpec::BatchNorm { num_features, .. }, _) => Some(vec![*num_features]),
+            (ModuleSpec::LayerNorm { d_model, .. }, ParamName::Weight) => Some(vec![*d_model]),
+            (ModuleSpec::RmsNorm { d_model, .. }, ParamName::Weight) => Some(vec![*d_model]),
+            (
+                ModuleSpec::LayerNorm {
+                    d_model,
+                    bias: Some(_),
+                    ..
+                },
+                ParamName::Bias,
+            ) => Some(vec![*d_model]),
+            _ => None,
+        }
+    }
+
+    /// (name, elements) of the tensors the module holds.
+    pub fn tensors(&self) -> Vec<(String, u64)> {
+        [
+            ParamName::Weight,
+            ParamName::Bias,
+            ParamName::RunningMean,
+            ParamName::RunningVar,
+        ]
+        .into_iter()
+        .filter_map(|p| {
+            self.param_shape(p)
+                .map(|s| (format!("{p:?}").to_lowercase(), ops::numel(&s)))
+        })
+        .collect()
+    }
+
+    /// The forward's output shape for an input shape; `None` when the input does not fit.
+    pub fn apply_shape(&self, x: &[usize]) -> Option<Vec<usize>> {
+        match self {
+            ModuleSpec::Linear {
+                d_input, d_output, ..
+            } => (x.last() == Some(d_input)).then(|| {
+                let mut s = x.to_vec();
+                s.pop();
+                s.push(*d_output);
+                s
+            }),
+            ModuleSpec::Dropout { .. } => Some(x.to_vec()),
+            ModuleSpec::BatchNorm { num_features, .. } => {
+                ((2..=4).contains(&x.len()) && x[1] == *num_features).then(|| x.to_vec())
+            }
+            ModuleSpec::LayerNorm { d_model, .. } | ModuleSpec::RmsNorm { d_model, .. } => {
+                (x.last() == Some(d_model)).then(|| x.to_vec())
+            }
+        }
+    }
 }
 
 /// A statement; inputs are indices of earlier statements.
@@ -321,18 +427,7 @@ impl Program {
                 }
                 Kind::Cut { input, .. } => shape_of(*input),
                 Kind::Module { spec } => {
-                    if let ModuleSpec::Linear {
-                        d_input,
-                        d_output,
-                        bias,
-                        ..
-                    } = spec
-                    {
-                        tensors.push(("weight".into(), ops::numel(&[*d_output, *d_input])));
-                        if bias.is_some() {
-                            tensors.push(("bias".into(), *d_output as u64));
-                        }
-                    }
+                    tensors.extend(spec.tensors());
                     None
                 }
                 Kind::Transform { .. }
@@ -342,41 +437,14 @@ impl Program {
                 Kind::Grad { of, .. } => shape_of(*of),
                 Kind::Step { module, .. } => {
                     // The stepped module's new parameters.
-                    if let ModuleSpec::Linear {
-                        d_input,
-                        d_output,
-                        bias,
-                        ..
-                    } = module_spec(&self.statements, *module)
-                    {
-                        tensors.push(("weight".into(), ops::numel(&[*d_output, *d_input])));
-                        if bias.is_some() {
-                            tensors.push(("bias".into(), *d_output as u64));
-                        }
-                    }
+                    tensors.extend(module_spec(&self.statements, *module).tensors());
                     None
                 }
-                Kind::Apply { module, input } => match module_spec(&self.statements, *module) {
-                    ModuleSpec::Linear {
-                        d_input, d_output, ..
-                    } => shape_of(*input)
-                        .filter(|s| s.last() == Some(d_input))
-                        .map(|mut s| {
-                            s.pop();
-                            s.push(*d_output);
-                            s
-                        }),
-                    ModuleSpec::Dropout { .. } => shape_of(*input),
-                },
-                Kind::Param { module, param } => match module_spec(&self.statements, *module) {
-                    ModuleSpec::Linear {
-                        d_input, d_output, ..
-                    } => Some(match param {
-                        ParamName::Weight => vec![*d_output, *d_input],
-                        ParamName::Bias => vec![*d_output],
-                    }),
-                    ModuleSpec::Dropout { .. } => None,
-                },
+                Kind::Apply { module, input } => shape_of(*input)
+                    .and_then(|x| module_spec(&self.statements, *module).apply_shape(&x)),
+                Kind::Param { module, param } => {
+                    module_spec(&self.statements, *module).param_shape(*param)
+                }
             };
             if let Some(s) = &shape {
                 let what = match &stmt.kind {
@@ -590,6 +658,15 @@ impl Resolver {
                     spec: ModuleSpec::Dropout { p: s.p },
                 }
             }
+            document::Statement::Module(document::Module::BatchNorm(s)) => Kind::Module {
+                spec: crate::nn::batch_norm_spec(s, self.dtype)?,
+            },
+            document::Statement::Module(document::Module::LayerNorm(s)) => Kind::Module {
+                spec: crate::nn::layer_norm_spec(s, self.dtype)?,
+            },
+            document::Statement::Module(document::Module::RmsNorm(s)) => Kind::Module {
+                spec: crate::nn::rms_norm_spec(s, self.dtype)?,
+            },
             document::Statement::Transform(s) => Kind::Transform {
                 transform: s.transform,
                 input: self.module(&s.input)?,
@@ -600,14 +677,13 @@ impl Resolver {
             },
             document::Statement::Param(s) => {
                 let module = self.module(&s.module)?;
-                match module_spec(&self.statements, module) {
-                    ModuleSpec::Dropout { .. } => {
-                        return Err("param: a dropout module has no parameters".to_string());
-                    }
-                    ModuleSpec::Linear { bias: None, .. } if s.param == ParamName::Bias => {
-                        return Err("param: the linear module has no bias".to_string());
-                    }
-                    ModuleSpec::Linear { .. } => {}
+                let spec = module_spec(&self.statements, module);
+                if spec.param_shape(s.param).is_none() {
+                    return Err(format!(
+                        "param: the {} module has no {:?}",
+                        spec.name(),
+                        s.param
+                    ));
                 }
                 Kind::Param {
                     module,
@@ -628,6 +704,13 @@ impl Resolver {
         let grads = self.reference(&GRADS, &s.grads)?;
         if !(s.lr.is_finite() && s.lr > 0.0) {
             return Err(format!("\"lr\" must be finite and > 0, got {}", s.lr));
+        }
+        if let ModuleSpec::BatchNorm { .. } = module_spec(&self.statements, module) {
+            return Err(
+                "step: a batch_norm module is not stepped (its running state is not modelled \
+                 across optimizer steps)"
+                    .to_string(),
+            );
         }
         let root = module_root(&self.statements, module);
         let earlier = self.statements.iter().find_map(|st| match st.kind {
@@ -703,7 +786,7 @@ fn check_data(data: &[f64], shape: &[usize]) -> Result<(), String> {
 }
 
 /// Checks an inline float tensor (`what`: its field) of the given rank.
-fn inline_tensor(
+pub fn inline_tensor(
     t: document::Tensor,
     what: &str,
     rank: usize,

@@ -34,6 +34,7 @@ from difftest.program.jsonio import to_f32
 from difftest.program.observation import Observation, TensorObs
 from strategies import GenConfig, RandomChoices, generate
 from strategies.generator import ops_of
+from tests.module_programs import MODULE_PROGRAMS
 from tests.programs import backward, cut, leaf, op, program
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,6 +110,7 @@ HAND_WRITTEN = {
     "specials": SPECIALS,
     "awkward_ids": AWKWARD_IDS,
     "untracked_backward": UNTRACKED_BACKWARD,
+    **MODULE_PROGRAMS,
 }
 
 

@@ -19,7 +19,7 @@ from difftest.exec.burn_worker import BurnWorker
 from difftest.exec.runner import check
 from difftest.ops.catalog import OPS
 from difftest.oracle.compare import Verdict
-from difftest.program.ir import Cut, OpCall, Program
+from difftest.program.ir import Cut, Module, OpCall, Program
 from strategies import GenConfig, RandomChoices, generate
 
 BUDGET = 2000  # programs
@@ -109,3 +109,20 @@ def test_no_false_alarm_in_20000_programs(seed: int) -> None:
             dismissed += len(v.dismissals)
             assert v.ok, v.report()
     print(f"\nseed {seed}: 20000 programs, 0 findings, {dismissed} dismissals")
+
+
+# module kinds whose forward the fault reaches (`grad-scale:<kind>:<eps>`: rust/src/fault.rs
+# module_forward), counted over generated programs that contain one (normalisations weighted up)
+MODULE_FAULT_KINDS = ["batch_norm", "layer_norm", "rms_norm"]
+NORM_HEAVY = GenConfig(norm_weight=4.0)
+
+
+@pytest.mark.quality
+@pytest.mark.parametrize("kind", MODULE_FAULT_KINDS)
+def test_a_1e4_gradient_fault_in_a_module_is_found(kind: str) -> None:
+    def has_kind(p: Program) -> bool:
+        return any(isinstance(s, Module) and s.module == kind for s in p.statements)
+
+    n, v = _campaign(f"grad-scale:{kind}:1e-4", NORM_HEAVY, keep=has_kind, kinds=("burn-wrong",))
+    print(f"\ngrad-scale:{kind}:1e-4 found after {n} programs with a {kind}")
+    assert v is not None, f"grad-scale:{kind}:1e-4 not found in {BUDGET} programs with a {kind}"

@@ -25,6 +25,7 @@ from difftest.divergences.memory_rules import MEMORY_RULES
 from difftest.divergences.noops import NOOPS
 from difftest.divergences.registry import KNOWLEDGE
 from difftest.divergences.rules import RULES
+from difftest.divergences.running_stats import RUNNING_STAT_CONVENTIONS
 from difftest.versions import BURN_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +48,7 @@ def test_every_record_of_every_kind_is_listed_once() -> None:
     carried = [
         *(x.knowledge for x in RULES), *(x.knowledge for x in NOOPS), *(x.knowledge for x in MEMORY_RULES),
         *(x.knowledge for x in CONVENTIONS), *(x.knowledge for x in KNOWN_BUGS),
+        *(x.knowledge for x in RUNNING_STAT_CONVENTIONS),
     ]
     assert carried == list(KNOWLEDGE)
     assert {k.kind for k in KNOWLEDGE} == set(KINDS)

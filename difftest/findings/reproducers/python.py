@@ -24,8 +24,10 @@ from difftest.program.ir import (
     Step,
     Transform,
     ZeroGrad,
+    root_module,
 )
 from difftest.program.literals import list_literal, py_f32, py_float, wrap
+from difftest.program.module_kinds import SHARES_BUFFERS_ACROSS, module_kind
 from difftest.program.validate import infer_shapes
 
 __all__ = ["torch_script"]
@@ -98,18 +100,79 @@ def sgd_step(m, lr, config, state):
 # deep copy (copy.deepcopy in difftest's executor), rebuilt here so the script imports only torch.
 _TORCH_MODULE_HELPERS = '''
 
-def copy_module(m):
-    """A deep copy of an nn.Linear / nn.Dropout: same values and settings, no gradients."""
+def copy_module(m, share_buffers=False):
+    """A deep copy of a module: same values and settings, no gradients; `share_buffers`: the
+    copy keeps the original's running statistics (burn's clone shares its RunningState)."""
     if isinstance(m, torch.nn.Dropout):
-        c = torch.nn.Dropout(m.p)
-    else:
+        return torch.nn.Dropout(m.p).train(m.training)
+    if isinstance(m, torch.nn.Linear):
         c = torch.nn.Linear(m.in_features, m.out_features, bias=m.bias is not None, dtype=m.weight.dtype)
-        with torch.no_grad():
-            c.weight.copy_(m.weight)
-            if m.bias is not None:
-                c.bias.copy_(m.bias)
-        c.requires_grad_(m.weight.requires_grad)
+    elif isinstance(m, torch.nn.RMSNorm):
+        c = torch.nn.RMSNorm(m.normalized_shape, eps=m.eps, dtype=m.weight.dtype)
+    elif isinstance(m, torch.nn.LayerNorm):
+        c = torch.nn.LayerNorm(m.normalized_shape, eps=m.eps, bias=m.bias is not None, dtype=m.weight.dtype)
+    else:
+        c = type(m)(m.weight.shape[0], m.epsilon, m.momentum, m.weight.dtype)
+    if hasattr(m, "pending") and not share_buffers:
+        m.sync()  # burn's valid() and train() sync the running state, then copy it
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            getattr(c, name).copy_(p)
+        for name, b in m.named_buffers():
+            if share_buffers:
+                setattr(c, name, b)
+            else:
+                getattr(c, name).copy_(b)
+    if hasattr(m, "pending") and share_buffers:
+        c.pending = m.pending
+    c.requires_grad_(m.weight.requires_grad)
     return c.train(m.training)
+'''
+
+# Only in scripts with a batch_norm module: difftest's executor reports the running statistics
+# under burn's declared convention (difftest/divergences/running_stats.py: the biased batch
+# variance in running_var; PyTorch's nn.BatchNorm takes the unbiased one).
+_TORCH_BATCH_NORM_HELPER = '''
+
+class BurnBatchNorm(torch.nn.Module):
+    """F.batch_norm; a train-mode forward's running-statistics update is burn's (biased batch
+    variance) and stays pending, as in burn's RunningState, until a sync: the next train-mode
+    forward, a read (value_sync), valid() or train(); eval-mode forwards read the lagging value."""
+
+    def __init__(self, n, epsilon, momentum, dtype=torch.float32):
+        super().__init__()
+        self.epsilon, self.momentum = epsilon, momentum
+        self.weight = torch.nn.Parameter(torch.ones(n, dtype=dtype))
+        self.bias = torch.nn.Parameter(torch.zeros(n, dtype=dtype))
+        self.register_buffer("running_mean", torch.zeros(n, dtype=dtype))
+        self.register_buffer("running_var", torch.ones(n, dtype=dtype))
+        self.pending = {}
+
+    def sync(self, names=("running_mean", "running_var")):
+        for name in names:
+            new = self.pending.pop(name, None)
+            if new is not None:
+                with torch.no_grad():
+                    getattr(self, name).copy_(new)
+
+    def read(self, name):
+        self.sync((name,))
+        return getattr(self, name).clone()  # burn's read is a tensor of its own
+
+    def forward(self, x):
+        if not self.training:
+            return torch.nn.functional.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                                                  training=False, eps=self.epsilon)
+        out = torch.nn.functional.batch_norm(x, None, None, self.weight, self.bias, training=True, eps=self.epsilon)
+        self.sync()
+        with torch.no_grad():
+            x = x.detach()
+            dims = [d for d in range(x.dim()) if d != 1]
+            m = self.momentum
+            mean = (1.0 - m) * self.running_mean + m * x.mean(dim=dims)
+            var = (1.0 - m) * self.running_var + m * x.var(dim=dims, unbiased=False)
+        self.pending.update(running_mean=mean, running_var=var)
+        return out
 '''
 
 # PyTorch counterparts of burn's module transforms (docs/format.md, Modules).
@@ -135,8 +198,9 @@ def torch_script(program: Program, name: str | None = None) -> str:
     names = variable_names(program)
     has_modules = any(isinstance(st, Module) for st in program.statements)
     has_steps = any(isinstance(st, Step) for st in program.statements)
+    has_batch_norm = any(isinstance(st, Module) and st.module == "batch_norm" for st in program.statements)
     prelude = _TORCH_PRELUDE + (_TORCH_MODULE_HELPERS if has_modules else "") + (
-        _TORCH_STEP_HELPERS if has_steps else "")
+        _TORCH_BATCH_NORM_HELPER if has_batch_norm else "") + (_TORCH_STEP_HELPERS if has_steps else "")
     handles: list[str] = []  # module handles so far (their parameters hold .grad)
     out = [f"# difftest reproducer{f' {name}' if name else ''}: PyTorch {count(program)}", prelude, ""]
     defined: list[str] = []
@@ -195,7 +259,8 @@ def torch_script(program: Program, name: str | None = None) -> str:
         if isinstance(st, Transform):
             handles.append(st.id)
             src = names[st.input]
-            out.append(f"{var} = copy_module({src}){_TORCH_TRANSFORM[st.transform]}")
+            share = ", share_buffers=True" if st.transform in SHARES_BUFFERS_ACROSS else ""
+            out.append(f"{var} = copy_module({src}{share}){_TORCH_TRANSFORM[st.transform]}")
             if st.transform in ("valid", "train"):
                 no_grad_apply[st.id] = st.transform == "valid"
             else:
@@ -227,7 +292,10 @@ def torch_script(program: Program, name: str | None = None) -> str:
         elif isinstance(st, OpCall):
             expr = CATALOG[st.op].torch_expr([names[i] for i in st.inputs], st.attrs, [shapes[i] for i in st.inputs])
         elif isinstance(st, Param):
-            expr = f"{names[st.module]}.{st.param}"
+            if module_kind(root_module(program, st.module).module).is_buffer(st.param):
+                expr = f"{names[st.module]}.read({st.param!r})  # burn: value_sync()"
+            else:
+                expr = f"{names[st.module]}.{st.param}"
         else:
             src = names[st.input]
             expr = {"detach": f"{src}.detach()", "without_autodiff": f"{src}.detach()", "autodiff": src}[st.cut]
@@ -256,13 +324,32 @@ def _floats(data: Sequence[float], dtype: str) -> list[str]:
     return [py_f32(x) for x in data] if dtype == "float32" else [py_float(x) for x in data]
 
 
+def _copy_tensors(st: Module, var: str, dtype: str) -> list[str]:
+    dt = "" if dtype == "float32" else f", dtype=torch.{dtype}"
+    lines = ["with torch.no_grad():"]
+    for name, t in st.tensors().items():
+        data = wrap(_floats(t.data, dtype), " " * 8)
+        lines.append(f"    {var}.{name}.copy_(torch.tensor([{data}]{dt}))")
+    return lines
+
+
 def _torch_module(st: Module, var: str, dtype: str = "float32") -> list[str]:
+    dt = "" if dtype == "float32" else f", dtype=torch.{dtype}"
     if st.module == "dropout":
         return [f"{var} = torch.nn.Dropout({py_float(st.p)})"]
+    if st.module == "batch_norm":
+        n, eps, m = st.attrs["num_features"], py_float(st.attrs["epsilon"]), py_float(st.attrs["momentum"])
+        return [f"{var} = BurnBatchNorm({n}, {eps}, {m}{dt})", *_copy_tensors(st, var, dtype)]
+    if st.module == "rms_norm":
+        d, eps = st.attrs["d_model"], py_float(st.attrs["epsilon"])
+        return [f"{var} = torch.nn.RMSNorm({d}, eps={eps}{dt})", *_copy_tensors(st, var, dtype)]
+    if st.module == "layer_norm":
+        d, eps = st.attrs["d_model"], py_float(st.attrs["epsilon"])
+        return [f"{var} = torch.nn.LayerNorm({d}, eps={eps}, bias={st.bias is not None}{dt})",
+                *_copy_tensors(st, var, dtype)]
     assert st.weight is not None
     out_f, in_f = st.weight.shape
     has_bias = st.bias is not None
-    dt = "" if dtype == "float32" else f", dtype=torch.{dtype}"
     lines = [f"{var} = torch.nn.Linear({in_f}, {out_f}, bias={has_bias}{dt})  # weight [out, in] = [{out_f}, {in_f}]",
              "with torch.no_grad():"]
     w = wrap(_floats(st.weight.data, dtype), " " * 8)

@@ -14,6 +14,7 @@ from difftest.program.ir import (
     Backward,
     Cut,
     Grad,
+    InlineTensor,
     Leaf,
     Module,
     OpCall,
@@ -23,8 +24,10 @@ from difftest.program.ir import (
     Step,
     Transform,
     ZeroGrad,
+    root_module,
 )
 from difftest.program.literals import list_literal, rust_f32, rust_f32_items, rust_f64, rust_f64_items, wrap
+from difftest.program.module_kinds import module_kind
 from difftest.program.validate import infer_shapes
 
 __all__ = ["rust_test", "rust_test_file"]
@@ -44,9 +47,61 @@ def _options(dev: str, dtype: str) -> str:
     return f"&{dev}" if dtype == "float32" else f"(&{dev}, {_BURN_DTYPE[dtype]})"
 
 
+def _vector(t: InlineTensor, dtype: str) -> str:
+    data = wrap(_items(t.data, dtype), " " * 8)
+    return f"Tensor::<1>::from_data(TensorData::new(vec![{data}], [{len(t.data)}]), {_options('device', dtype)})"
+
+
+# burn's field for a parameter or buffer of each kind (PyTorch's name -> burn's accessor);
+# Linear's weight is handled apart (stored transposed)
+_BURN_FIELDS: dict[str, dict[str, str]] = {
+    "linear": {"bias": "bias.as_ref().unwrap().val()"},
+    "batch_norm": {"weight": "gamma.val()", "bias": "beta.val()", "running_mean": "running_mean.value_sync()",
+                   "running_var": "running_var.value_sync()"},
+    "layer_norm": {"weight": "gamma.val()", "bias": "beta.as_ref().unwrap().val()"},
+    "rms_norm": {"weight": "gamma.val()"},
+}
+# what each kind's statement needs from burn::module and burn::nn
+_NN_USES: dict[str, set[str]] = {
+    "linear": {"Module", "Param", "Linear"},
+    "dropout": {"Module", "DropoutConfig"},
+    "batch_norm": {"Module", "Param", "RunningState", "BatchNormConfig"},
+    "layer_norm": {"Module", "Param", "LayerNormConfig"},
+    "rms_norm": {"Module", "Param", "RmsNormConfig"},
+}
+
+
 def _rust_module(st: Module, var: str, dtype: str = "float32") -> str:
     if st.module == "dropout":
         return f"let {var} = DropoutConfig::new({rust_f64(st.p)}).init();"
+    if st.module == "batch_norm":
+        a = st.attrs
+        lines = [f"let mut {var} = BatchNormConfig::new({a['num_features']}).with_epsilon({rust_f64(a['epsilon'])})"
+                 f".with_momentum({rust_f64(a['momentum'])}).init(&device);",
+                 "// PyTorch's weight/bias are burn's gamma/beta"]
+        for name, t in st.tensors().items():
+            field = {"weight": "gamma", "bias": "beta"}.get(name, name)
+            wrapper = "RunningState::new" if name.startswith("running_") else "Param::from_tensor"
+            lines.append(f"{var}.{field} = {wrapper}({_vector(t, dtype)});")
+        return "\n".join(lines)
+    if st.module == "rms_norm":
+        a = st.attrs
+        assert st.weight is not None
+        return "\n".join([
+            f"let mut {var} = RmsNormConfig::new({a['d_model']}).with_epsilon({rust_f64(a['epsilon'])})"
+            ".init(&device);",
+            "// PyTorch's weight is burn's gamma",
+            f"{var}.gamma = Param::from_tensor({_vector(st.weight, dtype)});"])
+    if st.module == "layer_norm":
+        a = st.attrs
+        lines = [f"let mut {var} = LayerNormConfig::new({a['d_model']}).with_epsilon({rust_f64(a['epsilon'])})"
+                 f".with_bias({str(st.bias is not None).lower()}).init(&device);",
+                 "// PyTorch's weight/bias are burn's gamma/beta"]
+        assert st.weight is not None
+        lines.append(f"{var}.gamma = Param::from_tensor({_vector(st.weight, dtype)});")
+        if st.bias is not None:
+            lines.append(f"{var}.beta = Some(Param::from_tensor({_vector(st.bias, dtype)}));")
+        return "\n".join(lines)
     assert st.weight is not None
     out_f, in_f = st.weight.shape
     # burn's Linear stores [in, out]: the program's [out, in] weight, transposed
@@ -125,7 +180,7 @@ def rust_test(program: Program, name: str) -> str:
     if any(m.module == "dropout" for m in modules):
         body.append("// dropout masks come from the backend's RNG, seeded as difftest-burn seeds it")
         body.append("Device::flex().seed(0);")
-    if any(s.device == "autodiff" for s in leaves) or any(m.module == "linear" for m in modules):
+    if any(s.device == "autodiff" for s in leaves) or any(module_kind(m.module).params for m in modules):
         body.append("let device = Device::flex().autodiff();")
     if any(s.device == "plain" for s in leaves):
         body.append("let plain = Device::flex();")
@@ -179,7 +234,7 @@ def rust_test(program: Program, name: str) -> str:
             defined.append(st.id)
             continue
         if isinstance(st, Module):
-            nn_uses.update({"Module", "Param", "Linear"} if st.module == "linear" else {"Module", "DropoutConfig"})
+            nn_uses.update(_NN_USES[st.module])
             body.append(_rust_module(st, var, program.dtype))
             continue
         if isinstance(st, Transform):
@@ -188,7 +243,11 @@ def rust_test(program: Program, name: str) -> str:
         rank = ranks[st.id]
         if isinstance(st, Param):
             handle = names[st.module]
-            if st.param == "weight":
+            kind = root_module(program, st.module).module
+            if kind != "linear":
+                body.append(f"let {var}: Tensor<1> = {handle}.{_BURN_FIELDS[kind][st.param]};")
+                body.append(f'show("{st.id}", &{var});')
+            elif st.param == "weight":
                 weights[st.id] = f"{handle}.weight.val()"
                 body.append(f"let {var}: Tensor<2> = {handle}.weight.val().transpose(); // PyTorch's layout")
                 body.append(f'show_param("{st.id}", &{weights[st.id]});')
@@ -241,8 +300,8 @@ def rust_test(program: Program, name: str) -> str:
         out.append(f"{ind}// program dtype {program.dtype}: leaves and parameters are created in it, "
                    "values print as f64")
     out.append(f"{ind}use burn::tensor::{{{', '.join(imports)}}};")
-    for path, names_used in (("burn::module", nn_uses & {"Module", "Param"}),
-                             ("burn::nn", nn_uses & {"DropoutConfig", "Linear"})):
+    for path, names_used in (("burn::module", nn_uses & {"Module", "Param", "RunningState"}),
+                             ("burn::nn", nn_uses - {"Module", "Param", "RunningState"})):
         if len(names_used) == 1:
             out.append(f"{ind}use {path}::{next(iter(names_used))};")
         elif names_used:

@@ -1,0 +1,83 @@
+"""Running statistics of stateful modules (BatchNorm): the update each framework applies, as
+data with its evidence, and the formula the PyTorch side reports burn's convention with.
+
+burn 0.22.1 (burn-nn `modules/norm/batch.rs`, `forward_train`) and PyTorch both update
+`new = (1 - momentum) * old + momentum * batch`, but for `running_var` burn takes the *biased*
+batch variance (divided by n) where PyTorch takes the unbiased one (n - 1): measured in
+rust/src/batch_norm_evidence.rs and tests/unit/test_batch_norm_torch.py on the same batches.
+
+The comparison stays honest: the PyTorch executor (difftest/exec/torch_modules.py) does not
+excuse running_var mismatches, it computes the running statistics itself with `update`
+below (burn's declared convention, the biased variance), so a burn update that is wrong in any
+other way still shows as a value mismatch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from difftest.divergences.knowledge import Knowledge
+
+EVIDENCE = ("rust/src/batch_norm_evidence.rs", "tests/unit/test_batch_norm_torch.py",
+            "https://github.com/tracel-ai/burn/blob/v0.22.1/crates/burn-nn/src/modules/norm/batch.rs")
+
+
+@dataclass(frozen=True)
+class RunningStatConvention:
+    knowledge: Knowledge
+    unbiased_var: bool  # burn's running_var takes the unbiased batch variance (PyTorch's does)
+
+    @property
+    def name(self) -> str:
+        return self.knowledge.name
+
+    def update(self, old_mean: torch.Tensor, old_var: torch.Tensor, x: torch.Tensor, momentum: float
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """burn's new (running_mean, running_var) after a train-mode forward on `x` (channels
+        in dim 1), computed from the formula in the input's dtype."""
+        dims = [d for d in range(x.dim()) if d != 1]
+        mean = x.mean(dim=dims)
+        var = x.var(dim=dims, unbiased=self.unbiased_var)
+        return ((1.0 - momentum) * old_mean + momentum * mean,
+                (1.0 - momentum) * old_var + momentum * var)
+
+
+BATCH_NORM_RUNNING_VAR = RunningStatConvention(
+    Knowledge(
+        "batch-norm-running-var-biased", "convention", "burn",
+        "burn's BatchNorm updates running_var with the biased batch variance (sum of squares / n); "
+        "PyTorch's with the unbiased one (/ (n - 1)). The momentum convention is the same "
+        "(new = (1 - m) old + m batch). The PyTorch side reports the running statistics under burn's "
+        "convention, computed from this formula, so any other difference still shows.",
+        EVIDENCE),
+    unbiased_var=False,
+)
+
+# burn-core 0.22.1 module/param/running.rs: `update` keeps the new value pending (per thread);
+# `value()` returns the last synced value, `value_sync()`, `valid()` and `train()` sync first
+RUNNING_STATE_LAGS = Knowledge(
+    "running-state-lags-one-update", "convention", "burn",
+    "burn's RunningState keeps a train-mode forward's update pending until a sync (the next train-mode "
+    "forward's value_sync, valid(), train(), or a read with value_sync, which difftest's param reads use); "
+    "an eval-mode forward reads value(), which lags that last update ('The current value might be outdated "
+    "by one update'). Handles that share the state (clone, no_grad, freeze, unfreeze) share the pending "
+    "update. The PyTorch side keeps the same pending update (difftest/exec/torch_modules.py), so an "
+    "eval-mode forward after a train-mode one through a shared handle is compared under burn's rule.",
+    ("rust/src/batch_norm_evidence.rs",
+     "https://github.com/tracel-ai/burn/blob/v0.22.1/crates/burn-core/src/module/param/running.rs"),
+)
+
+
+@dataclass(frozen=True)
+class RunningStateRule:
+    knowledge: Knowledge
+
+    @property
+    def name(self) -> str:
+        return self.knowledge.name
+
+
+RUNNING_STAT_CONVENTIONS: tuple[RunningStatConvention | RunningStateRule, ...] = (
+    BATCH_NORM_RUNNING_VAR, RunningStateRule(RUNNING_STATE_LAGS))

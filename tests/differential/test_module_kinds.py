@@ -1,0 +1,141 @@
+"""Module kinds as data (difftest/program/module_kinds.py): every kind is built by both sides,
+batch_norm's running statistics are compared honestly (burn's declared conventions, computed
+on the PyTorch side from their records), and bad module statements are named."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import torch
+
+from difftest.divergences.running_stats import BATCH_NORM_RUNNING_VAR, RunningStatConvention
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.runner import check
+from difftest.exec.torch_exec import run_torch
+from difftest.exec.torch_modules import TORCH_BUILDERS
+from difftest.program.ir import ProgramError
+from difftest.program.jsonio import program_from_dict
+from difftest.program.module_kinds import MODULE_KINDS
+from strategies import GenConfig, RandomChoices, generate
+from tests.module_programs import BATCH_NORM_TRANSFORMS, BN, MODULE_PROGRAMS
+
+X1 = [1.0, 2.0, 4.0, 8.0, 3.0, -1.0, 0.5, 2.5]
+X2 = [0.0, 1.0, -2.0, 3.0, 5.0, 1.5, 2.0, -0.5]
+
+
+def _doc(*statements: dict[str, Any]) -> dict[str, Any]:
+    return {"format": "difftest-program", "version": 2, "statements": list(statements)}
+
+
+def test_every_kind_has_a_torch_builder() -> None:
+    assert set(TORCH_BUILDERS) == set(MODULE_KINDS)
+
+
+@pytest.mark.parametrize("name", sorted(MODULE_PROGRAMS))
+def test_module_programs_agree(name: str, burn_worker: BurnWorker) -> None:
+    verdict = check(MODULE_PROGRAMS[name], burn_worker)
+    assert verdict.ok, verdict.report()
+
+
+def _two_forwards() -> dict[str, Any]:
+    bn = {**BN, "num_features": 2, "momentum": 0.3, **{k: {"shape": [2], "data": v} for k, v in (
+        ("weight", [1.0, 1.0]), ("bias", [0.0, 0.0]), ("running_mean", [0.0, 0.0]), ("running_var", [1.0, 1.0]))}}
+    leaf = {"kind": "leaf", "shape": [4, 2], "device": "autodiff", "require_grad": False}
+    return _doc(bn, {**leaf, "id": "x1", "data": X1}, {**leaf, "id": "x2", "data": X2},
+                {"id": "y1", "kind": "apply", "module": "bn", "input": "x1"},
+                {"id": "y2", "kind": "apply", "module": "bn", "input": "x2"},
+                {"id": "m", "kind": "param", "module": "bn", "param": "running_mean"},
+                {"id": "v", "kind": "param", "module": "bn", "param": "running_var"})
+
+
+def _formula(conv: RunningStatConvention) -> tuple[list[float], list[float]]:
+    mean, var = torch.zeros(2, dtype=torch.float64), torch.ones(2, dtype=torch.float64)
+    for x in (X1, X2):
+        mean, var = conv.update(mean, var, torch.tensor(x, dtype=torch.float64).reshape(4, 2), 0.3)
+    return mean.tolist(), var.tolist()
+
+
+def test_running_var_follows_the_declared_record_and_not_pytorchs(burn_worker: BurnWorker) -> None:
+    """burn's running statistics after two train forwards are the record's formula (biased
+    variance), not PyTorch's (unbiased): the record is what makes them agree, and a burn update
+    off that formula would show."""
+    program = program_from_dict(_two_forwards())
+    obs = burn_worker.run(program)
+    m, v = obs.value("m"), obs.value("v")
+    assert m is not None and v is not None
+    mean, biased = _formula(BATCH_NORM_RUNNING_VAR)
+    _, unbiased = _formula(replace(BATCH_NORM_RUNNING_VAR, unbiased_var=True))
+    assert m.value.data == pytest.approx(mean, rel=1e-6)
+    assert v.value.data == pytest.approx(biased, rel=1e-6)
+    assert v.value.data != pytest.approx(unbiased, rel=1e-3)
+    assert check(program, burn_worker).ok
+
+
+def test_running_stat_flags(burn_worker: BurnWorker) -> None:
+    """A running-statistic read: no grad in either framework; burn holds it on the device of the
+    module's parameters (autodiff; plain after valid())."""
+    doc = _two_forwards()
+    doc["statements"] += [{"id": "bv", "kind": "transform", "transform": "valid", "input": "bn"},
+                          {"id": "vv", "kind": "param", "module": "bv", "param": "running_var"}]
+    program = program_from_dict(doc)
+    burn, torch_obs = burn_worker.run(program), run_torch(program)
+    flags = {i: (burn.value(i), torch_obs.value(i)) for i in ("v", "vv")}
+    for ident, (b, t) in flags.items():
+        assert b is not None and t is not None
+        assert tuple(t.flags.values()) == (False, True, False, False), ident
+    assert tuple(flags["v"][0].flags.values()) == (True, False, False)  # type: ignore[union-attr]
+    assert tuple(flags["vv"][0].flags.values()) == (False, False, False)  # type: ignore[union-attr]
+
+
+def test_shared_running_state_lags_like_burns(burn_worker: BurnWorker) -> None:
+    """The frozen clone's eval forward (y3) reads the statistics before the last train update's
+    pending part (running-state-lags-one-update): both sides agree on it."""
+    verdict = check(BATCH_NORM_TRANSFORMS, burn_worker)
+    assert verdict.ok, verdict.report()
+    y3 = verdict.burn.value("y3")
+    assert y3 is not None and verdict.torch.value("y3") is not None
+
+
+@pytest.mark.parametrize(
+    ("statements", "index", "message"),
+    [
+        ([{**BN, "running_var": None}], 0, "running_var"),
+        ([{**BN, "num_features": 2}], 0, "needs [2]"),
+        ([{**BN, "momentum": 1.5}], 0, "momentum"),
+        ([BN, {"id": "x", "kind": "leaf", "shape": [3], "data": [1, 2, 3], "device": "autodiff",
+               "require_grad": False},
+          {"id": "y", "kind": "apply", "module": "bn", "input": "x"}], 2, "rank 2, 3, 4"),
+        ([BN, {"id": "x", "kind": "leaf", "shape": [2, 2], "data": [1, 2, 3, 4], "device": "autodiff",
+               "require_grad": False},
+          {"id": "y", "kind": "apply", "module": "bn", "input": "x"}], 2, "dim 1, the channels, must be 3"),
+        ([{"id": "fc", "kind": "module", "module": "linear", "weight": {"shape": [1, 1], "data": [1]},
+           "bias": None},
+          {"id": "r", "kind": "param", "module": "fc", "param": "running_mean"}], 1, "no 'running_mean'"),
+        ([BN, {"id": "x", "kind": "leaf", "shape": [2, 3], "data": [1, 2, 3, 4, 5, 6], "device": "autodiff",
+               "require_grad": True},
+          {"id": "y", "kind": "apply", "module": "bn", "input": "x"},
+          {"id": "s", "kind": "op", "op": "sum", "inputs": ["y"]},
+          {"id": "bw", "kind": "backward", "input": "s"},
+          {"id": "o", "kind": "optimizer", "optimizer": "sgd"},
+          {"id": "st", "kind": "step", "optimizer": "o", "module": "bn", "grads": "bw", "lr": 0.1}], 6,
+         "optimizer steps do not act on"),
+    ],
+)
+def test_bad_module_statements_are_named(statements: list[dict[str, Any]], index: int, message: str) -> None:
+    from difftest.program.validate import check_program
+
+    with pytest.raises(ProgramError) as e:
+        check_program(program_from_dict(_doc(*statements)))
+    assert e.value.index == index
+    assert message in str(e.value)
+
+
+def test_generator_builds_the_normalisations() -> None:
+    seen: dict[str, int] = {}
+    for seed in range(300):
+        for s in generate(RandomChoices(seed), GenConfig(norm_weight=4.0)).statements:
+            if s.kind == "module":
+                seen[s.module] = seen.get(s.module, 0) + 1  # type: ignore[union-attr]
+    assert seen.get("batch_norm", 0) > 0 and seen.get("layer_norm", 0) > 0, seen

@@ -1,0 +1,94 @@
+"""Hand-written programs over the stateful / normalisation module kinds (batch_norm,
+layer_norm): their transforms, running statistics and parameters (shared by the reproducer
+and module tests)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from difftest.program.ir import Program
+from difftest.program.jsonio import program_from_dict
+
+
+def _t(data: list[float]) -> dict[str, Any]:
+    return {"shape": [len(data)], "data": data}
+
+
+def _leaf(ident: str, shape: list[int], data: list[float], rg: bool = False, device: str = "autodiff"
+          ) -> dict[str, Any]:
+    return {"id": ident, "kind": "leaf", "shape": shape, "data": data, "device": device, "require_grad": rg}
+
+
+def _doc(*statements: dict[str, Any]) -> Program:
+    return program_from_dict({"format": "difftest-program", "version": 1, "statements": list(statements)})
+
+
+BN = {"id": "bn", "kind": "module", "module": "batch_norm", "num_features": 3, "epsilon": 1e-5, "momentum": 0.25,
+      "weight": _t([1.5, -0.5, 0.75]), "bias": _t([0.25, 1.0, -0.5]),
+      "running_mean": _t([0.1, -0.2, 0.0]), "running_var": _t([1.0, 0.5, 2.0])}
+
+# two train forwards through handles that share the running state (no_grad, freeze, unfreeze),
+# reads after each, a [N, C, L] and a [N, C, H, W] input, valid() and a forward on the stats
+BATCH_NORM_TRANSFORMS = _doc(
+    BN,
+    _leaf("x", [2, 3, 2], [1.0, 2.0, -1.0, 0.5, 3.0, 2.5, 0.0, -2.0, 4.0, 1.0, -0.5, 1.5], rg=True),
+    _leaf("x4", [2, 3, 1, 2], [0.5, -1.0, 2.0, 1.0, 0.25, -0.75, 1.5, 3.0, -2.0, 0.0, 1.0, 2.5]),
+    {"id": "y", "kind": "apply", "module": "bn", "input": "x"},
+    {"id": "m1", "kind": "param", "module": "bn", "param": "running_mean"},
+    {"id": "ng", "kind": "transform", "transform": "no_grad", "input": "bn"},
+    {"id": "y2", "kind": "apply", "module": "ng", "input": "x4"},
+    {"id": "v2", "kind": "param", "module": "bn", "param": "running_var"},
+    {"id": "fr", "kind": "transform", "transform": "freeze", "input": "bn"},
+    {"id": "y3", "kind": "apply", "module": "fr", "input": "x"},
+    {"id": "uf", "kind": "transform", "transform": "unfreeze", "input": "fr"},
+    {"id": "y4", "kind": "apply", "module": "uf", "input": "x4"},
+    {"id": "m4", "kind": "param", "module": "bn", "param": "running_mean"},
+    {"id": "va", "kind": "transform", "transform": "valid", "input": "bn"},
+    {"id": "y5", "kind": "apply", "module": "va", "input": "x"},
+    {"id": "tr", "kind": "transform", "transform": "train", "input": "va"},
+    {"id": "y6", "kind": "apply", "module": "tr", "input": "x"},
+    {"id": "v6", "kind": "param", "module": "tr", "param": "running_var"},
+    {"id": "v6b", "kind": "param", "module": "bn", "param": "running_var"},
+    {"id": "w", "kind": "param", "module": "bn", "param": "weight"},
+    {"id": "c", "kind": "op", "op": "mul", "inputs": ["y", "x"]},
+    {"id": "s", "kind": "op", "op": "sum", "inputs": ["c"]},
+    {"id": "bw", "kind": "backward", "input": "s"},
+)
+
+LAYER_NORM = _doc(
+    {"id": "ln", "kind": "module", "module": "layer_norm", "d_model": 3, "epsilon": 1e-5,
+     "weight": _t([1.5, -0.5, 0.75]), "bias": _t([0.25, 1.0, -0.5])},
+    {"id": "ln0", "kind": "module", "module": "layer_norm", "d_model": 2, "epsilon": 0.001,
+     "weight": _t([2.0, 0.5]), "bias": None},
+    _leaf("x", [2, 3], [1.0, 2.0, -1.0, 0.5, 3.0, 2.5], rg=True),
+    _leaf("z", [2, 2, 2], [0.5, -1.0, 2.0, 1.0, 0.25, -0.75, 1.5, 3.0]),
+    {"id": "y", "kind": "apply", "module": "ln", "input": "x"},
+    {"id": "yz", "kind": "apply", "module": "ln0", "input": "z"},
+    {"id": "fr", "kind": "transform", "transform": "freeze", "input": "ln"},
+    {"id": "y2", "kind": "apply", "module": "fr", "input": "x"},
+    {"id": "va", "kind": "transform", "transform": "valid", "input": "ln"},
+    {"id": "y3", "kind": "apply", "module": "va", "input": "x"},
+    {"id": "w", "kind": "param", "module": "ln", "param": "weight"},
+    {"id": "b", "kind": "param", "module": "ln", "param": "bias"},
+    {"id": "c", "kind": "op", "op": "mul", "inputs": ["y", "x"]},
+    {"id": "s", "kind": "op", "op": "sum", "inputs": ["c"]},
+    {"id": "bw", "kind": "backward", "input": "s"},
+)
+
+RMS_NORM = _doc(
+    {"id": "rn", "kind": "module", "module": "rms_norm", "d_model": 3, "epsilon": 1e-3,
+     "weight": _t([1.5, -0.5, 0.75])},
+    _leaf("x", [2, 3], [1.0, 2.0, -1.0, 0.5, 0.03, 0.02], rg=True),
+    _leaf("z", [4, 1, 3], [0.5, -1.0, 2.0, 1.0, 0.25, -0.75, 1.5, 3.0, 0.5, -2.0, 1.0, 0.0]),
+    {"id": "y", "kind": "apply", "module": "rn", "input": "x"},
+    {"id": "yz", "kind": "apply", "module": "rn", "input": "z"},
+    {"id": "ng", "kind": "transform", "transform": "no_grad", "input": "rn"},
+    {"id": "y2", "kind": "apply", "module": "ng", "input": "x"},
+    {"id": "w", "kind": "param", "module": "rn", "param": "weight"},
+    {"id": "c", "kind": "op", "op": "mul", "inputs": ["y", "x"]},
+    {"id": "s", "kind": "op", "op": "sum", "inputs": ["c"]},
+    {"id": "bw", "kind": "backward", "input": "s"},
+)
+
+MODULE_PROGRAMS: dict[str, Program] = {"batch_norm_transforms": BATCH_NORM_TRANSFORMS, "layer_norm": LAYER_NORM,
+                                       "rms_norm": RMS_NORM}
