@@ -63,7 +63,10 @@ fn positive_epsilon(e: f64) -> Result<(), String> {
 }
 
 /// Validates a `batch_norm` statement (burn's `BatchNormConfig::init` asserts the same).
-pub fn batch_norm_spec(s: document::BatchNormDoc, dtype: ProgramDType) -> Result<ModuleSpec, String> {
+pub fn batch_norm_spec(
+    s: document::BatchNormDoc,
+    dtype: ProgramDType,
+) -> Result<ModuleSpec, String> {
     let n = s.num_features;
     positive_size("num_features", n)?;
     positive_epsilon(s.epsilon)?;
@@ -85,7 +88,10 @@ pub fn batch_norm_spec(s: document::BatchNormDoc, dtype: ProgramDType) -> Result
 }
 
 /// Validates a `layer_norm` statement.
-pub fn layer_norm_spec(s: document::LayerNormDoc, dtype: ProgramDType) -> Result<ModuleSpec, String> {
+pub fn layer_norm_spec(
+    s: document::LayerNormDoc,
+    dtype: ProgramDType,
+) -> Result<ModuleSpec, String> {
     let n = s.d_model;
     positive_size("d_model", n)?;
     positive_epsilon(s.epsilon)?;
