@@ -38,6 +38,13 @@ def gelu_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
     return [g * (0.5 * (1.0 + (x[0] / math.sqrt(2.0)).erf().abs()) + x[0].abs() * phi)]
 
 
+
+def mish_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
+    # tanh(sp) + x * sech(sp)**2 * sigmoid(x), sp = softplus(x): the two terms cancel where the
+    # derivative crosses zero (x near -1.19), leaving the rounding of each at its own size
+    t = x[0].exp().log1p().tanh()
+    return [g * (t.abs() + x[0].abs() * (1.0 - t * t) * x[0].sigmoid())]
+
 def softmax_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
     # burn: exp(x - max) / sum(exp(x - max)); its backward sums s*g and s * sum(s*g)
     s = x[0].softmax(a["dim"])
