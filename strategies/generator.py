@@ -450,7 +450,10 @@ class _Builder:
         if 2 <= len(shape) <= 4 and numel(shape) > shape[1] and \
                 _spread(src.tensor, [d for d in range(len(shape)) if d != 1]) and self.on_autodiff(src.id):
             kinds.append("batch_norm")
-        return [k for k in kinds if supported(k, self.dtype)]  # difftest/ops/dtype_support.py
+        kinds = [k for k in kinds if supported(k, self.dtype)]  # difftest/ops/dtype_support.py
+        if self.cfg.avoid_known_bugs:
+            kinds = [k for k in kinds if known_bug(Module("_", k), self.statements, self.dtype) is None]
+        return kinds
 
     def on_autodiff(self, ident: str) -> bool:
         """Whether burn holds the value `ident` on the autodiff device (the model's prediction)."""

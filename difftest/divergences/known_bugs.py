@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from difftest.divergences.knowledge import Knowledge, burn_source
-from difftest.program.ir import OpCall, Program, Statement
+from difftest.program.ir import Module, OpCall, Program, Statement
 
 Trigger = Callable[[Statement, Sequence[Statement]], bool]  # (statement, the statements before it)
 
@@ -48,6 +48,10 @@ def _div_scalar(st: Statement, prior: Sequence[Statement]) -> bool:
 
 def _hard_sigmoid(st: Statement, prior: Sequence[Statement]) -> bool:
     return isinstance(st, OpCall) and st.op == "hard_sigmoid"
+
+
+def _rms_norm(st: Statement, prior: Sequence[Statement]) -> bool:
+    return isinstance(st, Module) and st.module == "rms_norm"
 
 
 def _pow_zero(st: Statement, prior: Sequence[Statement]) -> bool:
@@ -197,6 +201,16 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/hard-sigmoid-autodiff-f64-in-f32.json",
          burn_source("burn-backend", "src/backend/ops/activation.rs")),
         _hard_sigmoid,
+        ("float64",),
+    ),
+    _bug(
+        "rms-norm-f64-rms-in-f32",
+        "RmsNorm of a float64 input computes its root mean square in float32: burn-nn's forward casts "
+        "x to DType::F32 before square().mean_dim() + epsilon, sqrt(), and casts the rms back (an upcast "
+        "meant for half precision; burn-nn's norm/mod.rs upcasts only F16), so values and gradients carry "
+        "float32 rounding. The generator builds no rms_norm in float64 programs.",
+        ("corpus/bugs/rms-norm-f64-rms-in-f32.json", burn_source("burn-nn", "src/modules/norm/rms.rs")),
+        _rms_norm,
         ("float64",),
     ),
     _bug(

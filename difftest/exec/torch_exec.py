@@ -244,7 +244,7 @@ def _apply(st: Apply, modules: dict[str, TorchModule], env: dict[str, torch.Tens
     if hooks is None:
         return apply_module(handle, x)
     if isinstance(handle.module, (BurnBatchNorm, torch.nn.LayerNorm, torch.nn.RMSNorm)):
-        return _apply_norm(st, handle, x, hooks)
+        return _apply_norm(st, handle, x, hooks, native)
     if not isinstance(handle.module, torch.nn.Linear):
         return apply_module(handle, x)
     lin = handle.module
@@ -265,7 +265,8 @@ def _apply(st: Apply, modules: dict[str, TorchModule], env: dict[str, torch.Tens
     return hooks.op(site, [x], lambda xs: apply_module(handle, xs[0]))
 
 
-def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHooks) -> torch.Tensor:
+def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHooks,
+                native: str = "float32") -> torch.Tensor:
     """A normalisation forward for the noise model: a few roundings per element (mean,
     variance, square root, division: the softmax-like class), computed once (a train-mode
     forward updates the running state); the parameters' gradient terms are |g| |x_hat| (weight)
@@ -284,11 +285,11 @@ def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHook
     def grad_terms(xs: Sequence[torch.Tensor], g: torch.Tensor) -> list[torch.Tensor]:
         return [norm_grad_terms(m, xs[0].detach(), g.abs())]
 
-    # the noise model re-runs the forward in float32 on the same inputs (its own rounding,
-    # measured): the stateless forward; a train-mode batch_norm then updates its running state
+    # the noise model re-runs the forward in the program's dtype on the same inputs (its own
+    # rounding, measured): the stateless forward; a train-mode batch_norm then updates its running state
     # once, from the input; the sizes of its gradient's terms bound the cancellation in its backward
     site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", NORMALIZE, False, 1, measure=True,
-                  grad_terms=grad_terms, param_path=param_path)
+                  grad_terms=grad_terms, param_path=param_path, dtype=native)
 
     def compute(xs: Sequence[torch.Tensor]) -> torch.Tensor:
         return stateless_norm(m, xs[0], detach_params=True)
@@ -303,7 +304,7 @@ def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHook
             xp = x.detach()
             uniform = getattr(hooks, "uniform", None)  # the noise runs: the normalisation's own
             if uniform is not None:  # rounding reaches the parameters' gradients too
-                xp = xp * (1.0 + NORMALIZE.input_rel * uniform(xp.shape).to(xp.dtype))
+                xp = xp * (1.0 + NORMALIZE.input_rel * tol.scale(native) * uniform(xp.shape).to(xp.dtype))
             yp = stateless_norm(m, xp)
             if yp.requires_grad:
                 y = y + (yp - yp.detach())

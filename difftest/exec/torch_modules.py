@@ -89,8 +89,10 @@ class BurnBatchNorm(torch.nn.Module):
         if detach_params:
             w, b = w.detach(), b.detach()
         if not self.training:
-            return torch.nn.functional.batch_norm(x, self.running_mean.to(dt), self.running_var.to(dt), w, b,
-                                                  training=False, eps=self.epsilon)
+            # a snapshot of the statistics (burn's value() is an immutable tensor): a later sync
+            # updates the buffers in place, which must not touch what this forward saved
+            mean, var = self.running_mean.to(dt).clone(), self.running_var.to(dt).clone()
+            return torch.nn.functional.batch_norm(x, mean, var, w, b, training=False, eps=self.epsilon)
         return torch.nn.functional.batch_norm(x, None, None, w, b, training=True, eps=self.epsilon)
 
     def update(self, x: torch.Tensor, uniform: Callable[[torch.Size], torch.Tensor] | None = None) -> None:
