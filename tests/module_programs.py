@@ -90,5 +90,19 @@ RMS_NORM = _doc(
     {"id": "bw", "kind": "backward", "input": "s"},
 )
 
+# a train-mode batch_norm forward of a plain-device input (burn's inference path), then of an
+# autodiff one (the training path)
+BATCH_NORM_PLAIN_INPUT = _doc(
+    BN,
+    _leaf("p", [2, 3], [1.0, 2.0, -1.0, 0.5, 3.0, 2.5], device="plain"),
+    {"id": "yp", "kind": "apply", "module": "bn", "input": "p"},
+    {"id": "m0", "kind": "param", "module": "bn", "param": "running_mean"},
+    _leaf("a", [2, 3], [0.0, -2.0, 4.0, 1.0, -0.5, 1.5], rg=True),
+    {"id": "ya", "kind": "apply", "module": "bn", "input": "a"},
+    {"id": "m1", "kind": "param", "module": "bn", "param": "running_mean"},
+    {"id": "s", "kind": "op", "op": "sum", "inputs": ["ya"]},
+    {"id": "bw", "kind": "backward", "input": "s"},
+)
+
 MODULE_PROGRAMS: dict[str, Program] = {"batch_norm_transforms": BATCH_NORM_TRANSFORMS, "layer_norm": LAYER_NORM,
-                                       "rms_norm": RMS_NORM}
+                                       "rms_norm": RMS_NORM, "batch_norm_plain_input": BATCH_NORM_PLAIN_INPUT}

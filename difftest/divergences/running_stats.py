@@ -70,6 +70,19 @@ RUNNING_STATE_LAGS = Knowledge(
 )
 
 
+# burn-nn 0.22.1 modules/norm/batch.rs forward: `input.device().is_autodiff() && self.training`
+TRAINS_ON_AUTODIFF_ONLY = Knowledge(
+    "batch-norm-trains-on-autodiff-device-only", "convention", "burn",
+    "burn's BatchNorm takes the training path (batch statistics, a running-state update) only for an "
+    "input on the autodiff device of a module in training mode; an input off it (a plain leaf, "
+    "without_autodiff, a valid() result) takes the inference path (running statistics, no update) even "
+    "in training mode. PyTorch's mode alone decides; the PyTorch side follows burn's rule for such an "
+    "input (difftest/exec/torch_exec.py, burn_inference_path), from the model's device prediction.",
+    ("https://github.com/tracel-ai/burn/blob/v0.22.1/crates/burn-nn/src/modules/norm/batch.rs",
+     "tests/differential/test_module_kinds.py"),
+)
+
+
 @dataclass(frozen=True)
 class RunningStateRule:
     knowledge: Knowledge
@@ -80,4 +93,4 @@ class RunningStateRule:
 
 
 RUNNING_STAT_CONVENTIONS: tuple[RunningStatConvention | RunningStateRule, ...] = (
-    BATCH_NORM_RUNNING_VAR, RunningStateRule(RUNNING_STATE_LAGS))
+    BATCH_NORM_RUNNING_VAR, RunningStateRule(RUNNING_STATE_LAGS), RunningStateRule(TRAINS_ON_AUTODIFF_ONLY))

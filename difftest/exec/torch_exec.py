@@ -14,6 +14,7 @@ from difftest.exec.torch_modules import (
     NORMALIZE,
     BurnBatchNorm,
     build_torch_module,
+    burn_inference_path,
     norm_grad_terms,
     normalized,
     share_state,
@@ -22,6 +23,7 @@ from difftest.exec.torch_modules import (
 )
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
+from difftest.oracle.burn_devices import batch_norm_plain_inputs
 from difftest.program.ir import (
     Apply,
     Backward,
@@ -188,6 +190,7 @@ def run_torch(program: Program, dtype: str | None = None, *, hooks: ExecHooks | 
     framework = "torch" if dtype is None else ("torch64" if dtype == "float64" else "torch")
     dt = DTYPES[dtype or program.dtype]
     native = program.dtype
+    burn_plain = batch_norm_plain_inputs(program)
     env: dict[str, torch.Tensor] = {}
     modules: dict[str, TorchModule] = {}
     session = Session({}, {}, {})
@@ -219,7 +222,8 @@ def run_torch(program: Program, dtype: str | None = None, *, hooks: ExecHooks | 
             if frozen is not None:
                 t = frozen
             elif isinstance(st, Apply):
-                t = _apply(st, modules, env, hooks, native)
+                with burn_inference_path(modules[st.module].module, st.input in burn_plain):
+                    t = _apply(st, modules, env, hooks, native)
             elif isinstance(st, Param):
                 t = module_param(modules[st.module], st.param)
             elif isinstance(st, Grad):

@@ -3,7 +3,8 @@ kind, from the statement's configuration and inline tensors, in PyTorch's names 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -181,6 +182,21 @@ def norm_grad_terms(m: torch.nn.Module, x: torch.Tensor, g: torch.Tensor) -> tor
         xhat = ((x - x.mean(dim=dims, keepdim=True)) / sigma).abs()
         gw = g * w
         return (gw + gw.mean(dim=dims, keepdim=True) + xhat * (gw * xhat).mean(dim=dims, keepdim=True)) / sigma
+
+
+@contextlib.contextmanager
+def burn_inference_path(m: torch.nn.Module, plain: bool) -> Iterator[None]:
+    """burn's BatchNorm trains only on an input on the autodiff device (record
+    batch-norm-trains-on-autodiff-device-only): for a plain-device input (`plain`) the forward
+    is the inference one, reading the running statistics and leaving them as they are."""
+    if not (plain and isinstance(m, BurnBatchNorm) and m.training):
+        yield
+        return
+    m.training = False
+    try:
+        yield
+    finally:
+        m.training = True
 
 
 def sync_state(m: torch.nn.Module, name: str | None = None) -> None:

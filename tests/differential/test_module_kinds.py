@@ -139,3 +139,41 @@ def test_generator_builds_the_normalisations() -> None:
             if s.kind == "module":
                 seen[s.module] = seen.get(s.module, 0) + 1  # type: ignore[union-attr]
     assert seen.get("batch_norm", 0) > 0 and seen.get("layer_norm", 0) > 0, seen
+
+
+def test_a_plain_input_takes_burns_inference_path(burn_worker: BurnWorker) -> None:
+    """A train-mode batch_norm forward of a plain-device input (and of a without_autodiff value):
+    burn normalises with the running statistics and leaves them as they are (record
+    batch-norm-trains-on-autodiff-device-only); the PyTorch side follows, so both agree, and the
+    statistics read afterwards are the initial ones; an autodiff input still trains."""
+    x = [1.0, 2.0, -1.0, 0.5, 3.0, 2.5, 0.0, -2.0, 4.0, 1.0, -0.5, 1.5]
+    doc = {"format": "difftest-program", "version": 1, "statements": [
+        BN,
+        {"id": "p", "kind": "leaf", "shape": [2, 3, 2], "data": x, "device": "plain", "require_grad": False},
+        {"id": "yp", "kind": "apply", "module": "bn", "input": "p"},
+        {"id": "m0", "kind": "param", "module": "bn", "param": "running_mean"},
+        {"id": "a", "kind": "leaf", "shape": [2, 3, 2], "data": x, "device": "autodiff", "require_grad": True},
+        {"id": "c", "kind": "cut", "cut": "without_autodiff", "input": "a"},
+        {"id": "yc", "kind": "apply", "module": "bn", "input": "c"},
+        {"id": "m1", "kind": "param", "module": "bn", "param": "running_mean"},
+        {"id": "ya", "kind": "apply", "module": "bn", "input": "a"},
+        {"id": "m2", "kind": "param", "module": "bn", "param": "running_mean"},
+        {"id": "s", "kind": "op", "op": "sum", "inputs": ["ya"]},
+        {"id": "bw", "kind": "backward", "input": "s"}]}
+    program = program_from_dict(doc)
+    verdict = check(program, burn_worker)
+    assert verdict.ok, verdict.report()
+    start = BN["running_mean"]["data"]  # type: ignore[index]
+    for ident in ("m0", "m1"):
+        obs = verdict.burn.value(ident)
+        assert obs is not None and obs.value.data == pytest.approx(start), ident
+    trained = verdict.burn.value("m2")
+    assert trained is not None and trained.value.data != pytest.approx(start)
+    # the inference forward normalises with the running statistics
+    yp = verdict.torch.value("yp")
+    assert yp is not None
+    t = torch.tensor(x).reshape(2, 3, 2)
+    rm, rv = torch.tensor(start), torch.tensor(BN["running_var"]["data"])  # type: ignore[index]
+    w, b = torch.tensor(BN["weight"]["data"]), torch.tensor(BN["bias"]["data"])  # type: ignore[index]
+    expected = torch.nn.functional.batch_norm(t, rm, rv, w, b, training=False, eps=1e-5)
+    assert yp.value.data == pytest.approx(expected.reshape(-1).tolist(), rel=1e-5)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from difftest.findings.reproducers.names import count, variable_names
 from difftest.ops.catalog import CATALOG
 from difftest.ops.spelling import TORCH_NAMESPACE_SOURCE
+from difftest.oracle.burn_devices import batch_norm_plain_inputs
 from difftest.program.ir import (
     Apply,
     Backward,
@@ -159,9 +160,12 @@ class BurnBatchNorm(torch.nn.Module):
         self.sync((name,))
         return getattr(self, name).clone()  # burn's read is a tensor of its own
 
-    def forward(self, x):
-        if not self.training:
-            return torch.nn.functional.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+    def forward(self, x, burn_inference=False):
+        # burn trains only on an input on its autodiff device (burn_inference: one off it)
+        if not self.training or burn_inference:
+            # a snapshot: a later sync updates the buffers in place
+            mean, var = self.running_mean.clone(), self.running_var.clone()
+            return torch.nn.functional.batch_norm(x, mean, var, self.weight, self.bias,
                                                   training=False, eps=self.epsilon)
         out = torch.nn.functional.batch_norm(x, None, None, self.weight, self.bias, training=True, eps=self.epsilon)
         self.sync()
@@ -207,6 +211,7 @@ def torch_script(program: Program, name: str | None = None) -> str:
     scope: Region = "grad"
     no_grad_apply: dict[str, bool] = {}  # module handle -> derived from valid (not trained since)
     dropouts: set[str] = set()
+    burn_plain = batch_norm_plain_inputs(program)
     for index, st in enumerate(program.statements):
         region = _region(st)
         if region != scope:
@@ -272,7 +277,8 @@ def torch_script(program: Program, name: str | None = None) -> str:
             out.append("try:")
             if st.module in dropouts:
                 out.append("    torch.manual_seed(0)  # as difftest's executor, before every dropout")
-            call = f"{var} = {names[st.module]}({names[st.input]})"
+            plain = st.input in burn_plain  # record batch-norm-trains-on-autodiff-device-only
+            call = f"{var} = {names[st.module]}({names[st.input]}{', burn_inference=True' if plain else ''})"
             if no_grad_apply[st.module]:
                 out.append("    with torch.no_grad():  # the module derives from valid()")
                 out.append(f"        {call}")
