@@ -37,7 +37,7 @@ from difftest.ops.catalog import CATALOG
 from difftest.ops.domains import KINK_GAP
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.oracle.noise import magnitude_run, noisy_runs
-from difftest.program.ir import Backward, Leaf, OpCall, Program, Statement, ancestors, is_value
+from difftest.program.ir import Backward, Grad, Leaf, OpCall, Program, Statement, ancestors, is_value
 from difftest.program.observation import Observation, TensorObs
 
 SLACK = 4.0
@@ -135,7 +135,8 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
         failed = [o.error for o in noisy if o.error is not None and _tensor(o, m) is None]
         kink = near_kink(program, ref, m)
         mt = None
-        if m.kind == "grad":
+        # a gradient, or a `grad` read of one (its value is that gradient: the same terms bound it)
+        if m.kind == "grad" or isinstance(program.by_id().get(m.statement or ""), Grad):
             if magnitudes is None:
                 magnitudes = magnitude_run(program)
             mt = _tensor(magnitudes, m)
