@@ -53,6 +53,14 @@ IMPRECISE: dict[str, dict[str, str]] = {
 }
 
 
+# an op (or module) whose inputs are in different dtypes (after a `cast`), measured: PyTorch
+# promotes them to the more precise one, burn-flex refuses them
+MIXED = ("PyTorch promotes inputs of different float dtypes (float16 + float32 is float32); burn-flex 0.22.1 "
+         "panics 'storage: dtype mismatch (expected F32, got F16)' (burn-flex-0.22.1/src/tensor.rs:154, "
+         "measured with add(cast(x, float16), x)): not comparable, so the generator never mixes dtypes "
+         "and a program that does is refused")
+
+
 def supported(op: str, dtype: str) -> bool:
     """Whether the generator draws `op` in `dtype`: it runs on both sides, comparably."""
     return op not in UNSUPPORTED.get(dtype, {}) and op not in IMPRECISE.get(dtype, {})
