@@ -271,6 +271,12 @@ def _value(st: Statement, env: dict[str, torch.Tensor], dt: torch.dtype,
             inputs = [env[x] for x in st.inputs]
             attrs = st.attrs
             if run_in is not None and any(a.type == CAST_ATTR_TYPE for a in spec.attrs):
+                own = dtypes or {}
+                if own.get(st.id) == own.get(st.inputs[0]):
+                    # a cast to its input's own dtype is that input itself, on both sides (rules
+                    # cast-same-dtype-returns-input, to-same-dtype-returns-input): so in the
+                    # arbiter's and the noise runs, where it is no op that rounds
+                    return inputs[0]
                 attrs = {k: run_in if any(a.name == k and a.type == CAST_ATTR_TYPE for a in spec.attrs) else v
                          for k, v in attrs.items()}
             if hooks is None:

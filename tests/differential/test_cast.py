@@ -14,6 +14,7 @@ from difftest.exec.burn_worker import BurnWorker, WorkerError
 from difftest.exec.runner import check
 from difftest.exec.torch_exec import run_torch
 from difftest.ops.dtype_support import MIXED
+from difftest.oracle.noise import noisy_runs
 from difftest.program.dtypes import FLOAT_DTYPES, round_to
 from difftest.program.ir import Backward, Leaf, OpCall, Program, ProgramError
 from difftest.program.validate import check_program
@@ -106,3 +107,18 @@ def test_the_arbiter_runs_casts_in_float64() -> None:
     assert {v.value.dtype for v in ref.values} == {"float64"}
     h, x = ref.value("h"), ref.value("x")
     assert h is not None and x is not None and h.value.data == x.value.data
+
+
+def test_noise_runs_keep_a_same_dtype_cast_the_input() -> None:
+    """In the noise runs a cast to the own dtype is its input itself, as on both sides: its
+    gradient is the leaf's noisy one (a campaign, seed 9, found burn 'wrong' against a noise of 0
+    when the noise runs made it a node of its own)."""
+    p = Program((Leaf("x", (3,), DATA, require_grad=True), OpCall("s", "cast", ("x",), {"dtype": "float32"}),
+                 OpCall("y", "softplus", ("s",), {"beta": 0.5}), OpCall("z", "mul", ("y", "y")), Backward("bw", "z")))
+    check_program(p)
+    runs = noisy_runs(p)
+    assert runs
+    for obs in runs:
+        g = obs.backwards[0].grads
+        assert g["s"] is not None and g["s"] == g["x"]
+    assert any(obs.backwards[0].grads["x"] != runs[0].backwards[0].grads["x"] for obs in runs[1:])
