@@ -341,7 +341,8 @@ TENSOR_RULES: tuple[Rule, ...] = (
             "{ return tensor; }`): no node is recorded, a require-grad leaf stays a require-grad leaf "
             "(measured: cast(x, float32) of a float32 require-grad leaf reports is_require_grad true and "
             "receives x's gradient). PyTorch's .to does the same (to-same-dtype-returns-input): the two agree.",
-            "difftest/divergences/rules.py",
+            "rust/src/cast_evidence.rs",
+            "tests/differential/test_cast.py",
             _CAST_API,
         ),
         lambda step: _is_same_dtype_cast(step, grad_only=True),
@@ -355,7 +356,7 @@ TENSOR_RULES: tuple[Rule, ...] = (
             "already has the correct torch.dtype and torch.device, then self is returned'; measured: "
             "x.to(x.dtype) is x, in every grad mode): no node, a leaf stays a leaf.",
             "https://docs.pytorch.org/docs/stable/generated/torch.Tensor.to.html",
-            "tests/unit/test_cast.py",
+            "tests/differential/test_cast.py",
         ),
         lambda step: _is_same_dtype_cast(step, grad_only=False),
         _returns_input,
