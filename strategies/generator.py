@@ -362,7 +362,7 @@ class _Builder:
             return False
         region = weighted(c, REGIONS, self.cfg.region_weights)
         st = OpCall(self.fresh("v"), spec.name, tuple(v.id for v in inputs), attrs, region)
-        if self.cfg.avoid_known_bugs and known_bug(st, self.statements, self.dtype) is not None:
+        if self.cfg.avoid_known_bugs and known_bug(st, self.statements, cast_in or self.dtype) is not None:
             c.note(f"known-bug-avoided:{spec.name}")
             return False
         self.statements.append(st)
