@@ -63,6 +63,7 @@ from difftest.program.ir import (
 )
 from difftest.program.module_kinds import module_kind
 from difftest.program.shapes import ShapeError
+from difftest.program.value_dtypes import CAST_ATTR_TYPE
 from strategies import sessions
 from strategies.choices import weighted
 
@@ -178,6 +179,7 @@ class _Value:
     tracked: bool = False
     depth: int = 0  # recorded ops on the longest tracked path from a leaf
     consumed: bool = False  # in the graph of an earlier backward (sessions)
+    dtype: str = ""  # its dtype when a cast made it other than the program's ("": the program's)
 
 
 @dataclass
@@ -275,11 +277,13 @@ class _Builder:
             return tracked[self.biased_index(len(tracked), self.cfg.p_deepest_input)]
         return self.c.choice(cands[::-1])  # shrinks toward the most recent value
 
-    def input_for(self, shape: Shape, rng: tuple[float, float]) -> _Value:
-        if self.leaves < self.cfg.max_leaves and self.c.boolean(0.4):
+    def input_for(self, shape: Shape, rng: tuple[float, float], dtype: str = "") -> _Value | None:
+        """A value of `shape` in `dtype` ("": the program's): an existing one or a fresh leaf
+        (None when no value of a cast's `dtype` has that shape)."""
+        if not dtype and self.leaves < self.cfg.max_leaves and self.c.boolean(0.4):
             return self.leaf(shape, rng)
-        found = self.pick_existing(lambda v: v.shape == shape)
-        return found if found is not None else self.leaf(shape, rng)
+        found = self.pick_existing(lambda v: v.shape == shape and v.dtype == dtype)
+        return found if found is not None or dtype else self.leaf(shape, rng)
 
     # ---------------------------------------------------------------- statements
     def op(self) -> bool:
@@ -314,9 +318,13 @@ class _Builder:
                 first = self.leaf(fresh, leaf_range(0))
         if first is None:
             first = self.pick_existing(lambda v: len(v.shape) >= spec.min_rank and (
-                spec.first_input is None or len(v.shape) == spec.first_input.rank))
+                spec.first_input is None or len(v.shape) == spec.first_input.rank) and (
+                not v.dtype or supported(spec.name, v.dtype)))
         if first is None:
             return False
+        # a value a cast made in another dtype: the op's other inputs in it too, never fresh
+        # leaves (in the program's dtype; mixed dtypes are refused: dtype_support.MIXED)
+        cast_in = first.dtype
 
         # the other inputs, as the entry's partner rule draws their shapes (each one drawn just
         # before its input), before the attributes or, for a rule that needs them, after
@@ -324,20 +332,26 @@ class _Builder:
         partners = spec.partners
         if partners is not None and not partners.after_attrs:
             for shape in partners.draw(c, first.shape, {}, self.cfg.max_dim):
-                inputs.append(self.input_for(shape, leaf_range(1)))
+                partner = self.input_for(shape, leaf_range(1), cast_in)
+                if partner is None:
+                    return False
+                inputs.append(partner)
         attrs = spec.sample_attrs(c, [v.shape for v in inputs])
         if attrs is None:
             return False
         if partners is not None and partners.after_attrs:
             for shape in partners.draw(c, first.shape, attrs, self.cfg.max_dim):
-                inputs.append(self.input_for(shape, leaf_range(1)))
+                partner = self.input_for(shape, leaf_range(1), cast_in)
+                if partner is None:
+                    return False
+                inputs.append(partner)
         shapes = [v.shape for v in inputs]
         try:
             spec.shape(shapes, attrs)
         except ShapeError:
             return False
         if not spec.domain.accepts([v.tensor for v in inputs], attrs):
-            if not fresh_ok or self.leaves + len(inputs) > self.cfg.max_leaves + 2:
+            if cast_in or not fresh_ok or self.leaves + len(inputs) > self.cfg.max_leaves + 2:
                 return False
             inputs = [self.leaf(v.shape, leaf_range(i)) for i, v in enumerate(inputs)]
             if not spec.domain.accepts([v.tensor for v in inputs], attrs):
@@ -345,19 +359,23 @@ class _Builder:
                 return False
         with torch.no_grad():
             out = spec.lower([v.tensor for v in inputs], attrs)
+        # the result's dtype: a cast's target (when other than the program's), else its inputs'
+        target = next((str(attrs[a.name]) for a in spec.attrs if a.type == CAST_ATTR_TYPE), None)
+        out_dtype = cast_in if target is None else ("" if target == self.dtype else target)
+        out = out.float() if out.is_floating_point() else out  # as float32 (the generator's own tracking)
         if not bool(torch.isfinite(out).all()) or (out.numel() and float(out.abs().max()) > MAX_MAGNITUDE):
             c.note(f"out-of-range:{spec.name}")
             return False
         region = weighted(c, REGIONS, self.cfg.region_weights)
         st = OpCall(self.fresh("v"), spec.name, tuple(v.id for v in inputs), attrs, region)
-        if self.cfg.avoid_known_bugs and known_bug(st, self.statements, self.dtype) is not None:
+        if self.cfg.avoid_known_bugs and known_bug(st, self.statements, cast_in or self.dtype) is not None:
             c.note(f"known-bug-avoided:{spec.name}")
             return False
         self.statements.append(st)
         tracked_in = [v for v in inputs if v.tracked]
         tracked = region == "grad" and bool(tracked_in)
         depth = 1 + max(v.depth for v in tracked_in) if tracked else 0
-        self.values.append(_Value(st.id, tuple(out.shape), out.detach().clone(), tracked, depth))
+        self.values.append(_Value(st.id, tuple(out.shape), out.detach().clone(), tracked, depth, dtype=out_dtype))
         c.note(f"op:{spec.name}")
         if region != "grad":
             c.note(f"region:{region}")
@@ -373,7 +391,7 @@ class _Builder:
         st = Cut(self.fresh("c"), kind, src.id, region)  # type: ignore[arg-type]
         self.statements.append(st)
         keeps = kind == "autodiff" and src.tracked  # autodiff() keeps the graph; the others cut it
-        self.values.append(_Value(st.id, src.shape, src.tensor, keeps, src.depth if keeps else 0))
+        self.values.append(_Value(st.id, src.shape, src.tensor, keeps, src.depth if keeps else 0, dtype=src.dtype))
         c.note(f"cut:{kind}")
         return True
 
@@ -381,7 +399,7 @@ class _Builder:
         """An nn module fitted to an existing value: a Linear whose `in` is the value's last dim
         (weights drawn here) or a Dropout; then transforms of it, forwards and parameters."""
         c, cfg = self.c, self.cfg
-        src = self.pick_existing(lambda v: True)
+        src = self.pick_existing(lambda v: not v.dtype)  # modules compute in the program's dtype
         if src is None:
             return False
         norms = self.norms_fitting(src)
@@ -417,7 +435,7 @@ class _Builder:
                 self.values.append(_Value(param.id, tuple(tensor.shape), tensor))
                 c.note("param")
                 continue
-            x = src if c.boolean(0.7) else self.pick_existing(lambda v: v.shape[-1:] == src.shape[-1:])
+            x = src if c.boolean(0.7) else self.pick_existing(lambda v: v.shape[-1:] == src.shape[-1:] and not v.dtype)
             x = x if x is not None else src  # every other fitting value is in a consumed graph
             with torch.no_grad():
                 out = apply_module(handle.module, x.tensor)

@@ -24,7 +24,7 @@ class KnownBug:
     knowledge: Knowledge
     # None: the generator does not avoid it (it cannot reach it, or campaigns only count it)
     triggers: Trigger | None
-    dtypes: tuple[str, ...] | None = None  # the program dtypes it shows in (None: every dtype)
+    dtypes: tuple[str, ...] | None = None  # the dtypes it shows in, of the op's inputs (None: every dtype)
 
     @property
     def name(self) -> str:
@@ -227,7 +227,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
 
 
 def known_bug(st: Statement, prior: Sequence[Statement] = (), dtype: str = "float32") -> KnownBug | None:
-    """The known bug `st` (after `prior`, in a program of `dtype`) would trigger, or None."""
+    """The known bug `st` (after `prior`, on inputs of `dtype`: the program's or a cast's) would trigger, or None."""
     for bug in KNOWN_BUGS:
         if bug.dtypes is not None and dtype not in bug.dtypes:
             continue

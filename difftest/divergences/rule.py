@@ -23,6 +23,7 @@ class Step:
     module: ModuleState | None = None  # the module handle an apply/param/transform reads
     input_shapes: tuple[Shape, ...] = ()  # shapes of `inputs`
     session: SessionContext | None = None  # step / grad statements (session_rules.py)
+    input_dtypes: tuple[str, ...] = ()  # dtypes of `inputs` (program/value_dtypes.py)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from difftest.ops.strides import contiguous_strides
 from difftest.oracle.states import EMPTY, BurnState, Failure, ModuleState, Result, TorchState
 from difftest.program.ir import Apply, Cut, Leaf, Module, OpCall, Param, Shape, region_of
 from difftest.program.module_kinds import module_kind
+from difftest.program.value_dtypes import CAST_ATTR_TYPE
 
 
 def _burn_inputs(step: Step) -> tuple[BurnState, ...]:
@@ -248,7 +249,16 @@ def _is_noop_alias(step: Step) -> bool:
     return noop is not None and noop.applies(st.attrs)
 
 
+def _is_same_dtype_cast(step: Step, grad_only: bool) -> bool:
+    st = step.statement
+    if not isinstance(st, OpCall) or (grad_only and st.region != "grad") or not step.input_dtypes:
+        return False
+    targets = [st.attrs[a.name] for a in CATALOG[st.op].attrs if a.type == CAST_ATTR_TYPE and a.name in st.attrs]
+    return bool(targets) and targets[0] == step.input_dtypes[0]
+
+
 _AUTODIFF_OPS = burn_source("burn-autodiff", "src/ops/tensor.rs")
+_CAST_API = burn_source("burn-tensor", "src/tensor/api/cast.rs")
 _FLOAT_API = burn_source("burn-tensor", "src/tensor/api/float.rs")
 _MODULE_BASE = burn_source("burn-core", "src/module/base.rs")
 _PARAM_TENSOR = burn_source("burn-core", "src/module/param/tensor.rs")
@@ -333,6 +343,34 @@ TENSOR_RULES: tuple[Rule, ...] = (
             "difftest/divergences/noops.py",
         ),
         _is_noop_alias,
+        _returns_input,
+    ),
+    Rule(
+        divergence(
+            "cast-same-dtype-returns-input",
+            "burn",
+            "Tensor::cast to the tensor's own float dtype returns the tensor itself (`if current == dtype "
+            "{ return tensor; }`): no node is recorded, a require-grad leaf stays a require-grad leaf "
+            "(measured: cast(x, float32) of a float32 require-grad leaf reports is_require_grad true and "
+            "receives x's gradient). PyTorch's .to does the same (to-same-dtype-returns-input): the two agree.",
+            "rust/src/cast_evidence.rs",
+            "tests/differential/test_cast.py",
+            _CAST_API,
+        ),
+        lambda step: _is_same_dtype_cast(step, grad_only=True),
+        _returns_input,
+    ),
+    Rule(
+        divergence(
+            "to-same-dtype-returns-input",
+            "torch",
+            "Tensor.to(dtype) with the tensor's own dtype returns self (documented: 'If the self Tensor "
+            "already has the correct torch.dtype and torch.device, then self is returned'; measured: "
+            "x.to(x.dtype) is x, in every grad mode): no node, a leaf stays a leaf.",
+            "https://docs.pytorch.org/docs/stable/generated/torch.Tensor.to.html",
+            "tests/differential/test_cast.py",
+        ),
+        lambda step: _is_same_dtype_cast(step, grad_only=False),
         _returns_input,
     ),
 )

@@ -43,6 +43,7 @@ from difftest.program.ir import (
 )
 from difftest.program.module_kinds import SHARES_BUFFERS_ACROSS
 from difftest.program.observation import BackwardObs, ErrorObs, Observation, TensorObs, ValueObs
+from difftest.program.value_dtypes import CAST_ATTR_TYPE, coarsest, value_dtypes
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
           "bfloat16": torch.bfloat16}
@@ -191,6 +192,11 @@ def run_torch(program: Program, dtype: str | None = None, *, hooks: ExecHooks | 
     dt = DTYPES[dtype or program.dtype]
     native = program.dtype
     burn_plain = batch_norm_plain_inputs(program)
+    # every value's own dtype (cast changes it); a run in another dtype (the float64 arbiter and
+    # its noise runs) runs every cast to that dtype instead: the reference skips the casts'
+    # rounding, which the noise runs inject and measure at each cast as its own rounding
+    dtypes = value_dtypes(program)
+    run_in = None if dtype is None else dtype
     env: dict[str, torch.Tensor] = {}
     modules: dict[str, TorchModule] = {}
     session = Session({}, {}, {})
@@ -229,7 +235,7 @@ def run_torch(program: Program, dtype: str | None = None, *, hooks: ExecHooks | 
             elif isinstance(st, Grad):
                 t = _grad(st, env, session)
             else:
-                t = _value(st, env, dt, hooks, native)
+                t = _value(st, env, dt, hooks, native, dtypes, run_in)
         except MissingGradient as e:
             error = ErrorObs("missing-gradient", str(e), i, st.id)
             break
@@ -318,7 +324,8 @@ def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHook
 
 
 def _value(st: Statement, env: dict[str, torch.Tensor], dt: torch.dtype,
-           hooks: ExecHooks | None = None, native: str = "float32") -> torch.Tensor:
+           hooks: ExecHooks | None = None, native: str = "float32", dtypes: dict[str, str] | None = None,
+           run_in: str | None = None) -> torch.Tensor:
     if isinstance(st, Leaf):
         t = torch.tensor(st.data, dtype=dt).reshape(st.shape).clone()  # a base, not a view
         return t.requires_grad_(True) if st.require_grad else t
@@ -327,34 +334,47 @@ def _value(st: Statement, env: dict[str, torch.Tensor], dt: torch.dtype,
         if isinstance(st, OpCall):
             spec = CATALOG[st.op]
             inputs = [env[x] for x in st.inputs]
+            attrs = st.attrs
+            if run_in is not None and any(a.type == CAST_ATTR_TYPE for a in spec.attrs):
+                own = dtypes or {}
+                if own.get(st.id) == own.get(st.inputs[0]):
+                    # a cast to its input's own dtype is that input itself, on both sides (rules
+                    # cast-same-dtype-returns-input, to-same-dtype-returns-input): so in the
+                    # arbiter's and the noise runs, where it is no op that rounds
+                    return inputs[0]
+                attrs = {k: run_in if any(a.name == k and a.type == CAST_ATTR_TYPE for a in spec.attrs) else v
+                         for k, v in attrs.items()}
             if hooks is None:
-                return spec.lower(inputs, st.attrs)
+                return spec.lower(inputs, attrs)
 
             accumulates = spec.tolerance.grows_with_size
             value_terms = spec.value_terms
 
             def magnitude(xs: Sequence[torch.Tensor]) -> torch.Tensor:
                 if value_terms is not None:
-                    return value_terms([x.detach() for x in xs], st.attrs)
-                return spec.lower([x.detach().abs() for x in xs], st.attrs).abs()
+                    return value_terms([x.detach() for x in xs], attrs)
+                return spec.lower([x.detach().abs() for x in xs], attrs).abs()
 
-            extent = spec.reduced_extent([tuple(x.shape) for x in inputs], st.attrs)
+            extent = spec.reduced_extent([tuple(x.shape) for x in inputs], attrs)
             terms = spec.grad_terms
 
             def grad_terms(xs: Sequence[torch.Tensor], g: torch.Tensor) -> list[torch.Tensor]:
                 if terms is not None:
-                    return terms(xs, st.attrs, g)
+                    return terms(xs, attrs, g)
                 # an accumulating op: its vector-Jacobian product on magnitudes sums |terms|
                 with torch.enable_grad():
                     absx = [x.detach().abs().requires_grad_(True) for x in xs]
-                    out = torch.autograd.grad(spec.lower(absx, st.attrs), absx, g, allow_unused=True)
+                    out = torch.autograd.grad(spec.lower(absx, attrs), absx, g, allow_unused=True)
                 return [o.abs() if o is not None else torch.zeros_like(x) for o, x in zip(out, xs)]
 
             has_terms = terms is not None or accumulates
+            # the op rounds in its result's dtype, and its backward in its inputs' (a cast: the coarser)
+            own = dtypes or {}
+            site_dtype = coarsest(own.get(st.id, native), *(own.get(x, native) for x in st.inputs))
             site = OpSite(st.id, st.region, spec.tolerance, spec.family == "binary", extent,
                           magnitude if accumulates or value_terms is not None else None, measure=True,
-                          grad_terms=grad_terms if has_terms else None, dtype=native)
-            return hooks.op(site, inputs, lambda xs: spec.lower(xs, st.attrs))
+                          grad_terms=grad_terms if has_terms else None, dtype=site_dtype)
+            return hooks.op(site, inputs, lambda xs: spec.lower(xs, attrs))
         assert isinstance(st, Cut), st
         x = env[st.input]
         if st.cut in ("detach", "without_autodiff"):

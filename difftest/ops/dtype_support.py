@@ -63,6 +63,14 @@ for _d in ("float16", "bfloat16"):
     IMPRECISE[_d].update({k: _NORM_HALF.format(k=k, d=_d) for k in ("layer_norm", "rms_norm", "batch_norm")})
 
 
+# an op (or module) whose inputs are in different dtypes (after a `cast`), measured: PyTorch
+# promotes them to the more precise one, burn-flex refuses them
+MIXED = ("PyTorch promotes inputs of different float dtypes (float16 + float32 is float32); burn-flex 0.22.1 "
+         "panics 'storage: dtype mismatch (expected F32, got F16)' (burn-flex-0.22.1/src/tensor.rs:154, "
+         "measured with add(cast(x, float16), x)): not comparable, so the generator never mixes dtypes "
+         "and a program that does is refused")
+
+
 def supported(op: str, dtype: str) -> bool:
     """Whether the generator draws `op` (a catalog op or a module kind) in `dtype`: it runs on both
     sides, comparably."""

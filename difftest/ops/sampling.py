@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from difftest.choices import Choices
+from difftest.program.dtypes import FLOAT_DTYPES
 from difftest.program.ir import MAX_RANK, Shape, numel
 
 Attrs = dict[str, Any]
@@ -124,6 +125,12 @@ def mask(with_value: bool) -> AttrSampler:
         return {"mask": mask, "value": c.floats(1, -2.0, 2.0)[0]} if with_value else {"mask": mask}
 
     return draw
+
+
+def dtype(c: Choices, shapes: Sequence[Shape]) -> Attrs:
+    """`cast`'s target: one of the float dtypes (the input's own one too: a no-op, declared in
+    divergences/rules.py)."""
+    return {"dtype": c.choice(list(FLOAT_DTYPES))}
 
 
 def number(name: str, lo: float, hi: float, kind: str = "float") -> AttrSampler:

@@ -15,6 +15,7 @@ from difftest.choices import Choices
 from difftest.ops import domains as dom
 from difftest.ops import spelling
 from difftest.ops import tolerance as tol
+from difftest.program.dtypes import FLOAT_DTYPES
 from difftest.program.ir import Shape, numel
 from difftest.program.shapes import ShapeError, check_rank
 
@@ -35,7 +36,7 @@ Derive = Callable[[Attrs, Sequence[Shape]], Attrs]
 
 VARIADIC = -1
 # attribute types; the Rust interpreter reports the same names (`difftest-burn ops`)
-ATTR_TYPES = ("float", "int", "dim", "dims", "ints", "shape", "ranges", "int_tensor", "bool_tensor")
+ATTR_TYPES = ("float", "int", "dim", "dims", "ints", "shape", "ranges", "int_tensor", "bool_tensor", "dtype")
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,7 @@ def _check_attr_type(op: str, a: AttrSpec, v: Any) -> None:
         and "shape" in v
         and "data" in v
         and all(isinstance(x, bool) for x in v["data"]),
+        "dtype": v in FLOAT_DTYPES,
     }[a.type]
     if not ok:
         raise ShapeError(f"{op}: attribute {a.name!r}={v!r} is not of type {a.type}")

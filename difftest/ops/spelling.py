@@ -31,7 +31,7 @@ PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 BURN_DEVICE_OF = "input"
 # burn::tensor names a burn expression may use beyond Tensor and TensorData (the reproducer
 # imports the ones it mentions)
-BURN_IMPORTS = ("activation", "Bool", "Int", "Shape", "Slice")
+BURN_IMPORTS = ("activation", "Bool", "Int", "Shape", "Slice", "FloatDType")
 
 
 def placeholders(template: str) -> set[str]:
@@ -90,6 +90,7 @@ TORCH_ATTR: dict[str, Callable[[Any], str]] = {
     "ranges": _py_ranges,
     "int_tensor": _py_tensor("int64"),
     "bool_tensor": _py_tensor("bool"),
+    "dtype": lambda v: f"torch.{v}",
 }
 
 
@@ -132,6 +133,7 @@ BURN_ATTR: dict[str, Callable[[Any], str]] = {
     "int_tensor": lambda v: _rust_inline("Int", v["shape"], v["data"]),
     "bool_tensor": lambda v: _rust_inline("Bool", v["shape"], v["data"]),
     "ints": lambda v: _rust_inline("Int", [len(v)], v),  # `select`: a rank-1 Int tensor
+    "dtype": lambda v: "FloatDType::" + {"float32": "F32", "float64": "F64", "float16": "F16", "bfloat16": "BF16"}[v],
 }
 
 

@@ -17,6 +17,7 @@ from difftest.oracle.model import Prediction
 from difftest.oracle.states import BurnState, TorchState
 from difftest.program.ir import Backward, Program, Shape, is_value
 from difftest.program.observation import Observation, TensorObs
+from difftest.program.value_dtypes import value_dtypes
 
 
 @dataclass(frozen=True)
@@ -249,6 +250,7 @@ def _values(
     (gradients the frameworks route through different statements, by declared rules). Flags and
     gradient presence are compared regardless. Elements that fail the screen are judged by the
     arbiter (numerics.py), each on its own."""
+    dtypes = value_dtypes(program)
     merged = incomparable_grads or {}
     index = {st.id: i for i, st in enumerate(program.statements)}
     backward_roots = {st.id: st.input for st in program.statements if isinstance(st, Backward)}
@@ -257,7 +259,7 @@ def _values(
         tv = tvals.get(bv.id)
         if tv is None or tv.value.shape != bv.value.shape or bv.id in nondet:
             continue
-        m = _numeric("value", bv.id, index.get(bv.id), tv.value, bv.value, None, program.dtype)
+        m = _numeric("value", bv.id, index.get(bv.id), tv.value, bv.value, None, dtypes.get(bv.id, program.dtype))
         if m is not None:
             out.append(m)
     tb = {bw.id: bw for bw in t.backwards}
@@ -269,7 +271,7 @@ def _values(
             tg = tbw.grads.get(ident)
             if bg is None or tg is None or bg.shape != tg.shape or ident in merged.get(bbw.id, ()):
                 continue
-            m = _numeric("grad", ident, index.get(ident), tg, bg, bbw.id, program.dtype)
+            m = _numeric("grad", ident, index.get(ident), tg, bg, bbw.id, dtypes.get(ident, program.dtype))
             if m is not None:
                 out.append(m)
 
@@ -298,19 +300,24 @@ def _numeric(kind: str, ident: str, i: int | None, t: TensorObs, b: TensorObs, b
 
 
 def _dtypes(program: Program, obs: Observation, out: list[Mismatch]) -> None:
-    """Every value and gradient a framework reports must be in the program's dtype (docs/format.md#dtypes)."""
+    """Every value and gradient a framework reports must be in its own dtype: the program's, or
+    the one a cast before it made (program/value_dtypes.py, docs/format.md#dtypes); a gradient
+    in the dtype of the value it is the gradient of."""
     fw = obs.framework
     index = {st.id: i for i, st in enumerate(program.statements)}
-    want = program.dtype
+    dtypes = value_dtypes(program)
     for val in obs.values:
+        want = dtypes.get(val.id, program.dtype)
         if val.value.dtype != want:
             out.append(Mismatch("dtype", val.id, index.get(val.id), fw, want, val.value.dtype,
-                                f"value {val.id} is {val.value.dtype} in a {want} program"))
+                                f"value {val.id} is {val.value.dtype}, expected {want} ({program.dtype} program)"))
     for bw in obs.backwards:
         for ident, g in bw.grads.items():
+            want = dtypes.get(ident, program.dtype)
             if g is not None and g.dtype != want:
                 out.append(Mismatch("dtype", ident, index.get(ident), fw, want, g.dtype,
-                                    f"at backward {bw.id}: the gradient of {ident} is {g.dtype} in a {want} program"))
+                                    f"at backward {bw.id}: the gradient of {ident} is {g.dtype}, expected {want} "
+                                    f"(the dtype of {ident}; {program.dtype} program)"))
 
 
 def _completeness(program: Program, obs: Observation, out: list[Mismatch]) -> None:

@@ -55,6 +55,7 @@ from difftest.program.ir import (
 from difftest.program.ir import Step as StepStatement
 from difftest.program.module_kinds import module_kind
 from difftest.program.validate import infer_shapes
+from difftest.program.value_dtypes import value_dtypes
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,7 @@ def _run(
     fw: Framework, program: Program, shapes: dict[str, Shape], rules: list[Rule], firings: list[Firing]
 ) -> FrameworkPrediction:
     pred = FrameworkPrediction(fw)
+    dtypes = value_dtypes(program)
     for i, st in enumerate(program.statements):
         if isinstance(st, (Module, Transform)):
             handle = module_state(st, pred.modules)
@@ -212,7 +214,8 @@ def _run(
             base: Result = _base_torch(st, inputs, shapes, module)
         else:
             base = _base_burn(st, inputs, module)
-        step = Step(i, st, inputs, base, module, tuple(shapes[x] for x in value_inputs(st)))
+        step = Step(i, st, inputs, base, module, tuple(shapes[x] for x in value_inputs(st)),
+                    input_dtypes=tuple(dtypes.get(x, program.dtype) for x in value_inputs(st)))
         current = _apply_rules(fw, rules, firings, step, base)
         pred.base_states[st.id] = base
         if isinstance(current, Failure):

@@ -39,6 +39,7 @@ from difftest.oracle.compare import Mismatch, Verdict
 from difftest.oracle.noise import magnitude_run, noisy_runs
 from difftest.program.ir import Backward, Grad, Leaf, OpCall, Program, Statement, ancestors, is_value
 from difftest.program.observation import Observation, TensorObs
+from difftest.program.value_dtypes import value_dtypes
 
 SLACK = 4.0
 FD_STEPS = (1e-4, 1e-5)
@@ -142,16 +143,17 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
             mt = _tensor(magnitudes, m)
             mt = mt if mt is not None and len(mt.data) == len(rt.data) else None
         judged: list[Judgement] = []
+        dtype = value_dtypes(program).get(m.statement or "", program.dtype)  # the value's own (a gradient: its value's)
         for j in m.elements or ((m.element,) if m.element is not None else ()):
             r = rt.data[j]
             devs = [abs(s.data[j] - r) for s in samples if math.isfinite(s.data[j]) and math.isfinite(r)]
             d = max(devs, default=0.0)
             terms = abs(mt.data[j]) if mt is not None and math.isfinite(mt.data[j]) else 0.0
-            kind, reason = judge(tt.data[j], bt.data[j], r, d, kink, terms, program.dtype)
+            kind, reason = judge(tt.data[j], bt.data[j], r, d, kink, terms, dtype)
             if not samples and failed:
                 reason += f" (no noise run measured it: {failed[0].kind}: {failed[0].message[:200]})"
             judged.append(Judgement(j, kind, reason, tt.data[j], bt.data[j], r, d,
-                                    tol.budget(d, r, terms, program.dtype), terms))
+                                    tol.budget(d, r, terms, dtype), terms))
         evidence: dict[str, Any] = {}
         if failed:
             evidence["noise_runs_failed"] = (f"{len(failed)} of {len(noisy)}: {failed[0].kind}: "

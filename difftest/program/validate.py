@@ -4,7 +4,6 @@ element budget (docs/format.md, "Bounds")."""
 from __future__ import annotations
 
 from difftest.ops.catalog import CATALOG
-from difftest.ops.dtype_support import why_unsupported
 from difftest.program.ir import (
     Apply,
     Cut,
@@ -23,6 +22,7 @@ from difftest.program.ir import (
 )
 from difftest.program.module_kinds import ModuleError, forward_shape, module_kind
 from difftest.program.shapes import ShapeError
+from difftest.program.value_dtypes import check_value_dtypes
 
 # The element budget, checked before anything runs (the Rust side has the same two constants
 # in rust/src/program.rs). The memory experiments (difftest/memory/) are exempt: they use
@@ -122,11 +122,7 @@ def apply_shape(module: Module, x: Shape, index: int, st: Statement) -> Shape:
 
 def check_program(program: Program) -> dict[str, Shape]:
     """Everything a program must satisfy before it runs: shapes, the element budget, and ops
-    that run in the program's dtype (ops/dtype_support.py)."""
-    for i, st in enumerate(program.statements):
-        if isinstance(st, OpCall):
-            why = why_unsupported(st.op, program.dtype)
-            if why is not None:
-                raise ProgramError(f"op {st.op!r} does not run in {program.dtype} (the program's dtype): {why}",
-                                   i, st.id)
+    that run in their inputs' dtype, never on inputs of mixed dtypes (value_dtypes.py,
+    ops/dtype_support.py)."""
+    check_value_dtypes(program)
     return infer_shapes(program, bounded=True)

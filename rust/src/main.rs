@@ -3,6 +3,7 @@
 
 #[cfg(test)]
 mod batch_norm_evidence;
+mod cast_evidence;
 mod document;
 mod dtype;
 mod exec;

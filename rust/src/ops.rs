@@ -106,6 +106,20 @@ impl Attr for Positive {
     }
 }
 
+/// A float dtype (`cast`): `float32`, `float64`, `float16` or `bfloat16`.
+impl Attr for crate::dtype::ProgramDType {
+    const TYPE: &'static str = "dtype";
+
+    fn parse(v: &Value) -> Result<Self, String> {
+        serde_json::from_value(v.clone()).map_err(|_| {
+            format!(
+                "expected a float dtype (float32, float64, float16, bfloat16), got {}",
+                show(v)
+            )
+        })
+    }
+}
+
 /// A shape: rank 1 to 4, every dim >= 1.
 #[derive(Clone, Debug)]
 pub struct Dims(pub Vec<usize>);
@@ -351,6 +365,7 @@ ops! {
     Relu = "relu" / 1;
     Gelu = "gelu" / 1;
     Silu = "silu" / 1;
+    Cast = "cast" / 1, { dtype: crate::dtype::ProgramDType };
     LeakyRelu = "leaky_relu" / 1, { slope: f64 };
     PowfScalar = "powf_scalar" / 1, { exponent: f64 };
     PowiScalar = "powi_scalar" / 1, { exponent: i64 };
@@ -611,6 +626,7 @@ impl Op {
             | Op::Relu {}
             | Op::Gelu {}
             | Op::Silu {}
+            | Op::Cast { .. }
             | Op::LeakyRelu { .. }
             | Op::PowfScalar { .. }
             | Op::PowiScalar { .. }
@@ -888,6 +904,7 @@ impl Op {
             Op::Relu {} => map!(next!(), t => activation::relu(t)),
             Op::Gelu {} => map!(next!(), t => activation::gelu(t)),
             Op::Silu {} => map!(next!(), t => activation::silu(t)),
+            Op::Cast { dtype } => map!(next!(), t => t.cast(dtype.float())),
             Op::LeakyRelu { slope } => map!(next!(), t => activation::leaky_relu(t, *slope)),
             Op::PowfScalar { exponent } => map!(next!(), t => t.powf_scalar(*exponent)),
             Op::PowiScalar { exponent } => map!(next!(), t => t.powi_scalar(*exponent)),

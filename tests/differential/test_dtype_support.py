@@ -16,6 +16,7 @@ from difftest.program.dtypes import FLOAT_DTYPES, round_to
 from difftest.program.ir import Backward, Leaf, OpCall, Program, ProgramError
 from difftest.program.observation import Observation
 from difftest.program.validate import check_program
+from difftest.program.value_dtypes import value_dtypes
 from strategies import GenConfig, RandomChoices, generate
 
 OTHER_DTYPES = [d for d in FLOAT_DTYPES if d != "float32"]
@@ -100,17 +101,18 @@ def test_data_must_be_values_of_the_dtype() -> None:
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_generated_programs_pass_in_each_dtype(dtype: str, burn_worker: BurnWorker) -> None:
     """Programs of the default strategy forced to `dtype` run clean through both frameworks,
-    every value and gradient reported in the dtype."""
+    every value and gradient reported in the dtype (or, after a cast, in the cast's)."""
     cfg = GenConfig(dtype=dtype)
     for k in range(25):
         p = generate(RandomChoices(77_000 + k), cfg)
         assert p.dtype == dtype
         v = check(p, burn_worker)
         assert v.ok, v.report(table=False)
+        want = value_dtypes(p)
         for obs in (v.torch, v.burn):
-            got = {x.value.dtype for x in obs.values} | {g.dtype for b in obs.backwards
-                                                        for g in b.grads.values() if g is not None}
-            assert got <= {dtype}, (obs.framework, got)
+            got = {(x.id, x.value.dtype) for x in obs.values} | {(i, g.dtype) for b in obs.backwards
+                                                                 for i, g in b.grads.items() if g is not None}
+            assert got == {(i, want[i]) for i, _ in got}, (obs.framework, got)
 
 
 def test_a_dtype_mismatch_is_a_finding(burn_worker: BurnWorker) -> None:

@@ -63,7 +63,7 @@ def test_a_1e4_gradient_fault_is_found(op: str) -> None:
 
 
 # a sample of ops across families (elementwise, reductions, matmul, nn, losses, shape ops)
-FLOAT64_SAMPLE = ["exp", "tanh", "mul", "matmul", "sum_dim", "softmax", "conv2d", "max_pool2d", "cross_entropy",
+FLOAT64_SAMPLE = ["exp", "cast", "tanh", "mul", "matmul", "sum_dim", "softmax", "conv2d", "max_pool2d", "cross_entropy",
                   "gather", "sort", "embedding"]
 
 

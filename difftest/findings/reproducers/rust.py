@@ -29,6 +29,7 @@ from difftest.program.ir import (
 from difftest.program.literals import list_literal, rust_f32, rust_f32_items, rust_f64, rust_f64_items, wrap
 from difftest.program.module_kinds import module_kind
 from difftest.program.validate import infer_shapes
+from difftest.program.value_dtypes import value_dtypes
 
 __all__ = ["rust_test", "rust_test_file"]
 
@@ -310,7 +311,8 @@ def rust_test(program: Program, name: str) -> str:
         items = sorted(optim_uses)
         out.append(f"{ind}use burn::optim::{{{', '.join(items)}}};")
     out.append("")
-    elem = "f32" if program.dtype == "float32" else "f64"
+    # f32 prints for float32 values only; f64 (exact) as soon as a value is in another dtype
+    elem = "f32" if set(value_dtypes(program).values()) <= {"float32"} else "f64"
     out.extend(f"{ind}{line}" for line in _show_helpers("Gradients" in uses, param=False, elem=elem))
     if weights:
         out.extend(f"{ind}{line}" for line in _show_helpers("Gradients" in uses, param=True, elem=elem))

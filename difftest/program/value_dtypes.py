@@ -1,0 +1,71 @@
+"""The dtype of every value of a program (docs/format.md, "Dtypes"): leaves, module parameters
+and module outputs are in the program's dtype; `cast` makes its `dtype` attribute's; every
+other op and cut keeps its input's; a gradient is in the dtype of the value it is the gradient
+of (PyTorch's rule, and burn's: its cast backward casts the gradient back to the input's dtype,
+burn-autodiff-0.22.1/src/ops/tensor.rs float_cast).
+
+Inputs of different dtypes are refused (`check_value_dtypes`): PyTorch promotes them, burn-flex
+panics (dtype_support.MIXED, measured), so they are not comparable.
+
+Torch-free.
+"""
+
+from __future__ import annotations
+
+from difftest.ops.dtype_support import MIXED, why_unsupported
+from difftest.program.dtypes import EPS
+from difftest.program.ir import Apply, Cut, Grad, Leaf, OpCall, Param, Program, ProgramError, value_inputs
+
+CAST_ATTR_TYPE = "dtype"  # attributes of this type name a dtype: the op's result is in it
+
+
+def _cast_target(st: OpCall) -> str | None:
+    from difftest.ops.catalog import CATALOG  # the catalog imports the program package
+
+    spec = CATALOG.get(st.op)
+    if spec is None:
+        return None
+    for a in spec.attrs:
+        if a.type == CAST_ATTR_TYPE and a.name in st.attrs:
+            return str(st.attrs[a.name])
+    return None
+
+
+def value_dtypes(program: Program) -> dict[str, str]:
+    """Every value's dtype by id (an op with inputs of mixed dtypes: its first input's)."""
+    out: dict[str, str] = {}
+    for st in program.statements:
+        if isinstance(st, OpCall):
+            target = _cast_target(st)
+            out[st.id] = target if target is not None else out.get(st.inputs[0], program.dtype)
+        elif isinstance(st, Cut):
+            out[st.id] = out.get(st.input, program.dtype)
+        elif isinstance(st, Grad):
+            out[st.id] = out.get(st.of, program.dtype)
+        elif isinstance(st, (Apply, Param, Leaf)):
+            out[st.id] = program.dtype
+    return out
+
+
+def coarsest(*dtypes: str) -> str:
+    """The least precise of `dtypes` (the one whose rounding dominates)."""
+    return max(dtypes, key=lambda d: EPS[d])
+
+
+def check_value_dtypes(program: Program) -> dict[str, str]:
+    """`value_dtypes`, refusing (ProgramError naming the statement) an op or module whose inputs
+    are in different dtypes, and an op that does not run in its inputs' dtype."""
+    dtypes = value_dtypes(program)
+    for i, st in enumerate(program.statements):
+        if isinstance(st, (OpCall, Apply)):
+            ins = [dtypes.get(x, program.dtype) for x in value_inputs(st)]
+            if isinstance(st, Apply):
+                ins.append(program.dtype)  # the module's parameters
+            if len(set(ins)) > 1:
+                what = f"op {st.op!r}" if isinstance(st, OpCall) else f"module apply of {st.module!r}"
+                raise ProgramError(f"{what} mixes dtypes {', '.join(ins)}: {MIXED}", i, st.id)
+            if isinstance(st, OpCall) and ins:
+                why = why_unsupported(st.op, ins[0])
+                if why is not None:
+                    raise ProgramError(f"op {st.op!r} does not run in {ins[0]} (its inputs' dtype): {why}", i, st.id)
+    return dtypes
