@@ -247,7 +247,7 @@ def _apply(st: Apply, modules: dict[str, TorchModule], env: dict[str, torch.Tens
     x = env[st.input]
     if hooks is None:
         return apply_module(handle, x)
-    if isinstance(handle.module, (BurnBatchNorm, torch.nn.LayerNorm, torch.nn.RMSNorm)):
+    if isinstance(handle.module, (BurnBatchNorm, torch.nn.LayerNorm, torch.nn.RMSNorm, torch.nn.GroupNorm)):
         return _apply_norm(st, handle, x, hooks, native)
     if not isinstance(handle.module, torch.nn.Linear):
         return apply_module(handle, x)
@@ -281,9 +281,11 @@ def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHook
         with torch.no_grad():
             xhat = normalized(m, xs[0].detach()).abs()
         weight, bias = m.weight, getattr(m, "bias", None)
-        assert isinstance(weight, torch.Tensor) and (bias is None or isinstance(bias, torch.Tensor))
-        shape = [1, -1] + [1] * (xhat.dim() - 2) if isinstance(m, BurnBatchNorm) else [-1]
-        out = xhat * weight.reshape(shape)
+        assert weight is None or isinstance(weight, torch.Tensor)
+        assert bias is None or isinstance(bias, torch.Tensor)
+        channels = isinstance(m, (BurnBatchNorm, torch.nn.GroupNorm))
+        shape = [1, -1] + [1] * (xhat.dim() - 2) if channels else [-1]
+        out = xhat * weight.reshape(shape) if weight is not None else xhat  # group_norm: affine or not
         return out + bias.reshape(shape) if bias is not None else out
 
     def grad_terms(xs: Sequence[torch.Tensor], g: torch.Tensor) -> list[torch.Tensor]:

@@ -60,7 +60,8 @@ _NORM_HALF = ("PyTorch CPU computes {k} of {d} tensors with float32 intermediate
               "kinds met, tests/differential/test_dtype_support.py, float16: the gradient of a leaf through "
               "a layer_norm, PyTorch -0.18042, burn -0.18774, float64 -0.18769)")
 for _d in ("float16", "bfloat16"):
-    IMPRECISE[_d].update({k: _NORM_HALF.format(k=k, d=_d) for k in ("layer_norm", "rms_norm", "batch_norm")})
+    IMPRECISE[_d].update({k: _NORM_HALF.format(k=k, d=_d) for k in ("layer_norm", "rms_norm", "batch_norm",
+                                                                "group_norm")})
 
 
 def supported(op: str, dtype: str) -> bool:

@@ -199,7 +199,41 @@ RMS_NORM = ModuleKind(
     _features("d_model"), input_ranks=(1, 2, 3, 4), out_shape=_rms_norm_out, steppable=True)
 
 
-MODULE_KINDS: dict[str, ModuleKind] = {k.name: k for k in (LINEAR, DROPOUT, BATCH_NORM, LAYER_NORM, RMS_NORM)}
+def _group_norm_shapes(attrs: dict[str, Any], given: dict[str, Shape]) -> dict[str, Shape]:
+    g, c = attrs["num_groups"], attrs["num_channels"]
+    if c % g:
+        raise ModuleError(f"num_channels = {c} is not divisible by num_groups = {g}")
+    if ("weight" in given) != ("bias" in given):
+        raise ModuleError("weight and bias must both be tensors (affine) or both be null")
+    return {"weight": (c,), "bias": (c,)}
+
+
+def _group_norm_out(attrs: dict[str, Any], shapes: dict[str, Shape], x: Shape) -> Shape:
+    c = attrs["num_channels"]
+    if x[1] != c:
+        raise ModuleError(f"group_norm with num_channels = {c} applied to an input of shape {list(x)} "
+                          f"(dim 1, the channels, must be {c})")
+    if math.prod(x) <= 2:
+        raise ModuleError(f"group_norm applied to an input of shape {list(x)}: burn-nn 0.22.1 panics on "
+                          "an input of at most 2 elements")
+    return x
+
+
+# burn-nn 0.22.1 norm/group.rs: reshapes to [N, num_groups, rest], (x - mean) / sqrt(biased var +
+# epsilon) per group, then gamma/beta per channel (affine: both or neither); it widens only F16
+# inputs (accumulation_dtype), so a float64 input stays float64. torch.nn.GroupNorm computes the same
+GROUP_NORM = ModuleKind(
+    "group_norm",
+    (AttrSpec("num_groups", int, _positive_int("num_groups")),
+     AttrSpec("num_channels", int, _positive_int("num_channels")),
+     AttrSpec("epsilon", float, _positive_finite("epsilon"))),
+    (TensorSpec("weight", optional=True), TensorSpec("bias", optional=True)),
+    _group_norm_shapes, input_ranks=(2, 3, 4), out_shape=_group_norm_out, steppable=True,
+    saves_input=True)
+
+
+MODULE_KINDS: dict[str, ModuleKind] = {
+    k.name: k for k in (LINEAR, DROPOUT, BATCH_NORM, LAYER_NORM, RMS_NORM, GROUP_NORM)}
 
 
 def module_kind(name: str) -> ModuleKind:

@@ -165,6 +165,7 @@ pub enum Module {
     BatchNorm(BatchNormDoc),
     LayerNorm(LayerNormDoc),
     RmsNorm(RmsNormDoc),
+    GroupNorm(GroupNormDoc),
 }
 
 impl Module {
@@ -175,6 +176,7 @@ impl Module {
             Module::BatchNorm(s) => &s.id,
             Module::LayerNorm(s) => &s.id,
             Module::RmsNorm(s) => &s.id,
+            Module::GroupNorm(s) => &s.id,
         }
     }
 }
@@ -207,6 +209,21 @@ pub struct RmsNormDoc {
     pub epsilon: f64,
     #[serde(deserialize_with = "object")]
     pub weight: Tensor,
+}
+
+/// `group_norm` over channel dim 1 split into `num_groups` groups (PyTorch's weight/bias =
+/// burn's gamma/beta); weight and bias both `null` for a module without affine parameters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupNormDoc {
+    pub id: String,
+    pub num_groups: usize,
+    pub num_channels: usize,
+    pub epsilon: f64,
+    #[serde(deserialize_with = "nullable_object")]
+    pub weight: Option<Tensor>,
+    #[serde(deserialize_with = "nullable_object")]
+    pub bias: Option<Tensor>,
 }
 
 /// `layer_norm` over the last dim (`normalized_shape` = `[d_model]`); bias `null` for none.

@@ -7,8 +7,8 @@
 
 use burn::module::{Module, Param, RunningState};
 use burn::nn::{
-    BatchNorm, BatchNormConfig, Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear,
-    RmsNorm, RmsNormConfig,
+    BatchNorm, BatchNormConfig, Dropout, DropoutConfig, GroupNorm, GroupNormConfig, LayerNorm,
+    LayerNormConfig, Linear, RmsNorm, RmsNormConfig,
 };
 use burn::tensor::{Device, FloatDType, Tensor, TensorCreationOptions, TensorData};
 
@@ -26,6 +26,7 @@ pub enum NnModule {
     BatchNorm(BatchNorm),
     LayerNorm(LayerNorm),
     RmsNorm(RmsNorm),
+    GroupNorm(GroupNorm),
 }
 
 /// A rank-1 inline tensor of `n` elements, values of the program's `dtype` (`what` names it in
@@ -115,6 +116,34 @@ pub fn rms_norm_spec(s: document::RmsNormDoc, dtype: ProgramDType) -> Result<Mod
     })
 }
 
+/// Validates a `group_norm` statement (burn's `GroupNormConfig::init` asserts that the groups
+/// divide the channels; its `affine` needs both gamma and beta).
+pub fn group_norm_spec(
+    s: document::GroupNormDoc,
+    dtype: ProgramDType,
+) -> Result<ModuleSpec, String> {
+    let (g, c) = (s.num_groups, s.num_channels);
+    positive_size("num_groups", g)?;
+    positive_size("num_channels", c)?;
+    if c % g != 0 {
+        return Err(format!(
+            "\"num_channels\" ({c}) must be divisible by \"num_groups\" ({g})"
+        ));
+    }
+    positive_epsilon(s.epsilon)?;
+    let affine = match (s.weight, s.bias) {
+        (Some(w), Some(b)) => Some((vector(w, "weight", c, dtype)?, vector(b, "bias", c, dtype)?)),
+        (None, None) => None,
+        _ => return Err("weight and bias must both be tensors or both be null".to_string()),
+    };
+    Ok(ModuleSpec::GroupNorm {
+        num_groups: g,
+        num_channels: c,
+        epsilon: s.epsilon,
+        affine,
+    })
+}
+
 fn tensor1(data: &[f64], options: TensorCreationOptions) -> Tensor<1> {
     Tensor::<1>::from_data(TensorData::new(data.to_vec(), [data.len()]), options)
 }
@@ -140,6 +169,7 @@ macro_rules! each {
             NnModule::BatchNorm($x) => NnModule::BatchNorm($body),
             NnModule::LayerNorm($x) => NnModule::LayerNorm($body),
             NnModule::RmsNorm($x) => NnModule::RmsNorm($body),
+            NnModule::GroupNorm($x) => NnModule::GroupNorm($body),
         }
     };
 }
@@ -199,6 +229,22 @@ impl NnModule {
                 m.gamma = Param::from_tensor(tensor1(weight, options()));
                 NnModule::RmsNorm(m)
             }
+            ModuleSpec::GroupNorm {
+                num_groups,
+                num_channels,
+                epsilon,
+                affine,
+            } => {
+                let mut m = GroupNormConfig::new(*num_groups, *num_channels)
+                    .with_epsilon(*epsilon)
+                    .with_affine(affine.is_some())
+                    .init(device);
+                if let Some((w, b)) = affine {
+                    m.gamma = Some(Param::from_tensor(tensor1(w, options())));
+                    m.beta = Some(Param::from_tensor(tensor1(b, options())));
+                }
+                NnModule::GroupNorm(m)
+            }
             ModuleSpec::LayerNorm {
                 d_model,
                 epsilon,
@@ -237,6 +283,7 @@ impl NnModule {
             NnModule::BatchNorm(m) => map!(x, t => m.forward(t)),
             NnModule::LayerNorm(m) => map!(x, t => m.forward(t)),
             NnModule::RmsNorm(m) => map!(x, t => m.forward(t)),
+            NnModule::GroupNorm(m) => map!(x, t => m.forward(t)),
         }
     }
 
@@ -259,6 +306,15 @@ impl NnModule {
             }
             (NnModule::LayerNorm(m), ParamName::Weight) => DynTensor::R1(m.gamma.val()),
             (NnModule::RmsNorm(m), ParamName::Weight) => DynTensor::R1(m.gamma.val()),
+            (NnModule::GroupNorm(m), ParamName::Weight) => DynTensor::R1(
+                m.gamma
+                    .as_ref()
+                    .map(|g| g.val())
+                    .expect("validated: affine"),
+            ),
+            (NnModule::GroupNorm(m), ParamName::Bias) => {
+                DynTensor::R1(m.beta.as_ref().map(|b| b.val()).expect("validated: affine"))
+            }
             (NnModule::LayerNorm(m), ParamName::Bias) => {
                 DynTensor::R1(m.beta.as_ref().map(|b| b.val()).expect("validated: a bias"))
             }

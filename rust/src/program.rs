@@ -64,6 +64,13 @@ pub enum ModuleSpec {
         epsilon: f64,
         weight: Vec<f64>,
     },
+    /// GroupNorm over channel dim 1 (`num_channels` elements per tensor; `affine` = `Some`).
+    GroupNorm {
+        num_groups: usize,
+        num_channels: usize,
+        epsilon: f64,
+        affine: Option<(Vec<f64>, Vec<f64>)>,
+    },
     /// LayerNorm over the last dim (`d_model` elements per tensor).
     LayerNorm {
         d_model: usize,
@@ -82,6 +89,7 @@ impl ModuleSpec {
             ModuleSpec::BatchNorm { .. } => "batch_norm",
             ModuleSpec::LayerNorm { .. } => "layer_norm",
             ModuleSpec::RmsNorm { .. } => "rms_norm",
+            ModuleSpec::GroupNorm { .. } => "group_norm",
         }
     }
 
@@ -106,6 +114,14 @@ impl ModuleSpec {
             (ModuleSpec::BatchNorm { num_features, .. }, _) => Some(vec![*num_features]),
             (ModuleSpec::LayerNorm { d_model, .. }, ParamName::Weight) => Some(vec![*d_model]),
             (ModuleSpec::RmsNorm { d_model, .. }, ParamName::Weight) => Some(vec![*d_model]),
+            (
+                ModuleSpec::GroupNorm {
+                    num_channels,
+                    affine: Some(_),
+                    ..
+                },
+                ParamName::Weight | ParamName::Bias,
+            ) => Some(vec![*num_channels]),
             (
                 ModuleSpec::LayerNorm {
                     d_model,
@@ -148,6 +164,11 @@ impl ModuleSpec {
             ModuleSpec::Dropout { .. } => Some(x.to_vec()),
             ModuleSpec::BatchNorm { num_features, .. } => {
                 ((2..=4).contains(&x.len()) && x[1] == *num_features).then(|| x.to_vec())
+            }
+            // burn's group_norm panics when the input has at most 2 elements
+            ModuleSpec::GroupNorm { num_channels, .. } => {
+                ((2..=4).contains(&x.len()) && x[1] == *num_channels && ops::numel(x) > 2)
+                    .then(|| x.to_vec())
             }
             ModuleSpec::LayerNorm { d_model, .. } | ModuleSpec::RmsNorm { d_model, .. } => {
                 (x.last() == Some(d_model)).then(|| x.to_vec())
@@ -666,6 +687,9 @@ impl Resolver {
             },
             document::Statement::Module(document::Module::RmsNorm(s)) => Kind::Module {
                 spec: crate::nn::rms_norm_spec(s, self.dtype)?,
+            },
+            document::Statement::Module(document::Module::GroupNorm(s)) => Kind::Module {
+                spec: crate::nn::group_norm_spec(s, self.dtype)?,
             },
             document::Statement::Transform(s) => Kind::Transform {
                 transform: s.transform,

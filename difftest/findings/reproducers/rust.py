@@ -60,6 +60,7 @@ _BURN_FIELDS: dict[str, dict[str, str]] = {
                    "running_var": "running_var.value_sync()"},
     "layer_norm": {"weight": "gamma.val()", "bias": "beta.as_ref().unwrap().val()"},
     "rms_norm": {"weight": "gamma.val()"},
+    "group_norm": {"weight": "gamma.as_ref().unwrap().val()", "bias": "beta.as_ref().unwrap().val()"},
 }
 # what each kind's statement needs from burn::module and burn::nn
 _NN_USES: dict[str, set[str]] = {
@@ -68,6 +69,7 @@ _NN_USES: dict[str, set[str]] = {
     "batch_norm": {"Module", "Param", "RunningState", "BatchNormConfig"},
     "layer_norm": {"Module", "Param", "LayerNormConfig"},
     "rms_norm": {"Module", "Param", "RmsNormConfig"},
+    "group_norm": {"Module", "Param", "GroupNormConfig"},
 }
 
 
@@ -92,6 +94,18 @@ def _rust_module(st: Module, var: str, dtype: str = "float32") -> str:
             ".init(&device);",
             "// PyTorch's weight is burn's gamma",
             f"{var}.gamma = Param::from_tensor({_vector(st.weight, dtype)});"])
+    if st.module == "group_norm":
+        a = st.attrs
+        affine = st.weight is not None and st.bias is not None
+        lines = [f"let mut {var} = GroupNormConfig::new({a['num_groups']}, {a['num_channels']})"
+                 f".with_epsilon({rust_f64(a['epsilon'])}).with_affine({str(affine).lower()}).init(&device);"]
+        if st.weight is not None and st.bias is not None:
+            lines += ["// PyTorch's weight/bias are burn's gamma/beta",
+                      f"{var}.gamma = Some(Param::from_tensor({_vector(st.weight, dtype)}));",
+                      f"{var}.beta = Some(Param::from_tensor({_vector(st.bias, dtype)}));"]
+        else:
+            lines[0] = lines[0].replace("let mut", "let")
+        return "\n".join(lines)
     if st.module == "layer_norm":
         a = st.attrs
         lines = [f"let mut {var} = LayerNormConfig::new({a['d_model']}).with_epsilon({rust_f64(a['epsilon'])})"
