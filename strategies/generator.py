@@ -40,6 +40,7 @@ from difftest.ops import catalog
 from difftest.ops.catalog import OpSpec
 from difftest.ops.domains import MAX_MAGNITUDE
 from difftest.ops.dtype_support import supported
+from difftest.ops.nn_shapes import CONV, conv, conv_attrs
 from difftest.oracle.model import predict
 from difftest.oracle.states import BurnState
 from difftest.program.dtypes import FLOAT_DTYPES, check_dtype, round_to
@@ -102,6 +103,7 @@ class GenConfig:
     linear_weight: float = 3.0  # linear vs dropout (weight 1)
     norm_weight: float = 0.5  # a normalisation module (batch_norm, layer_norm) where the value fits, vs
     # linear + dropout (linear_weight + 1)
+    conv_weight: float = 1.0  # a conv2d module where the value is an image [N, C, H, W], vs linear + dropout
     dropout_p_weights: tuple[float, float, float] = (1.0, 2.0, 0.5)  # p = 0, 0.5, 1 (burn panics)
     transform_weights: tuple[float, ...] = (2.0, 2.0, 1.0, 1.0, 1.0)  # valid train no_grad freeze unfreeze
     avoid_known_bugs: bool = True  # skip triggers listed in difftest/divergences/known_bugs.py
@@ -387,6 +389,11 @@ class _Builder:
         norms = self.norms_fitting(src)
         if norms and c.boolean(cfg.norm_weight / (cfg.norm_weight + cfg.linear_weight + 1.0)):
             st = self.norm_module(c.choice(norms), src)
+        elif len(src.shape) == 4 and c.boolean(cfg.conv_weight / (cfg.conv_weight + cfg.linear_weight + 1.0)):
+            conv = self.conv_module(src)
+            if conv is None:
+                return False
+            st = conv
         elif c.boolean(cfg.linear_weight / (cfg.linear_weight + 1.0)):
             d_in, d_out = src.shape[-1], c.integer(1, cfg.max_dim)
             weight = InlineTensor((d_out, d_in), tuple(self.floats(d_out * d_in, -1.0, 1.0)))
@@ -462,6 +469,25 @@ class _Builder:
         """Whether burn holds the value `ident` on the autodiff device (the model's prediction)."""
         state = predict(Program(tuple(self.statements))).burn.states.get(ident)
         return isinstance(state, BurnState) and state.is_autodiff
+
+    def conv_module(self, src: _Value) -> Module | None:
+        """A conv2d fitted to the image `src`, its attributes and weight drawn as the conv2d op's
+        (difftest/ops/nn_shapes.py); None when the drawn kernel does not fit the image."""
+        c = self.c
+        attrs = conv_attrs(2)(c, [src.shape])
+        assert attrs is not None
+        shapes = list(CONV.draw(c, src.shape, attrs, self.cfg.max_dim))
+        try:
+            conv(2)([src.shape, *shapes], attrs)
+        except ShapeError:
+            c.note("no-fit:conv2d")
+            return None
+        w = shapes[0]
+        weight = InlineTensor(w, tuple(self.floats(numel(w), -1.0, 1.0)))
+        bias = InlineTensor((w[0],), tuple(self.floats(w[0], -1.0, 1.0))) if len(shapes) == 2 else None
+        return Module(self.fresh("m"), "conv2d", weight, bias, attrs={
+            "stride": list(attrs["stride"]), "padding": list(attrs["padding"]), "dilation": list(attrs["dilation"]),
+            "groups": attrs["groups"]})
 
     def norm_module(self, kind: str, src: _Value) -> Module:
         c = self.c
@@ -564,6 +590,8 @@ class _Builder:
 
 def _fits(st: Module, src: _Value, v: _Value) -> bool:
     """Whether the module `st`, fitted to `src`, can also be applied to `v`."""
+    if st.module == "conv2d":  # the same channels and image size (the kernel fits)
+        return v.shape[1:] == src.shape[1:]
     if st.module == "group_norm":
         return v.shape[1:2] == src.shape[1:2] and st.attrs["num_groups"] in _group_counts(v)
     return v.shape[-1:] == src.shape[-1:]

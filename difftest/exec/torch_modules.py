@@ -256,6 +256,17 @@ def _group_norm(st: Module, dt: torch.dtype) -> torch.nn.Module:
     return _copy_tensors(m, st, dt)
 
 
+def _conv2d(st: Module, dt: torch.dtype) -> torch.nn.Module:
+    """nn.Conv2d with the weight [C_out, C_in / groups, kh, kw] and bias copied from the data."""
+    assert st.weight is not None
+    c_out, per_group, kh, kw = st.weight.shape
+    g = int(st.attrs["groups"])
+    m = torch.nn.Conv2d(per_group * g, c_out, (kh, kw), stride=tuple(st.attrs["stride"]),
+                        padding=tuple(st.attrs["padding"]), dilation=tuple(st.attrs["dilation"]), groups=g,
+                        bias=st.bias is not None, dtype=dt)
+    return _copy_tensors(m, st, dt)
+
+
 TORCH_BUILDERS: dict[str, Callable[[Module, torch.dtype], torch.nn.Module]] = {
     "linear": _linear,
     "dropout": _dropout,
@@ -263,6 +274,7 @@ TORCH_BUILDERS: dict[str, Callable[[Module, torch.dtype], torch.nn.Module]] = {
     "layer_norm": _layer_norm,
     "rms_norm": _rms_norm,
     "group_norm": _group_norm,
+    "conv2d": _conv2d,
 }
 
 

@@ -33,7 +33,7 @@ class AttrSpec:
     """A configuration attribute, written as a top-level field of the module statement."""
 
     name: str
-    kind: type  # float or int
+    kind: type  # float, int, or list (of ints, one per spatial dim: conv2d)
     check: Callable[[Any], str | None]  # an error message, or None when the value is fine
 
 
@@ -97,6 +97,14 @@ def _positive_int(name: str) -> Callable[[Any], str | None]:
     def check(x: Any) -> str | None:
         ok = isinstance(x, int) and not isinstance(x, bool) and x >= 1
         return None if ok else f"{name} = {x!r} must be an integer >= 1"
+    return check
+
+
+def _int_pair(name: str, least: int) -> Callable[[Any], str | None]:
+    def check(x: Any) -> str | None:
+        ok = isinstance(x, list) and len(x) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= least for v in x)
+        return None if ok else f"{name} = {x!r} must be 2 integers >= {least} (one per spatial dim)"
     return check
 
 
@@ -232,8 +240,45 @@ GROUP_NORM = ModuleKind(
     saves_input=True)
 
 
+# ---------------------------------------------------------------- convolution
+
+def _conv2d_shapes(attrs: dict[str, Any], given: dict[str, Shape]) -> dict[str, Shape]:
+    w = given.get("weight")
+    if w is None or len(w) != 4 or any(d < 1 for d in w):
+        raise ModuleError(f"weight shape {list(w) if w else None} is not [C_out, C_in / groups, kh, kw] "
+                          "with dims >= 1")
+    if w[0] % attrs["groups"]:
+        raise ModuleError(f"the weight's C_out = {w[0]} is not divisible by groups = {attrs['groups']}")
+    return {"weight": w, "bias": (w[0],)}
+
+
+def _conv2d_out(attrs: dict[str, Any], shapes: dict[str, Shape], x: Shape) -> Shape:
+    """The conv2d op's shape rule (difftest/ops/nn_shapes.py), imported here: it imports the IR."""
+    from difftest.ops.nn_shapes import conv
+    from difftest.program.shapes import ShapeError
+
+    ins = [x, shapes["weight"], *([shapes["bias"]] if "bias" in shapes else [])]
+    try:
+        return conv(2)(ins, attrs)
+    except ShapeError as e:
+        raise ModuleError(str(e)) from None
+
+
+# burn-nn 0.22.1 conv/conv2d.rs: burn::tensor::module::conv2d with the module's weight
+# [C_out, C_in / groups, kh, kw] (PyTorch's layout) and bias; the statement's symmetric padding
+# is burn's PaddingConfig2d::Explicit(ph, pw, ph, pw). torch.nn.Conv2d computes the same
+CONV2D = ModuleKind(
+    "conv2d",
+    (AttrSpec("stride", list, _int_pair("stride", 1)),
+     AttrSpec("padding", list, _int_pair("padding", 0)),
+     AttrSpec("dilation", list, _int_pair("dilation", 1)),
+     AttrSpec("groups", int, _positive_int("groups"))),
+    (TensorSpec("weight"), TensorSpec("bias", optional=True)),
+    _conv2d_shapes, input_ranks=(4,), out_shape=_conv2d_out, steppable=True, saves_input=True)
+
+
 MODULE_KINDS: dict[str, ModuleKind] = {
-    k.name: k for k in (LINEAR, DROPOUT, BATCH_NORM, LAYER_NORM, RMS_NORM, GROUP_NORM)}
+    k.name: k for k in (LINEAR, DROPOUT, BATCH_NORM, LAYER_NORM, RMS_NORM, GROUP_NORM, CONV2D)}
 
 
 def module_kind(name: str) -> ModuleKind:

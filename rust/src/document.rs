@@ -166,6 +166,7 @@ pub enum Module {
     LayerNorm(LayerNormDoc),
     RmsNorm(RmsNormDoc),
     GroupNorm(GroupNormDoc),
+    Conv2d(Conv2dDoc),
 }
 
 impl Module {
@@ -177,6 +178,7 @@ impl Module {
             Module::LayerNorm(s) => &s.id,
             Module::RmsNorm(s) => &s.id,
             Module::GroupNorm(s) => &s.id,
+            Module::Conv2d(s) => &s.id,
         }
     }
 }
@@ -222,6 +224,22 @@ pub struct GroupNormDoc {
     pub epsilon: f64,
     #[serde(deserialize_with = "nullable_object")]
     pub weight: Option<Tensor>,
+    #[serde(deserialize_with = "nullable_object")]
+    pub bias: Option<Tensor>,
+}
+
+/// `conv2d`: weight `[C_out, C_in / groups, kh, kw]` (PyTorch's and burn's layout), bias
+/// `[C_out]` or `null`; stride, padding (symmetric), dilation: one value per spatial dim.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Conv2dDoc {
+    pub id: String,
+    pub stride: Vec<usize>,
+    pub padding: Vec<usize>,
+    pub dilation: Vec<usize>,
+    pub groups: usize,
+    #[serde(deserialize_with = "object")]
+    pub weight: Tensor,
     #[serde(deserialize_with = "nullable_object")]
     pub bias: Option<Tensor>,
 }

@@ -71,6 +71,17 @@ pub enum ModuleSpec {
         epsilon: f64,
         affine: Option<(Vec<f64>, Vec<f64>)>,
     },
+    /// Conv2d: `weight` row-major `[C_out, C_in / groups, kh, kw]` (`weight_shape`), `bias`
+    /// `C_out` elements; padding symmetric per spatial dim.
+    Conv2d {
+        weight_shape: [usize; 4],
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        groups: usize,
+        weight: Vec<f64>,
+        bias: Option<Vec<f64>>,
+    },
     /// LayerNorm over the last dim (`d_model` elements per tensor).
     LayerNorm {
         d_model: usize,
@@ -90,6 +101,7 @@ impl ModuleSpec {
             ModuleSpec::LayerNorm { .. } => "layer_norm",
             ModuleSpec::RmsNorm { .. } => "rms_norm",
             ModuleSpec::GroupNorm { .. } => "group_norm",
+            ModuleSpec::Conv2d { .. } => "conv2d",
         }
     }
 
@@ -114,6 +126,17 @@ impl ModuleSpec {
             (ModuleSpec::BatchNorm { num_features, .. }, _) => Some(vec![*num_features]),
             (ModuleSpec::LayerNorm { d_model, .. }, ParamName::Weight) => Some(vec![*d_model]),
             (ModuleSpec::RmsNorm { d_model, .. }, ParamName::Weight) => Some(vec![*d_model]),
+            (ModuleSpec::Conv2d { weight_shape, .. }, ParamName::Weight) => {
+                Some(weight_shape.to_vec())
+            }
+            (
+                ModuleSpec::Conv2d {
+                    weight_shape,
+                    bias: Some(_),
+                    ..
+                },
+                ParamName::Bias,
+            ) => Some(vec![weight_shape[0]]),
             (
                 ModuleSpec::GroupNorm {
                     num_channels,
@@ -164,6 +187,30 @@ impl ModuleSpec {
             ModuleSpec::Dropout { .. } => Some(x.to_vec()),
             ModuleSpec::BatchNorm { num_features, .. } => {
                 ((2..=4).contains(&x.len()) && x[1] == *num_features).then(|| x.to_vec())
+            }
+            ModuleSpec::Conv2d {
+                weight_shape,
+                stride,
+                padding,
+                dilation,
+                groups,
+                bias,
+                ..
+            } => {
+                let mut inputs = vec![x.to_vec(), weight_shape.to_vec()];
+                if bias.is_some() {
+                    inputs.push(vec![weight_shape[0]]);
+                }
+                let conv = crate::ops_nn::Conv {
+                    stride,
+                    padding,
+                    dilation,
+                    groups: *groups,
+                };
+                if x.len() != 4 {
+                    return None;
+                }
+                crate::ops_nn::conv_shape(&inputs, &conv, None)
             }
             // burn's group_norm panics when the input has at most 2 elements
             ModuleSpec::GroupNorm { num_channels, .. } => {
@@ -690,6 +737,9 @@ impl Resolver {
             },
             document::Statement::Module(document::Module::GroupNorm(s)) => Kind::Module {
                 spec: crate::nn::group_norm_spec(s, self.dtype)?,
+            },
+            document::Statement::Module(document::Module::Conv2d(s)) => Kind::Module {
+                spec: crate::nn::conv2d_spec(s, self.dtype)?,
             },
             document::Statement::Transform(s) => Kind::Transform {
                 transform: s.transform,
