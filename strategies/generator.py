@@ -40,6 +40,7 @@ from difftest.ops import catalog
 from difftest.ops.catalog import OpSpec
 from difftest.ops.domains import MAX_MAGNITUDE
 from difftest.ops.dtype_support import supported
+from difftest.ops.nn_shapes import CONV, conv, conv_attrs
 from difftest.oracle.model import predict
 from difftest.oracle.states import BurnState
 from difftest.program.dtypes import FLOAT_DTYPES, check_dtype, round_to
@@ -103,6 +104,7 @@ class GenConfig:
     linear_weight: float = 3.0  # linear vs dropout (weight 1)
     norm_weight: float = 0.5  # a normalisation module (batch_norm, layer_norm) where the value fits, vs
     # linear + dropout (linear_weight + 1)
+    conv_weight: float = 1.0  # a conv2d module where the value is an image [N, C, H, W], vs linear + dropout
     dropout_p_weights: tuple[float, float, float] = (1.0, 2.0, 0.5)  # p = 0, 0.5, 1 (burn panics)
     transform_weights: tuple[float, ...] = (2.0, 2.0, 1.0, 1.0, 1.0)  # valid train no_grad freeze unfreeze
     avoid_known_bugs: bool = True  # skip triggers listed in difftest/divergences/known_bugs.py
@@ -405,6 +407,11 @@ class _Builder:
         norms = self.norms_fitting(src)
         if norms and c.boolean(cfg.norm_weight / (cfg.norm_weight + cfg.linear_weight + 1.0)):
             st = self.norm_module(c.choice(norms), src)
+        elif len(src.shape) == 4 and c.boolean(cfg.conv_weight / (cfg.conv_weight + cfg.linear_weight + 1.0)):
+            conv = self.conv_module(src)
+            if conv is None:
+                return False
+            st = conv
         elif c.boolean(cfg.linear_weight / (cfg.linear_weight + 1.0)):
             d_in, d_out = src.shape[-1], c.integer(1, cfg.max_dim)
             weight = InlineTensor((d_out, d_in), tuple(self.floats(d_out * d_in, -1.0, 1.0)))
@@ -427,7 +434,7 @@ class _Builder:
             c.note(f"transform:{kind}")
         for _ in range(c.integer(1, 2)):
             ident, handle = c.choice(handles[::-1])
-            if module_kind(st.module).params and c.boolean(0.3):
+            if st.weight is not None and c.boolean(0.3):  # a kind with parameters, built with them
                 name = "bias" if st.bias is not None and c.boolean(0.3) else "weight"
                 param = Param(self.fresh("p"), ident, name)  # type: ignore[arg-type]
                 self.statements.append(param)
@@ -435,7 +442,7 @@ class _Builder:
                 self.values.append(_Value(param.id, tuple(tensor.shape), tensor))
                 c.note("param")
                 continue
-            x = src if c.boolean(0.7) else self.pick_existing(lambda v: v.shape[-1:] == src.shape[-1:] and not v.dtype)
+            x = src if c.boolean(0.7) else self.pick_existing(lambda v: _fits(st, src, v) and not v.dtype)
             x = x if x is not None else src  # every other fitting value is in a consumed graph
             with torch.no_grad():
                 out = apply_module(handle.module, x.tensor)
@@ -446,10 +453,11 @@ class _Builder:
             self.statements.append(app)
             if handle.valid:
                 tracked, depth = False, 0
-            elif module_kind(handle.kind).params:
+            elif module_kind(handle.kind).params and st.weight is not None:
                 tracked = x.tracked or handle.params_require_grad
                 depth = x.depth + 1 if x.tracked else 1
-            else:  # dropout: deterministic only where it returns its input
+            else:  # dropout: deterministic only where it returns its input (a group_norm without
+                # parameters: p = 0)
                 tracked = x.tracked and (handle.p == 0.0 or not handle.training)
                 depth = x.depth
             self.values.append(_Value(app.id, tuple(out.shape), out.detach().clone(), tracked, depth))
@@ -468,6 +476,8 @@ class _Builder:
         if 2 <= len(shape) <= 4 and numel(shape) > shape[1] and \
                 _spread(src.tensor, [d for d in range(len(shape)) if d != 1]) and self.on_autodiff(src.id):
             kinds.append("batch_norm")
+        if _group_counts(src):
+            kinds.append("group_norm")
         kinds = [k for k in kinds if supported(k, self.dtype)]  # difftest/ops/dtype_support.py
         if self.cfg.avoid_known_bugs:
             kinds = [k for k in kinds if known_bug(Module("_", k), self.statements, self.dtype) is None]
@@ -478,12 +488,38 @@ class _Builder:
         state = predict(Program(tuple(self.statements))).burn.states.get(ident)
         return isinstance(state, BurnState) and state.is_autodiff
 
+    def conv_module(self, src: _Value) -> Module | None:
+        """A conv2d fitted to the image `src`, its attributes and weight drawn as the conv2d op's
+        (difftest/ops/nn_shapes.py); None when the drawn kernel does not fit the image."""
+        c = self.c
+        attrs = conv_attrs(2)(c, [src.shape])
+        assert attrs is not None
+        shapes = list(CONV.draw(c, src.shape, attrs, self.cfg.max_dim))
+        try:
+            conv(2)([src.shape, *shapes], attrs)
+        except ShapeError:
+            c.note("no-fit:conv2d")
+            return None
+        w = shapes[0]
+        weight = InlineTensor(w, tuple(self.floats(numel(w), -1.0, 1.0)))
+        bias = InlineTensor((w[0],), tuple(self.floats(w[0], -1.0, 1.0))) if len(shapes) == 2 else None
+        return Module(self.fresh("m"), "conv2d", weight, bias, attrs={
+            "stride": list(attrs["stride"]), "padding": list(attrs["padding"]), "dilation": list(attrs["dilation"]),
+            "groups": attrs["groups"]})
+
     def norm_module(self, kind: str, src: _Value) -> Module:
         c = self.c
         if kind == "rms_norm":
             d = src.shape[-1]
             weight = InlineTensor((d,), tuple(self.floats(d, 0.5, 1.5)))
             return Module(self.fresh("m"), "rms_norm", weight, attrs={"d_model": d, "epsilon": 1e-5})
+        if kind == "group_norm":
+            n, groups = src.shape[1], c.choice(_group_counts(src))
+            affine = c.boolean(0.8)
+            gamma = InlineTensor((n,), tuple(self.floats(n, 0.5, 1.5))) if affine else None
+            beta = InlineTensor((n,), tuple(self.floats(n, -1.0, 1.0))) if affine else None
+            return Module(self.fresh("m"), "group_norm", gamma, beta,
+                          attrs={"num_groups": groups, "num_channels": n, "epsilon": 1e-5})
         if kind == "layer_norm":
             d = src.shape[-1]
             weight = InlineTensor((d,), tuple(self.floats(d, 0.5, 1.5)))
@@ -568,6 +604,27 @@ class _Builder:
         else:
             sessions.consume(self, root.id)
         return True
+
+
+def _fits(st: Module, src: _Value, v: _Value) -> bool:
+    """Whether the module `st`, fitted to `src`, can also be applied to `v`."""
+    if st.module == "conv2d":  # the same channels and image size (the kernel fits)
+        return v.shape[1:] == src.shape[1:]
+    if st.module == "group_norm":
+        return v.shape[1:2] == src.shape[1:2] and st.attrs["num_groups"] in _group_counts(v)
+    return v.shape[-1:] == src.shape[-1:]
+
+
+def _group_counts(v: _Value) -> list[int]:
+    """The group counts a group_norm over `v` can have: `v` of rank 2 to 4 with more than 2
+    elements (burn panics on fewer), the groups dividing its channels (dim 1), more than one
+    element per group (one is the bias: a constant) and every group spread (the normalisations' tie)."""
+    shape = v.shape
+    if not 2 <= len(shape) <= 4 or numel(shape) <= 2:
+        return []
+    n, c = shape[0], shape[1]
+    return [g for g in range(1, c + 1) if c % g == 0 and numel(shape) // (n * g) > 1
+            and _spread(v.tensor.reshape(n, g, -1), [2])]
 
 
 def _spread(x: torch.Tensor, dims: list[int], rel: float = 1e-2) -> bool:

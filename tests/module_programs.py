@@ -1,5 +1,5 @@
 """Hand-written programs over the stateful / normalisation module kinds (batch_norm,
-layer_norm): their transforms, running statistics and parameters (shared by the reproducer
+layer_norm, rms_norm, group_norm): their transforms, running statistics and parameters (shared by the reproducer
 and module tests)."""
 
 from __future__ import annotations
@@ -104,5 +104,81 @@ BATCH_NORM_PLAIN_INPUT = _doc(
     {"id": "bw", "kind": "backward", "input": "s"},
 )
 
+GN = {"id": "gn", "kind": "module", "module": "group_norm", "num_groups": 2, "num_channels": 4, "epsilon": 1e-3,
+      "weight": _t([1.5, -0.5, 0.75, 1.0]), "bias": _t([0.25, 1.0, -0.5, 0.0])}
+
+# group_norm (2 groups of 2 channels) on [N, C], [N, C, L] and [N, C, H, W] inputs, every
+# transform, its parameters, and one without affine parameters
+GROUP_NORM = _doc(
+    GN,
+    {"id": "gp", "kind": "module", "module": "group_norm", "num_groups": 1, "num_channels": 4, "epsilon": 1e-5,
+     "weight": None, "bias": None},
+    _leaf("x", [2, 4, 2], [1.0, 2.0, -1.0, 0.5, 3.0, 2.5, 0.0, -2.0, 4.0, 1.0, -0.5, 1.5, 0.25, 2.0, -3.0, 1.0],
+          rg=True),
+    _leaf("x2", [3, 4], [0.5, -1.0, 2.0, 1.0, 0.25, -0.75, 1.5, 3.0, 0.5, -2.0, 1.0, 0.0]),
+    _leaf("x4", [1, 4, 1, 3], [0.5, -1.0, 2.0, 1.0, 0.25, -0.75, 1.5, 3.0, -2.0, 0.0, 1.0, 2.5], rg=True),
+    {"id": "y", "kind": "apply", "module": "gn", "input": "x"},
+    {"id": "y2", "kind": "apply", "module": "gn", "input": "x2"},
+    {"id": "va", "kind": "transform", "transform": "valid", "input": "gn"},
+    {"id": "y3", "kind": "apply", "module": "va", "input": "x4"},
+    {"id": "tr", "kind": "transform", "transform": "train", "input": "va"},
+    {"id": "y4", "kind": "apply", "module": "tr", "input": "x"},
+    {"id": "ng", "kind": "transform", "transform": "no_grad", "input": "gn"},
+    {"id": "y5", "kind": "apply", "module": "ng", "input": "x4"},
+    {"id": "fr", "kind": "transform", "transform": "freeze", "input": "gn"},
+    {"id": "uf", "kind": "transform", "transform": "unfreeze", "input": "fr"},
+    {"id": "y6", "kind": "apply", "module": "uf", "input": "x"},
+    {"id": "yp", "kind": "apply", "module": "gp", "input": "x4"},
+    {"id": "w", "kind": "param", "module": "gn", "param": "weight"},
+    {"id": "b", "kind": "param", "module": "fr", "param": "bias"},
+    {"id": "c", "kind": "op", "op": "mul", "inputs": ["y", "x"]},
+    {"id": "s", "kind": "op", "op": "sum", "inputs": ["c"]},
+    {"id": "c5", "kind": "op", "op": "mul", "inputs": ["y5", "yp"]},
+    {"id": "s5", "kind": "op", "op": "sum", "inputs": ["c5"]},
+    {"id": "s6", "kind": "op", "op": "sum", "inputs": ["y6"]},
+    {"id": "t", "kind": "op", "op": "add", "inputs": ["s", "s5"]},
+    {"id": "t2", "kind": "op", "op": "add", "inputs": ["t", "s6"]},
+    {"id": "bw", "kind": "backward", "input": "t2"},
+)
+
+def _w4(shape: list[int], data: list[float]) -> dict[str, Any]:
+    return {"shape": shape, "data": data}
+
+
+# conv2d: 2 groups, stride, padding, dilation, a bias; every transform; its parameters (a rank-4
+# weight); one without a bias and a 2x1 kernel
+CONV2D = _doc(
+    {"id": "cv", "kind": "module", "module": "conv2d", "stride": [1, 2], "padding": [1, 0], "dilation": [1, 1],
+     "groups": 2, "weight": _w4([4, 1, 2, 2], [0.5, -1.0, 0.25, 0.75, 1.0, 0.5, -0.5, 0.125, -0.25, 0.5, 1.5, -1.0,
+                                               0.75, 0.25, -0.75, 1.0]),
+     "bias": _t([0.25, -0.5, 0.0, 1.0])},
+    {"id": "cn", "kind": "module", "module": "conv2d", "stride": [1, 1], "padding": [0, 1], "dilation": [2, 1],
+     "groups": 1, "weight": _w4([1, 2, 2, 1], [1.0, -0.5, 0.25, 2.0]), "bias": None},
+    _leaf("x", [1, 2, 3, 4], [1.0, 2.0, -1.0, 0.5, 3.0, 2.5, 0.0, -2.0, 4.0, 1.0, -0.5, 1.5, 0.25, 2.0, -3.0, 1.0,
+                              0.5, -1.0, 2.0, 1.0, 0.25, -0.75, 1.5, 3.0], rg=True),
+    {"id": "y", "kind": "apply", "module": "cv", "input": "x"},
+    {"id": "va", "kind": "transform", "transform": "valid", "input": "cv"},
+    {"id": "y2", "kind": "apply", "module": "va", "input": "x"},
+    {"id": "tr", "kind": "transform", "transform": "train", "input": "va"},
+    {"id": "y3", "kind": "apply", "module": "tr", "input": "x"},
+    {"id": "ng", "kind": "transform", "transform": "no_grad", "input": "cv"},
+    {"id": "y4", "kind": "apply", "module": "ng", "input": "x"},
+    {"id": "fr", "kind": "transform", "transform": "freeze", "input": "cv"},
+    {"id": "uf", "kind": "transform", "transform": "unfreeze", "input": "fr"},
+    {"id": "y5", "kind": "apply", "module": "uf", "input": "x"},
+    {"id": "yn", "kind": "apply", "module": "cn", "input": "x"},
+    {"id": "w", "kind": "param", "module": "cv", "param": "weight"},
+    {"id": "b", "kind": "param", "module": "fr", "param": "bias"},
+    {"id": "wn", "kind": "param", "module": "cn", "param": "weight"},
+    {"id": "c", "kind": "op", "op": "mul", "inputs": ["y", "y4"]},
+    {"id": "s", "kind": "op", "op": "sum", "inputs": ["c"]},
+    {"id": "s5", "kind": "op", "op": "sum", "inputs": ["y5"]},
+    {"id": "sn", "kind": "op", "op": "sum", "inputs": ["yn"]},
+    {"id": "t", "kind": "op", "op": "add", "inputs": ["s", "s5"]},
+    {"id": "t2", "kind": "op", "op": "add", "inputs": ["t", "sn"]},
+    {"id": "bw", "kind": "backward", "input": "t2"},
+)
+
 MODULE_PROGRAMS: dict[str, Program] = {"batch_norm_transforms": BATCH_NORM_TRANSFORMS, "layer_norm": LAYER_NORM,
-                                       "rms_norm": RMS_NORM, "batch_norm_plain_input": BATCH_NORM_PLAIN_INPUT}
+                                       "rms_norm": RMS_NORM, "batch_norm_plain_input": BATCH_NORM_PLAIN_INPUT,
+                                       "group_norm": GROUP_NORM, "conv2d": CONV2D}

@@ -83,6 +83,8 @@ def _saves_inference_tensor(step: Step) -> bool:
         # (the leading dims do not merge into one stride), the copy is saved, not the input
         if not module_kind(m.kind).saves_input or m.valid or not m.requires_grad or not ins[0].is_inference:
             return False
+        if not m.params:  # a group_norm without parameters: nothing requires grad, nothing is saved
+            return False
         if m.kind != "linear":  # normalisations save the input itself
             return True
         shape = step.input_shapes[0]
@@ -168,13 +170,14 @@ def _is_dropout_p1(step: Step) -> bool:
 
 def _valid_module_computes(step: Step) -> bool:
     """A param of, or a forward through, a module derived from valid() (not trained since)
-    that computes something (a dropout that returns its input as is computes nothing)."""
+    that computes something (a dropout that returns its input as is computes nothing; every
+    other kind computes, a group_norm without parameters too)."""
     st, m = step.statement, step.module
     if m is None or not m.valid:
         return False
     if isinstance(st, Param):
         return True
-    return isinstance(st, Apply) and (bool(m.params) or (m.training and m.p > 0.0))
+    return isinstance(st, Apply) and (m.kind != "dropout" or (m.training and m.p > 0.0))
 
 
 def _valid_off_autodiff(step: Step) -> Result:

@@ -253,8 +253,10 @@ def _apply(st: Apply, modules: dict[str, TorchModule], env: dict[str, torch.Tens
     x = env[st.input]
     if hooks is None:
         return apply_module(handle, x)
-    if isinstance(handle.module, (BurnBatchNorm, torch.nn.LayerNorm, torch.nn.RMSNorm)):
+    if isinstance(handle.module, (BurnBatchNorm, torch.nn.LayerNorm, torch.nn.RMSNorm, torch.nn.GroupNorm)):
         return _apply_norm(st, handle, x, hooks, native)
+    if isinstance(handle.module, torch.nn.Conv2d):
+        return _apply_conv(st, handle, x, hooks, native)
     if not isinstance(handle.module, torch.nn.Linear):
         return apply_module(handle, x)
     lin = handle.module
@@ -275,6 +277,37 @@ def _apply(st: Apply, modules: dict[str, TorchModule], env: dict[str, torch.Tens
     return hooks.op(site, [x], lambda xs: apply_module(handle, xs[0]))
 
 
+def _apply_conv(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHooks,
+                native: str = "float32") -> torch.Tensor:
+    """A Conv2d forward for the noise model, as the conv2d op's: an accumulating op over
+    C_in / groups times the kernel (plus the bias); the sizes of its input gradient's terms are
+    the vector-Jacobian product on magnitudes; its parameters' through a forward on |x|."""
+    conv = handle.module
+    assert isinstance(conv, torch.nn.Conv2d)
+
+    def on(xs: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        return torch.nn.functional.conv2d(xs, w, b, conv.stride, conv.padding, conv.dilation, conv.groups)
+
+    def magnitude(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+        b = conv.bias.detach().abs() if conv.bias is not None else None
+        return on(xs[0].detach().abs(), conv.weight.detach().abs(), b)
+
+    def grad_terms(xs: Sequence[torch.Tensor], g: torch.Tensor) -> list[torch.Tensor]:
+        with torch.enable_grad():
+            absx = xs[0].detach().abs().requires_grad_(True)
+            (out,) = torch.autograd.grad(on(absx, conv.weight.detach().abs(), None), [absx], g)
+        return [out.abs()]
+
+    def param_path(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+        return apply_module(handle, xs[0].detach().abs())  # d/dW = |g| (x) |x|, d/db = |g|
+
+    extent = conv.weight[0].numel() + (conv.bias is not None)  # the conv2d op's (nn_shapes.conv_extent)
+    site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", CATALOG["conv2d"].tolerance, False, extent,
+                  magnitude,
+                  grad_terms=grad_terms, param_path=param_path, dtype=native)
+    return hooks.op(site, [x], lambda xs: apply_module(handle, xs[0]))
+
+
 def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHooks,
                 native: str = "float32") -> torch.Tensor:
     """A normalisation forward for the noise model: a few roundings per element (mean,
@@ -287,9 +320,11 @@ def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHook
         with torch.no_grad():
             xhat = normalized(m, xs[0].detach()).abs()
         weight, bias = m.weight, getattr(m, "bias", None)
-        assert isinstance(weight, torch.Tensor) and (bias is None or isinstance(bias, torch.Tensor))
-        shape = [1, -1] + [1] * (xhat.dim() - 2) if isinstance(m, BurnBatchNorm) else [-1]
-        out = xhat * weight.reshape(shape)
+        assert weight is None or isinstance(weight, torch.Tensor)
+        assert bias is None or isinstance(bias, torch.Tensor)
+        channels = isinstance(m, (BurnBatchNorm, torch.nn.GroupNorm))
+        shape = [1, -1] + [1] * (xhat.dim() - 2) if channels else [-1]
+        out = xhat * weight.reshape(shape) if weight is not None else xhat  # group_norm: affine or not
         return out + bias.reshape(shape) if bias is not None else out
 
     def grad_terms(xs: Sequence[torch.Tensor], g: torch.Tensor) -> list[torch.Tensor]:

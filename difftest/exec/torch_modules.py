@@ -126,6 +126,8 @@ def normalized(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     if isinstance(m, torch.nn.RMSNorm):
         assert m.eps is not None
         return torch.nn.functional.rms_norm(x, m.normalized_shape, eps=m.eps)
+    if isinstance(m, torch.nn.GroupNorm):
+        return torch.nn.functional.group_norm(x, m.num_groups, eps=m.eps)
     assert isinstance(m, torch.nn.LayerNorm), type(m).__name__
     return torch.nn.functional.layer_norm(x, m.normalized_shape, eps=m.eps)
 
@@ -147,6 +149,12 @@ def stateless_norm(m: torch.nn.Module, x: torch.Tensor, detach_params: bool = Fa
         assert m.weight is not None and m.eps is not None
         w = m.weight.to(dt).detach() if detach_params else m.weight.to(dt)
         return torch.nn.functional.rms_norm(x, m.normalized_shape, w, m.eps)
+    if isinstance(m, torch.nn.GroupNorm):
+        gw = m.weight.to(dt) if m.weight is not None else None
+        gb = m.bias.to(dt) if m.bias is not None else None
+        if detach_params:
+            gw, gb = (gw.detach() if gw is not None else None), (gb.detach() if gb is not None else None)
+        return torch.nn.functional.group_norm(x, m.num_groups, gw, gb, m.eps)
     assert isinstance(m, torch.nn.LayerNorm), type(m).__name__
     w = m.weight.to(dt)
     b = m.bias.to(dt) if m.bias is not None else None
@@ -174,6 +182,15 @@ def norm_grad_terms(m: torch.nn.Module, x: torch.Tensor, g: torch.Tensor) -> tor
             rms = torch.sqrt((x * x).mean(dim=-1, keepdim=True) + m.eps)
             xhat = (x / rms).abs()
             return (gw + xhat * (gw * xhat).mean(dim=-1, keepdim=True)) / rms
+        elif isinstance(m, torch.nn.GroupNorm):
+            # LayerNorm's terms over each group of channels: [N, C, *] viewed as [N, G, rest]
+            cshape = [1, -1] + [1] * (x.dim() - 2)
+            gw = g * (m.weight.detach().abs().reshape(cshape) if m.weight is not None else 1.0)
+            xg, gwg = x.reshape(x.shape[0], m.num_groups, -1), gw.reshape(x.shape[0], m.num_groups, -1)
+            sigma = torch.sqrt(xg.var(dim=2, unbiased=False, keepdim=True) + m.eps)
+            xhat = ((xg - xg.mean(dim=2, keepdim=True)) / sigma).abs()
+            terms = (gwg + gwg.mean(dim=2, keepdim=True) + xhat * (gwg * xhat).mean(dim=2, keepdim=True)) / sigma
+            return terms.reshape(x.shape)
         else:
             assert isinstance(m, torch.nn.LayerNorm), type(m).__name__
             w = m.weight.detach().abs()
@@ -231,12 +248,33 @@ def _rms_norm(st: Module, dt: torch.dtype) -> torch.nn.Module:
     return _copy_tensors(m, st, dt)
 
 
+def _group_norm(st: Module, dt: torch.dtype) -> torch.nn.Module:
+    """nn.GroupNorm(num_groups, num_channels, eps, affine = weight and bias given): burn's
+    formula (group_norm in module_kinds.py)."""
+    m = torch.nn.GroupNorm(int(st.attrs["num_groups"]), int(st.attrs["num_channels"]),
+                           eps=float(st.attrs["epsilon"]), affine=st.weight is not None, dtype=dt)
+    return _copy_tensors(m, st, dt)
+
+
+def _conv2d(st: Module, dt: torch.dtype) -> torch.nn.Module:
+    """nn.Conv2d with the weight [C_out, C_in / groups, kh, kw] and bias copied from the data."""
+    assert st.weight is not None
+    c_out, per_group, kh, kw = st.weight.shape
+    g = int(st.attrs["groups"])
+    m = torch.nn.Conv2d(per_group * g, c_out, (kh, kw), stride=tuple(st.attrs["stride"]),
+                        padding=tuple(st.attrs["padding"]), dilation=tuple(st.attrs["dilation"]), groups=g,
+                        bias=st.bias is not None, dtype=dt)
+    return _copy_tensors(m, st, dt)
+
+
 TORCH_BUILDERS: dict[str, Callable[[Module, torch.dtype], torch.nn.Module]] = {
     "linear": _linear,
     "dropout": _dropout,
     "batch_norm": _batch_norm,
     "layer_norm": _layer_norm,
     "rms_norm": _rms_norm,
+    "group_norm": _group_norm,
+    "conv2d": _conv2d,
 }
 
 

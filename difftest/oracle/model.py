@@ -493,7 +493,8 @@ def _base_burn(st: Statement, inputs: tuple[State, ...], module: ModuleState | N
 
 def _burn_apply(m: ModuleState, x: BurnState) -> BurnState:
     """PyTorch's apply (see _torch_apply) mapped onto burn's flags; the parameters are on the
-    autodiff device, so the output is too."""
+    autodiff device, so the output is too (a module without parameters, a group_norm built
+    without affine ones, computes on its input's device)."""
     if m.kind == "dropout":
         if not m.training or m.p == 0.0:
             return x
@@ -504,4 +505,4 @@ def _burn_apply(m: ModuleState, x: BurnState) -> BurnState:
         return BurnState(True, False, False)
     ins = [x, *(burn_param_state(m, name) for name in m.params)]
     tracked = [s for s in ins if s.is_tracked]
-    return BurnState(True, bool(tracked), False, None, _union(tracked))
+    return BurnState(x.is_autodiff or bool(m.params), bool(tracked), False, None, _union(tracked))

@@ -301,7 +301,7 @@ def _module_to_dict(st: Module) -> dict[str, Any]:
     d: dict[str, Any] = {"id": st.id, "kind": "module", "module": st.module}
     for a in spec.attrs:
         x = st.attr(a.name)
-        d[a.name] = encode_float(x) if a.kind is float else x
+        d[a.name] = encode_float(x) if a.kind is float else (list(x) if a.kind is list and isinstance(x, list) else x)
     for t in spec.tensors:
         x = st.tensor(t.name)
         d[t.name] = _tensor_to_dict(x) if x is not None else None
@@ -318,6 +318,8 @@ def _module_from_dict(raw: dict[str, Any], dtype: str) -> Module:
         if a.name not in raw:
             raise ValueError(f"a {spec.name} module needs {a.name!r}")
         x = raw[a.name]
+        if a.kind is list and isinstance(x, list):
+            x = list(x)
         attrs[a.name] = decode_float(x, a.name) if a.kind is float else x
     tensors = {t.name: _tensor_from_dict(raw[t.name], t.name, dtype) for t in spec.tensors
                if raw.get(t.name) is not None}

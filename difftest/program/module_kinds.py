@@ -33,7 +33,7 @@ class AttrSpec:
     """A configuration attribute, written as a top-level field of the module statement."""
 
     name: str
-    kind: type  # float or int
+    kind: type  # float, int, or list (of ints, one per spatial dim: conv2d)
     check: Callable[[Any], str | None]  # an error message, or None when the value is fine
 
 
@@ -97,6 +97,14 @@ def _positive_int(name: str) -> Callable[[Any], str | None]:
     def check(x: Any) -> str | None:
         ok = isinstance(x, int) and not isinstance(x, bool) and x >= 1
         return None if ok else f"{name} = {x!r} must be an integer >= 1"
+    return check
+
+
+def _int_pair(name: str, least: int) -> Callable[[Any], str | None]:
+    def check(x: Any) -> str | None:
+        ok = isinstance(x, list) and len(x) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= least for v in x)
+        return None if ok else f"{name} = {x!r} must be 2 integers >= {least} (one per spatial dim)"
     return check
 
 
@@ -199,7 +207,78 @@ RMS_NORM = ModuleKind(
     _features("d_model"), input_ranks=(1, 2, 3, 4), out_shape=_rms_norm_out, steppable=True)
 
 
-MODULE_KINDS: dict[str, ModuleKind] = {k.name: k for k in (LINEAR, DROPOUT, BATCH_NORM, LAYER_NORM, RMS_NORM)}
+def _group_norm_shapes(attrs: dict[str, Any], given: dict[str, Shape]) -> dict[str, Shape]:
+    g, c = attrs["num_groups"], attrs["num_channels"]
+    if c % g:
+        raise ModuleError(f"num_channels = {c} is not divisible by num_groups = {g}")
+    if ("weight" in given) != ("bias" in given):
+        raise ModuleError("weight and bias must both be tensors (affine) or both be null")
+    return {"weight": (c,), "bias": (c,)}
+
+
+def _group_norm_out(attrs: dict[str, Any], shapes: dict[str, Shape], x: Shape) -> Shape:
+    c = attrs["num_channels"]
+    if x[1] != c:
+        raise ModuleError(f"group_norm with num_channels = {c} applied to an input of shape {list(x)} "
+                          f"(dim 1, the channels, must be {c})")
+    if math.prod(x) <= 2:
+        raise ModuleError(f"group_norm applied to an input of shape {list(x)}: burn-nn 0.22.1 panics on "
+                          "an input of at most 2 elements")
+    return x
+
+
+# burn-nn 0.22.1 norm/group.rs: reshapes to [N, num_groups, rest], (x - mean) / sqrt(biased var +
+# epsilon) per group, then gamma/beta per channel (affine: both or neither); it widens only F16
+# inputs (accumulation_dtype), so a float64 input stays float64. torch.nn.GroupNorm computes the same
+GROUP_NORM = ModuleKind(
+    "group_norm",
+    (AttrSpec("num_groups", int, _positive_int("num_groups")),
+     AttrSpec("num_channels", int, _positive_int("num_channels")),
+     AttrSpec("epsilon", float, _positive_finite("epsilon"))),
+    (TensorSpec("weight", optional=True), TensorSpec("bias", optional=True)),
+    _group_norm_shapes, input_ranks=(2, 3, 4), out_shape=_group_norm_out, steppable=True,
+    saves_input=True)
+
+
+# ---------------------------------------------------------------- convolution
+
+def _conv2d_shapes(attrs: dict[str, Any], given: dict[str, Shape]) -> dict[str, Shape]:
+    w = given.get("weight")
+    if w is None or len(w) != 4 or any(d < 1 for d in w):
+        raise ModuleError(f"weight shape {list(w) if w else None} is not [C_out, C_in / groups, kh, kw] "
+                          "with dims >= 1")
+    if w[0] % attrs["groups"]:
+        raise ModuleError(f"the weight's C_out = {w[0]} is not divisible by groups = {attrs['groups']}")
+    return {"weight": w, "bias": (w[0],)}
+
+
+def _conv2d_out(attrs: dict[str, Any], shapes: dict[str, Shape], x: Shape) -> Shape:
+    """The conv2d op's shape rule (difftest/ops/nn_shapes.py), imported here: it imports the IR."""
+    from difftest.ops.nn_shapes import conv
+    from difftest.program.shapes import ShapeError
+
+    ins = [x, shapes["weight"], *([shapes["bias"]] if "bias" in shapes else [])]
+    try:
+        return conv(2)(ins, attrs)
+    except ShapeError as e:
+        raise ModuleError(str(e)) from None
+
+
+# burn-nn 0.22.1 conv/conv2d.rs: burn::tensor::module::conv2d with the module's weight
+# [C_out, C_in / groups, kh, kw] (PyTorch's layout) and bias; the statement's symmetric padding
+# is burn's PaddingConfig2d::Explicit(ph, pw, ph, pw). torch.nn.Conv2d computes the same
+CONV2D = ModuleKind(
+    "conv2d",
+    (AttrSpec("stride", list, _int_pair("stride", 1)),
+     AttrSpec("padding", list, _int_pair("padding", 0)),
+     AttrSpec("dilation", list, _int_pair("dilation", 1)),
+     AttrSpec("groups", int, _positive_int("groups"))),
+    (TensorSpec("weight"), TensorSpec("bias", optional=True)),
+    _conv2d_shapes, input_ranks=(4,), out_shape=_conv2d_out, steppable=True, saves_input=True)
+
+
+MODULE_KINDS: dict[str, ModuleKind] = {
+    k.name: k for k in (LINEAR, DROPOUT, BATCH_NORM, LAYER_NORM, RMS_NORM, GROUP_NORM, CONV2D)}
 
 
 def module_kind(name: str) -> ModuleKind:

@@ -12,6 +12,8 @@ _TENSOR = {"$ref": "#/$defs/tensor"}
 
 
 def _attr_schema(kind: type) -> dict[str, Any]:
+    if kind is list:  # one non-negative integer per spatial dim (conv2d)
+        return {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2}
     return {"type": "integer", "minimum": 1} if kind is int else {"$ref": "#/$defs/float"}
 
 

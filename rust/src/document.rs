@@ -165,6 +165,8 @@ pub enum Module {
     BatchNorm(BatchNormDoc),
     LayerNorm(LayerNormDoc),
     RmsNorm(RmsNormDoc),
+    GroupNorm(GroupNormDoc),
+    Conv2d(Conv2dDoc),
 }
 
 impl Module {
@@ -175,6 +177,8 @@ impl Module {
             Module::BatchNorm(s) => &s.id,
             Module::LayerNorm(s) => &s.id,
             Module::RmsNorm(s) => &s.id,
+            Module::GroupNorm(s) => &s.id,
+            Module::Conv2d(s) => &s.id,
         }
     }
 }
@@ -207,6 +211,37 @@ pub struct RmsNormDoc {
     pub epsilon: f64,
     #[serde(deserialize_with = "object")]
     pub weight: Tensor,
+}
+
+/// `group_norm` over channel dim 1 split into `num_groups` groups (PyTorch's weight/bias =
+/// burn's gamma/beta); weight and bias both `null` for a module without affine parameters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupNormDoc {
+    pub id: String,
+    pub num_groups: usize,
+    pub num_channels: usize,
+    pub epsilon: f64,
+    #[serde(deserialize_with = "nullable_object")]
+    pub weight: Option<Tensor>,
+    #[serde(deserialize_with = "nullable_object")]
+    pub bias: Option<Tensor>,
+}
+
+/// `conv2d`: weight `[C_out, C_in / groups, kh, kw]` (PyTorch's and burn's layout), bias
+/// `[C_out]` or `null`; stride, padding (symmetric), dilation: one value per spatial dim.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Conv2dDoc {
+    pub id: String,
+    pub stride: Vec<usize>,
+    pub padding: Vec<usize>,
+    pub dilation: Vec<usize>,
+    pub groups: usize,
+    #[serde(deserialize_with = "object")]
+    pub weight: Tensor,
+    #[serde(deserialize_with = "nullable_object")]
+    pub bias: Option<Tensor>,
 }
 
 /// `layer_norm` over the last dim (`normalized_shape` = `[d_model]`); bias `null` for none.

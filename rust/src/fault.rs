@@ -118,7 +118,15 @@ fn catalog_op(name: &str, what: &str) -> Result<&'static str, String> {
 }
 
 /// The module kinds a `grad-scale` fault can target (the forward of a module of that kind).
-pub const MODULE_KINDS: [&str; 5] = ["linear", "dropout", "batch_norm", "layer_norm", "rms_norm"];
+pub const MODULE_KINDS: [&str; 7] = [
+    "linear",
+    "dropout",
+    "batch_norm",
+    "layer_norm",
+    "rms_norm",
+    "group_norm",
+    "conv2d",
+];
 
 /// The catalog name of `name` or a module kind's, or an error naming the spec part.
 fn catalog_op_or_module(name: &str, what: &str) -> Result<&'static str, String> {

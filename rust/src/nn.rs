@@ -6,9 +6,10 @@
 //! reported (a declared layout difference).
 
 use burn::module::{Module, Param, RunningState};
+use burn::nn::conv::Conv2d;
 use burn::nn::{
-    BatchNorm, BatchNormConfig, Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear,
-    RmsNorm, RmsNormConfig,
+    BatchNorm, BatchNormConfig, Dropout, DropoutConfig, GroupNorm, GroupNormConfig, LayerNorm,
+    LayerNormConfig, Linear, PaddingConfig2d, RmsNorm, RmsNormConfig,
 };
 use burn::tensor::{Device, FloatDType, Tensor, TensorCreationOptions, TensorData};
 
@@ -26,6 +27,8 @@ pub enum NnModule {
     BatchNorm(BatchNorm),
     LayerNorm(LayerNorm),
     RmsNorm(RmsNorm),
+    GroupNorm(GroupNorm),
+    Conv2d(Conv2d),
 }
 
 /// A rank-1 inline tensor of `n` elements, values of the program's `dtype` (`what` names it in
@@ -115,6 +118,79 @@ pub fn rms_norm_spec(s: document::RmsNormDoc, dtype: ProgramDType) -> Result<Mod
     })
 }
 
+/// Validates a `group_norm` statement (burn's `GroupNormConfig::init` asserts that the groups
+/// divide the channels; its `affine` needs both gamma and beta).
+pub fn group_norm_spec(
+    s: document::GroupNormDoc,
+    dtype: ProgramDType,
+) -> Result<ModuleSpec, String> {
+    let (g, c) = (s.num_groups, s.num_channels);
+    positive_size("num_groups", g)?;
+    positive_size("num_channels", c)?;
+    if c % g != 0 {
+        return Err(format!(
+            "\"num_channels\" ({c}) must be divisible by \"num_groups\" ({g})"
+        ));
+    }
+    positive_epsilon(s.epsilon)?;
+    let affine = match (s.weight, s.bias) {
+        (Some(w), Some(b)) => Some((vector(w, "weight", c, dtype)?, vector(b, "bias", c, dtype)?)),
+        (None, None) => None,
+        _ => return Err("weight and bias must both be tensors or both be null".to_string()),
+    };
+    Ok(ModuleSpec::GroupNorm {
+        num_groups: g,
+        num_channels: c,
+        epsilon: s.epsilon,
+        affine,
+    })
+}
+
+/// One value per spatial dim of a `conv2d` attribute.
+fn pair(name: &str, v: &[usize], min: usize) -> Result<[usize; 2], String> {
+    let p: [usize; 2] = v
+        .try_into()
+        .map_err(|_| format!("\"{name}\" must have 2 values (one per spatial dim), got {v:?}"))?;
+    if p.iter().any(|&x| x < min) {
+        return Err(format!("\"{name}\" values must be >= {min}, got {v:?}"));
+    }
+    Ok(p)
+}
+
+/// Validates a `conv2d` statement (burn's `Conv2dConfig::init` asserts that the groups divide
+/// both channel counts).
+pub fn conv2d_spec(s: document::Conv2dDoc, dtype: ProgramDType) -> Result<ModuleSpec, String> {
+    let (shape, mut weight) = inline_tensor(s.weight, "weight", 4)?;
+    dtype
+        .fit_all(&mut weight)
+        .map_err(|e| format!("weight: {e}"))?;
+    let weight_shape: [usize; 4] = [shape[0], shape[1], shape[2], shape[3]];
+    let g = s.groups;
+    positive_size("groups", g)?;
+    if weight_shape.contains(&0) {
+        return Err(format!("weight shape {shape:?} has a zero dim"));
+    }
+    if !weight_shape[0].is_multiple_of(g) {
+        return Err(format!(
+            "the weight's C_out ({}) must be divisible by \"groups\" ({g})",
+            weight_shape[0]
+        ));
+    }
+    let bias = s
+        .bias
+        .map(|b| vector(b, "bias", weight_shape[0], dtype))
+        .transpose()?;
+    Ok(ModuleSpec::Conv2d {
+        weight_shape,
+        stride: pair("stride", &s.stride, 1)?,
+        padding: pair("padding", &s.padding, 0)?,
+        dilation: pair("dilation", &s.dilation, 1)?,
+        groups: g,
+        weight,
+        bias,
+    })
+}
+
 fn tensor1(data: &[f64], options: TensorCreationOptions) -> Tensor<1> {
     Tensor::<1>::from_data(TensorData::new(data.to_vec(), [data.len()]), options)
 }
@@ -140,6 +216,8 @@ macro_rules! each {
             NnModule::BatchNorm($x) => NnModule::BatchNorm($body),
             NnModule::LayerNorm($x) => NnModule::LayerNorm($body),
             NnModule::RmsNorm($x) => NnModule::RmsNorm($body),
+            NnModule::GroupNorm($x) => NnModule::GroupNorm($body),
+            NnModule::Conv2d($x) => NnModule::Conv2d($body),
         }
     };
 }
@@ -199,6 +277,50 @@ impl NnModule {
                 m.gamma = Param::from_tensor(tensor1(weight, options()));
                 NnModule::RmsNorm(m)
             }
+            ModuleSpec::Conv2d {
+                weight_shape,
+                stride,
+                padding,
+                dilation,
+                groups,
+                weight,
+                bias,
+            } => {
+                let w = Tensor::<4>::from_data(
+                    TensorData::new(weight.clone(), *weight_shape),
+                    options(),
+                );
+                NnModule::Conv2d(Conv2d {
+                    weight: Param::from_tensor(w),
+                    bias: bias
+                        .as_ref()
+                        .map(|b| Param::from_tensor(tensor1(b, options()))),
+                    stride: *stride,
+                    kernel_size: [weight_shape[2], weight_shape[3]],
+                    dilation: *dilation,
+                    groups: *groups,
+                    // PyTorch's symmetric padding (ph, pw) is burn's (top, left, bottom, right)
+                    padding: PaddingConfig2d::Explicit(
+                        padding[0], padding[1], padding[0], padding[1],
+                    ),
+                })
+            }
+            ModuleSpec::GroupNorm {
+                num_groups,
+                num_channels,
+                epsilon,
+                affine,
+            } => {
+                let mut m = GroupNormConfig::new(*num_groups, *num_channels)
+                    .with_epsilon(*epsilon)
+                    .with_affine(affine.is_some())
+                    .init(device);
+                if let Some((w, b)) = affine {
+                    m.gamma = Some(Param::from_tensor(tensor1(w, options())));
+                    m.beta = Some(Param::from_tensor(tensor1(b, options())));
+                }
+                NnModule::GroupNorm(m)
+            }
             ModuleSpec::LayerNorm {
                 d_model,
                 epsilon,
@@ -237,6 +359,14 @@ impl NnModule {
             NnModule::BatchNorm(m) => map!(x, t => m.forward(t)),
             NnModule::LayerNorm(m) => map!(x, t => m.forward(t)),
             NnModule::RmsNorm(m) => map!(x, t => m.forward(t)),
+            NnModule::GroupNorm(m) => map!(x, t => m.forward(t)),
+            NnModule::Conv2d(m) => match x {
+                DynTensor::R4(t) => DynTensor::R4(m.forward(t)),
+                other => panic!(
+                    "validated: conv2d takes a rank-4 input, got rank {}",
+                    other.rank()
+                ),
+            },
         }
     }
 
@@ -259,6 +389,19 @@ impl NnModule {
             }
             (NnModule::LayerNorm(m), ParamName::Weight) => DynTensor::R1(m.gamma.val()),
             (NnModule::RmsNorm(m), ParamName::Weight) => DynTensor::R1(m.gamma.val()),
+            (NnModule::Conv2d(m), ParamName::Weight) => DynTensor::R4(m.weight.val()),
+            (NnModule::Conv2d(m), ParamName::Bias) => {
+                DynTensor::R1(m.bias.as_ref().map(|b| b.val()).expect("validated: a bias"))
+            }
+            (NnModule::GroupNorm(m), ParamName::Weight) => DynTensor::R1(
+                m.gamma
+                    .as_ref()
+                    .map(|g| g.val())
+                    .expect("validated: affine"),
+            ),
+            (NnModule::GroupNorm(m), ParamName::Bias) => {
+                DynTensor::R1(m.beta.as_ref().map(|b| b.val()).expect("validated: affine"))
+            }
             (NnModule::LayerNorm(m), ParamName::Bias) => {
                 DynTensor::R1(m.beta.as_ref().map(|b| b.val()).expect("validated: a bias"))
             }

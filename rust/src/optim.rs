@@ -56,6 +56,14 @@ pub fn step(
             let gp = GradientsParams::from_module(grads, m);
             NnModule::RmsNorm(optim.step(lr, m.clone(), gp))
         }
+        NnModule::GroupNorm(m) => {
+            let gp = GradientsParams::from_module(grads, m);
+            NnModule::GroupNorm(optim.step(lr, m.clone(), gp))
+        }
+        NnModule::Conv2d(m) => {
+            let gp = GradientsParams::from_module(grads, m);
+            NnModule::Conv2d(optim.step(lr, m.clone(), gp))
+        }
         NnModule::BatchNorm(_) => unreachable!("validated: a batch_norm module is not stepped"),
     }
 }

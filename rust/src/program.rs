@@ -64,6 +64,24 @@ pub enum ModuleSpec {
         epsilon: f64,
         weight: Vec<f64>,
     },
+    /// GroupNorm over channel dim 1 (`num_channels` elements per tensor; `affine` = `Some`).
+    GroupNorm {
+        num_groups: usize,
+        num_channels: usize,
+        epsilon: f64,
+        affine: Option<(Vec<f64>, Vec<f64>)>,
+    },
+    /// Conv2d: `weight` row-major `[C_out, C_in / groups, kh, kw]` (`weight_shape`), `bias`
+    /// `C_out` elements; padding symmetric per spatial dim.
+    Conv2d {
+        weight_shape: [usize; 4],
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        groups: usize,
+        weight: Vec<f64>,
+        bias: Option<Vec<f64>>,
+    },
     /// LayerNorm over the last dim (`d_model` elements per tensor).
     LayerNorm {
         d_model: usize,
@@ -82,6 +100,8 @@ impl ModuleSpec {
             ModuleSpec::BatchNorm { .. } => "batch_norm",
             ModuleSpec::LayerNorm { .. } => "layer_norm",
             ModuleSpec::RmsNorm { .. } => "rms_norm",
+            ModuleSpec::GroupNorm { .. } => "group_norm",
+            ModuleSpec::Conv2d { .. } => "conv2d",
         }
     }
 
@@ -106,6 +126,25 @@ impl ModuleSpec {
             (ModuleSpec::BatchNorm { num_features, .. }, _) => Some(vec![*num_features]),
             (ModuleSpec::LayerNorm { d_model, .. }, ParamName::Weight) => Some(vec![*d_model]),
             (ModuleSpec::RmsNorm { d_model, .. }, ParamName::Weight) => Some(vec![*d_model]),
+            (ModuleSpec::Conv2d { weight_shape, .. }, ParamName::Weight) => {
+                Some(weight_shape.to_vec())
+            }
+            (
+                ModuleSpec::Conv2d {
+                    weight_shape,
+                    bias: Some(_),
+                    ..
+                },
+                ParamName::Bias,
+            ) => Some(vec![weight_shape[0]]),
+            (
+                ModuleSpec::GroupNorm {
+                    num_channels,
+                    affine: Some(_),
+                    ..
+                },
+                ParamName::Weight | ParamName::Bias,
+            ) => Some(vec![*num_channels]),
             (
                 ModuleSpec::LayerNorm {
                     d_model,
@@ -148,6 +187,35 @@ impl ModuleSpec {
             ModuleSpec::Dropout { .. } => Some(x.to_vec()),
             ModuleSpec::BatchNorm { num_features, .. } => {
                 ((2..=4).contains(&x.len()) && x[1] == *num_features).then(|| x.to_vec())
+            }
+            ModuleSpec::Conv2d {
+                weight_shape,
+                stride,
+                padding,
+                dilation,
+                groups,
+                bias,
+                ..
+            } => {
+                let mut inputs = vec![x.to_vec(), weight_shape.to_vec()];
+                if bias.is_some() {
+                    inputs.push(vec![weight_shape[0]]);
+                }
+                let conv = crate::ops_nn::Conv {
+                    stride,
+                    padding,
+                    dilation,
+                    groups: *groups,
+                };
+                if x.len() != 4 {
+                    return None;
+                }
+                crate::ops_nn::conv_shape(&inputs, &conv, None)
+            }
+            // burn's group_norm panics when the input has at most 2 elements
+            ModuleSpec::GroupNorm { num_channels, .. } => {
+                ((2..=4).contains(&x.len()) && x[1] == *num_channels && ops::numel(x) > 2)
+                    .then(|| x.to_vec())
             }
             ModuleSpec::LayerNorm { d_model, .. } | ModuleSpec::RmsNorm { d_model, .. } => {
                 (x.last() == Some(d_model)).then(|| x.to_vec())
@@ -666,6 +734,12 @@ impl Resolver {
             },
             document::Statement::Module(document::Module::RmsNorm(s)) => Kind::Module {
                 spec: crate::nn::rms_norm_spec(s, self.dtype)?,
+            },
+            document::Statement::Module(document::Module::GroupNorm(s)) => Kind::Module {
+                spec: crate::nn::group_norm_spec(s, self.dtype)?,
+            },
+            document::Statement::Module(document::Module::Conv2d(s)) => Kind::Module {
+                spec: crate::nn::conv2d_spec(s, self.dtype)?,
             },
             document::Statement::Transform(s) => Kind::Transform {
                 transform: s.transform,

@@ -112,6 +112,12 @@ def copy_module(m, share_buffers=False):
         c = torch.nn.RMSNorm(m.normalized_shape, eps=m.eps, dtype=m.weight.dtype)
     elif isinstance(m, torch.nn.LayerNorm):
         c = torch.nn.LayerNorm(m.normalized_shape, eps=m.eps, bias=m.bias is not None, dtype=m.weight.dtype)
+    elif isinstance(m, torch.nn.Conv2d):
+        c = torch.nn.Conv2d(m.in_channels, m.out_channels, m.kernel_size, stride=m.stride, padding=m.padding,
+                            dilation=m.dilation, groups=m.groups, bias=m.bias is not None, dtype=m.weight.dtype)
+    elif isinstance(m, torch.nn.GroupNorm):
+        dt = m.weight.dtype if m.affine else None
+        c = torch.nn.GroupNorm(m.num_groups, m.num_channels, eps=m.eps, affine=m.affine, dtype=dt)
     else:
         c = type(m)(m.weight.shape[0], m.epsilon, m.momentum, m.weight.dtype)
     if hasattr(m, "pending") and not share_buffers:
@@ -126,7 +132,8 @@ def copy_module(m, share_buffers=False):
                 getattr(c, name).copy_(b)
     if hasattr(m, "pending") and share_buffers:
         c.pending = m.pending
-    c.requires_grad_(m.weight.requires_grad)
+    if m.weight is not None:  # a group_norm without affine parameters has none
+        c.requires_grad_(m.weight.requires_grad)
     return c.train(m.training)
 '''
 
@@ -349,6 +356,26 @@ def _torch_module(st: Module, var: str, dtype: str = "float32") -> list[str]:
     if st.module == "rms_norm":
         d, eps = st.attrs["d_model"], py_float(st.attrs["epsilon"])
         return [f"{var} = torch.nn.RMSNorm({d}, eps={eps}{dt})", *_copy_tensors(st, var, dtype)]
+    if st.module == "conv2d":
+        assert st.weight is not None
+        c_out, per_group, kh, kw = st.weight.shape
+        a = st.attrs
+        lines = [f"{var} = torch.nn.Conv2d({per_group * a['groups']}, {c_out}, ({kh}, {kw}), "
+                 f"stride={tuple(a['stride'])}, padding={tuple(a['padding'])}, dilation={tuple(a['dilation'])}, "
+                 f"groups={a['groups']}, "
+                 f"bias={st.bias is not None}{dt})  # weight [C_out, C_in / groups, kh, kw]",
+                 "with torch.no_grad():"]
+        w = wrap(_floats(st.weight.data, dtype), " " * 8)
+        lines.append(f"    {var}.weight.copy_(torch.tensor([{w}]{dt}).reshape({c_out}, {per_group}, {kh}, {kw}))")
+        if st.bias is not None:
+            b = wrap(_floats(st.bias.data, dtype), " " * 8)
+            lines.append(f"    {var}.bias.copy_(torch.tensor([{b}]{dt}))")
+        return lines
+    if st.module == "group_norm":
+        g, n, eps = st.attrs["num_groups"], st.attrs["num_channels"], py_float(st.attrs["epsilon"])
+        affine = st.weight is not None
+        return [f"{var} = torch.nn.GroupNorm({g}, {n}, eps={eps}, affine={affine}{dt})",
+                *(_copy_tensors(st, var, dtype) if affine else [])]
     if st.module == "layer_norm":
         d, eps = st.attrs["d_model"], py_float(st.attrs["epsilon"])
         return [f"{var} = torch.nn.LayerNorm({d}, eps={eps}, bias={st.bias is not None}{dt})",

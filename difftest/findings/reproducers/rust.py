@@ -61,6 +61,8 @@ _BURN_FIELDS: dict[str, dict[str, str]] = {
                    "running_var": "running_var.value_sync()"},
     "layer_norm": {"weight": "gamma.val()", "bias": "beta.as_ref().unwrap().val()"},
     "rms_norm": {"weight": "gamma.val()"},
+    "group_norm": {"weight": "gamma.as_ref().unwrap().val()", "bias": "beta.as_ref().unwrap().val()"},
+    "conv2d": {"weight": "weight.val()", "bias": "bias.as_ref().unwrap().val()"},
 }
 # what each kind's statement needs from burn::module and burn::nn
 _NN_USES: dict[str, set[str]] = {
@@ -69,6 +71,8 @@ _NN_USES: dict[str, set[str]] = {
     "batch_norm": {"Module", "Param", "RunningState", "BatchNormConfig"},
     "layer_norm": {"Module", "Param", "LayerNormConfig"},
     "rms_norm": {"Module", "Param", "RmsNormConfig"},
+    "group_norm": {"Module", "Param", "GroupNormConfig"},
+    "conv2d": {"Module", "Param", "PaddingConfig2d", "conv::Conv2d"},
 }
 
 
@@ -93,6 +97,40 @@ def _rust_module(st: Module, var: str, dtype: str = "float32") -> str:
             ".init(&device);",
             "// PyTorch's weight is burn's gamma",
             f"{var}.gamma = Param::from_tensor({_vector(st.weight, dtype)});"])
+    if st.module == "conv2d":
+        a = st.attrs
+        assert st.weight is not None
+        shape = list(st.weight.shape)
+        w = wrap(_items(st.weight.data, dtype), " " * 8)
+        bias = "None"
+        if st.bias is not None:
+            bias = f"Some(Param::from_tensor({_vector(st.bias, dtype)}))"
+        (sh, sw), (ph, pw), (dh, dw) = a["stride"], a["padding"], a["dilation"]
+        return "\n".join([
+            f"// weight [C_out, C_in / groups, kh, kw] = {shape}, PyTorch's layout and burn's",
+            f"let {var} = Conv2d {{",
+            f"    weight: Param::from_tensor(Tensor::<4>::from_data(TensorData::new(vec![{w}], {shape}), "
+            f"{_options('device', dtype)})),",
+            f"    bias: {bias},",
+            f"    stride: [{sh}, {sw}],",
+            f"    kernel_size: [{shape[2]}, {shape[3]}],",
+            f"    dilation: [{dh}, {dw}],",
+            f"    groups: {a['groups']},",
+            "    // PyTorch's symmetric padding (ph, pw) is burn's (top, left, bottom, right)",
+            f"    padding: PaddingConfig2d::Explicit({ph}, {pw}, {ph}, {pw}),",
+            "};"])
+    if st.module == "group_norm":
+        a = st.attrs
+        affine = st.weight is not None and st.bias is not None
+        lines = [f"let mut {var} = GroupNormConfig::new({a['num_groups']}, {a['num_channels']})"
+                 f".with_epsilon({rust_f64(a['epsilon'])}).with_affine({str(affine).lower()}).init(&device);"]
+        if st.weight is not None and st.bias is not None:
+            lines += ["// PyTorch's weight/bias are burn's gamma/beta",
+                      f"{var}.gamma = Some(Param::from_tensor({_vector(st.weight, dtype)}));",
+                      f"{var}.beta = Some(Param::from_tensor({_vector(st.bias, dtype)}));"]
+        else:
+            lines[0] = lines[0].replace("let mut", "let")
+        return "\n".join(lines)
     if st.module == "layer_norm":
         a = st.attrs
         lines = [f"let mut {var} = LayerNormConfig::new({a['d_model']}).with_epsilon({rust_f64(a['epsilon'])})"
@@ -246,7 +284,7 @@ def rust_test(program: Program, name: str) -> str:
             handle = names[st.module]
             kind = root_module(program, st.module).module
             if kind != "linear":
-                body.append(f"let {var}: Tensor<1> = {handle}.{_BURN_FIELDS[kind][st.param]};")
+                body.append(f"let {var}: Tensor<{rank}> = {handle}.{_BURN_FIELDS[kind][st.param]};")
                 body.append(f'show("{st.id}", &{var});')
             elif st.param == "weight":
                 weights[st.id] = f"{handle}.weight.val()"
