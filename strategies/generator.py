@@ -444,6 +444,8 @@ class _Builder:
                 continue
             x = src if c.boolean(0.7) else self.pick_existing(lambda v: _fits(st, src, v) and not v.dtype)
             x = x if x is not None else src  # every other fitting value is in a consumed graph
+            if x is not src and st.module in NORM_KINDS and st.module not in self.norms_fitting(x):
+                x = src  # a normalisation only of values away from its tie (nearly constant groups)
             with torch.no_grad():
                 out = apply_module(handle.module, x.tensor)
             if not bool(torch.isfinite(out).all()) or (out.numel() and float(out.abs().max()) > MAX_MAGNITUDE):
@@ -604,6 +606,9 @@ class _Builder:
         else:
             sessions.consume(self, root.id)
         return True
+
+
+NORM_KINDS = ("batch_norm", "layer_norm", "rms_norm", "group_norm")
 
 
 def _fits(st: Module, src: _Value, v: _Value) -> bool:

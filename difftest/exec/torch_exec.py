@@ -16,7 +16,7 @@ from difftest.exec.torch_modules import (
     build_torch_module,
     burn_inference_path,
     norm_grad_terms,
-    normalized,
+    normalized_terms,
     share_state,
     stateless_norm,
     sync_state,
@@ -318,7 +318,7 @@ def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHook
 
     def param_path(xs: Sequence[torch.Tensor]) -> torch.Tensor:
         with torch.no_grad():
-            xhat = normalized(m, xs[0].detach()).abs()
+            xhat = normalized_terms(m, xs[0].detach())
         weight, bias = m.weight, getattr(m, "bias", None)
         assert weight is None or isinstance(weight, torch.Tensor)
         assert bias is None or isinstance(bias, torch.Tensor)

@@ -201,6 +201,32 @@ def norm_grad_terms(m: torch.nn.Module, x: torch.Tensor, g: torch.Tensor) -> tor
         return (gw + gw.mean(dim=dims, keepdim=True) + xhat * (gw * xhat).mean(dim=dims, keepdim=True)) / sigma
 
 
+def normalized_terms(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """The size of the terms of x_hat = (x - mean) / sigma, per element: |x_hat| plus the
+    subtracted mean's own size, mean(|x|) / sigma (its rounding is shared by the whole normalised
+    group, so a sum of g x_hat over the group, the weight's gradient, keeps it where the exact sum
+    cancels); RMSNorm subtracts nothing."""
+    with torch.no_grad():
+        xhat = normalized(m, x).abs()
+        if isinstance(m, torch.nn.RMSNorm):
+            return xhat
+        if isinstance(m, BurnBatchNorm):
+            shape = [1, -1] + [1] * (x.dim() - 2)
+            if not m.training:
+                sigma = torch.sqrt(m.running_var.reshape(shape) + m.epsilon)
+                return xhat + m.running_mean.abs().reshape(shape) / sigma
+            dims, eps = [d for d in range(x.dim()) if d != 1], m.epsilon
+        elif isinstance(m, torch.nn.GroupNorm):
+            xg = x.reshape(x.shape[0], m.num_groups, -1)
+            sigma = torch.sqrt(xg.var(dim=2, unbiased=False, keepdim=True) + m.eps)
+            return xhat + (xg.abs().mean(dim=2, keepdim=True) / sigma).expand_as(xg).reshape(x.shape)
+        else:
+            assert isinstance(m, torch.nn.LayerNorm), type(m).__name__
+            dims, eps = list(range(x.dim() - len(m.normalized_shape), x.dim())), m.eps
+        sigma = torch.sqrt(x.var(dim=dims, unbiased=False, keepdim=True) + eps)
+        return xhat + x.abs().mean(dim=dims, keepdim=True) / sigma
+
+
 @contextlib.contextmanager
 def burn_inference_path(m: torch.nn.Module, plain: bool) -> Iterator[None]:
     """burn's BatchNorm trains only on an input on the autodiff device (record

@@ -385,7 +385,7 @@ pub enum Transform {
     Unfreeze,
 }
 
-/// A parameter of a `linear` module (`kind: "param"`).
+/// A parameter or buffer of a module (`kind: "param"`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ParamName {
@@ -393,6 +393,18 @@ pub enum ParamName {
     Bias,
     RunningMean,
     RunningVar,
+}
+
+impl ParamName {
+    /// The name as programs spell it (PyTorch's).
+    pub fn name(self) -> &'static str {
+        match self {
+            ParamName::Weight => "weight",
+            ParamName::Bias => "bias",
+            ParamName::RunningMean => "running_mean",
+            ParamName::RunningVar => "running_var",
+        }
+    }
 }
 
 /// `optimizer` of an optimizer statement.

@@ -1280,6 +1280,7 @@ mod tests {
             "ranges",
             "int_tensor",
             "bool_tensor",
+            "dtype",
         ];
         for decl in Op::ALL {
             for (name, ty) in decl.attrs {

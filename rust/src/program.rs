@@ -756,7 +756,7 @@ impl Resolver {
                     return Err(format!(
                         "param: the {} module has no {:?}",
                         spec.name(),
-                        s.param
+                        s.param.name()
                     ));
                 }
                 Kind::Param {
@@ -979,11 +979,11 @@ mod tests {
         );
         bad(
             json!({"id": "bad", "kind": "param", "module": "fc", "param": "bias"}),
-            "no bias",
+            "no \"bias\"",
         );
         bad(
             json!({"id": "bad", "kind": "param", "module": "dr", "param": "weight"}),
-            "no parameters",
+            "the dropout module has no \"weight\"",
         );
         bad(
             json!({"id": "bad", "kind": "module", "module": "dropout", "p": 1.5}),
@@ -991,7 +991,7 @@ mod tests {
         );
         bad(
             json!({"id": "bad", "kind": "module", "module": "conv", "p": 1.5}),
-            "unknown variant `conv`, expected `linear` or `dropout`",
+            "unknown variant `conv`, expected one of `linear`, `dropout`",
         );
         bad(
             json!({"id": "bad", "kind": "module", "module": "linear",
