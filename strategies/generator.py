@@ -105,6 +105,7 @@ class GenConfig:
     norm_weight: float = 0.5  # a normalisation module (batch_norm, layer_norm) where the value fits, vs
     # linear + dropout (linear_weight + 1)
     conv_weight: float = 1.0  # a conv2d module where the value is an image [N, C, H, W], vs linear + dropout
+    embedding_weight: float = 0.6  # an embedding module (its indices a leaf of its own), vs linear + dropout
     dropout_p_weights: tuple[float, float, float] = (1.0, 2.0, 0.5)  # p = 0, 0.5, 1 (burn panics)
     transform_weights: tuple[float, ...] = (2.0, 2.0, 1.0, 1.0, 1.0)  # valid train no_grad freeze unfreeze
     avoid_known_bugs: bool = True  # skip triggers listed in difftest/divergences/known_bugs.py
@@ -401,6 +402,8 @@ class _Builder:
         """An nn module fitted to an existing value: a Linear whose `in` is the value's last dim
         (weights drawn here) or a Dropout; then transforms of it, forwards and parameters."""
         c, cfg = self.c, self.cfg
+        if c.boolean(cfg.embedding_weight / (cfg.embedding_weight + cfg.linear_weight + 1.0)):
+            return self.embedding_module()
         src = self.pick_existing(lambda v: not v.dtype)  # modules compute in the program's dtype
         if src is None:
             return False
@@ -425,22 +428,11 @@ class _Builder:
         handles = [(st.id, _Handle(TorchModule(build_module(st, torch.float32)), st.module, st.p))]
         if st.module == "batch_norm":  # its running statistics change as the program runs
             return self.batch_norm_uses(st, src, handles)
-        for _ in range(c.integer(0, 2)):
-            ident, handle = c.choice(handles[::-1])
-            kind = weighted(c, TRANSFORMS, cfg.transform_weights)
-            t = Transform(self.fresh("t"), kind, ident)
-            self.statements.append(t)
-            handles.append((t.id, _transformed(handle, kind)))
-            c.note(f"transform:{kind}")
+        self.transforms(handles)
         for _ in range(c.integer(1, 2)):
             ident, handle = c.choice(handles[::-1])
             if st.weight is not None and c.boolean(0.3):  # a kind with parameters, built with them
-                name = "bias" if st.bias is not None and c.boolean(0.3) else "weight"
-                param = Param(self.fresh("p"), ident, name)  # type: ignore[arg-type]
-                self.statements.append(param)
-                tensor = getattr(handle.module.module, name).detach().clone()
-                self.values.append(_Value(param.id, tuple(tensor.shape), tensor))
-                c.note("param")
+                self.param_read(st, ident, handle)
                 continue
             x = src if c.boolean(0.7) else self.pick_existing(lambda v: _fits(st, src, v) and not v.dtype)
             x = x if x is not None else src  # every other fitting value is in a consumed graph
@@ -465,6 +457,73 @@ class _Builder:
             self.values.append(_Value(app.id, tuple(out.shape), out.detach().clone(), tracked, depth))
             c.note("apply")
         return True
+
+    def transforms(self, handles: list[tuple[str, _Handle]]) -> None:
+        """0 to 2 transforms of the module's handles (each of the latest handles likelier)."""
+        c = self.c
+        for _ in range(c.integer(0, 2)):
+            ident, handle = c.choice(handles[::-1])
+            kind = weighted(c, TRANSFORMS, self.cfg.transform_weights)
+            t = Transform(self.fresh("t"), kind, ident)  # type: ignore[arg-type]
+            self.statements.append(t)
+            handles.append((t.id, _transformed(handle, kind)))
+            c.note(f"transform:{kind}")
+
+    def param_read(self, st: Module, ident: str, handle: _Handle) -> None:
+        """A `param` read of the weight (or the bias, where it has one) through the handle `ident`."""
+        name = "bias" if st.bias is not None and self.c.boolean(0.3) else "weight"
+        param = Param(self.fresh("p"), ident, name)  # type: ignore[arg-type]
+        self.statements.append(param)
+        tensor = getattr(handle.module.module, name).detach().clone()
+        self.values.append(_Value(param.id, tuple(tensor.shape), tensor))
+        self.c.note("param")
+
+    def embedding_module(self) -> bool:
+        """An embedding table, transforms of it, forwards on leaves of indices [B, L] (a row
+        picked twice, so that its gradient must accumulate, as the embedding op's) and, most
+        often, a read of its weight (whose gradient is the only one its backward has). The indices are data (a leaf that does not require grad), as token ids are; they
+        are not values other statements draw from."""
+        c, cfg = self.c, self.cfg
+        rows, dim = c.integer(2, cfg.max_dim + 1), c.integer(1, cfg.max_dim)
+        weight = InlineTensor((rows, dim), tuple(self.floats(rows * dim, -1.0, 1.0)))
+        st = Module(self.fresh("m"), "embedding", weight)
+        self.statements.append(st)
+        c.note("module:embedding")
+        handles = [(st.id, _Handle(TorchModule(build_module(st, torch.float32)), st.module))]
+        self.transforms(handles)
+        indices: list[Leaf] = []
+        for _ in range(c.integer(1, 2)):
+            ident, handle = c.choice(handles[::-1])
+            idx = c.choice(indices) if indices and c.boolean(0.3) else self.index_leaf(rows)
+            if idx not in indices:
+                indices.append(idx)
+            with torch.no_grad():
+                out = apply_module(handle.module, torch.tensor(idx.data).reshape(idx.shape))
+            app = Apply(self.fresh("y"), ident, idx.id)
+            self.statements.append(app)
+            tracked = not handle.valid and handle.params_require_grad
+            self.values.append(_Value(app.id, tuple(out.shape), out.detach().clone(), tracked, int(tracked)))
+            c.note("apply:embedding")
+        # the indices have no gradient: the weight's is all there is to see of its backward
+        if c.boolean(0.8):
+            ident, handle = c.choice(handles[::-1])
+            self.param_read(st, ident, handle)
+        return True
+
+    def index_leaf(self, rows: int) -> Leaf:
+        """A leaf of indices [B, L] in [0, rows), one of them repeated when there are two or more
+        (the embedding op's draw, difftest/ops/nn_shapes.py), on burn's autodiff device or rarely
+        the plain one; it does not require grad."""
+        c = self.c
+        shape = (c.integer(1, 2), c.integer(1, 4))
+        data = [c.integer(0, rows - 1) for _ in range(numel(shape))]
+        if len(data) > 1 and len(set(data)) == len(data):
+            data[-1] = data[0]
+        plain = c.boolean(self.cfg.p_plain_leaf)
+        st = Leaf(self.fresh("x"), shape, tuple(float(i) for i in data), "plain" if plain else "autodiff", False)
+        self.statements.append(st)
+        c.note("leaf:indices" + (":plain" if plain else ""))
+        return st
 
     def norms_fitting(self, src: _Value) -> list[str]:
         """The normalisation kinds a module fitted to `src` can be: layer_norm over a last dim of

@@ -1,6 +1,6 @@
-"""Hand-written programs over the stateful / normalisation module kinds (batch_norm,
-layer_norm, rms_norm, group_norm): their transforms, running statistics and parameters (shared by the reproducer
-and module tests)."""
+"""Hand-written programs over the module kinds other than linear and dropout (batch_norm,
+layer_norm, rms_norm, group_norm, conv2d, embedding): their transforms, running statistics and
+parameters (shared by the reproducer and module tests)."""
 
 from __future__ import annotations
 
@@ -179,6 +179,38 @@ CONV2D = _doc(
     {"id": "bw", "kind": "backward", "input": "t2"},
 )
 
+# embedding: a table of 4 rows, forwards on indices with repeated rows (their gradients must
+# accumulate), every transform, a plain-device leaf of indices, its weight read through handles
+EMBEDDING = _doc(
+    {"id": "em", "kind": "module", "module": "embedding",
+     "weight": _w4([4, 3], [0.5, -1.0, 0.25, 0.75, 1.0, 0.5, -0.5, 0.125, -0.25, 0.5, 1.5, -1.0])},
+    _leaf("i", [2, 3], [0.0, 2.0, 2.0, 3.0, 0.0, 2.0]),
+    _leaf("ip", [1, 2], [1.0, 1.0], device="plain"),
+    _leaf("x", [2, 3, 3], [0.5 * k - 2.0 for k in range(18)], rg=True),
+    {"id": "y", "kind": "apply", "module": "em", "input": "i"},
+    {"id": "va", "kind": "transform", "transform": "valid", "input": "em"},
+    {"id": "y2", "kind": "apply", "module": "va", "input": "i"},
+    {"id": "y2p", "kind": "apply", "module": "va", "input": "ip"},
+    {"id": "tr", "kind": "transform", "transform": "train", "input": "va"},
+    {"id": "y3", "kind": "apply", "module": "tr", "input": "i"},
+    {"id": "ng", "kind": "transform", "transform": "no_grad", "input": "em"},
+    {"id": "y4", "kind": "apply", "module": "ng", "input": "i"},
+    {"id": "fr", "kind": "transform", "transform": "freeze", "input": "em"},
+    {"id": "uf", "kind": "transform", "transform": "unfreeze", "input": "fr"},
+    {"id": "y5", "kind": "apply", "module": "uf", "input": "ip"},
+    {"id": "w", "kind": "param", "module": "em", "param": "weight"},
+    {"id": "wf", "kind": "param", "module": "fr", "param": "weight"},
+    {"id": "c", "kind": "op", "op": "mul", "inputs": ["y", "x"]},
+    {"id": "s", "kind": "op", "op": "sum", "inputs": ["c"]},
+    {"id": "c4", "kind": "op", "op": "mul", "inputs": ["y3", "y4"]},
+    {"id": "s4", "kind": "op", "op": "sum", "inputs": ["c4"]},
+    {"id": "s5", "kind": "op", "op": "sum", "inputs": ["y5"]},
+    {"id": "t", "kind": "op", "op": "add", "inputs": ["s", "s4"]},
+    {"id": "t2", "kind": "op", "op": "add", "inputs": ["t", "s5"]},
+    {"id": "bw", "kind": "backward", "input": "t2"},
+)
+
 MODULE_PROGRAMS: dict[str, Program] = {"batch_norm_transforms": BATCH_NORM_TRANSFORMS, "layer_norm": LAYER_NORM,
                                        "rms_norm": RMS_NORM, "batch_norm_plain_input": BATCH_NORM_PLAIN_INPUT,
-                                       "group_norm": GROUP_NORM, "conv2d": CONV2D}
+                                       "group_norm": GROUP_NORM, "conv2d": CONV2D,
+                                       "embedding": EMBEDDING}

@@ -257,6 +257,8 @@ def _apply(st: Apply, modules: dict[str, TorchModule], env: dict[str, torch.Tens
         return _apply_norm(st, handle, x, hooks, native)
     if isinstance(handle.module, torch.nn.Conv2d):
         return _apply_conv(st, handle, x, hooks, native)
+    if isinstance(handle.module, torch.nn.Embedding):
+        return _apply_embedding(st, handle, x, hooks, native)
     if not isinstance(handle.module, torch.nn.Linear):
         return apply_module(handle, x)
     lin = handle.module
@@ -305,6 +307,24 @@ def _apply_conv(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHook
     site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", CATALOG["conv2d"].tolerance, False, extent,
                   magnitude,
                   grad_terms=grad_terms, param_path=param_path, dtype=native)
+    return hooks.op(site, [x], lambda xs: apply_module(handle, xs[0]))
+
+
+def _apply_embedding(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHooks,
+                     native: str = "float32") -> torch.Tensor:
+    """An Embedding forward for the noise model, as the embedding op's: the forward copies rows
+    (exact); the weight's gradient sums the gradients of the rows picked more than once (its
+    terms: the forward itself, linear in the weight, on the magnitudes of the gradient)."""
+    emb = handle.module
+    assert isinstance(emb, torch.nn.Embedding)
+    picks = x.detach().long().reshape(-1).tolist()
+    extent = max((picks.count(i) for i in set(picks)), default=1)  # the embedding op's (nn_shapes.embedding_extent)
+
+    def param_path(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+        return apply_module(handle, xs[0])
+
+    site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", CATALOG["embedding"].tolerance, False, extent,
+                  param_path=param_path, dtype=native)
     return hooks.op(site, [x], lambda xs: apply_module(handle, xs[0]))
 
 

@@ -293,6 +293,22 @@ def _conv2d(st: Module, dt: torch.dtype) -> torch.nn.Module:
     return _copy_tensors(m, st, dt)
 
 
+class IndexEmbedding(torch.nn.Embedding):
+    """nn.Embedding whose forward takes the program's leaf of integral indices, converted with
+    `.long()` (burn: `.int()`; the IR's values are floats, module_kinds.check_indices)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = super().forward(x.long())
+        return out
+
+
+def _embedding(st: Module, dt: torch.dtype) -> torch.nn.Module:
+    """nn.Embedding(num_embeddings, embedding_dim) with the weight copied from the data."""
+    assert st.weight is not None
+    rows, dim = st.weight.shape
+    return _copy_tensors(IndexEmbedding(rows, dim, dtype=dt), st, dt)
+
+
 TORCH_BUILDERS: dict[str, Callable[[Module, torch.dtype], torch.nn.Module]] = {
     "linear": _linear,
     "dropout": _dropout,
@@ -301,6 +317,7 @@ TORCH_BUILDERS: dict[str, Callable[[Module, torch.dtype], torch.nn.Module]] = {
     "rms_norm": _rms_norm,
     "group_norm": _group_norm,
     "conv2d": _conv2d,
+    "embedding": _embedding,
 }
 
 

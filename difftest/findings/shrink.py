@@ -31,12 +31,17 @@ def _without(program: Program, ident: str) -> Program | None:
         kept.append(st)
     if not kept:
         return None
+    return _valid(Program(tuple(kept), program.dtype))
+
+
+def _valid(program: Program) -> Program | None:
+    """`program` when it passes the checks a program must pass before it runs (a simplified
+    leaf can break one: the indices of an embedding forward must stay integral), else None."""
     try:
-        p = Program(tuple(kept), program.dtype)
-        check_program(p)
+        check_program(program)
     except (ProgramError, ValueError):
         return None
-    return p
+    return program
 
 
 def in_domain(program: Program) -> bool:
@@ -78,7 +83,10 @@ def shrink(program: Program, still_fails: Still, *, budget: int = 300) -> Progra
             data = tuple(to_f32(simple) for _ in st.data)
             if data == st.data:
                 continue
-            cand = Program(best.statements[:i] + (replace(st, data=data),) + best.statements[i + 1 :], best.dtype)
+            cand = _valid(Program(best.statements[:i] + (replace(st, data=data),) + best.statements[i + 1 :],
+                                  best.dtype))
+            if cand is None:
+                continue
             tries += 1
             if still_fails(cand):
                 best = cand

@@ -63,6 +63,10 @@ class ModuleKind:
     saves_input: bool = False  # its backward saves the input itself, whatever needs grad (an inference
     # input cannot be saved); rms_norm (a composite in PyTorch) saves intermediates instead
     burn_transposed: tuple[str, ...] = ()  # parameters burn stores transposed (rust/src/nn.rs)
+    # the forward's input is a tensor of indices, not a value it differentiates (embedding): it
+    # must be a leaf that does not require grad, of integral entries in [0, index_bound) (see
+    # check_indices); burn converts it with `.int()`, PyTorch with `.long()`
+    index_bound: Callable[[dict[str, Shape]], int] | None = None
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -277,8 +281,49 @@ CONV2D = ModuleKind(
     _conv2d_shapes, input_ranks=(4,), out_shape=_conv2d_out, steppable=True, saves_input=True)
 
 
+# ---------------------------------------------------------------- embedding
+
+def _embedding_shapes(attrs: dict[str, Any], given: dict[str, Shape]) -> dict[str, Shape]:
+    w = given.get("weight")
+    if w is None or len(w) != 2 or any(d < 1 for d in w):
+        raise ModuleError(f"weight shape {list(w) if w else None} is not [num_embeddings, embedding_dim] "
+                          "with dims >= 1")
+    return {"weight": w}
+
+
+def _embedding_out(attrs: dict[str, Any], shapes: dict[str, Shape], x: Shape) -> Shape:
+    return x + (shapes["weight"][1],)
+
+
+# burn-nn 0.22.1 embedding.rs: `forward(Tensor<2, Int>)` -> [B, L, d_model], the table's rows
+# picked by the indices (burn::tensor::module::embedding, the embedding op's function); the
+# weight [num_embeddings, embedding_dim] is PyTorch's layout. torch.nn.Embedding computes the same
+# (padding_idx and max_norm unset); a row picked twice gets the sum of both rows' gradients
+EMBEDDING = ModuleKind(
+    "embedding", (), (TensorSpec("weight"),), _embedding_shapes, input_ranks=(2,),
+    out_shape=_embedding_out, steppable=True, saves_input=True,
+    index_bound=lambda shapes: shapes["weight"][0])
+
+
 MODULE_KINDS: dict[str, ModuleKind] = {
-    k.name: k for k in (LINEAR, DROPOUT, BATCH_NORM, LAYER_NORM, RMS_NORM, GROUP_NORM, CONV2D)}
+    k.name: k for k in (LINEAR, DROPOUT, BATCH_NORM, LAYER_NORM, RMS_NORM, GROUP_NORM, CONV2D, EMBEDDING)}
+
+
+def check_indices(kind: ModuleKind, shapes: dict[str, Shape], data: tuple[float, ...] | None,
+                  require_grad: bool) -> None:
+    """The input of an index-taking kind's forward (embedding): a leaf (`data` is its data, None
+    for any other statement) that does not require grad, of integral entries in [0, bound)."""
+    if kind.index_bound is None:
+        return
+    if data is None:
+        raise ModuleError(f"{kind.name} takes indices: its input must be a leaf (of integral entries), "
+                          "not a computed value")
+    if require_grad:
+        raise ModuleError(f"{kind.name} takes indices: its input leaf must not require grad")
+    bound = kind.index_bound(shapes)
+    for k, v in enumerate(data):
+        if not (float(v).is_integer() and 0 <= v < bound):
+            raise ModuleError(f"{kind.name} takes indices in [0, {bound}): element {k} of its input is {v!r}")
 
 
 def module_kind(name: str) -> ModuleKind:

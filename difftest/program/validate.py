@@ -20,7 +20,7 @@ from difftest.program.ir import (
     Transform,
     numel,
 )
-from difftest.program.module_kinds import ModuleError, forward_shape, module_kind
+from difftest.program.module_kinds import ModuleError, check_indices, forward_shape, module_kind
 from difftest.program.shapes import ShapeError
 from difftest.program.value_dtypes import check_value_dtypes
 
@@ -99,6 +99,7 @@ def infer_shapes(program: Program, *, bounded: bool = False) -> dict[str, Shape]
             shapes[st.id] = shapes[st.of]
         elif isinstance(st, Apply):
             shapes[st.id] = apply_shape(roots[st.module], shapes[st.input], i, st)
+            check_apply_input(roots[st.module], program, st, i)
         elif isinstance(st, Param):
             tensor = roots[st.module].tensor(st.param)
             assert tensor is not None  # checked by the IR
@@ -118,6 +119,19 @@ def apply_shape(module: Module, x: Shape, index: int, st: Statement) -> Shape:
         return forward_shape(module_kind(module.module), module.config(), module.tensor_shapes(), x)
     except ModuleError as e:
         raise ProgramError(str(e), index, st.id) from e
+
+
+def check_apply_input(module: Module, program: Program, st: Apply, index: int) -> None:
+    """An index-taking kind's forward (embedding) takes a leaf of indices (module_kinds.check_indices)."""
+    kind = module_kind(module.module)
+    if kind.index_bound is None:
+        return
+    x = program.by_id().get(st.input)
+    data = x.data if isinstance(x, Leaf) else None
+    try:
+        check_indices(kind, module.tensor_shapes(), data, isinstance(x, Leaf) and x.require_grad)
+    except ModuleError as e:
+        raise ProgramError(f"input {st.input!r}: {e}", index, st.id) from e
 
 
 def check_program(program: Program) -> dict[str, Shape]:

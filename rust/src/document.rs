@@ -167,6 +167,7 @@ pub enum Module {
     RmsNorm(RmsNormDoc),
     GroupNorm(GroupNormDoc),
     Conv2d(Conv2dDoc),
+    Embedding(EmbeddingDoc),
 }
 
 impl Module {
@@ -179,6 +180,7 @@ impl Module {
             Module::RmsNorm(s) => &s.id,
             Module::GroupNorm(s) => &s.id,
             Module::Conv2d(s) => &s.id,
+            Module::Embedding(s) => &s.id,
         }
     }
 }
@@ -242,6 +244,16 @@ pub struct Conv2dDoc {
     pub weight: Tensor,
     #[serde(deserialize_with = "nullable_object")]
     pub bias: Option<Tensor>,
+}
+
+/// `embedding`: a table `[num_embeddings, embedding_dim]` (PyTorch's and burn's layout); its
+/// forward takes a leaf of integral indices `[B, L]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingDoc {
+    pub id: String,
+    #[serde(deserialize_with = "object")]
+    pub weight: Tensor,
 }
 
 /// `layer_norm` over the last dim (`normalized_shape` = `[d_model]`); bias `null` for none.

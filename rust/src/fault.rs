@@ -118,7 +118,7 @@ fn catalog_op(name: &str, what: &str) -> Result<&'static str, String> {
 }
 
 /// The module kinds a `grad-scale` fault can target (the forward of a module of that kind).
-pub const MODULE_KINDS: [&str; 7] = [
+pub const MODULE_KINDS: [&str; 8] = [
     "linear",
     "dropout",
     "batch_norm",
@@ -126,6 +126,7 @@ pub const MODULE_KINDS: [&str; 7] = [
     "rms_norm",
     "group_norm",
     "conv2d",
+    "embedding", // also a catalog op: the fault then targets both
 ];
 
 /// The catalog name of `name` or a module kind's, or an error naming the spec part.

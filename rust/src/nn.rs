@@ -8,8 +8,8 @@
 use burn::module::{Module, Param, RunningState};
 use burn::nn::conv::Conv2d;
 use burn::nn::{
-    BatchNorm, BatchNormConfig, Dropout, DropoutConfig, GroupNorm, GroupNormConfig, LayerNorm,
-    LayerNormConfig, Linear, PaddingConfig2d, RmsNorm, RmsNormConfig,
+    BatchNorm, BatchNormConfig, Dropout, DropoutConfig, Embedding, EmbeddingConfig, GroupNorm,
+    GroupNormConfig, LayerNorm, LayerNormConfig, Linear, PaddingConfig2d, RmsNorm, RmsNormConfig,
 };
 use burn::tensor::{Device, FloatDType, Tensor, TensorCreationOptions, TensorData};
 
@@ -29,6 +29,7 @@ pub enum NnModule {
     RmsNorm(RmsNorm),
     GroupNorm(GroupNorm),
     Conv2d(Conv2d),
+    Embedding(Embedding),
 }
 
 /// A rank-1 inline tensor of `n` elements, values of the program's `dtype` (`what` names it in
@@ -191,6 +192,25 @@ pub fn conv2d_spec(s: document::Conv2dDoc, dtype: ProgramDType) -> Result<Module
     })
 }
 
+/// Validates an `embedding` statement: a table `[rows, dim]` with dims >= 1.
+pub fn embedding_spec(
+    s: document::EmbeddingDoc,
+    dtype: ProgramDType,
+) -> Result<ModuleSpec, String> {
+    let (shape, mut weight) = inline_tensor(s.weight, "weight", 2)?;
+    dtype
+        .fit_all(&mut weight)
+        .map_err(|e| format!("weight: {e}"))?;
+    if shape.contains(&0) {
+        return Err(format!("weight shape {shape:?} has a zero dim"));
+    }
+    Ok(ModuleSpec::Embedding {
+        rows: shape[0],
+        dim: shape[1],
+        weight,
+    })
+}
+
 fn tensor1(data: &[f64], options: TensorCreationOptions) -> Tensor<1> {
     Tensor::<1>::from_data(TensorData::new(data.to_vec(), [data.len()]), options)
 }
@@ -218,6 +238,7 @@ macro_rules! each {
             NnModule::RmsNorm($x) => NnModule::RmsNorm($body),
             NnModule::GroupNorm($x) => NnModule::GroupNorm($body),
             NnModule::Conv2d($x) => NnModule::Conv2d($body),
+            NnModule::Embedding($x) => NnModule::Embedding($body),
         }
     };
 }
@@ -305,6 +326,14 @@ impl NnModule {
                     ),
                 })
             }
+            ModuleSpec::Embedding { rows, dim, weight } => {
+                let mut m = EmbeddingConfig::new(*rows, *dim).init(device);
+                m.weight = Param::from_tensor(Tensor::<2>::from_data(
+                    TensorData::new(weight.clone(), [*rows, *dim]),
+                    options(),
+                ));
+                NnModule::Embedding(m)
+            }
             ModuleSpec::GroupNorm {
                 num_groups,
                 num_channels,
@@ -367,6 +396,15 @@ impl NnModule {
                     other.rank()
                 ),
             },
+            // the indices leaf (validated: integral entries in range) converted as burn's
+            // users convert token ids held as floats: `.int()`
+            NnModule::Embedding(m) => match x {
+                DynTensor::R2(t) => DynTensor::R3(m.forward(t.int())),
+                other => panic!(
+                    "validated: embedding takes a rank-2 input, got rank {}",
+                    other.rank()
+                ),
+            },
         }
     }
 
@@ -390,6 +428,7 @@ impl NnModule {
             (NnModule::LayerNorm(m), ParamName::Weight) => DynTensor::R1(m.gamma.val()),
             (NnModule::RmsNorm(m), ParamName::Weight) => DynTensor::R1(m.gamma.val()),
             (NnModule::Conv2d(m), ParamName::Weight) => DynTensor::R4(m.weight.val()),
+            (NnModule::Embedding(m), ParamName::Weight) => DynTensor::R2(m.weight.val()),
             (NnModule::Conv2d(m), ParamName::Bias) => {
                 DynTensor::R1(m.bias.as_ref().map(|b| b.val()).expect("validated: a bias"))
             }

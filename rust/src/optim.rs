@@ -64,6 +64,10 @@ pub fn step(
             let gp = GradientsParams::from_module(grads, m);
             NnModule::Conv2d(optim.step(lr, m.clone(), gp))
         }
+        NnModule::Embedding(m) => {
+            let gp = GradientsParams::from_module(grads, m);
+            NnModule::Embedding(optim.step(lr, m.clone(), gp))
+        }
         NnModule::BatchNorm(_) => unreachable!("validated: a batch_norm module is not stepped"),
     }
 }

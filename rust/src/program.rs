@@ -82,6 +82,12 @@ pub enum ModuleSpec {
         weight: Vec<f64>,
         bias: Option<Vec<f64>>,
     },
+    /// Embedding: `weight` row-major `[rows, dim]`; its forward takes indices in `[0, rows)`.
+    Embedding {
+        rows: usize,
+        dim: usize,
+        weight: Vec<f64>,
+    },
     /// LayerNorm over the last dim (`d_model` elements per tensor).
     LayerNorm {
         d_model: usize,
@@ -102,6 +108,7 @@ impl ModuleSpec {
             ModuleSpec::RmsNorm { .. } => "rms_norm",
             ModuleSpec::GroupNorm { .. } => "group_norm",
             ModuleSpec::Conv2d { .. } => "conv2d",
+            ModuleSpec::Embedding { .. } => "embedding",
         }
     }
 
@@ -126,6 +133,7 @@ impl ModuleSpec {
             (ModuleSpec::BatchNorm { num_features, .. }, _) => Some(vec![*num_features]),
             (ModuleSpec::LayerNorm { d_model, .. }, ParamName::Weight) => Some(vec![*d_model]),
             (ModuleSpec::RmsNorm { d_model, .. }, ParamName::Weight) => Some(vec![*d_model]),
+            (ModuleSpec::Embedding { rows, dim, .. }, ParamName::Weight) => Some(vec![*rows, *dim]),
             (ModuleSpec::Conv2d { weight_shape, .. }, ParamName::Weight) => {
                 Some(weight_shape.to_vec())
             }
@@ -185,6 +193,7 @@ impl ModuleSpec {
                 s
             }),
             ModuleSpec::Dropout { .. } => Some(x.to_vec()),
+            ModuleSpec::Embedding { dim, .. } => (x.len() == 2).then(|| vec![x[0], x[1], *dim]),
             ModuleSpec::BatchNorm { num_features, .. } => {
                 ((2..=4).contains(&x.len()) && x[1] == *num_features).then(|| x.to_vec())
             }
@@ -221,6 +230,36 @@ impl ModuleSpec {
                 (x.last() == Some(d_model)).then(|| x.to_vec())
             }
         }
+    }
+}
+
+/// The input of an index-taking module's forward (embedding): a leaf that does not require grad,
+/// of integral entries in `[0, rows)` (burn's `.int()` truncates; the leaf is data, as token ids are).
+fn check_indices(statements: &[Statement], module: usize, input: usize) -> Result<(), String> {
+    let ModuleSpec::Embedding { rows, .. } = module_spec(statements, module) else {
+        return Ok(());
+    };
+    let Kind::Leaf {
+        data, require_grad, ..
+    } = &statements[input].kind
+    else {
+        return Err(
+            "embedding takes indices: its input must be a leaf (of integral entries), not a computed value"
+                .to_string(),
+        );
+    };
+    if *require_grad {
+        return Err("embedding takes indices: its input leaf must not require grad".to_string());
+    }
+    match data
+        .iter()
+        .position(|v| !(v.fract() == 0.0 && *v >= 0.0 && *v < *rows as f64))
+    {
+        Some(k) => Err(format!(
+            "embedding takes indices in [0, {rows}): element {k} of its input is {}",
+            data[k]
+        )),
+        None => Ok(()),
     }
 }
 
@@ -741,14 +780,19 @@ impl Resolver {
             document::Statement::Module(document::Module::Conv2d(s)) => Kind::Module {
                 spec: crate::nn::conv2d_spec(s, self.dtype)?,
             },
+            document::Statement::Module(document::Module::Embedding(s)) => Kind::Module {
+                spec: crate::nn::embedding_spec(s, self.dtype)?,
+            },
             document::Statement::Transform(s) => Kind::Transform {
                 transform: s.transform,
                 input: self.module(&s.input)?,
             },
-            document::Statement::Apply(s) => Kind::Apply {
-                module: self.module(&s.module)?,
-                input: self.input(&s.input)?,
-            },
+            document::Statement::Apply(s) => {
+                let (module, input) = (self.module(&s.module)?, self.input(&s.input)?);
+                check_indices(&self.statements, module, input)
+                    .map_err(|e| format!("input {:?}: {e}", s.input))?;
+                Kind::Apply { module, input }
+            }
             document::Statement::Param(s) => {
                 let module = self.module(&s.module)?;
                 let spec = module_spec(&self.statements, module);

@@ -177,3 +177,80 @@ def test_a_plain_input_takes_burns_inference_path(burn_worker: BurnWorker) -> No
     w, b = torch.tensor(BN["weight"]["data"]), torch.tensor(BN["bias"]["data"])  # type: ignore[index]
     expected = torch.nn.functional.batch_norm(t, rm, rv, w, b, training=False, eps=1e-5)
     assert yp.value.data == pytest.approx(expected.reshape(-1).tolist(), rel=1e-5)
+
+
+EM = {"id": "em", "kind": "module", "module": "embedding",
+      "weight": {"shape": [3, 2], "data": [0.5, -1.0, 0.25, 0.75, 1.0, 0.5]}}
+
+
+def _indices(data: list[float], rg: bool = False) -> dict[str, Any]:
+    return {"id": "i", "kind": "leaf", "shape": [1, len(data)], "data": data, "device": "autodiff",
+            "require_grad": rg}
+
+
+BAD_INDICES = [
+    ([EM, _indices([0.0, 1.5])], "element 1 of its input is 1.5"),
+    ([EM, _indices([0.0, 3.0])], "indices in [0, 3): element 1"),
+    ([EM, _indices([-1.0, 0.0])], "element 0 of its input is -1"),
+    ([EM, _indices([0.0, 1.0], rg=True)], "must not require grad"),
+    ([EM, _indices([0.0, 1.0]), {"id": "j", "kind": "op", "op": "abs", "inputs": ["i"]}], "must be a leaf"),
+]
+
+
+@pytest.mark.parametrize(("statements", "message"), BAD_INDICES)
+def test_an_embeddings_input_must_be_a_leaf_of_indices(statements: list[dict[str, Any]], message: str,
+                                                       burn_worker: BurnWorker) -> None:
+    """Both sides refuse the forward of an embedding on anything but a leaf of integral indices
+    in range that does not require grad, naming the apply statement and the element."""
+    from difftest.program.validate import check_program
+
+    source = statements[-1]["id"]
+    doc = _doc(*statements, {"id": "y", "kind": "apply", "module": "em", "input": source})
+    index = len(statements)
+    with pytest.raises(ProgramError) as e:
+        check_program(program_from_dict(doc))
+    assert e.value.index == index and message in str(e.value), str(e.value)
+    obs = burn_worker.run(doc)
+    assert obs.error is not None and obs.error.statement == "y", obs.error
+    assert message in obs.error.message, obs.error.message
+
+
+def test_the_shrinker_keeps_embedding_indices_integral() -> None:
+    """Simplifying leaf data (toward 0.5, 1, 2) must not make an embedding's indices invalid:
+    every candidate the shrinker keeps passes the program checks."""
+    from difftest.findings.shrink import shrink
+    from difftest.program.validate import check_program
+
+    doc = _doc(EM, _indices([0.0, 2.0, 2.0]), {"id": "y", "kind": "apply", "module": "em", "input": "i"},
+               {"id": "s", "kind": "op", "op": "sum", "inputs": ["y"]}, {"id": "bw", "kind": "backward", "input": "s"})
+    seen: list[Any] = []
+
+    def still_fails(p: Any) -> bool:
+        check_program(p)  # raises on an invalid candidate
+        seen.append(p)
+        return True
+
+    small = shrink(program_from_dict(doc), still_fails)
+    check_program(small)
+    assert seen, "the shrinker tried no candidate"
+
+
+def test_the_generator_builds_embeddings_on_leaves_of_indices() -> None:
+    """The default generator builds embedding modules, whose forwards take leaves of indices with
+    a repeated row (their gradients accumulate) and pass the program checks."""
+    from difftest.program.ir import Apply, Leaf, Module
+    from difftest.program.validate import check_program
+
+    forwards = 0
+    for seed in range(400):
+        p = generate(RandomChoices(seed), GenConfig(module_weight=2.0))
+        by_id = p.by_id()
+        tables = {s.id for s in p.statements if isinstance(s, Module) and s.module == "embedding"}
+        if not tables:
+            continue
+        check_program(p)
+        for s in p.statements:
+            if isinstance(s, Apply) and isinstance(by_id[s.input], Leaf) and not by_id[s.input].require_grad \
+                    and all(float(v).is_integer() for v in by_id[s.input].data):  # type: ignore[union-attr]
+                forwards += 1
+    assert forwards > 20, forwards

@@ -113,7 +113,7 @@ def test_no_false_alarm_in_20000_programs(seed: int) -> None:
 
 # module kinds whose forward the fault reaches (`grad-scale:<kind>:<eps>`: rust/src/fault.rs
 # module_forward), counted over generated programs that contain one (normalisations weighted up)
-MODULE_FAULT_KINDS = ["batch_norm", "layer_norm", "rms_norm", "group_norm", "conv2d"]
+MODULE_FAULT_KINDS = ["batch_norm", "layer_norm", "rms_norm", "group_norm", "conv2d", "embedding"]
 NORM_HEAVY = GenConfig(norm_weight=4.0)
 
 

@@ -115,6 +115,8 @@ def copy_module(m, share_buffers=False):
     elif isinstance(m, torch.nn.Conv2d):
         c = torch.nn.Conv2d(m.in_channels, m.out_channels, m.kernel_size, stride=m.stride, padding=m.padding,
                             dilation=m.dilation, groups=m.groups, bias=m.bias is not None, dtype=m.weight.dtype)
+    elif isinstance(m, torch.nn.Embedding):
+        c = torch.nn.Embedding(m.num_embeddings, m.embedding_dim, dtype=m.weight.dtype)
     elif isinstance(m, torch.nn.GroupNorm):
         dt = m.weight.dtype if m.affine else None
         c = torch.nn.GroupNorm(m.num_groups, m.num_channels, eps=m.eps, affine=m.affine, dtype=dt)
@@ -285,7 +287,9 @@ def torch_script(program: Program, name: str | None = None) -> str:
             if st.module in dropouts:
                 out.append("    torch.manual_seed(0)  # as difftest's executor, before every dropout")
             plain = st.input in burn_plain  # record batch-norm-trains-on-autodiff-device-only
-            call = f"{var} = {names[st.module]}({names[st.input]}{', burn_inference=True' if plain else ''})"
+            # an embedding takes indices: the leaf of integral entries, as a LongTensor
+            long = ".long()" if module_kind(root_module(program, st.module).module).index_bound else ""
+            call = f"{var} = {names[st.module]}({names[st.input]}{long}{', burn_inference=True' if plain else ''})"
             if no_grad_apply[st.module]:
                 out.append("    with torch.no_grad():  # the module derives from valid()")
                 out.append(f"        {call}")
@@ -371,6 +375,13 @@ def _torch_module(st: Module, var: str, dtype: str = "float32") -> list[str]:
             b = wrap(_floats(st.bias.data, dtype), " " * 8)
             lines.append(f"    {var}.bias.copy_(torch.tensor([{b}]{dt}))")
         return lines
+    if st.module == "embedding":
+        assert st.weight is not None
+        rows, dim = st.weight.shape
+        w = wrap(_floats(st.weight.data, dtype), " " * 8)
+        return [f"{var} = torch.nn.Embedding({rows}, {dim}{dt})  # weight [num_embeddings, embedding_dim]",
+                "with torch.no_grad():",
+                f"    {var}.weight.copy_(torch.tensor([{w}]{dt}).reshape({rows}, {dim}))"]
     if st.module == "group_norm":
         g, n, eps = st.attrs["num_groups"], st.attrs["num_channels"], py_float(st.attrs["epsilon"])
         affine = st.weight is not None

@@ -63,6 +63,7 @@ _BURN_FIELDS: dict[str, dict[str, str]] = {
     "rms_norm": {"weight": "gamma.val()"},
     "group_norm": {"weight": "gamma.as_ref().unwrap().val()", "bias": "beta.as_ref().unwrap().val()"},
     "conv2d": {"weight": "weight.val()", "bias": "bias.as_ref().unwrap().val()"},
+    "embedding": {"weight": "weight.val()"},
 }
 # what each kind's statement needs from burn::module and burn::nn
 _NN_USES: dict[str, set[str]] = {
@@ -73,6 +74,7 @@ _NN_USES: dict[str, set[str]] = {
     "rms_norm": {"Module", "Param", "RmsNormConfig"},
     "group_norm": {"Module", "Param", "GroupNormConfig"},
     "conv2d": {"Module", "Param", "PaddingConfig2d", "conv::Conv2d"},
+    "embedding": {"Module", "Param", "EmbeddingConfig"},
 }
 
 
@@ -119,6 +121,15 @@ def _rust_module(st: Module, var: str, dtype: str = "float32") -> str:
             "    // PyTorch's symmetric padding (ph, pw) is burn's (top, left, bottom, right)",
             f"    padding: PaddingConfig2d::Explicit({ph}, {pw}, {ph}, {pw}),",
             "};"])
+    if st.module == "embedding":
+        assert st.weight is not None
+        rows, dim = st.weight.shape
+        w = wrap(_items(st.weight.data, dtype), " " * 8)
+        return "\n".join([
+            f"// weight [num_embeddings, embedding_dim] = [{rows}, {dim}], PyTorch's layout and burn's",
+            f"let mut {var} = EmbeddingConfig::new({rows}, {dim}).init(&device);",
+            f"{var}.weight = Param::from_tensor(Tensor::<2>::from_data(TensorData::new(vec![{w}], [{rows}, {dim}]), "
+            f"{_options('device', dtype)}));"])
     if st.module == "group_norm":
         a = st.attrs
         affine = st.weight is not None and st.bias is not None
@@ -296,7 +307,9 @@ def rust_test(program: Program, name: str) -> str:
             defined.append(st.id)
             continue
         if isinstance(st, Apply):
-            body.append(f"let {var}: Tensor<{rank}> = {names[st.module]}.forward({names[st.input]}.clone());")
+            # an embedding takes indices: the leaf of integral entries, as an Int tensor
+            to_int = ".int()" if module_kind(root_module(program, st.module).module).index_bound else ""
+            body.append(f"let {var}: Tensor<{rank}> = {names[st.module]}.forward({names[st.input]}.clone(){to_int});")
             body.append(f'show("{st.id}", &{var});')
             defined.append(st.id)
             continue
