@@ -481,8 +481,9 @@ class _Builder:
     def embedding_module(self) -> bool:
         """An embedding table, transforms of it, forwards on leaves of indices [B, L] (a row
         picked twice, so that its gradient must accumulate, as the embedding op's) and, most
-        often, a read of its weight (whose gradient is the only one its backward has). The indices are data (a leaf that does not require grad), as token ids are; they
-        are not values other statements draw from."""
+        often, a read of its weight (whose gradient is the only one its backward has). The
+        indices are data (a leaf that does not require grad), as token ids are; they are not
+        values other statements draw from."""
         c, cfg = self.c, self.cfg
         rows, dim = c.integer(2, cfg.max_dim + 1), c.integer(1, cfg.max_dim)
         weight = InlineTensor((rows, dim), tuple(self.floats(rows * dim, -1.0, 1.0)))

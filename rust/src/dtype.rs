@@ -88,7 +88,6 @@ pub fn dtype_name(d: DType) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::exec;
     use crate::program::Program;
     use serde_json::json;

@@ -89,12 +89,6 @@ impl Serialize for F32Slice<'_> {
     }
 }
 
-/// `serialize_with` helper for `Vec<f32>` fields.
-#[cfg(test)]
-pub fn serialize_f32s<T: AsRef<[f32]>, S: Serializer>(xs: &T, s: S) -> Result<S::Ok, S::Error> {
-    F32Slice(xs.as_ref()).serialize(s)
-}
-
 /// Serializes a slice of f64 with the conventions above (observed values of any dtype, read
 /// as f64: exact, so float64 values keep their full precision).
 pub struct F64Slice<'a>(pub &'a [f64]);
