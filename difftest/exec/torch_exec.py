@@ -24,6 +24,7 @@ from difftest.exec.torch_modules import (
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
 from difftest.oracle.burn_devices import batch_norm_plain_inputs
+from difftest.oracle.shared_noise import shared_norm_noise
 from difftest.program.ir import (
     Apply,
     Backward,
@@ -169,6 +170,9 @@ class OpSite:
     # module's own parameters are the magnitudes of their terms (noise.magnitude_run)
     param_path: Callable[[Sequence[torch.Tensor]], torch.Tensor] | None = None
     dtype: str = "float32"  # the dtype the op computes in natively (the program's): its rounding
+    # rounding shared by many elements (a normalisation's statistics), given uniform draws: a
+    # differentiable perturbation of the output that the noise runs add (oracle/shared_noise.py)
+    shared: Callable[[Sequence[torch.Tensor], Callable[[torch.Size], torch.Tensor]], torch.Tensor | None] | None = None
 
 
 class MissingGradient(Exception):
@@ -353,8 +357,11 @@ def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHook
     # the noise model re-runs the forward in the program's dtype on the same inputs (its own
     # rounding, measured): the stateless forward; a train-mode batch_norm then updates its running state
     # once, from the input; the sizes of its gradient's terms bound the cancellation in its backward
+    def shared(xs: Sequence[torch.Tensor], uniform: Callable[[torch.Size], torch.Tensor]) -> torch.Tensor | None:
+        return shared_norm_noise(m, xs, uniform, native)
+
     site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", NORMALIZE, False, 1, measure=True,
-                  grad_terms=grad_terms, param_path=param_path, dtype=native)
+                  grad_terms=grad_terms, param_path=param_path, dtype=native, shared=shared)
 
     def compute(xs: Sequence[torch.Tensor]) -> torch.Tensor:
         return stateless_norm(m, xs[0], detach_params=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import torch
 
@@ -130,6 +131,44 @@ def normalized(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.group_norm(x, m.num_groups, eps=m.eps)
     assert isinstance(m, torch.nn.LayerNorm), type(m).__name__
     return torch.nn.functional.layer_norm(x, m.normalized_shape, eps=m.eps)
+
+
+@dataclass(frozen=True)
+class NormGroups:
+    """How a normalisation groups its input for its statistics: `view(x)` is x as [..., n] (each
+    row one group of n elements sharing a mean and a variance), `restore` its inverse, `scale`
+    the affine weight broadcast to x's shape (or None), `centred`: the mean is subtracted
+    (RMSNorm subtracts none)."""
+
+    view: Callable[[torch.Tensor], torch.Tensor]
+    restore: Callable[[torch.Tensor], torch.Tensor]
+    scale: torch.Tensor | None
+    centred: bool
+    eps: float
+
+
+def norm_groups(m: torch.nn.Module, x: torch.Tensor) -> NormGroups | None:
+    """The groups a normalisation computes statistics over, for an input shaped like x; None
+    when it computes none (eval-mode BatchNorm reads its running statistics)."""
+    channel_shape = [1, -1] + [1] * (x.dim() - 2)
+    w = getattr(m, "weight", None)
+    weight = w.detach().to(x.dtype) if isinstance(w, torch.Tensor) else None
+    if isinstance(m, BurnBatchNorm):
+        if not m.training:
+            return None
+        moved = x.transpose(0, 1).shape
+        return NormGroups(lambda t: t.transpose(0, 1).reshape(moved[0], -1),
+                          lambda t: t.reshape(moved).transpose(0, 1),
+                          weight.reshape(channel_shape) if weight is not None else None, True, m.epsilon)
+    if isinstance(m, torch.nn.GroupNorm):
+        return NormGroups(lambda t: t.reshape(x.shape[0], m.num_groups, -1), lambda t: t.reshape(x.shape),
+                          weight.reshape(channel_shape) if weight is not None else None, True, m.eps)
+    assert isinstance(m, (torch.nn.LayerNorm, torch.nn.RMSNorm)), type(m).__name__
+    k = len(m.normalized_shape)
+    lead = x.shape[: x.dim() - k]
+    eps = m.eps if m.eps is not None else torch.finfo(x.dtype).eps
+    return NormGroups(lambda t: t.reshape(*lead, -1), lambda t: t.reshape(x.shape), weight,
+                      isinstance(m, torch.nn.LayerNorm), eps)
 
 
 # a normalisation's rounding: the mean it subtracts is a sum over the normalised elements, whose

@@ -9,7 +9,10 @@ op class for float32 and scales them to the dtype; each op's own rounding is mea
 * accumulating ops (sums, products, matmul, Linear) add `eps * sqrt(n) * op(|inputs|) * u`;
 * in the backward pass, the gradient crossing each op boundary is multiplied by
   `1 + max(rel, BACKWARD_REL) * u`, and operands broadcast by an elementwise op are expanded
-  first, so the sum over the broadcast dims adds up individually perturbed terms.
+  first, so the sum over the broadcast dims adds up individually perturbed terms;
+* rounding that a whole group of elements shares (a normalisation's mean and variance, and the
+  sums over the group in its backward) is drawn once per group (shared_noise.py), so that a
+  later reduction over the group adds it coherently, as it adds the real one.
 
 Leaves, cuts and values behind them are not perturbed beyond what flows into them. Runs are
 seeded from the program, so the measurement is deterministic.
@@ -175,6 +178,10 @@ class NoiseHooks:
             y = y * self._factor(y.shape, rel)
         if add is not None:
             y = y + add
+        if site.shared is not None:
+            shared = site.shared(xs, self.uniform)
+            if shared is not None:
+                y = y + shared
         return y
 
 
