@@ -36,6 +36,7 @@ import torch
 from difftest.choices import Choices
 from difftest.divergences.known_bugs import known_bug
 from difftest.exec.torch_exec import TorchModule, apply_module, build_module, module_param, transform_module
+from difftest.exec.torch_modules import burn_inference_path
 from difftest.ops import catalog
 from difftest.ops.catalog import OpSpec
 from difftest.ops.domains import MAX_MAGNITUDE
@@ -605,8 +606,6 @@ class _Builder:
             if c.boolean(0.4):
                 ident, handle = c.choice(handles[::-1])
                 kind = weighted(c, TRANSFORMS, self.cfg.transform_weights)
-                if kind == "train" and not handle.burn_configured:
-                    kind = "unfreeze"  # burn's train() after freeze() stays in eval mode (a declared divergence)
                 t = Transform(self.fresh("t"), kind, ident)  # type: ignore[arg-type]
                 self.statements.append(t)
                 handles.append((t.id, _transformed(handle, kind)))
@@ -620,7 +619,8 @@ class _Builder:
                 self.values.append(_Value(param.id, tuple(tensor.shape), tensor))
                 c.note("param")
                 continue
-            with torch.no_grad():
+            # burn's train() after freeze() keeps the inference path (batch-norm-freeze-survives-train)
+            with torch.no_grad(), burn_inference_path(handle.module.module, not handle.burn_configured):
                 out = apply_module(handle.module, src.tensor)
             app = Apply(self.fresh("y"), ident, src.id)
             self.statements.append(app)

@@ -210,7 +210,24 @@ EMBEDDING = _doc(
     {"id": "bw", "kind": "backward", "input": "t2"},
 )
 
+# freeze() then train(): burn's BatchNorm stays on its inference path until unfreeze() (record
+# batch-norm-freeze-survives-train); then it trains again
+BATCH_NORM_FREEZE_TRAIN = _doc(
+    BN,
+    _leaf("x", [2, 3, 2], [1.0, 2.0, -1.0, 0.5, 3.0, 2.5, 0.0, -2.0, 4.0, 1.0, -0.5, 1.5], rg=True),
+    {"id": "fr", "kind": "transform", "transform": "freeze", "input": "bn"},
+    {"id": "tr", "kind": "transform", "transform": "train", "input": "fr"},
+    {"id": "y", "kind": "apply", "module": "tr", "input": "x"},
+    {"id": "m0", "kind": "param", "module": "tr", "param": "running_mean"},
+    {"id": "s", "kind": "op", "op": "sum", "inputs": ["y"]},
+    {"id": "bw", "kind": "backward", "input": "s"},
+    {"id": "uf", "kind": "transform", "transform": "unfreeze", "input": "tr"},
+    {"id": "y2", "kind": "apply", "module": "uf", "input": "x"},
+    {"id": "m1", "kind": "param", "module": "uf", "param": "running_mean"},
+)
+
 MODULE_PROGRAMS: dict[str, Program] = {"batch_norm_transforms": BATCH_NORM_TRANSFORMS, "layer_norm": LAYER_NORM,
                                        "rms_norm": RMS_NORM, "batch_norm_plain_input": BATCH_NORM_PLAIN_INPUT,
+                                       "batch_norm_freeze_train": BATCH_NORM_FREEZE_TRAIN,
                                        "group_norm": GROUP_NORM, "conv2d": CONV2D,
                                        "embedding": EMBEDDING}

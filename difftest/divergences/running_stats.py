@@ -83,6 +83,23 @@ TRAINS_ON_AUTODIFF_ONLY = Knowledge(
 )
 
 
+# burn-core 0.22.1 module/base.rs `freeze`: "every module-owned training flag is disabled ... to
+# stateful layers such as batch normalization", persistently (its test
+# freeze_during_validation_survives_train); burn-nn batch.rs forward reads that flag
+FREEZE_SURVIVES_TRAIN = Knowledge(
+    "batch-norm-freeze-survives-train", "convention", "burn",
+    "burn's freeze() disables a BatchNorm's own training flag persistently: a later train() restores the "
+    "configured flag, which freeze cleared, so the module keeps taking the inference path (running "
+    "statistics, no update) until unfreeze(). PyTorch's train() after eval() trains again. The PyTorch side "
+    "follows burn's flag for such a forward (difftest/exec/torch_exec.py, burn_inference_path), from the "
+    "model's module state (ModuleState.burn_training); the same flag makes dropout return its input "
+    "(rule freeze-survives-train).",
+    ("https://github.com/tracel-ai/burn/blob/v0.22.1/crates/burn-core/src/module/base.rs",
+     "https://github.com/tracel-ai/burn/blob/v0.22.1/crates/burn-nn/src/modules/norm/batch.rs",
+     "tests/differential/test_module_kinds.py"),
+)
+
+
 @dataclass(frozen=True)
 class RunningStateRule:
     knowledge: Knowledge
@@ -93,4 +110,5 @@ class RunningStateRule:
 
 
 RUNNING_STAT_CONVENTIONS: tuple[RunningStatConvention | RunningStateRule, ...] = (
-    BATCH_NORM_RUNNING_VAR, RunningStateRule(RUNNING_STATE_LAGS), RunningStateRule(TRAINS_ON_AUTODIFF_ONLY))
+    BATCH_NORM_RUNNING_VAR, RunningStateRule(RUNNING_STATE_LAGS), RunningStateRule(TRAINS_ON_AUTODIFF_ONLY),
+    RunningStateRule(FREEZE_SURVIVES_TRAIN))

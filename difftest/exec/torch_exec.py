@@ -23,7 +23,7 @@ from difftest.exec.torch_modules import (
 )
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
-from difftest.oracle.burn_devices import batch_norm_plain_inputs
+from difftest.oracle.burn_devices import batch_norm_inference_applies
 from difftest.oracle.shared_noise import shared_norm_noise
 from difftest.program.ir import (
     Apply,
@@ -195,7 +195,7 @@ def run_torch(program: Program, dtype: str | None = None, *, hooks: ExecHooks | 
     framework = "torch" if dtype is None else ("torch64" if dtype == "float64" else "torch")
     dt = DTYPES[dtype or program.dtype]
     native = program.dtype
-    burn_plain = batch_norm_plain_inputs(program)
+    burn_inference = batch_norm_inference_applies(program)
     # every value's own dtype (cast changes it); a run in another dtype (the float64 arbiter and
     # its noise runs) runs every cast to that dtype instead: the reference skips the casts'
     # rounding, which the noise runs inject and measure at each cast as its own rounding
@@ -232,7 +232,7 @@ def run_torch(program: Program, dtype: str | None = None, *, hooks: ExecHooks | 
             if frozen is not None:
                 t = frozen
             elif isinstance(st, Apply):
-                with burn_inference_path(modules[st.module].module, st.input in burn_plain):
+                with burn_inference_path(modules[st.module].module, st.id in burn_inference):
                     t = _apply(st, modules, env, hooks, native)
             elif isinstance(st, Param):
                 t = module_param(modules[st.module], st.param)

@@ -268,9 +268,10 @@ def normalized_terms(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 @contextlib.contextmanager
 def burn_inference_path(m: torch.nn.Module, plain: bool) -> Iterator[None]:
-    """burn's BatchNorm trains only on an input on the autodiff device (record
-    batch-norm-trains-on-autodiff-device-only): for a plain-device input (`plain`) the forward
-    is the inference one, reading the running statistics and leaving them as they are."""
+    """burn's BatchNorm trains only on an input on the autodiff device of a module whose own
+    training flag is on (records batch-norm-trains-on-autodiff-device-only,
+    batch-norm-freeze-survives-train): where it does not (`plain`) the forward is the inference
+    one, reading the running statistics and leaving them as they are."""
     if not (plain and isinstance(m, BurnBatchNorm) and m.training):
         yield
         return

@@ -1,20 +1,31 @@
-"""Where burn holds a value, when an executor of the other framework needs to follow burn's
-device-dependent behaviour (record batch-norm-trains-on-autodiff-device-only). Torch-free."""
+"""Where burn computes differently by state the other framework does not have, when an executor of
+the other framework needs to follow it: burn's BatchNorm takes its inference path for an input
+off the autodiff device (record batch-norm-trains-on-autodiff-device-only) and for a module whose
+training flag freeze() cleared (record batch-norm-freeze-survives-train). Torch-free."""
 
 from __future__ import annotations
 
 from difftest.program.ir import Apply, Program, root_module
 
 
-def batch_norm_plain_inputs(program: Program) -> frozenset[str]:
-    """The values a batch_norm forward takes that burn holds off its autodiff device (the
-    model's prediction): there burn takes the inference path whatever the module's mode."""
+def batch_norm_inference_applies(program: Program) -> frozenset[str]:
+    """The batch_norm forwards (apply ids) for which burn takes the inference path whatever
+    PyTorch's mode says, by the model's prediction: the input is off burn's autodiff device, or
+    the handle's burn training flag is off (freeze() survived a train())."""
     by_id = program.by_id()
-    inputs = {st.input for st in program.statements if isinstance(st, Apply)
-              and root_module(program, st.module, by_id).module == "batch_norm"}
-    if not inputs:
+    applies = [st for st in program.statements if isinstance(st, Apply)
+               and root_module(program, st.module, by_id).module == "batch_norm"]
+    if not applies:
         return frozenset()
     from difftest.oracle.model import predict  # the model imports the executors' modules
 
-    states = predict(program).burn.states
-    return frozenset(x for x in inputs if x in states and not getattr(states[x], "is_autodiff", True))
+    burn = predict(program).burn
+    out: set[str] = set()
+    for st in applies:
+        state = burn.states.get(st.input)
+        module = burn.modules.get(st.module)
+        off_device = state is not None and not getattr(state, "is_autodiff", True)
+        frozen = module is not None and module.training and not module.burn_training
+        if off_device or frozen:
+            out.add(st.id)
+    return frozenset(out)

@@ -19,7 +19,7 @@ from difftest.program.ir import ProgramError
 from difftest.program.jsonio import program_from_dict
 from difftest.program.module_kinds import MODULE_KINDS
 from strategies import GenConfig, RandomChoices, generate
-from tests.module_programs import BATCH_NORM_TRANSFORMS, BN, MODULE_PROGRAMS
+from tests.module_programs import BATCH_NORM_FREEZE_TRAIN, BATCH_NORM_TRANSFORMS, BN, MODULE_PROGRAMS
 
 X1 = [1.0, 2.0, 4.0, 8.0, 3.0, -1.0, 0.5, 2.5]
 X2 = [0.0, 1.0, -2.0, 3.0, 5.0, 1.5, 2.0, -0.5]
@@ -177,6 +177,24 @@ def test_a_plain_input_takes_burns_inference_path(burn_worker: BurnWorker) -> No
     w, b = torch.tensor(BN["weight"]["data"]), torch.tensor(BN["bias"]["data"])  # type: ignore[index]
     expected = torch.nn.functional.batch_norm(t, rm, rv, w, b, training=False, eps=1e-5)
     assert yp.value.data == pytest.approx(expected.reshape(-1).tolist(), rel=1e-5)
+
+
+def test_freeze_survives_train_on_a_batch_norm(burn_worker: BurnWorker) -> None:
+    """freeze() then train(): burn keeps the BatchNorm on its inference path (its own training
+    flag stays off until unfreeze; record batch-norm-freeze-survives-train), so the statistics read
+    afterwards are the initial ones and the input's gradient is weight / sqrt(running_var + eps);
+    the PyTorch side follows. unfreeze() trains again."""
+    verdict = check(BATCH_NORM_FREEZE_TRAIN, burn_worker)
+    assert verdict.ok, verdict.report()
+    start = BN["running_mean"]["data"]  # type: ignore[index]
+    m0, m1 = verdict.burn.value("m0"), verdict.burn.value("m1")
+    assert m0 is not None and m0.value.data == pytest.approx(start)
+    assert m1 is not None and m1.value.data != pytest.approx(start)
+    grad = verdict.burn.backwards[0].grads["x"]
+    assert grad is not None
+    w, rv = BN["weight"]["data"], BN["running_var"]["data"]  # type: ignore[index]
+    per_channel = [wc / (vc + 1e-5) ** 0.5 for wc, vc in zip(w, rv)]
+    assert grad.data == pytest.approx([per_channel[(i // 2) % 3] for i in range(12)], rel=1e-5)
 
 
 EM = {"id": "em", "kind": "module", "module": "embedding",

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from difftest.findings.reproducers.names import count, variable_names
 from difftest.ops.catalog import CATALOG
 from difftest.ops.spelling import TORCH_NAMESPACE_SOURCE
-from difftest.oracle.burn_devices import batch_norm_plain_inputs
+from difftest.oracle.burn_devices import batch_norm_inference_applies
 from difftest.program.ir import (
     Apply,
     Backward,
@@ -220,7 +220,7 @@ def torch_script(program: Program, name: str | None = None) -> str:
     scope: Region = "grad"
     no_grad_apply: dict[str, bool] = {}  # module handle -> derived from valid (not trained since)
     dropouts: set[str] = set()
-    burn_plain = batch_norm_plain_inputs(program)
+    burn_inference = batch_norm_inference_applies(program)
     for index, st in enumerate(program.statements):
         region = _region(st)
         if region != scope:
@@ -286,7 +286,8 @@ def torch_script(program: Program, name: str | None = None) -> str:
             out.append("try:")
             if st.module in dropouts:
                 out.append("    torch.manual_seed(0)  # as difftest's executor, before every dropout")
-            plain = st.input in burn_plain  # record batch-norm-trains-on-autodiff-device-only
+            # records batch-norm-trains-on-autodiff-device-only, batch-norm-freeze-survives-train
+            plain = st.id in burn_inference
             # an embedding takes indices: the leaf of integral entries, as a LongTensor
             long = ".long()" if module_kind(root_module(program, st.module).module).index_bound else ""
             call = f"{var} = {names[st.module]}({names[st.input]}{long}{', burn_inference=True' if plain else ''})"
