@@ -231,14 +231,24 @@ def cmd_rules(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from difftest.exec.runner import check
+    from difftest.findings.corpus import CorpusError, load_case
     from difftest.program.ir import ProgramError
     from difftest.program.jsonio import program_from_dict
+    from difftest.program.validate import check_program
 
     try:
         doc = json.loads(Path(args.file).read_text())
         if isinstance(doc, dict) and doc.get("format") == "difftest-case":
-            doc = doc["program"]
-        program = program_from_dict(doc)
+            case = load_case(Path(args.file))  # every field checked, naming what and where
+            if case.memory is not None:
+                raise CorpusError(f"{args.file}: a memory case has no program to run (`difftest replay` measures it)")
+            program = case.program
+        else:
+            program = program_from_dict(doc)
+        check_program(program)  # ops, attributes, shapes and bounds, before a worker starts
+    except CorpusError as e:  # its message names the file
+        print(e, file=sys.stderr)
+        return 2
     except (OSError, json.JSONDecodeError, ProgramError) as e:
         print(f"{args.file}: {e}", file=sys.stderr)
         return 2
@@ -497,7 +507,14 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, BuildError) as e:
             print(e, file=sys.stderr)
             return 2
-    return int(args.func(args))
+    from difftest.findings.corpus import CorpusError
+    from difftest.program.ir import ProgramError
+
+    try:
+        return int(args.func(args))
+    except (CorpusError, ProgramError) as e:  # bad input: its message names what and where
+        print(f"difftest {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

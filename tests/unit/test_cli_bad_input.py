@@ -1,0 +1,57 @@
+"""Bad input to the command line: a clear message naming the file and the statement, exit 2, no
+traceback, and no worker started (these run without a built interpreter)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from difftest.cli import main
+
+
+def _leaf(ident: str, shape: list[int], data: list[float]) -> dict[str, Any]:
+    return {"id": ident, "kind": "leaf", "shape": shape, "data": data, "device": "autodiff", "require_grad": True}
+
+
+def _program(*statements: dict[str, Any]) -> dict[str, Any]:
+    return {"format": "difftest-program", "version": 1, "statements": list(statements)}
+
+
+CASES: dict[str, tuple[Any, str]] = {
+    "unknown-op": (_program(_leaf("x", [2], [1.0, 2.0]), {"id": "v", "kind": "op", "op": "frob", "inputs": ["x"]}),
+                   "statement 1 (id 'v'): unknown op 'frob'"),
+    "wrong-shapes": (_program(_leaf("x", [2, 3], [0.0] * 6), _leaf("y", [4, 3], [0.0] * 12),
+                              {"id": "v", "kind": "op", "op": "add", "inputs": ["x", "y"]}),
+                     "statement 2 (id 'v'): shapes [2, 3] and [4, 3] do not broadcast"),
+    "short-data": (_program(_leaf("x", [2], [1.0])), "statement 0 (id 'x'): data has 1 elements"),
+    "case-without-status": ({"format": "difftest-case", "version": 1}, "missing field"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_run_names_what_is_wrong(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc, message = CASES[name]
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(doc))
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and message in err, err
+    assert "Traceback" not in err
+
+
+def test_run_reads_malformed_json_as_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "cut.json"
+    path.write_text('{"format": "difftest-prog')
+    assert main(["run", str(path)]) == 2
+    assert "Unterminated string" in capsys.readouterr().err
+
+
+def test_show_of_a_corrupt_case_names_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps({"format": "difftest-case", "version": 1}))
+    assert main(["show", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: missing field" in err and "Traceback" not in err
