@@ -461,14 +461,18 @@ class _Builder:
 
     def transforms(self, handles: list[tuple[str, _Handle]]) -> None:
         """0 to 2 transforms of the module's handles (each of the latest handles likelier)."""
+        for _ in range(self.c.integer(0, 2)):
+            self.transform(handles)
+
+    def transform(self, handles: list[tuple[str, _Handle]]) -> None:
+        """One transform of one of the module's handles (the latest likelier), a new handle."""
         c = self.c
-        for _ in range(c.integer(0, 2)):
-            ident, handle = c.choice(handles[::-1])
-            kind = weighted(c, TRANSFORMS, self.cfg.transform_weights)
-            t = Transform(self.fresh("t"), kind, ident)  # type: ignore[arg-type]
-            self.statements.append(t)
-            handles.append((t.id, _transformed(handle, kind)))
-            c.note(f"transform:{kind}")
+        ident, handle = c.choice(handles[::-1])
+        kind = weighted(c, TRANSFORMS, self.cfg.transform_weights)
+        t = Transform(self.fresh("t"), kind, ident)  # type: ignore[arg-type]
+        self.statements.append(t)
+        handles.append((t.id, _transformed(handle, kind)))
+        c.note(f"transform:{kind}")
 
     def param_read(self, st: Module, ident: str, handle: _Handle) -> None:
         """A `param` read of the weight (or the bias, where it has one) through the handle `ident`."""
@@ -604,12 +608,7 @@ class _Builder:
         c = self.c
         for _ in range(c.integer(1, 3)):
             if c.boolean(0.4):
-                ident, handle = c.choice(handles[::-1])
-                kind = weighted(c, TRANSFORMS, self.cfg.transform_weights)
-                t = Transform(self.fresh("t"), kind, ident)  # type: ignore[arg-type]
-                self.statements.append(t)
-                handles.append((t.id, _transformed(handle, kind)))
-                c.note(f"transform:{kind}")
+                self.transform(handles)
             ident, handle = c.choice(handles[::-1])
             if c.boolean(0.3):
                 name = c.choice(("running_mean", "running_var", "weight", "bias"))
