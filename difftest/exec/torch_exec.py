@@ -340,16 +340,29 @@ def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHook
     and |g| (bias), through a forward that only they differentiate."""
     m = handle.module
 
-    def param_path(xs: Sequence[torch.Tensor]) -> torch.Tensor:
-        with torch.no_grad():
-            xhat = normalized_terms(m, xs[0].detach())
+    def affine(xhat: torch.Tensor, magnitudes: bool) -> torch.Tensor:
+        """weight * xhat + bias, each where the module has it (or their magnitudes)."""
         weight, bias = m.weight, getattr(m, "bias", None)
         assert weight is None or isinstance(weight, torch.Tensor)
         assert bias is None or isinstance(bias, torch.Tensor)
         channels = isinstance(m, (BurnBatchNorm, torch.nn.GroupNorm))
         shape = [1, -1] + [1] * (xhat.dim() - 2) if channels else [-1]
+        if magnitudes:
+            weight = weight.detach().abs().to(xhat.dtype) if weight is not None else None
+            bias = bias.detach().abs().to(xhat.dtype) if bias is not None else None
         out = xhat * weight.reshape(shape) if weight is not None else xhat  # group_norm: affine or not
         return out + bias.reshape(shape) if bias is not None else out
+
+    def param_path(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+        with torch.no_grad():
+            xhat = normalized_terms(m, xs[0].detach())
+        return affine(xhat, magnitudes=False)
+
+    def magnitude(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The size of the terms of each output, |weight| |x_hat terms| + |bias|: the affine's
+        rounding is relative to them, not to an output they cancel to (near zero)."""
+        with torch.no_grad():
+            return affine(normalized_terms(m, xs[0].detach()), magnitudes=True)
 
     def grad_terms(xs: Sequence[torch.Tensor], g: torch.Tensor) -> list[torch.Tensor]:
         return [norm_grad_terms(m, xs[0].detach(), g.abs())]
@@ -360,7 +373,8 @@ def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: ExecHook
     def shared(xs: Sequence[torch.Tensor], uniform: Callable[[torch.Size], torch.Tensor]) -> torch.Tensor | None:
         return shared_norm_noise(m, xs, uniform, native)
 
-    site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", NORMALIZE, False, 1, measure=True,
+    # the affine's rounding: NORMALIZE's relative size (4 eps), of the terms (accumulation_noise(16) = 4 eps)
+    site = OpSite(st.id, "no_grad" if handle.no_grad else "grad", NORMALIZE, False, 16, magnitude, measure=True,
                   grad_terms=grad_terms, param_path=param_path, dtype=native, shared=shared)
 
     def compute(xs: Sequence[torch.Tensor]) -> torch.Tensor:

@@ -82,6 +82,19 @@ def scale(dtype: str = "float32") -> float:
     return EPS[dtype] / F32_EPS
 
 
+def measured_in(dtype: str) -> str:
+    """The dtype an op's own rounding is measured in for a program in `dtype`: its own, except
+    float64, whose rounding cannot be measured against the float64 reference: float32, whose
+    rounding of the same computation (cancellation included) scaled by `measured_scale` stands
+    for float64's."""
+    return "float32" if dtype == "float64" else dtype
+
+
+def measured_scale(dtype: str) -> float:
+    """The factor from the rounding measured in `measured_in(dtype)` to `dtype`'s (1 but for float64)."""
+    return EPS[dtype] / EPS[measured_in(dtype)]
+
+
 def tiny(dtype: str = "float32") -> float:
     """The absolute floor of `dtype`: TINY for float32, the smallest normal value otherwise."""
     return TINY if dtype == "float32" else DTYPE_TINY[dtype]

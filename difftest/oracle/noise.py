@@ -96,7 +96,8 @@ class _Measured(torch.autograd.Function):
         arrived = [a.expand_as(x) for a, x in zip(m.arrived, m.inputs)]
         g64 = _vjp(m.compute, m.inputs, needs, g, torch.float64)
         ref64 = _vjp(m.compute, arrived, needs, g, torch.float64)
-        ref32 = _vjp(m.compute, arrived, needs, g, DTYPES[m.site.dtype])
+        ref32 = _vjp(m.compute, arrived, needs, g, DTYPES[tol.measured_in(m.site.dtype)])
+        measured = tol.MEASURED_FACTOR * tol.measured_scale(m.site.dtype)
         terms = m.site.grad_terms(m.inputs, g.abs()) if m.site.grad_terms is not None else None
         size = tol.accumulation_noise(m.site.extent, m.site.dtype) * tol.GRAD_TERMS_FACTOR
         out: list[torch.Tensor | None] = [None]
@@ -106,7 +107,7 @@ class _Measured(torch.autograd.Function):
                 out.append(None)
                 continue
             a = g64[k]
-            noisy = a + _finite(ref32[k] - ref64[k]) * m.hooks.uniform(a.shape) * tol.MEASURED_FACTOR
+            noisy = a + _finite(ref32[k] - ref64[k]) * m.hooks.uniform(a.shape) * measured
             k += 1
             if terms is not None:
                 t = terms[i].to(noisy.dtype).expand_as(noisy)
@@ -130,11 +131,13 @@ class NoiseHooks:
     def measured(self, compute: Callable[[Sequence[torch.Tensor]], torch.Tensor],
                  xs: Sequence[torch.Tensor], arrived: Sequence[torch.Tensor], dtype: str = "float32") -> torch.Tensor:
         """compute(xs) in float64 plus the op's own rounding in `dtype` (the program's) measured
-        at the inputs as they arrived, randomly scaled."""
+        at the inputs as they arrived (float64's through float32, tolerance.measured_in), randomly
+        scaled."""
         y64 = compute(xs)
         r64 = compute(arrived)
-        r32 = compute([x.to(DTYPES[dtype]) for x in arrived]).double()
-        return y64 + _finite(r32 - r64) * self.uniform(y64.shape) * tol.MEASURED_FACTOR
+        r32 = compute([x.to(DTYPES[tol.measured_in(dtype)]) for x in arrived]).double()
+        factor = tol.MEASURED_FACTOR * tol.measured_scale(dtype)
+        return y64 + _finite(r32 - r64) * self.uniform(y64.shape) * factor
 
     def constant(self, st: Statement) -> torch.Tensor | None:
         return None

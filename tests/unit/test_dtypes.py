@@ -98,3 +98,11 @@ def test_float32_budgets_are_unchanged() -> None:
         assert tol.budget(noise, ref, terms) == old == tol.budget(noise, ref, terms, "float32")
     assert tol.budget(0.0, 1.0, 0.0, "float64") < tol.budget(0.0, 1.0) < tol.budget(0.0, 1.0, 0.0, "float16") \
         < tol.budget(0.0, 1.0, 0.0, "bfloat16")
+
+
+def test_float64_rounding_is_measured_through_float32() -> None:
+    """A float64 op's own rounding cannot be measured against the float64 reference: it is
+    measured in float32 and scaled by the epsilon ratio; every other dtype measures itself."""
+    assert tol.measured_in("float64") == "float32" and tol.measured_scale("float64") == 2.0**-29
+    for dtype in ("float32", "float16", "bfloat16"):
+        assert tol.measured_in(dtype) == dtype and tol.measured_scale(dtype) == 1.0
