@@ -4,14 +4,16 @@
 
 Pass 1 times each stage of checking a generated program one after the other — generation
 (including the generator's concrete evaluation), the semantic model, the PyTorch executor, the
-burn worker round trip (JSON encode, pipe, interpreter, decode) and the comparison (arbitration
-included) — and prints absolute times, each stage's share, and the ratio burn/PyTorch executor
-time. The execution-only ceiling is the rate if a campaign did nothing but run both executors
-one after the other: programs / (PyTorch time + burn time).
+burn worker round trip (JSON encode, pipe, interpreter, decode), the comparison (arbitration
+included) and, for a program that passes, its root probes (the model's predictions, then burn's
+`probe` request; difftest/exec/probes.py) — and prints absolute times, each stage's share, and
+the ratio burn/PyTorch executor time. The execution-only ceiling is the rate if a campaign did
+nothing but run both executors one after the other: programs / (PyTorch time + burn time).
 
 Pass 2 generates and checks the same programs the way a campaign does
-(`difftest.exec.runner.check`: burn works in its process while PyTorch runs here) and prints its
-rate as a ratio of that ceiling.
+(`difftest.exec.probes.check_with_probes`: burn works in its process while PyTorch runs here,
+then the probes) and prints its rate as a ratio of that ceiling, and the rate without probes
+(`difftest fuzz --no-probes`).
 Measurements only: nothing here asserts a speed.
 """
 
@@ -23,12 +25,15 @@ from collections import defaultdict
 
 import torch
 
+from difftest.divergences.rules import rules_for
 from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.probes import check_with_probes
 from difftest.exec.runner import check
 from difftest.exec.torch_exec import run_torch
 from difftest.oracle.compare import compare
 from difftest.oracle.model import predict
 from difftest.oracle.numerics import arbitrate
+from difftest.oracle.probes import root_probes
 from difftest.program.validate import infer_shapes
 from strategies import GenConfig, RandomChoices, generate
 
@@ -40,8 +45,9 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     stages: dict[str, float] = defaultdict(float)
-    statements = 0
+    statements = n_probes = 0
     with BurnWorker() as worker:
+        rules = rules_for(worker.burn_version())
         worker.run(generate(RandomChoices(-1)))  # warm the worker up
         start = time.perf_counter()
         for k in range(args.programs):
@@ -55,29 +61,43 @@ def main() -> None:
             t3 = time.perf_counter()
             burn_obs = worker.run(program)
             t4 = time.perf_counter()
-            compare(program, shapes, prediction, torch_obs, burn_obs, arbiter=arbitrate)
+            verdict = compare(program, shapes, prediction, torch_obs, burn_obs, arbiter=arbitrate)
             t5 = time.perf_counter()
+            probes = root_probes(program, rules) if verdict.ok else []
+            t6 = time.perf_counter()
+            if probes:
+                worker.probe(program, [(p.index, p.root) for p in probes])
+            t7 = time.perf_counter()
+            n_probes += len(probes)
             for name, a, b in (("generate", t0, t1), ("model", t1, t2), ("torch", t2, t3),
-                               ("burn", t3, t4), ("compare", t4, t5)):
+                               ("burn", t3, t4), ("compare", t4, t5), ("probe model", t5, t6),
+                               ("probe burn", t6, t7)):
                 stages[name] += b - a
             statements += len(program)
         total = time.perf_counter() - start
         start = time.perf_counter()
         for k in range(args.programs):
-            check(generate(RandomChoices(args.seed * 1_000_003 + k), GenConfig()), worker)
+            check_with_probes(generate(RandomChoices(args.seed * 1_000_003 + k), GenConfig()), worker)
         campaign = time.perf_counter() - start
+        start = time.perf_counter()
+        for k in range(args.programs):
+            check(generate(RandomChoices(args.seed * 1_000_003 + k), GenConfig()), worker)
+        unprobed = time.perf_counter() - start
     n = args.programs
     print(f"pass 1, stage by stage: {n} programs ({statements / n:.1f} statements on average) in {total:.1f}s: "
           f"{n / total:.0f} programs/s")
-    print(f"{'stage':<10} {'total s':>8} {'ms/program':>11} {'share':>6}")
+    print(f"{'stage':<12} {'total s':>8} {'ms/program':>11} {'share':>6}")
     for name, secs in stages.items():
-        print(f"{name:<10} {secs:8.2f} {1000 * secs / n:11.3f} {100 * secs / total:5.1f}%")
+        print(f"{name:<12} {secs:8.2f} {1000 * secs / n:11.3f} {100 * secs / total:5.1f}%")
+    print(f"root probes: {n_probes / n:.1f} a program, {1000 * stages['probe burn'] / max(n_probes, 1):.3f} ms "
+          "each on burn")
     print(f"burn/PyTorch executor time ratio: {stages['burn'] / stages['torch']:.2f}")
     ceiling = n / (stages["torch"] + stages["burn"])
     rate = n / campaign
     print(f"execution-only ceiling: {ceiling:.0f} programs/s")
-    print(f"pass 2, campaign (generate + check, burn overlapped with PyTorch): {rate:.0f} programs/s "
-          f"= {rate / ceiling:.2f} x the ceiling")
+    print(f"pass 2, campaign (generate + check, burn overlapped with PyTorch, then the probes): {rate:.0f} "
+          f"programs/s = {rate / ceiling:.2f} x the ceiling; without probes {n / unprobed:.0f} programs/s "
+          f"(probes cost {100 * (1 - unprobed / campaign):.0f}% of the campaign's time)")
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         seed=args.seed, programs=args.programs, seconds=args.time,
         ops=tuple(args.ops.split(",")) if args.ops else None, max_statements=args.max_statements, jobs=jobs,
         shard=shard, shards=shards, corpus=Path(args.corpus), timeout=args.timeout, fault=args.fault,
-        progress_every=args.progress, verbose=args.verbose, profile=args.profile,
+        progress_every=args.progress, verbose=args.verbose, profile=args.profile, probes=not args.no_probes,
     )
     from strategies import GenConfig
 
@@ -411,6 +411,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--dtype", default=None, choices=["float32", "float64", "float16", "bfloat16"],
                    help="every program in this dtype (the default distribution otherwise; by default "
                         "80%% float32, 10%% float64, 5%% float16, 5%% bfloat16)")
+    f.add_argument("--no-probes", action="store_true",
+                   help="do not probe a passing program at the other roots its backwards could have had "
+                        "(root probes: burn alone, judged by the model's prediction; difftest/oracle/probes.py)")
     f.add_argument("--corpus", default="corpus", help="where findings are saved (under findings/)")
     f.add_argument("--progress", type=float, default=10.0,
                    help="seconds between progress lines (when stdout is not a terminal)")

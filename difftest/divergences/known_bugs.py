@@ -124,8 +124,9 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "backward-of-used-leaf-panics",
         "backward() of a require-grad leaf that feeds a chain of ops over several leaves panics "
         "with 'graph tape has already been consumed' although nothing was consumed; PyTorch "
-        "gives the leaf a gradient of ones. The generator does not avoid it: campaigns match it "
-        "to its corpus case by signature (issue 11).",
+        "gives the leaf a gradient of ones. The generator does not avoid it; campaigns reach it "
+        "through root probes (difftest/exec/probes.py: a backward of every tracked value) and match "
+        "it to its corpus case by signature (issue 11).",
         ("corpus/bugs/backward-of-used-leaf-panics.json", "docs/semantics.md#upstream",
          "https://github.com/tracel-ai/burn/pull/5645"),
         None,

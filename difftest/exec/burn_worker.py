@@ -25,6 +25,7 @@ import sysconfig
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -336,15 +337,35 @@ class BurnWorker:
             return PendingRun(self, 0, timeout, pending, started, failed)
         return PendingRun(self, rid, timeout, pending, started)
 
+    def probe(self, program: Program, probes: Sequence[tuple[int, str]],
+              timeout: float | None = None) -> list[ErrorObs | None] | Observation:
+        """Root probes (difftest/oracle/probes.py) in one request: for each (backward index,
+        root id), how burn's run of the statements before that backward, then the backward
+        re-rooted there, ended (None: without error). A crash or hang of the worker gives its
+        `crash` / `timeout` observation instead (the worker restarted); a refused request, an
+        `invalid-request` one."""
+        doc = program_to_dict(program)
+        pending = self._write_inflight(doc)
+        answer = self._observed_request("probe", timeout, pending, program=doc,
+                                        probes=[[i, root] for i, root in probes])
+        if isinstance(answer, Observation):
+            return answer
+        if pending:
+            pending.unlink(missing_ok=True)
+        self._served_one()
+        if not answer.get("ok"):
+            err = answer.get("error") or {}
+            return Observation("burn", error=ErrorObs(err.get("kind", "invalid"), err.get("message", ""),
+                                                      err.get("index"), err.get("statement")))
+        return [None if e is None else ErrorObs.from_dict(e) for e in answer["outcomes"]]
+
     def _finish_run(self, run: PendingRun) -> Observation:
         answer = self._observed_answer(run.rid, run.timeout, run.inflight)
         if isinstance(answer, Observation):
             return answer
         if run.inflight:
             run.inflight.unlink(missing_ok=True)
-        self.served += 1
-        if self.served % 200 == 0:
-            self._maybe_recycle()
+        self._served_one()
         elapsed = time.monotonic() - run.started
         if not answer.get("ok"):
             err = answer.get("error") or {}
@@ -367,6 +388,11 @@ class BurnWorker:
         tmp.write_text(dumps(doc, indent=1))
         os.replace(tmp, path)
         return path
+
+    def _served_one(self) -> None:
+        self.served += 1
+        if self.served % 200 == 0:
+            self._maybe_recycle()
 
     def _maybe_recycle(self) -> None:
         try:

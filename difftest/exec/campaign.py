@@ -6,7 +6,8 @@ many programs it takes to notice.
 
 Program k of seed s is always `generate(RandomChoices(s * 1_000_003 + k))`: a campaign is a set
 of program indices, so it can be split among jobs and shards (`start`, `stride`) and give the
-same programs however it is split.
+same programs however it is split. A program that passes is probed at the other roots its
+backwards could have had (root probes, difftest/exec/probes.py) unless `probes=False`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.runner import check
+from difftest.exec.probes import ProbeRun, check_with_probes
 from difftest.findings.signature import DISMISSED
 from difftest.oracle.compare import Verdict
 from difftest.program.ir import Program
@@ -54,6 +55,8 @@ class CampaignStats:
     ops: Counter[str] = field(default_factory=Counter)
     dismissals: Counter[str] = field(default_factory=Counter)  # see `dismissals`
     restarts: int = 0  # of the burn worker (crashes, hangs, memory recycling)
+    probes: int = 0  # root probes run on burn (difftest/exec/probes.py)
+    probes_checked: int = 0  # of them, checked in full (burn's outcome differed from the prediction)
     first_finding: int | None = None  # 1-based count of programs run up to the first failing one
     findings: list[Verdict] = field(default_factory=list)
 
@@ -75,13 +78,17 @@ def run_campaign(
     stride: int = 1,
     deadline: float | None = None,
     should_stop: Callable[[], bool] | None = None,
-    on_program: Callable[[int, Verdict, dict[str, int]], None] | None = None,
+    on_program: Callable[[int, Verdict, dict[str, int], ProbeRun], None] | None = None,
     keep_findings: bool = True,
+    probes: bool = True,
 ) -> CampaignStats:
     """Checks programs `start`, `start + stride`, ... (`programs` of them, or until `seconds`
     have passed, or until the wall-clock `deadline` (time.time()), or until `should_stop()`).
-    `on_program(k, verdict, op counts)` is called after each program; `keep_findings=False`
-    keeps failing verdicts out of `stats.findings` (long campaigns that report them elsewhere)."""
+    `on_program(k, verdict, op counts, probe run)` is called after each program; `keep_findings=False`
+    keeps failing verdicts out of `stats.findings` (long campaigns that report them elsewhere).
+    `probes`: a program that passes is probed at the other roots its backwards could have had
+    (difftest/exec/probes.py); a failing probe's verdict is the program's (`ProbeRun.probe` says
+    which)."""
     from strategies import GenConfig, RandomChoices, generate
 
     cfg = GenConfig.profile(profile, ops=ops, max_statements=max_statements)
@@ -104,13 +111,15 @@ def run_campaign(
         stats.programs += 1
         op_counts = {e[3:]: v for e, v in c.events.items() if e.startswith("op:")}
         stats.ops.update(op_counts)
-        verdict = check(program, worker)
+        verdict, probed = check_with_probes(program, worker, probes=probes)
+        stats.probes += probed.probes
+        stats.probes_checked += probed.checked
         stats.verdicts[verdict.kind] += 1
         stats.rules.update(verdict.prediction.rules_fired)
         stats.dismissals.update(dismissals(verdict))
         stats.restarts = worker.restarts
         if on_program is not None:
-            on_program(k, verdict, op_counts)
+            on_program(k, verdict, op_counts, probed)
         if not verdict.ok:
             if keep_findings:
                 stats.findings.append(verdict)

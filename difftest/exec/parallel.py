@@ -34,13 +34,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from difftest.exec.summary import Summary, Timeline
 from difftest.oracle.compare import Verdict
+
+if TYPE_CHECKING:
+    from difftest.exec.probes import ProbeRun
 
 # What a job needs, imported once by the forkserver (so starting a job takes milliseconds, not
 # the seconds of importing torch in every job).
@@ -93,6 +96,7 @@ class JobSpec:
     shrink: bool = True
     verbose: bool = False
     profile: str = "default"
+    probes: bool = True
 
 
 def _shrunk(verdict: Verdict, sig: str, worker: Any, stop: Any) -> Verdict:
@@ -147,7 +151,8 @@ def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
                     if orphaned():
                         return False
 
-        def on_program(k: int, verdict: Verdict, ops: dict[str, int]) -> None:
+        def on_program(k: int, verdict: Verdict, ops: dict[str, int], probed: ProbeRun) -> None:
+            probe = probed.probe
             sig = None
             if not verdict.ok:
                 sig = signature(verdict)
@@ -155,17 +160,18 @@ def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
                     known.add(sig)
                     if claim(k, sig):
                         final = _shrunk(verdict, sig, worker, stop) if spec.shrink else verdict
-                        case = case_from_verdict(final, source=f"{spec.source} (program {k})", burn_version=version)
+                        where = f"program {k}" + (f", {probe.describe()}" if probe is not None else "")
+                        case = case_from_verdict(final, source=f"{spec.source} ({where})", burn_version=version)
                         report = final.report() if spec.verbose else ""
                         results.put(("case", spec.job, k, sig, case, len(verdict.program), len(final.program),
                                      report))
             assert worker is not None
             results.put(("result", spec.job, k, verdict.kind, list(verdict.prediction.rules_fired), ops,
-                         dismissals(verdict), worker.restarts, sig))
+                         dismissals(verdict), worker.restarts, sig, probed.probes, probed.checked))
 
         stats = run_campaign(
             worker, seed=spec.seed, programs=spec.programs, ops=spec.ops, max_statements=spec.max_statements,
-            profile=spec.profile,
+            profile=spec.profile, probes=spec.probes,
             start=spec.start, stride=spec.stride, deadline=spec.deadline,
             should_stop=lambda: stop.is_set() or orphaned(), on_program=on_program, keep_findings=False,
         )
@@ -199,6 +205,7 @@ class FuzzOptions:
     live: bool | None = None  # a live display (None: when the console is a terminal)
     shrink: bool = True
     profile: str = "default"  # the generator's distribution (strategies.generator.PROFILES)
+    probes: bool = True  # root probes of every passing program (difftest/exec/probes.py)
 
     def source(self) -> str:
         parts = [f"difftest fuzz --seed {self.seed}"]
@@ -210,6 +217,8 @@ class FuzzOptions:
             parts.append(f"--dtype {self.profile}")
         elif self.profile != "default":
             parts.append(f"--profile {self.profile}")
+        if not self.probes:
+            parts.append("--no-probes")
         if self.fault:
             parts.append(f"--fault {self.fault}")
         return " ".join(parts)
@@ -343,7 +352,7 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
         specs.append(JobSpec(
             j, opts.seed, start, stride, n, deadline, opts.ops, opts.max_statements, opts.binary, opts.timeout,
             opts.fault, str(opts.inflight_dir) if opts.inflight_dir else None, frozenset(known), opts.source(),
-            opts.shrink, opts.verbose, opts.profile,
+            opts.shrink, opts.verbose, opts.profile, opts.probes,
         ))
     inboxes: dict[int, Any] = {}
     procs: dict[int, Any] = {}
@@ -361,8 +370,10 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
         if not summary.startup:
             summary.startup = time.monotonic() - began
         if tag == "result":
-            _, _, k, kind, rules, ops, dismissed, worker_restarts, sig = msg
+            _, _, k, kind, rules, ops, dismissed, worker_restarts, sig, probes, probes_checked = msg
             summary.programs += 1
+            summary.probes += probes
+            summary.probes_checked += probes_checked
             timeline.note(time.monotonic() - began, summary.programs)
             summary.verdicts[kind] += 1
             summary.rules.update(rules)

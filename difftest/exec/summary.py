@@ -92,6 +92,8 @@ class Summary:
     ops: Counter[str] = field(default_factory=Counter)
     dismissals: Counter[str] = field(default_factory=Counter)
     restarts: int = 0
+    probes: int = 0  # root probes run on burn (difftest/exec/probes.py)
+    probes_checked: int = 0  # of them, checked in full (burn's outcome differed from the prediction)
     findings: dict[str, Finding] = field(default_factory=dict)
     saved: list[str] = field(default_factory=list)  # new case files written by this run
     errors: list[str] = field(default_factory=list)
@@ -135,6 +137,7 @@ class Summary:
             "ops": dict(sorted(self.ops.items())),
             "dismissals": dict(self.dismissals.most_common()),
             "restarts": self.restarts,
+            "probes": {"run": self.probes, "checked": self.probes_checked},
             "findings": [f.to_dict() for f in self.ordered_findings()],
             "saved": self.saved,
             "errors": self.errors,
@@ -154,6 +157,8 @@ class Summary:
         s = Summary(int(d["programs"]), float(d["seconds"]), Counter(d.get("verdicts", {})),
                     Counter(d.get("rules", {})), Counter(d.get("ops", {})), Counter(d.get("dismissals", {})),
                     int(d.get("restarts", 0)))
+        probes = d.get("probes") or {}
+        s.probes, s.probes_checked = int(probes.get("run", 0)), int(probes.get("checked", 0))
         for fd in d.get("findings", []):
             f = Finding.from_dict(fd)
             s.findings[f.signature] = f
@@ -181,6 +186,8 @@ class Summary:
                              (self.dismissals, other.dismissals)):
             mine.update(theirs)
         self.restarts += other.restarts
+        self.probes += other.probes
+        self.probes_checked += other.probes_checked
         self.jobs += other.jobs
         for f in other.findings.values():
             g = self.finding(f.signature, f.kind)
@@ -244,6 +251,8 @@ def print_summary(s: Summary, console: Console) -> None:
     least = sorted(s.ops.items(), key=lambda kv: (kv[1], kv[0]))[:5]
     out(f"ops generated: {len(s.ops)} distinct; least: " + ", ".join(f"{k} {v}" for k, v in least))
     out("dismissals: " + (", ".join(f"{k} {v}" for k, v in s.dismissals.most_common()) or "none"))
+    if s.probes:
+        out(f"root probes: {s.probes} run on burn, {s.probes_checked} checked in full")
     if s.restarts:
         out(f"worker restarts: {s.restarts}")
     if s.findings:

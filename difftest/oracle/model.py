@@ -7,7 +7,7 @@ are derived from it); declared rules override the base where the frameworks docu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from difftest.divergences.knowledge import Framework
@@ -169,9 +169,15 @@ def _incomparable_grads(burn: FrameworkPrediction, torch: FrameworkPrediction) -
     return out
 
 
+BackwardHook = Callable[[int, Backward, "FrameworkPrediction"], None]
+
+
 def _run(
-    fw: Framework, program: Program, shapes: dict[str, Shape], rules: list[Rule], firings: list[Firing]
+    fw: Framework, program: Program, shapes: dict[str, Shape], rules: list[Rule], firings: list[Firing],
+    at_backward: BackwardHook | None = None,
 ) -> FrameworkPrediction:
+    """The framework's prediction, statement by statement; `at_backward(i, st, pred)` is called
+    with the state before each backward (difftest/oracle/probes.py)."""
     pred = FrameworkPrediction(fw)
     dtypes = value_dtypes(program)
     for i, st in enumerate(program.statements):
@@ -186,6 +192,8 @@ def _run(
             pred.modules[st.id] = outcome
             continue
         if isinstance(st, Backward):
+            if at_backward is not None:
+                at_backward(i, st, pred)
             failure = _backward(fw, i, st, program, pred, rules, firings, shapes)
             if failure is not None:
                 pred.failure = (i, st.id, failure)
@@ -326,12 +334,14 @@ def _grad(fw: Framework, i: int, st: Grad, pred: FrameworkPrediction, rules: lis
 
 def _apply_rules(fw: Framework, rules: list[Rule], firings: list[Firing], step: Step, base: Result) -> Result:
     current = base
-    for rule in rules:
+    if step.current is not current:
         step = replace(step, current=current)
+    for rule in rules:
         if rule.applies(step):
             new = rule.effect(step)
             firings.append(Firing(rule.name, fw, step.index, step.statement.id, base, new))
             current = new
+            step = replace(step, current=current)  # a rule sees what the rules before it made
     return current
 
 

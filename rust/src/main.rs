@@ -16,6 +16,7 @@ mod ops;
 mod ops_extra;
 mod ops_nn;
 mod optim;
+mod probe;
 mod program;
 mod protocol;
 mod request;

@@ -4,10 +4,11 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
 
-use crate::exec::{self, Observation};
+use crate::exec::{self, Observation, RunError};
 use crate::memory::{self, MemoryReport, ProgramMemoryReport};
 use crate::memory_session::{self, SessionReport};
 use crate::ops::Op;
+use crate::probe;
 use crate::program::Program;
 use crate::request::RequestError;
 
@@ -113,6 +114,7 @@ pub enum Reply {
     MemoryProgram(ProgramMemoryReport),
     MemorySession(SessionReport),
     Allocated(u64),
+    Probes(Vec<Option<RunError>>),
 }
 
 /// One response line: `{"id": …, "ok": …, <payload fields>}`.
@@ -138,6 +140,7 @@ impl Serialize for Response {
             Ok(Reply::MemoryProgram(m)) => map.serialize_entry("memory", m)?,
             Ok(Reply::MemorySession(m)) => map.serialize_entry("memory", m)?,
             Ok(Reply::Allocated(n)) => map.serialize_entry("allocated", n)?,
+            Ok(Reply::Probes(outcomes)) => map.serialize_entry("outcomes", outcomes)?,
             Err(e) => map.serialize_entry("error", e)?,
         }
         map.end()
@@ -183,6 +186,7 @@ impl Worker {
                 })?;
                 run_program(program).map(Reply::Result)
             }
+            "probe" => probe::handle(obj).map(Reply::Probes),
             "ops" => Ok(Reply::Ops(op_list())),
             "version" => Ok(Reply::Version(version_info())),
             "status" => Ok(Reply::Status {
@@ -196,8 +200,8 @@ impl Worker {
             other => Err(RequestError::new(
                 "invalid-request",
                 format!(
-                    "unknown request {other:?} (expected run, ops, version, status, memory, \
-                     memory_program or memory_session)"
+                    "unknown request {other:?} (expected run, probe, ops, version, status, \
+                     memory, memory_program or memory_session)"
                 ),
             )),
         }

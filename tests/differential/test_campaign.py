@@ -195,10 +195,18 @@ def test_shards_merge_to_the_full_run(serial_run: Summary, tmp_path: Path, capsy
     merged = Summary.from_dict(json.loads(out.read_text()))
     assert merged.programs == serial_run.programs == 200
     assert merged.verdicts == serial_run.verdicts and merged.ops == serial_run.ops
+    assert merged.probes == serial_run.probes > 0 and merged.probes_checked == serial_run.probes_checked
     assert {f.signature: (f.count, f.first) for f in merged.findings.values()} == {
         f.signature: (f.count, f.first) for f in serial_run.findings.values()}
     assert merge([Path(j) for j in jsons]).to_dict()["verdicts"] == dict(serial_run.verdicts.most_common())
     assert "200 programs" in capsys.readouterr().out
+
+
+def test_no_probes_is_part_of_the_campaigns_command(tmp_path: Path) -> None:
+    opts = FuzzOptions(seed=5, programs=20, jobs=1, shrink=False, corpus=tmp_path, inflight_dir=None, probes=False)
+    assert opts.source() == "difftest fuzz --seed 5 --no-probes"
+    s = fuzz(opts, _quiet())
+    assert s.programs == 20 and s.probes == 0 and "probes" in s.to_dict()
 
 
 def test_ctrl_c_stops_the_jobs_and_prints_the_summary(tmp_path: Path) -> None:

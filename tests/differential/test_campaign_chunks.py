@@ -1,10 +1,11 @@
 """A seeded campaign inside the default suite, split into chunks that pytest-xdist spreads.
 
 Program k is `difftest.campaign.program_at(SEED, k)`, i.e. `generate(RandomChoices(SEED *
-1_000_003 + k), GenConfig())`: a failure names a program that `difftest fuzz --seed SEED`
-checks at the same index. Chunk c checks programs c * PER_CHUNK ... (c + 1) * PER_CHUNK - 1
-and fails at its first finding with the verdict's report (saved to corpus/findings/ like any
-property failure, unless DIFFTEST_NO_SAVE=1).
+1_000_003 + k), GenConfig())`, checked with its root probes (difftest/exec/probes.py): a
+failure names a program that `difftest fuzz --seed SEED` checks at the same index. Chunk c
+checks programs c * PER_CHUNK ... (c + 1) * PER_CHUNK - 1 and fails at its first finding
+with the verdict's report (saved to corpus/findings/ like any property failure, unless
+DIFFTEST_NO_SAVE=1).
 
 The property (tests/differential/test_property.py) shrinks what it finds; these chunks add breadth at
 RandomChoices speed. Together they are what the detection-power suite (tests/quality) runs
@@ -19,7 +20,7 @@ import pytest
 
 from difftest.exec.burn_worker import BurnWorker
 from difftest.exec.campaign import program_at
-from difftest.exec.runner import check
+from difftest.exec.probes import check_with_probes
 from difftest.pytest_plugin import assert_agrees
 
 SEED = 0
@@ -37,11 +38,12 @@ def test_campaign_chunk(chunk: int, burn_worker: BurnWorker) -> None:
     for i in range(PER_CHUNK):
         k = program_index(chunk, i)
         program = program_at(SEED, k)
-        verdict = check(program, burn_worker)
+        verdict, probed = check_with_probes(program, burn_worker)  # as `difftest fuzz` checks it
         if not verdict.ok:
             log = os.environ.get(DETECTION_LOG)
             if log:
                 with open(log, "a") as f:
                     f.write(f"campaign chunk={chunk} program={k} checked={i + 1} kind={verdict.kind}\n")
         # every verdict: its dismissals are counted for the session summary; a finding fails
-        assert_agrees(verdict, f"tests/differential/test_campaign_chunks.py (seed {SEED}, program {k})")
+        probe = f", {probed.probe.describe()}" if probed.probe is not None else ""
+        assert_agrees(verdict, f"tests/differential/test_campaign_chunks.py (seed {SEED}, program {k}{probe})")

@@ -1,0 +1,70 @@
+"""Root probes: the backwards a program could have had.
+
+A program's backward is rooted at one value; it could have been rooted at any other value burn
+holds in a graph at that point. A *root probe* is the program cut after its i-th backward, with
+that backward rooted at another tracked value (a require-grad leaf, an op result, a module
+parameter or output). Whether burn's backward of it succeeds is the model's prediction (the
+same `_backward` the model runs on the program itself, from the state it had reached there), so
+probes need no PyTorch run: campaigns run them on burn alone and check the full verdict of a
+probe only where burn's outcome differs from the prediction (difftest/exec/probes.py).
+
+Probes amplify the outcome oracle over roots, uniformly: every tracked value before every
+backward, nothing chosen by what is known to break. Gradients are still compared only for the
+program's own backwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from difftest.divergences.rules import RULES, Rule
+from difftest.oracle.model import Firing, FrameworkPrediction, _backward, _run
+from difftest.oracle.states import BurnState
+from difftest.program.ir import Backward, Program
+from difftest.program.validate import infer_shapes
+
+
+@dataclass(frozen=True)
+class RootProbe:
+    index: int  # of the program's backward the probe re-roots
+    backward: str  # that backward's id (the probe's backward keeps it)
+    root: str  # the value the probe's backward is rooted at
+    fails: bool  # the model predicts burn's backward of it fails
+
+    def program(self, program: Program) -> Program:
+        """The probe as a program: `program`'s statements before the backward, then it, re-rooted."""
+        bw = program.statements[self.index]
+        assert isinstance(bw, Backward) and bw.id == self.backward, (self, bw)
+        return Program((*program.statements[: self.index], Backward(bw.id, self.root)), program.dtype)
+
+    def describe(self) -> str:
+        return f"root probe: backward {self.backward!r} rooted at {self.root!r}"
+
+
+def root_probes(program: Program, rules: Sequence[Rule] = RULES) -> list[RootProbe]:
+    """Every root probe of `program` with the model's prediction for burn, in program order
+    (the backwards in order; before each, the tracked values in the order they were defined).
+    A backward's own root is not a probe; the backwards after a predicted failure are not reached."""
+    shapes = infer_shapes(program)
+    burn_rules = [r for r in rules if r.framework == "burn"]
+    probes: list[RootProbe] = []
+
+    def at_backward(i: int, st: Backward, pred: FrameworkPrediction) -> None:
+        for ident, state in list(pred.states.items()):
+            if ident == st.input or not isinstance(state, BurnState) or not state.is_tracked:
+                continue
+            scratch: list[Firing] = []
+            failure = _backward("burn", i, Backward(st.id, ident), program, _copy(pred), burn_rules, scratch, shapes)
+            probes.append(RootProbe(i, st.id, ident, failure is not None))
+
+    _run("burn", program, shapes, burn_rules, [], at_backward)
+    return probes
+
+
+def _copy(pred: FrameworkPrediction) -> FrameworkPrediction:
+    """A copy a backward may update (it adds to `consumed`, `grads`, `roots`, `handle_keys`,
+    `accumulated`) without changing `pred`."""
+    return replace(pred, consumed=dict(pred.consumed), grads=dict(pred.grads), roots=dict(pred.roots),
+                   handle_keys=dict(pred.handle_keys),
+                   accumulated={k: set(v) for k, v in pred.accumulated.items()})

@@ -1,0 +1,76 @@
+"""Root probes on burn (difftest/exec/probes.py): the worker's `probe` request, and what probes
+add to a campaign: burn's outcome at every other root a program's backwards could have had."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.campaign import run_campaign
+from difftest.exec.probes import check_with_probes, disagrees
+from difftest.exec.runner import check
+from difftest.findings.corpus import load_case
+from difftest.findings.signature import case_signature, signature
+from difftest.oracle.probes import root_probes
+from difftest.program.ir import Backward, Leaf, OpCall, Program
+from difftest.program.observation import Observation
+
+CORPUS = Path(__file__).resolve().parents[2] / "corpus"
+USED_LEAF = CORPUS / "bugs" / "backward-of-used-leaf-panics.json"
+
+
+def _leaf(ident: str) -> Leaf:
+    return Leaf(ident, (2,), (0.5, 1.0), "autodiff", True)
+
+
+def test_burn_outcomes_of_probes_are_as_the_model_predicts(burn_worker: BurnWorker) -> None:
+    # two graphs, a backward of one, a second backward: probes before each, through and beside
+    # the consumed graph
+    program = Program((
+        _leaf("x0"), _leaf("x1"), _leaf("x2"),
+        OpCall("v", "mul", ("x0", "x1")), OpCall("s", "sum", ("v",)),
+        OpCall("u", "exp", ("x2",)), OpCall("t", "sum", ("u",)),
+        Backward("bw", "s"), Backward("bw1", "t"),
+    ))
+    probes = root_probes(program)
+    assert {p.fails for p in probes} == {False, True}  # both kinds are exercised
+    outcomes = burn_worker.probe(program, [(p.index, p.root) for p in probes])
+    assert not isinstance(outcomes, Observation), outcomes
+    assert [p.root for p, o in zip(probes, outcomes, strict=True) if disagrees(p, o)] == []
+
+
+def test_a_bad_probe_request_names_the_probe(burn_worker: BurnWorker) -> None:
+    program = Program((_leaf("x0"), OpCall("s", "sum", ("x0",)), Backward("bw", "s")))
+    answer = burn_worker.probe(program, [(1, "x0")])
+    assert isinstance(answer, Observation) and answer.error is not None
+    assert answer.error.kind == "invalid-request"
+    assert 'probe 0: statement 1 (id "s") is not a backward' in answer.error.message
+    assert burn_worker.probe(program, [(2, "x0")]) == [None]  # the worker serves the next request
+
+
+def test_probes_find_the_used_leaf_bug_in_a_program_that_passes(burn_worker: BurnWorker) -> None:
+    """The known bug's program with its backward rooted at the last op (which burn computes):
+    the program passes; its probe at the leaf x2 is the bug, matched to its case by signature."""
+    case = load_case(USED_LEAF)
+    stmts = case.program.statements
+    assert isinstance(stmts[-1], Backward) and stmts[-1].input == "x2"
+    program = Program((*stmts[:-1], Backward("bw", "v1")), case.program.dtype)
+    assert check(program, burn_worker).ok
+    verdict, probed = check_with_probes(program, burn_worker)
+    assert probed.probe is not None and (probed.probe.backward, probed.probe.root) == ("bw", "x2")
+    assert not verdict.ok and verdict.program == case.program
+    assert signature(verdict) == case_signature(USED_LEAF)[0]
+
+
+def test_the_default_campaign_finds_the_used_leaf_bug_within_2000_programs(burn_worker: BurnWorker) -> None:
+    """Issue 11's acceptance: the default generator, seed 0, with probes; the finding's signature
+    is the corpus case's (a campaign reports it as known and does not save it again)."""
+    stats = run_campaign(burn_worker, seed=0, programs=2000, stop_at_first=True)
+    assert stats.findings and stats.first_finding is not None and stats.first_finding <= 2000
+    assert signature(stats.findings[0]) == case_signature(USED_LEAF)[0], stats.findings[0].report()
+    assert stats.probes > stats.programs  # several probes a program
+
+
+def test_without_probes_the_campaign_checks_only_the_programs(burn_worker: BurnWorker) -> None:
+    stats = run_campaign(burn_worker, seed=0, programs=30, probes=False)
+    assert stats.probes == stats.probes_checked == 0 and stats.programs == 30
