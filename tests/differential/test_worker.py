@@ -9,7 +9,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from difftest.exec import burn_worker
 from difftest.exec.burn_worker import BurnWorker
+from difftest.program.ir import Backward, OpCall, Program
 from difftest.program.jsonio import dumps, program_to_dict
 from tests.programs import leaf, op, program
 
@@ -111,3 +115,19 @@ def test_answered_case_leaves_no_inflight_file(tmp_path: Path) -> None:
     assert w.run(SEED).outcome == "ok"
     assert list(tmp_path.glob("*.json")) == []
     w.close()
+
+
+def test_a_worker_is_recycled_after_its_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """burn's graph locator is process-global and slows every backward as it fills: a fresh
+    worker every RECYCLE_RUNS programs run, a probe request counting each of its probes; a
+    scheduled recycle is not a restart (restarts count crashes, hangs and memory)."""
+    monkeypatch.setattr(burn_worker, "RECYCLE_RUNS", 3)
+    with BurnWorker(os.environ.get("DIFFTEST_BURN") or None) as w:
+        first = w.pid
+        assert w.run(SEED).outcome == "ok" and w.run(SEED).outcome == "ok" and w.pid == first
+        assert w.run(SEED).outcome == "ok"
+        assert w.recycled == 1 and w.restarts == 0 and w.pid != first
+        second = w.pid
+        session = Program((*SEED.statements, OpCall("s", "sum", ("y",)), Backward("bw", "s")))
+        assert w.probe(session, [(3, "w"), (3, "y"), (3, "w")]) == [None, None, None]
+        assert w.recycled == 2 and w.pid != second and w.run(SEED).outcome == "ok"
