@@ -80,8 +80,9 @@ def test_documents_without_dtype_are_written_unchanged() -> None:
             continue
         p = program_from_json(json.dumps(raw))
         assert p.dtype == "float32"
-        out = dumps(program_to_dict(p, raw.get("name")))
-        assert '"dtype"' not in out
+        written = program_to_dict(p, raw.get("name"))
+        assert "dtype" not in written, path  # the program's own key (a cast's attribute is another)
+        out = dumps(written)
         assert dumps(program_to_dict(program_from_json(out), raw.get("name"))) == out, path
         if path.parent.name == "findings":
             assert out == dumps(raw), path
