@@ -184,11 +184,18 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(f"  {n:>6}  {reason}")
 
 
-@functools.cache
 def _known_bug_cases() -> dict[str, Path]:
+    """The `bug` cases of the corpus in use (DIFFTEST_CORPUS or the project's), by signature."""
+    return _known_bug_cases_in(corpus_dir().resolve())
+
+
+@functools.cache
+def _known_bug_cases_in(directory: Path) -> dict[str, Path]:
+    # cached per directory: a test that points DIFFTEST_CORPUS at an empty corpus must not hide
+    # the project's known bugs from the tests after it in the same process
     from difftest.findings.signature import corpus_signatures
 
-    return corpus_signatures(corpus_dir())
+    return corpus_signatures(directory)
 
 
 def assert_agrees(verdict: Verdict, source: str) -> None:

@@ -59,3 +59,14 @@ def test_injected_fault_leaves_one_minimal_case(tmp_path: Path, monkeypatch: pyt
         verdict = check(case.program, good)
     case.status = "pass"
     assert judge(case, verdict).ok, verdict.report()
+
+
+def test_known_bugs_follow_the_corpus_in_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty corpus knows no bug; the project's corpus, consulted after it in the same
+    process, still knows its own (the lookup was once cached for whichever came first)."""
+    from difftest.pytest_plugin import _known_bug_cases
+
+    monkeypatch.setenv("DIFFTEST_CORPUS", str(tmp_path))
+    assert _known_bug_cases() == {}
+    monkeypatch.delenv("DIFFTEST_CORPUS")
+    assert any(p.name == "backward-of-used-leaf-panics.json" for p in _known_bug_cases().values())
