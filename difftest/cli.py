@@ -86,8 +86,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     print_summary(summary, console)
     if args.json:
         write_json(summary, Path(args.json))
-    if summary.saved:
-        return 1
+    if summary.saved or summary.unexplained():
+        return 1  # a finding no known bug explains: saved now, or saved before and still untriaged
     return 2 if summary.errors else 0
 
 

@@ -6,7 +6,6 @@ Registered as a pytest11 entry point, so `pytest` anywhere in the project picks 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from collections import Counter
@@ -25,7 +24,7 @@ _WORKER: BurnWorker | None = None
 # numeric mismatches dismissed by arbitration in this test process, by reason (summed over
 # xdist workers at the end and printed in the terminal summary)
 _DISMISSALS: Counter[str] = Counter()
-_KNOWN_BUGS: Counter[str] = Counter()  # findings matched to a `bug` case of the corpus by signature
+_KNOWN_BUGS: Counter[str] = Counter()  # failing verdicts a known bug explains, by the bug's name
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -124,7 +123,8 @@ def burn_worker() -> Iterator[BurnWorker]:
     yield shared_worker()
 
 
-def record_finding(verdict: Verdict, source: str, *, directory: Path | None = None) -> Path | None:
+def record_finding(verdict: Verdict, source: str, *, directory: Path | None = None,
+                   triage: dict[str, Any] | None = None) -> Path | None:
     """Save a failing verdict as a corpus case, but only on Hypothesis's final (minimal) replay
     (outside Hypothesis, always). Returns the path written, or None."""
     if verdict.ok or os.environ.get("DIFFTEST_NO_SAVE") == "1":
@@ -143,6 +143,8 @@ def record_finding(verdict: Verdict, source: str, *, directory: Path | None = No
         except Exception:  # a dead worker must not lose the finding
             version = None
     case = case_from_verdict(verdict, source=source, burn_version=version)
+    if triage is not None:
+        case.record["triage"] = triage
     path, _ = save_case(case, (directory or corpus_dir()) / "findings")
     return path
 
@@ -171,7 +173,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _KNOWN_BUGS:
         terminalreporter.section("difftest known bugs")
-        terminalreporter.write_line("findings matched by signature to a bug case of the corpus (not saved again):")
+        terminalreporter.write_line("failing verdicts a known bug explains (known_bugs.py; not saved again):")
         for case, n in _KNOWN_BUGS.most_common():
             terminalreporter.write_line(f"  {n:>6}  {case}")
     if not _DISMISSALS:
@@ -184,36 +186,23 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(f"  {n:>6}  {reason}")
 
 
-def _known_bug_cases() -> dict[str, Path]:
-    """The `bug` cases of the corpus in use (DIFFTEST_CORPUS or the project's), by signature."""
-    return _known_bug_cases_in(corpus_dir().resolve())
-
-
-@functools.cache
-def _known_bug_cases_in(directory: Path) -> dict[str, Path]:
-    # cached per directory: a test that points DIFFTEST_CORPUS at an empty corpus must not hide
-    # the project's known bugs from the tests after it in the same process
-    from difftest.findings.signature import corpus_signatures
-
-    return corpus_signatures(directory)
-
-
 def assert_agrees(verdict: Verdict, source: str) -> None:
-    """The assertion every property uses: count dismissals; a finding whose signature is that
-    of a `bug` case of the corpus is a known bug (counted, not saved again: its case replays
-    it); any other finding is saved, then fails with the report."""
+    """The assertion every property uses: count dismissals; a failing verdict that a known bug
+    explains (every finding, by the bug's site and effect: difftest/findings/triage.py) is
+    counted, not saved (its corpus case replays it); any other finding, untriaged corpus cases
+    of the same signature included, is saved, then fails with the report and its triage."""
     note_verdict(verdict)
     if verdict.ok:
         return
-    from difftest.findings.signature import signature
+    from difftest.findings.triage import triage
 
-    known = _known_bug_cases().get(signature(verdict))
-    if known is not None:
-        _KNOWN_BUGS[known.stem] += 1
+    t = triage(verdict, shared_worker())
+    if t.known is not None:
+        _KNOWN_BUGS[t.known.name] += 1
         return
-    path = record_finding(verdict, source)
+    path = record_finding(verdict, source, triage=t.to_dict())
     saved = f"\nsaved as {path}" if path else ""
-    raise AssertionError(verdict.report() + saved)
+    raise AssertionError(verdict.report() + f"\ntriage: {t.describe()}" + saved)
 
 
 # ------------------------------------------------------------------ corpus collection

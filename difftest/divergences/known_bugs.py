@@ -1,39 +1,130 @@
 """Known burn bugs, as data: the record of each (its corpus case and links are its evidence)
 and what triggers it.
 
-The default strategy avoids generating a known bug's trigger (so property runs keep looking
-for new ones); a bug without a trigger is outside the generator's domains or rare enough that
-campaigns just count it under its case's signature. The bug itself stays covered by its corpus
-case, whose status `bug` makes the replay fail loudly once burn fixes it (a strict xfail).
-Nothing else consults this table.
+Each record states where the bug strikes (`site`: a predicate on the statement a finding is
+localised to, with the statements before it and the dtype it runs in) and what it does there
+(`effect`: the mismatch kinds, a panic message pattern, the error's class, the input whose
+gradient is wrong, whether it also shows downstream of the site). A finding is a known bug only
+when every one of its findings is explained by a record whose site predicate holds at the
+finding's localised statement and whose effect matches the error (`explains`,
+difftest/findings/triage.py); a new bug in the same op, another input, another dtype or a
+different error is news. Signatures only deduplicate new findings; they never make one known.
+
+`avoid`: the generator does not generate the site (so property runs keep looking for new bugs);
+None for a bug outside the generator's domains or one that campaigns just recognise. The bug
+itself stays covered by its corpus case, whose status `bug` makes the replay fail loudly once
+burn fixes it (a strict xfail).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from difftest.divergences.knowledge import Knowledge, burn_source
-from difftest.program.ir import Module, OpCall, Program, Statement
+from difftest.program.ir import Apply, Backward, Leaf, Module, OpCall, Program, Statement, Step, root_module
 
 Trigger = Callable[[Statement, Sequence[Statement]], bool]  # (statement, the statements before it)
+F32_ULP = 2.0**-24
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What one finding says, as a known-bug record reads it: its mismatch `kind`, the statement
+    it is localised to (`site`, in `program`), the dtype the site runs in, and the error: the
+    outcome message, or (reference, observed) pairs at the failing elements with the input whose
+    gradient is wrong and the site's input data (the one-op program's leaves, by input position)."""
+
+    kind: str
+    site: str | None
+    program: Program
+    dtype: str
+    framework: str | None = None
+    message: str = ""
+    input: int | None = None
+    pairs: tuple[tuple[float, float], ...] = ()
+    elements: tuple[int, ...] = ()
+    inputs: tuple[tuple[float, ...], ...] = ()
+    observed: dict[str, object] = field(default_factory=dict, hash=False)  # flags mismatches: observed flags
+
+
+ErrorCheck = Callable[[Fault], bool]
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What a known bug does at its site: the mismatch kinds it causes, a regular expression its
+    outcome message matches, the input whose gradient it makes wrong, a check of the error
+    (`error`), and whether it shows downstream of the site too (a value computed from it, a
+    backward whose root depends on it)."""
+
+    kinds: tuple[str, ...]
+    message: str | None = None
+    input: int | None = None
+    error: ErrorCheck | None = None
+    downstream: bool = False
 
 
 @dataclass(frozen=True)
 class KnownBug:
     knowledge: Knowledge
-    # None: the generator does not avoid it (it cannot reach it, or campaigns only count it)
+    # the generator does not draw statements this holds for (None: it does not avoid the bug)
     triggers: Trigger | None
-    dtypes: tuple[str, ...] | None = None  # the dtypes it shows in, of the op's inputs (None: every dtype)
+    dtypes: tuple[str, ...] | None = None  # the dtypes it shows in, of the site's inputs (None: every dtype)
+    site: Trigger | None = None  # where it strikes; None: `triggers`
+    effect: Effect | None = None  # what it does there; None: never matched (it cannot explain a finding)
 
     @property
     def name(self) -> str:
         return self.knowledge.name
 
+    def strikes(self, st: Statement, prior: Sequence[Statement], dtype: str) -> bool:
+        if self.dtypes is not None and dtype not in self.dtypes:
+            return False
+        site = self.site or self.triggers
+        return site is not None and site(st, prior)
+
 
 def _bug(name: str, reason: str, evidence: tuple[str, ...], triggers: Trigger | None,
-         dtypes: tuple[str, ...] | None = None) -> KnownBug:
-    return KnownBug(Knowledge(name, "known-bug", "burn", reason, evidence), triggers, dtypes)
+         dtypes: tuple[str, ...] | None = None, *, site: Trigger | None = None,
+         effect: Effect | None = None) -> KnownBug:
+    return KnownBug(Knowledge(name, "known-bug", "burn", reason, evidence), triggers, dtypes, site, effect)
+
+
+# ------------------------------------------------------------------ error checks
+
+def within_f32_rounding(f: Fault) -> bool:
+    """Every failing element is off by float32 rounding of the computation, no more: at most
+    64 float32 ulps of the element's reference, or of the largest reference of the tensor where
+    the element cancels to less (a float64 program that rounds through f32 somewhere)."""
+    if not f.pairs:
+        return False
+    scale = max((abs(r) for r, _ in f.pairs if math.isfinite(r)), default=0.0)
+    for r, b in f.pairs:
+        if not (math.isfinite(r) and math.isfinite(b)):
+            return False
+        if abs(b - r) > 64 * F32_ULP * max(abs(r), scale * 1e-3):
+            return False
+    return True
+
+
+def nan_where_base_is_zero(f: Fault) -> bool:
+    """powf's gradient: NaN exactly at elements whose base (input 0) is 0 (d/db = a^b ln a) or,
+    for d/da, whose base and exponent are both 0."""
+    if not f.pairs or not all(math.isnan(b) and not math.isnan(r) for r, b in f.pairs):
+        return False
+    if not f.inputs:
+        return False
+    base = f.inputs[0]
+    if len(base) == 1:
+        return base[0] == 0.0
+    return all(0 <= e < len(base) and base[e] == 0.0 for e in f.elements)
+
+
+def untracked(f: Fault) -> bool:
+    """A flags mismatch where burn reports the value untracked (not in the recorded graph)."""
+    return f.kind != "flags" or f.observed.get("is_tracked") is False
 
 
 # ops whose burn implementation divides by a scalar (Tensor::div_scalar), whose backward then
@@ -109,6 +200,104 @@ def _chunk_uneven(st: Statement, prior: Sequence[Statement]) -> bool:
     return 0 <= dim < len(shape) and burn_chunk_panics(shape[dim], st.attrs["chunks"])
 
 
+def _by_id(prior: Sequence[Statement]) -> dict[str, Statement]:
+    return {s.id: s for s in prior}
+
+
+def _unit_swap(st: Statement | None, prior: Sequence[Statement]) -> bool:
+    """A swap_dims or permute that only moves size-1 dims among themselves (the layout burn-flex's
+    `is_contiguous` misjudges: it ignores size-1 dims)."""
+    if not isinstance(st, OpCall) or st.op not in ("swap_dims", "permute"):
+        return False
+    shape = _shapes(prior).get(st.inputs[0])
+    if shape is None:
+        return False
+    if st.op == "swap_dims":
+        d1, d2 = st.attrs.get("dim1"), st.attrs.get("dim2")
+        return (isinstance(d1, int) and isinstance(d2, int) and d1 != d2
+                and shape[d1] == 1 and shape[d2] == 1)
+    perm = list(st.attrs.get("dims", ()))
+    moved = [i for i, p in enumerate(perm) if i != p]
+    return bool(moved) and all(shape[i] == 1 for i in moved)
+
+
+UNIT_SWAP_REDUCTIONS = frozenset({"sum_dim", "mean_dim"})
+
+
+def _reduce_after_unit_swap(st: Statement, prior: Sequence[Statement]) -> bool:
+    if not (isinstance(st, OpCall) and st.op in UNIT_SWAP_REDUCTIONS):
+        return False
+    table = _by_id(prior)
+    return _unit_swap(table.get(st.inputs[0]), [s for s in prior if s.id != st.id])
+
+
+def _backward_through_swapped_reduction(st: Statement, prior: Sequence[Statement]) -> bool:
+    """A backward whose root depends on a reduction whose result is unit-swapped (SumDim's
+    backward re-reduces the swapped gradient through the same burn-flex branch)."""
+    if not isinstance(st, Backward):
+        return False
+    from difftest.program.ir import ancestors
+
+    table = _by_id(prior)
+    for ident in ancestors(table, st.input):
+        s = table[ident]
+        if _unit_swap(s, prior) and isinstance(s, OpCall):
+            source = table.get(s.inputs[0])
+            if isinstance(source, OpCall) and source.op in UNIT_SWAP_REDUCTIONS:
+                return True
+    return False
+
+
+def _used_leaf_backward(st: Statement, prior: Sequence[Statement]) -> bool:
+    """A backward rooted at a leaf of burn's graph — a require-grad leaf or a module parameter,
+    or an op burn answers with such a leaf (noops.py) — that an earlier op or module read."""
+    from difftest.divergences.noops import NOOPS_BY_OP
+    from difftest.program.ir import Param
+
+    if not isinstance(st, Backward):
+        return False
+    table = _by_id(prior)
+    root = table.get(st.input)
+    while isinstance(root, OpCall) and root.op in NOOPS_BY_OP and NOOPS_BY_OP[root.op].applies(root.attrs):
+        root = table.get(root.inputs[0])
+    if isinstance(root, Param):
+        return any(isinstance(s, Apply) for s in prior)
+    return (isinstance(root, Leaf) and root.require_grad
+            and any(isinstance(s, OpCall) and root.id in s.inputs for s in prior))
+
+
+def _powf(st: Statement, prior: Sequence[Statement]) -> bool:
+    return isinstance(st, OpCall) and st.op == "powf"
+
+
+def _rms_norm_apply(st: Statement, prior: Sequence[Statement]) -> bool:
+    if not isinstance(st, Apply):
+        return False
+    try:
+        return root_module(Program(()), st.module, _by_id(prior)).module == "rms_norm"
+    except (KeyError, AssertionError):
+        return False
+
+
+def _inexact_in_f32(x: float) -> bool:
+    import struct
+
+    return float(struct.unpack("f", struct.pack("f", x))[0]) != x
+
+
+def _sgd_f32_hyperparameter(st: Statement, prior: Sequence[Statement]) -> bool:
+    """An SGD step whose momentum or weight decay is not exact in f32."""
+    from difftest.program.ir import Optimizer
+
+    if not isinstance(st, Step):
+        return False
+    opt = _by_id(prior).get(st.optimizer)
+    return isinstance(opt, Optimizer) and (
+        (opt.momentum != 0.0 and _inexact_in_f32(opt.momentum))
+        or (opt.weight_decay != 0.0 and _inexact_in_f32(opt.weight_decay))
+    )
+
+
 KNOWN_BUGS: tuple[KnownBug, ...] = (
     _bug(
         "powi-zero-untracked",
@@ -119,6 +308,8 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/powi-zero-untracked.json", "docs/semantics.md#upstream",
          burn_source("burn-backend", "src/backend/ops/tensor.rs"), "https://github.com/tracel-ai/burn/pull/5692"),
         _pow_zero,
+        effect=Effect(("flags", "grad-presence", "outcome"), message=r"backward requires a tracked",
+                      error=untracked, downstream=True),
     ),
     _bug(
         "backward-of-used-leaf-panics",
@@ -130,6 +321,8 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/backward-of-used-leaf-panics.json", "docs/semantics.md#upstream",
          "https://github.com/tracel-ai/burn/pull/5645"),
         None,
+        site=_used_leaf_backward,
+        effect=Effect(("outcome",), message=r"graph tape has already been consumed"),
     ),
     _bug(
         "powf-zero-base-nan-grad",
@@ -139,6 +332,8 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/powf-zero-base-nan-grad.json", "docs/semantics.md#upstream",
          burn_source("burn-autodiff", "src/ops/tensor.rs"), "https://github.com/pytorch/pytorch/issues/27134"),
         None,
+        site=_powf,
+        effect=Effect(("grad",), error=nan_where_base_is_zero),
     ),
     _bug(
         "flex-reduce-dim-after-unit-swap-panics",
@@ -148,6 +343,8 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "that campaigns only count it (its case's signature is known), so no trigger.",
         ("corpus/bugs/flex-reduce-dim-after-unit-swap-panics.json",),
         None,
+        site=_reduce_after_unit_swap,
+        effect=Effect(("outcome",), message=r"range end index \S+ out of range for slice"),
     ),
     _bug(
         "flex-sum-dim-backward-after-unit-swap-panics",
@@ -158,6 +355,8 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/flex-sum-dim-backward-after-unit-swap-panics.json",
          "corpus/bugs/flex-reduce-dim-after-unit-swap-panics.json"),
         None,
+        site=_backward_through_swapped_reduction,
+        effect=Effect(("outcome",), message=r"range end index \S+ out of range for slice"),
     ),
     _bug(
         "conv1d-grouped-weight-grad-uncropped",
@@ -170,6 +369,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/conv1d-grouped-weight-grad-uncropped.json",
          burn_source("burn-backend", "src/backend/ops/modules/conv.rs"), "https://github.com/tracel-ai/burn/pull/1891"),
         _conv1d_grouped_uncropped,
+        effect=Effect(("grad",), input=1),
     ),
     _bug(
         "chunk-uneven-pieces-panics",
@@ -178,6 +378,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "PyTorch gives [2, 2]); it assumes exactly chunks pieces. The generator avoids those sizes.",
         ("corpus/bugs/chunk-uneven-pieces-panics.json", burn_source("burn-tensor", "src/tensor/api/base.rs")),
         _chunk_uneven,
+        effect=Effect(("outcome",), message=r"narrow"),
     ),
     _bug(
         "div-scalar-grad-f32-reciprocal",
@@ -191,6 +392,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/div-scalar-grad-f32-reciprocal.json", burn_source("burn-autodiff", "src/ops/tensor.rs")),
         _div_scalar,
         ("float64",),
+        effect=Effect(("grad",), error=within_f32_rounding),
     ),
     _bug(
         "hard-sigmoid-autodiff-f64-in-f32",
@@ -203,6 +405,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
          burn_source("burn-backend", "src/backend/ops/activation.rs")),
         _hard_sigmoid,
         ("float64",),
+        effect=Effect(("value", "grad"), error=within_f32_rounding, downstream=True),
     ),
     _bug(
         "rms-norm-f64-rms-in-f32",
@@ -213,6 +416,8 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/rms-norm-f64-rms-in-f32.json", burn_source("burn-nn", "src/modules/norm/rms.rs")),
         _rms_norm,
         ("float64",),
+        site=_rms_norm_apply,
+        effect=Effect(("value", "grad"), error=within_f32_rounding, downstream=True),
     ),
     _bug(
         "sgd-momentum-f32-in-float64",
@@ -223,6 +428,8 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/sgd-momentum-f32-in-float64.json", burn_source("burn-optim", "src/optim/momentum.rs")),
         None,
         ("float64",),
+        site=_sgd_f32_hyperparameter,
+        effect=Effect(("value",), error=within_f32_rounding, downstream=True),
     ),
 )
 

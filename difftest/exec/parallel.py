@@ -48,7 +48,11 @@ if TYPE_CHECKING:
 # What a job needs, imported once by the forkserver (so starting a job takes milliseconds, not
 # the seconds of importing torch in every job).
 PRELOAD = ("torch", "difftest.exec.parallel", "difftest.exec.campaign", "difftest.exec.runner",
-           "difftest.findings.shrink", "difftest.findings.corpus", "difftest.findings.signature", "strategies")
+           "difftest.findings.shrink", "difftest.findings.corpus", "difftest.findings.signature",
+           "difftest.findings.triage", "strategies")
+
+
+KNOWN_PREFIX = "known-bug:"  # the campaign's key for findings a known bug explains (by its name)
 
 
 # ---------------------------------------------------------------------- partition
@@ -91,7 +95,7 @@ class JobSpec:
     timeout: float
     fault: str | None
     inflight_dir: str | None
-    known: frozenset[str]  # signatures already in the corpus
+    known: frozenset[str]  # signatures of the corpus's cases (not saved again)
     source: str
     shrink: bool = True
     verbose: bool = False
@@ -100,23 +104,30 @@ class JobSpec:
 
 
 def _shrunk(verdict: Verdict, sig: str, worker: Any, stop: Any) -> Verdict:
-    """The smallest program found with the same signature (stops early, keeping the best so far,
-    once `stop` is set); the original verdict when the shrunk program does not reproduce it."""
+    """The smallest program found with the same finding (stops early, keeping the best so far,
+    once `stop` is set); the original verdict when the shrunk program's triage signature is not
+    `sig`. Candidates are compared by the finding as the program shows it (signature.py), which
+    needs no localisation; the smallest one is then triaged once."""
     from difftest.exec.runner import check
     from difftest.findings.shrink import shrink
     from difftest.findings.signature import signature
+    from difftest.findings.triage import triage
+
+    shown = signature(verdict)
 
     def same(p: Any) -> bool:
         if stop.is_set():
             return False
         v = check(p, worker)
-        return not v.ok and signature(v) == sig
+        return not v.ok and signature(v) == shown
 
     small = shrink(verdict.program, same)
     if small == verdict.program:
         return verdict
     final = check(small, worker)
-    return final if not final.ok and signature(final) == sig else verdict
+    if final.ok or triage(final, worker).signature != sig:
+        return verdict
+    return final
 
 
 def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
@@ -131,7 +142,7 @@ def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
         from difftest.exec.burn_worker import BurnWorker
         from difftest.exec.campaign import dismissals, run_campaign
         from difftest.findings.corpus import case_from_verdict
-        from difftest.findings.signature import signature
+        from difftest.findings.triage import triage
 
         inflight = Path(spec.inflight_dir) if spec.inflight_dir else None
         worker = BurnWorker(spec.binary, timeout=spec.timeout, inflight_dir=inflight, fault=spec.fault)
@@ -155,13 +166,17 @@ def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
             probe = probed.probe
             sig = None
             if not verdict.ok:
-                sig = signature(verdict)
-                if sig not in known:
+                t = triage(verdict, worker)
+                sig = f"{KNOWN_PREFIX}{t.known.name}" if t.known is not None else t.signature
+                if t.known is None and sig not in known:
                     known.add(sig)
                     if claim(k, sig):
                         final = _shrunk(verdict, sig, worker, stop) if spec.shrink else verdict
                         where = f"program {k}" + (f", {probe.describe()}" if probe is not None else "")
                         case = case_from_verdict(final, source=f"{spec.source} ({where})", burn_version=version)
+                        final_t = t if final is verdict else triage(final, worker)
+                        case.record["triage"] = final_t.to_dict()
+                        case.reason = f"{final_t.describe()}\n{case.reason}"
                         report = final.report() if spec.verbose else ""
                         results.put(("case", spec.job, k, sig, case, len(verdict.program), len(final.program),
                                      report))
@@ -331,12 +346,14 @@ class _Display:
 def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
     """Runs a campaign in `opts.jobs` job processes; saves one shrunk case per new signature
     under `opts.corpus/findings/` and returns the summary (also after Ctrl-C)."""
+    from difftest.divergences.known_bugs import KNOWN_BUGS
     from difftest.findings.corpus import save_case
     from difftest.findings.signature import corpus_signatures
 
     console = console or Console()
     findings_dir = opts.corpus / "findings"
-    known = corpus_signatures(opts.corpus)
+    known = corpus_signatures(opts.corpus, statuses=None)  # any case that recorded the signature
+    evidence = {b.name: next((e for e in b.knowledge.evidence if e.startswith("corpus/")), b.name) for b in KNOWN_BUGS}
     summary = Summary(seed=opts.seed, jobs=max(1, opts.jobs), shard=f"{opts.shard}/{opts.shards}")
     deadline = time.time() + opts.seconds if opts.seconds else None
     ctx = mp.get_context("forkserver")
@@ -385,7 +402,10 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
                 f = summary.finding(sig, kind)
                 f.count += 1
                 f.first = k if f.first is None else min(f.first, k)
-                if f.path is None and sig in known:
+                if sig.startswith(KNOWN_PREFIX):
+                    f.bug = sig[len(KNOWN_PREFIX):]
+                    f.path, f.known = evidence.get(f.bug, f.bug), True
+                elif f.path is None and sig in known:
                     f.path, f.known = str(known[sig]), True
         elif tag == "claim":
             _, _, k, sig = msg

@@ -65,20 +65,23 @@ class Finding:
     path: str | None = None  # the case saved for it, or the corpus case it matched (known)
     known: bool = False  # path is a case that was there before (not saved by this run)
     shrunk: tuple[int, int] | None = None  # statements before / after shrinking
+    bug: str | None = None  # the known bug (divergences/known_bugs.py) that explains every program of it
 
     def where(self) -> str:
+        if self.bug is not None:
+            return f"known bug {self.bug}: {self.path}"
         if self.path is None:
             return "not saved"
-        return f"known: {self.path}" if self.known else self.path
+        return f"no known bug explains it; same signature as {self.path}" if self.known else self.path
 
     def to_dict(self) -> dict[str, Any]:
         return {"signature": self.signature, "count": self.count, "first": self.first, "path": self.path,
-                "kind": self.kind, "known": self.known}
+                "kind": self.kind, "known": self.known, "bug": self.bug}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Finding:
         return Finding(str(d["signature"]), str(d.get("kind", "?")), int(d.get("count", 0)), d.get("first"),
-                       d.get("path"), bool(d.get("known", False)))
+                       d.get("path"), bool(d.get("known", False)), bug=d.get("bug"))
 
 
 @dataclass
@@ -117,6 +120,10 @@ class Summary:
         """Programs per second once the jobs run (start-up excluded)."""
         busy = self.seconds - self.startup
         return self.programs / busy if busy > 0 else self.rate
+
+    def unexplained(self) -> list[Finding]:
+        """The distinct findings no known bug explains (saved now or before): news to triage."""
+        return [f for f in self.findings.values() if f.bug is None]
 
     def finding(self, sig: str, kind: str) -> Finding:
         f = self.findings.get(sig)
@@ -196,6 +203,7 @@ class Summary:
                 g.first = f.first
             if g.path is None or (g.known and not f.known and f.path is not None):
                 g.path, g.known = f.path, f.known
+            g.bug = g.bug or f.bug
         self.saved.extend(other.saved)
         self.errors.extend(other.errors)
         self.interrupted = self.interrupted or other.interrupted
@@ -267,11 +275,14 @@ def print_summary(s: Summary, console: Console) -> None:
     for e in s.errors:
         out(f"error: {e.splitlines()[-1] if e.strip() else e}")
     new = len(s.saved)
+    unexplained = s.unexplained()
     if new:
-        out(f"{new} new finding(s) saved (triage: corpus/README.md)")
-    elif s.findings:
-        out(f"{len(s.findings)} distinct finding(s), none new")
-    else:
+        out(f"{new} new finding(s) saved (status \"new\"; triage: corpus/README.md)")
+    if unexplained and len(unexplained) > new:
+        out(f"{len(unexplained) - new} finding(s) no known bug explains were already in the corpus, untriaged")
+    if s.findings and not unexplained:
+        out(f"{len(s.findings)} distinct finding(s), each explained by a known bug")
+    elif not s.findings:
         out("no findings")
 
 

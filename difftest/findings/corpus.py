@@ -30,7 +30,8 @@ from difftest.versions import versions
 
 CASE_FORMAT = "difftest-case"
 CASE_VERSION = 1
-STATUSES = ("pass", "bug")  # plus "divergence:<rule>"
+STATUSES = ("pass", "bug", "new")  # plus "divergence:<rule>"; "new": saved, not yet triaged
+FAILING = ("bug", "new")  # statuses whose case must fail the way it recorded
 KINDS = ("program", "memory")  # "kind" of a case; absent means "program"
 
 
@@ -74,7 +75,7 @@ def check_status(status: str, kind: str = "program") -> None:
                 f"status {status!r} names no declared rule for a {kind} case (known: {', '.join(known)}){hint}"
             )
         return
-    raise CorpusError(f"status {status!r} is not pass, bug or divergence:<rule>")
+    raise CorpusError(f"status {status!r} is not pass, bug, new or divergence:<rule>")
 
 
 def message_pattern(text: str) -> str:
@@ -94,21 +95,40 @@ def expectation(m: Mismatch) -> dict[str, Any]:
     return out
 
 
-def _matches(expect: dict[str, Any], m: Mismatch) -> bool:
+def numeric_expectation(verdict: Verdict, m: Mismatch) -> dict[str, Any]:
+    """`expectation`, and for a value or gradient finding its failing elements and error class."""
+    from difftest.findings.localise import mismatch_class
+
+    out = expectation(m)
+    if m.kind in ("value", "grad"):
+        out["elements"] = sorted(m.elements)
+        out["error"] = mismatch_class(verdict, m)
+    return out
+
+
+def _matches(expect: dict[str, Any], m: Mismatch, verdict: Verdict) -> bool:
     if (m.kind, m.statement, m.framework) != (expect.get("kind"), expect.get("statement"), expect.get("framework")):
         return False
     if expect.get("verdict") and m.verdict != expect["verdict"]:
         return False
+    if "elements" in expect and sorted(m.elements) != list(expect["elements"]):
+        return False
+    if "error" in expect:
+        from difftest.findings.localise import mismatch_class
+
+        if mismatch_class(verdict, m) != expect["error"]:
+            return False
     pattern = expect.get("message")
     return not pattern or re.search(pattern, m.detail or str(m.observed)) is not None
 
 
 def check_expectations(expected: list[dict[str, Any]], verdict: Verdict) -> str | None:
     """None when the verdict's findings are exactly the recorded ones (each expectation matched
-    by a finding, no other finding); else what differs."""
+    by a finding — statement, kind, verdict, message, and where recorded the failing elements
+    and the error class — and no other finding); else what differs."""
     findings = verdict.findings
-    missing = [e for e in expected if not any(_matches(e, m) for m in findings)]
-    extra = [m for m in findings if not any(_matches(e, m) for e in expected)]
+    missing = [e for e in expected if not any(_matches(e, m, verdict) for m in findings)]
+    extra = [m for m in findings if not any(_matches(e, m, verdict) for e in expected)]
     if not missing and not extra:
         return None
     lines = []
@@ -123,7 +143,7 @@ def case_from_verdict(verdict: Verdict, *, source: str, burn_version: dict[str, 
     first = verdict.findings[0] if verdict.findings else None
     reason = first.line() if first else "passes"
     record: dict[str, Any] = {
-        "expect": [expectation(m) for m in verdict.findings],
+        "expect": [numeric_expectation(verdict, m) for m in verdict.findings],
         "verdict": {
             "kind": verdict.kind,
             "mismatches": [m.to_dict() for m in verdict.mismatches],
@@ -138,7 +158,7 @@ def case_from_verdict(verdict: Verdict, *, source: str, burn_version: dict[str, 
         "found": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "source": source,
     }
-    return Case(verdict.program, "bug", reason, None, program_hash(verdict.program), None, record)
+    return Case(verdict.program, "new", reason, None, program_hash(verdict.program), None, record)
 
 
 def case_to_dict(case: Case) -> dict[str, Any]:
@@ -209,7 +229,7 @@ def load_case(path: Path) -> Case:
     for key in ("status", "program"):
         if key not in doc:
             raise CorpusError(f"{path}: missing field {key!r}")
-    if doc["status"] == "bug":
+    if doc["status"] in FAILING:
         _check_expect(path, doc.get("expect"))
     _check_upstream(path, doc)
     try:
@@ -235,7 +255,7 @@ def _check_expect(path: Path, expect: Any) -> None:
     for i, e in enumerate(expect):
         if not isinstance(e, dict) or not isinstance(e.get("kind"), str):
             raise CorpusError(f"{path}: expect[{i}] is not an object with a \"kind\"")
-        unknown = set(e) - {"kind", "statement", "framework", "verdict", "message"}
+        unknown = set(e) - {"kind", "statement", "framework", "verdict", "message", "elements", "error"}
         if unknown:
             raise CorpusError(f"{path}: expect[{i}] has unknown field(s) {sorted(unknown)}")
         if "message" in e:
@@ -338,7 +358,7 @@ def judge(case: Case, verdict: Verdict) -> ReplayOutcome:
             return ReplayOutcome(False, f"rule {rule} did not fire (fired: {', '.join(fired) or 'none'}); "
                                  "the case no longer exercises it", verdict.kind)
         return ReplayOutcome(True, f"divergence explained by {rule}", verdict.kind)
-    # bug: expected to fail (strict xfail), the way it was recorded
+    # bug or new (untriaged): expected to fail (strict xfail), the way it was recorded
     if verdict.ok:
         return ReplayOutcome(False, "bug case now passes: re-classify it (status \"pass\") if the fix is real "
                              f"(reason was: {case.reason})", verdict.kind)

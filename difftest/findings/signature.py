@@ -204,7 +204,7 @@ def case_signature(path: Path) -> tuple[str | None, str | None]:
     return signature_of_record(case.record, case.program), status
 
 
-def corpus_cases(corpus_dir: Path, *, statuses: Collection[str] | None = ("bug",)) -> list[tuple[str, Path]]:
+def corpus_cases(corpus_dir: Path, *, statuses: Collection[str] | None = ("bug", "new")) -> list[tuple[str, Path]]:
     """(signature, case file) for every case under `corpus_dir` (recursively) that has a
     signature and whose status is in `statuses` (None: any status)."""
     from difftest.findings.corpus import iter_case_files
@@ -219,7 +219,7 @@ def corpus_cases(corpus_dir: Path, *, statuses: Collection[str] | None = ("bug",
     return out
 
 
-def corpus_signatures(corpus_dir: Path, *, statuses: Collection[str] | None = ("bug",)) -> dict[str, Path]:
+def corpus_signatures(corpus_dir: Path, *, statuses: Collection[str] | None = ("bug", "new")) -> dict[str, Path]:
     """Signature -> case file (the first in path order), for the cases under `corpus_dir` whose
     status is in `statuses`. By default only `bug` cases count as known: a `pass` case recorded a
     false alarm that was fixed, and a `divergence:` case one that a rule explains, so the same

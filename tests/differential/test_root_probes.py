@@ -10,7 +10,7 @@ from difftest.exec.campaign import run_campaign
 from difftest.exec.probes import check_with_probes, disagrees
 from difftest.exec.runner import check
 from difftest.findings.corpus import load_case
-from difftest.findings.signature import case_signature, signature
+from difftest.findings.triage import triage
 from difftest.oracle.probes import root_probes
 from difftest.program.ir import Backward, Leaf, OpCall, Program
 from difftest.program.observation import Observation
@@ -50,7 +50,7 @@ def test_a_bad_probe_request_names_the_probe(burn_worker: BurnWorker) -> None:
 
 def test_probes_find_the_used_leaf_bug_in_a_program_that_passes(burn_worker: BurnWorker) -> None:
     """The known bug's program with its backward rooted at the last op (which burn computes):
-    the program passes; its probe at the leaf x2 is the bug, matched to its case by signature."""
+    the program passes; its probe at the leaf x2 is the bug, explained by its known-bug record."""
     case = load_case(USED_LEAF)
     stmts = case.program.statements
     assert isinstance(stmts[-1], Backward) and stmts[-1].input == "x2"
@@ -59,15 +59,17 @@ def test_probes_find_the_used_leaf_bug_in_a_program_that_passes(burn_worker: Bur
     verdict, probed = check_with_probes(program, burn_worker)
     assert probed.probe is not None and (probed.probe.backward, probed.probe.root) == ("bw", "x2")
     assert not verdict.ok and verdict.program == case.program
-    assert signature(verdict) == case_signature(USED_LEAF)[0]
+    known = triage(verdict, burn_worker).known
+    assert known is not None and known.name == "backward-of-used-leaf-panics"
 
 
 def test_the_default_campaign_finds_the_used_leaf_bug_within_2000_programs(burn_worker: BurnWorker) -> None:
-    """Issue 11's acceptance: the default generator, seed 0, with probes; the finding's signature
-    is the corpus case's (a campaign reports it as known and does not save it again)."""
+    """The default generator, seed 0, with probes: the finding is the known bug (its record's
+    site and effect explain it; a campaign counts it and does not save it again)."""
     stats = run_campaign(burn_worker, seed=0, programs=2000, stop_at_first=True)
     assert stats.findings and stats.first_finding is not None and stats.first_finding <= 2000
-    assert signature(stats.findings[0]) == case_signature(USED_LEAF)[0], stats.findings[0].report()
+    known = triage(stats.findings[0], burn_worker).known
+    assert known is not None and known.name == "backward-of-used-leaf-panics", stats.findings[0].report()
     assert stats.probes > stats.programs  # several probes a program
 
 

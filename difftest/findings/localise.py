@@ -1,0 +1,298 @@
+"""Localisation: the statement whose own computation is wrong, for a value or gradient finding.
+
+Gradients are observed at leaves and values at the end of a path, so a finding names where a
+wrong number was *seen*, not where it was *made*. The localiser re-runs each op (or module
+apply) on the failing element's path on its own, in both frameworks, on the inputs PyTorch
+recorded for it in the program (forward, and the backward of its result seeded with ones, which
+is its vector-Jacobian product with ones: its own derivative at those inputs), and judges the
+one-op program with the same oracle (model, float64 arbiter, noise budgets). The first candidate,
+in program order, whose one-op program fails is the statement at fault; its one-op program is
+the finding's minimal reproducer, and its error class (NaN / inf, sign, zero, missing, or the
+decade of the relative error) goes into the signature, with the op, the input whose gradient is
+wrong and the mismatch kind. When no candidate fails on its own, the fault is in how the graph
+combines them (accumulation, a lost branch): the finding is localised to `graph`.
+
+Only numeric (`value`, `grad`) and `grad-presence` findings are localised; an outcome, flags
+or shape finding already names the statement that failed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from difftest.oracle.compare import Mismatch, Verdict
+from difftest.program.ir import (
+    Apply,
+    Backward,
+    Grad,
+    Leaf,
+    Module,
+    OpCall,
+    Program,
+    ProgramError,
+    Statement,
+    Step,
+    Transform,
+    ancestors,
+    value_inputs,
+)
+from difftest.program.observation import Observation, TensorObs
+from difftest.program.value_dtypes import value_dtypes
+
+if TYPE_CHECKING:
+    from difftest.exec.burn_worker import BurnWorker
+
+LOCALISED_KINDS = ("value", "grad", "grad-presence")
+MAX_CANDIDATES = 24  # one-op programs run per finding, at most (the path's earliest ops first)
+
+
+@dataclass(frozen=True)
+class Localisation:
+    """Where a finding's fault is. `statement`: the statement in the full program (None for
+    `graph`); `where`: its op, `apply:<kind>`, `step`, or `graph`; `input`: the input whose
+    gradient is wrong (None for a value); `error`: the error class of the one-op finding."""
+
+    statement: str | None
+    where: str
+    kind: str
+    input: int | None
+    dtype: str
+    error: str
+    verdict: str  # burn-wrong | torch-wrong | the one-op mismatch's kind
+    attrs: dict[str, Any] = field(default_factory=dict, hash=False)
+    program: Program | None = field(default=None, hash=False)  # the one-op reproducer
+    one_op: Verdict | None = field(default=None, hash=False, compare=False)
+    mismatch: Mismatch | None = field(default=None, hash=False, compare=False)
+
+    def describe(self) -> str:
+        which = f" input {self.input}" if self.input is not None else ""
+        at = f" (statement {self.statement})" if self.statement else ""
+        attrs = f" {self.attrs}" if self.attrs else ""
+        return f"{self.verdict} {self.kind}{which} of {self.where}{attrs}{at}, {self.dtype}, error {self.error}"
+
+    def to_dict(self) -> dict[str, Any]:
+        from difftest.program.jsonio import program_to_dict
+
+        return {
+            "statement": self.statement, "where": self.where, "kind": self.kind, "input": self.input,
+            "dtype": self.dtype, "error": self.error, "verdict": self.verdict, "attrs": dict(self.attrs),
+            "program": program_to_dict(self.program) if self.program is not None else None,
+        }
+
+
+# ------------------------------------------------------------------ error classes
+
+def error_class(pairs: list[tuple[float, float]]) -> str:
+    """The class of an error from (reference, observed) pairs at the failing elements: `nan` /
+    `inf` (observed not finite where the reference is), `sign` (opposite signs), `zero` (observed
+    0 where the reference is not), else `1e<k>`, the decade of the median relative error."""
+    if not pairs:
+        return "none"
+    if any(math.isnan(b) and not math.isnan(r) for r, b in pairs):
+        return "nan"
+    if any(math.isinf(b) and math.isfinite(r) for r, b in pairs):
+        return "inf"
+    finite = [(r, b) for r, b in pairs if math.isfinite(r) and math.isfinite(b)]
+    if not finite:
+        return "non-finite"
+    if all(b == 0.0 and r != 0.0 for r, b in finite):
+        return "zero"
+    if sum(1 for r, b in finite if r * b < 0) * 2 > len(finite):
+        return "sign"
+    rel = sorted(abs(b - r) / abs(r) if r != 0 else math.inf for r, b in finite)
+    mid = rel[len(rel) // 2]
+    if not math.isfinite(mid) or mid == 0.0:
+        return "abs"
+    return f"1e{round(math.log10(mid))}"
+
+
+def _tensor(obs: Observation | None, m: Mismatch) -> TensorObs | None:
+    if obs is None or m.statement is None:
+        return None
+    if m.kind == "grad":
+        for b in obs.backwards:
+            if b.id == m.backward:
+                return b.grads.get(m.statement)
+        return None
+    v = obs.value(m.statement)
+    return v.value if v is not None else None
+
+
+def mismatch_pairs(verdict: Verdict, m: Mismatch) -> list[tuple[float, float]]:
+    """(reference, burn) at the mismatch's failing elements: the float64 run's value when it ran,
+    else PyTorch's (for a torch-wrong verdict, (reference, torch))."""
+    ref = _tensor(verdict.reference, m) or _tensor(verdict.torch, m)
+    seen = _tensor(verdict.torch if m.verdict == "torch-wrong" else verdict.burn, m)
+    if ref is None or seen is None or len(ref.data) != len(seen.data):
+        return [m.pair[::-1]] if m.pair else []
+    elements = m.elements or ((m.element,) if m.element is not None else ())
+    return [(ref.data[e], seen.data[e]) for e in elements if 0 <= e < len(ref.data)]
+
+
+def mismatch_class(verdict: Verdict, m: Mismatch) -> str:
+    if m.kind == "grad-presence":
+        return f"{m.expected}->{m.observed}".replace(" ", "")
+    if m.kind in ("value", "grad"):
+        return error_class(mismatch_pairs(verdict, m))
+    return m.kind
+
+
+# ------------------------------------------------------------------ the path
+
+def _descendants(program: Program, ident: str) -> set[str]:
+    out = {ident}
+    for st in program.statements:
+        if any(i in out for i in value_inputs(st)):
+            out.add(st.id)
+    return out
+
+
+def _module_chain(table: dict[str, Statement], handle: str) -> list[Statement] | None:
+    """The module statement and the transforms a handle derives from, root first; None when a
+    step is on the chain (its parameters at apply time are not the module's inline ones)."""
+    chain: list[Statement] = []
+    st = table.get(handle)
+    while isinstance(st, Transform):
+        chain.append(st)
+        st = table.get(st.input)
+    if not isinstance(st, Module):
+        return None
+    chain.append(st)
+    return chain[::-1]
+
+
+def candidates(program: Program, m: Mismatch) -> list[Statement]:
+    """The ops and module applies on the failing element's path, in program order."""
+    table = program.by_id()
+    if m.statement is None or m.statement not in table:
+        return []
+    st = table[m.statement]
+    if m.kind in ("grad", "grad-presence") or isinstance(st, Grad):
+        leaf, bw = (st.of, st.grads) if isinstance(st, Grad) else (m.statement, m.backward)
+        root = table.get(str(bw))
+        if not isinstance(root, Backward):
+            return []
+        on_path = ancestors(table, root.input) & _descendants(program, leaf)
+    else:
+        on_path = ancestors(table, m.statement)
+    return [s for s in program.statements if s.id in on_path and isinstance(s, (OpCall, Apply))]
+
+
+def path_has_step(program: Program, m: Mismatch) -> Step | None:
+    """A step the mismatching value's module handle derives from (a `param` read after a step)."""
+    table = program.by_id()
+    st = table.get(m.statement or "")
+    handle = getattr(st, "module", None)
+    while handle is not None:
+        h = table.get(handle)
+        if isinstance(h, Step):
+            return h
+        handle = h.input if isinstance(h, Transform) else None
+    return None
+
+
+# ------------------------------------------------------------------ one-op programs
+
+def one_op_program(program: Program, st: Statement, torch_obs: Observation,
+                   burn_obs: Observation) -> tuple[Program, dict[str, int]] | None:
+    """`st` alone on the inputs PyTorch recorded for it (each a leaf that requires grad on the
+    device burn had it on), and the backward of its result; the leaf -> input position map.
+    None when an input was not recorded or the statement cannot stand alone."""
+    table = program.by_id()
+    dtypes = value_dtypes(program)
+    inputs = st.inputs if isinstance(st, OpCall) else (st.input,) if isinstance(st, Apply) else ()
+    if not inputs:
+        return None
+    dtype = dtypes.get(inputs[0], program.dtype)
+    if any(dtypes.get(i, program.dtype) != dtype for i in inputs):
+        return None
+    out: list[Statement] = []
+    leaf_of: dict[str, str] = {}
+    positions: dict[str, int] = {}
+    for pos, ident in enumerate(inputs):
+        if ident in leaf_of:
+            continue
+        t, b = torch_obs.value(ident), burn_obs.value(ident)
+        if t is None:
+            return None
+        on_autodiff = b.flags.get("is_autodiff", True) if b is not None else True
+        name = f"a{len(leaf_of)}"
+        leaf_of[ident] = name
+        positions[name] = pos
+        out.append(Leaf(name, t.value.shape, t.value.data, "autodiff" if on_autodiff else "plain", on_autodiff))
+    if isinstance(st, OpCall):
+        out.append(OpCall("y", st.op, tuple(leaf_of[i] for i in inputs), dict(st.attrs)))
+    else:
+        assert isinstance(st, Apply)
+        chain = _module_chain(table, st.module)
+        if chain is None:
+            return None
+        out[:0] = chain
+        out.append(Apply("y", chain[-1].id, leaf_of[st.input]))
+    if any(isinstance(s, Leaf) and s.require_grad for s in out):
+        out.append(Backward("bw", "y"))
+    try:
+        return Program(tuple(out), dtype), positions
+    except ProgramError:
+        return None
+
+
+def _judge(p: Program, worker: BurnWorker) -> Verdict | None:
+    from difftest.exec.runner import check
+    from difftest.program.validate import check_program
+
+    try:
+        check_program(p)
+    except (ProgramError, ValueError):
+        return None
+    return check(p, worker)
+
+
+def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None) -> Localisation | None:
+    """The localisation of the finding `m` of `verdict` (its first by default), or None when it
+    is not a value, gradient or gradient-presence finding (an outcome, flags or shape finding
+    names its statement)."""
+    findings = verdict.findings
+    if m is None:
+        if not findings:
+            return None
+        m = findings[0]
+    if m.kind not in LOCALISED_KINDS:
+        return None
+    program = verdict.program
+    dtypes = value_dtypes(program)
+    dtype = dtypes.get(m.statement or "", program.dtype)
+    for st in candidates(program, m)[:MAX_CANDIDATES]:
+        built = one_op_program(program, st, verdict.torch, verdict.burn)
+        if built is None:
+            continue
+        p, positions = built
+        v = _judge(p, worker)
+        if v is None or v.ok:
+            continue
+        f = _pick(v.findings, m.kind)
+        where = st.op if isinstance(st, OpCall) else _apply_where(program, st) if isinstance(st, Apply) else "?"
+        attrs = dict(st.attrs) if isinstance(st, OpCall) else {}
+        index = positions.get(f.statement or "") if f.kind in ("grad", "grad-presence") else None
+        return Localisation(st.id, where, f.kind, index, p.dtype, mismatch_class(v, f), f.verdict or f.kind,
+                            attrs, p, v, f)
+    step = path_has_step(program, m)
+    if step is not None:
+        return Localisation(step.id, "step", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind)
+    return Localisation(None, "graph", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind)
+
+
+def _pick(findings: list[Mismatch], kind: str) -> Mismatch:
+    """The one-op finding to report: the first of the original's kind, else the first."""
+    return next((f for f in findings if f.kind == kind), findings[0])
+
+
+def _apply_where(program: Program, st: Apply) -> str:
+    from difftest.program.ir import root_module
+
+    try:
+        return f"apply:{root_module(program, st.module).module}"
+    except (KeyError, AssertionError):
+        return "apply"

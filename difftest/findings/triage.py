@@ -1,0 +1,154 @@
+"""Triage of a failing verdict: its signature (from the localised fault) and whether a known bug
+explains it (difftest/divergences/known_bugs.py).
+
+`triage(verdict, worker)` localises the first finding (findings/localise.py) and signs it:
+
+    <verdict>:<framework>:<where>:<kind>[<input>]:<error class> #<12 hex digits>
+
+for a value, gradient or gradient-presence finding (`burn-wrong:-:exp:grad[0]:1e-4`; where is
+the op whose own computation is wrong, or `graph` when no single op is), and the outcome /
+flags / crash signature of findings/signature.py for the others. The dtype is part of the
+localisation's record, not of the signature: the same wrong derivative in float32 and float64
+programs is one bug.
+
+A verdict is a known bug only when *every* finding is explained by one record: its site
+predicate holds at the finding's localised statement (or upstream of it, for effects declared
+to show downstream) in the dtype it runs in, and its effect matches the finding's kind, input,
+outcome message and error. A finding no record explains makes the verdict news, whatever its
+signature.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
+from difftest.findings.localise import LOCALISED_KINDS, Localisation, localise, mismatch_pairs
+from difftest.findings.signature import signature_of_mismatch
+from difftest.oracle.compare import Mismatch, Verdict
+from difftest.program.ir import Apply, Backward, Leaf, OpCall, Program, Statement, ancestors
+from difftest.program.value_dtypes import value_dtypes
+
+if TYPE_CHECKING:
+    from difftest.exec.burn_worker import BurnWorker
+
+MAX_LOCALISED = 6  # findings of one verdict localised to match them against known bugs
+
+
+@dataclass
+class Triage:
+    signature: str
+    localisation: Localisation | None
+    known: KnownBug | None
+    faults: list[Fault] = field(default_factory=list)
+
+    def describe(self) -> str:
+        head = f"known bug {self.known.name}" if self.known else "new"
+        loc = f"; localised: {self.localisation.describe()}" if self.localisation else ""
+        return f"{head}: {self.signature}{loc}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"signature": self.signature, "known": self.known.name if self.known else None,
+                "localisation": self.localisation.to_dict() if self.localisation else None}
+
+
+def localised_signature(loc: Localisation, framework: str | None) -> str:
+    which = f"[{loc.input}]" if loc.input is not None else ""
+    fw = framework or "-"
+    key = "\x1f".join((loc.verdict, fw, loc.where, loc.kind + which, loc.error))
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return f"{loc.verdict}:{fw}:{loc.where}:{loc.kind}{which}:{loc.error} #{digest}"
+
+
+def dtype_at(program: Program, st: Statement) -> str:
+    """The dtype a statement runs in: its first input's, else the program's."""
+    inputs = st.inputs if isinstance(st, OpCall) else (st.input,) if isinstance(st, Apply) else ()
+    if inputs:
+        return value_dtypes(program).get(inputs[0], program.dtype)
+    return program.dtype
+
+
+def fault_of(verdict: Verdict, m: Mismatch, loc: Localisation | None) -> Fault:
+    """The finding `m` of `verdict` as known-bug records read it (`loc`: its localisation)."""
+    program = verdict.program
+    if loc is not None and loc.statement is not None and loc.one_op is not None and loc.mismatch is not None:
+        one = loc.one_op
+        leaves = sorted(((s.id, s) for s in one.program.statements if isinstance(s, Leaf)), key=lambda x: x[0])
+        inputs = tuple(s.data for _, s in leaves)
+        lm = loc.mismatch
+        return Fault(lm.kind, loc.statement, program, loc.dtype, lm.framework, lm.detail, loc.input,
+                     tuple(mismatch_pairs(one, lm)), lm.elements, inputs)
+    if loc is not None:  # a step or the graph: the error as the program shows it
+        return Fault(m.kind, loc.statement, program, loc.dtype, m.framework, m.detail, None,
+                     tuple(mismatch_pairs(verdict, m)), m.elements)
+    observed = dict(m.observed) if isinstance(m.observed, dict) else {}
+    st = program.by_id().get(m.statement or "")
+    dtype = dtype_at(program, st) if st is not None else program.dtype
+    return Fault(m.kind, m.statement, program, dtype, m.framework, m.detail, observed=observed)
+
+
+def explains(bug: KnownBug, f: Fault) -> bool:
+    """Whether `bug`'s site holds at the fault's statement (or upstream of it, for an effect
+    that shows downstream) and its effect matches the fault."""
+    eff = bug.effect
+    if eff is None or f.site is None or f.kind not in eff.kinds:
+        return False
+    if eff.message is not None and f.kind == "outcome" and not re.search(eff.message, f.message, re.IGNORECASE):
+        return False
+    if eff.input is not None and f.input != eff.input:
+        return False
+    if eff.error is not None and not eff.error(f):
+        return False
+    statements = f.program.statements
+    table = f.program.by_id()
+    site = table.get(f.site)
+    if site is None:
+        return False
+    sites = {f.site}
+    if eff.downstream:
+        sites |= ancestors(table, site.input if isinstance(site, Backward) else f.site)
+    for i, st in enumerate(statements):
+        if st.id in sites and bug.strikes(st, statements[:i], dtype_at(f.program, st)):
+            return True
+    return False
+
+
+def known_bug_of(faults: list[Fault], bugs: tuple[KnownBug, ...] = KNOWN_BUGS) -> KnownBug | None:
+    """The one record that explains every fault, or None."""
+    if not faults:
+        return None
+    for bug in bugs:
+        if all(explains(bug, f) for f in faults):
+            return bug
+    return None
+
+
+def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] = KNOWN_BUGS) -> Triage:
+    """The signature of a failing verdict and the known bug that explains it, if one does."""
+    findings = verdict.findings
+    if not findings:
+        return Triage("pass", None, None)
+    first = findings[0]
+    loc = localise(verdict, worker) if first.kind in LOCALISED_KINDS else None
+    sig = (localised_signature(loc, first.framework if first.kind == "grad-presence" else None)
+           if loc is not None else signature_of_mismatch(first, verdict.program))
+    faults = [fault_of(verdict, first, loc)]
+    if not any(explains(b, faults[0]) for b in bugs):
+        return Triage(sig, loc, None, faults)
+    seen = {(first.kind, first.statement, first.backward)}
+    localised = 1
+    for m in findings[1:]:
+        if (m.kind, m.statement, m.backward) in seen:
+            continue
+        seen.add((m.kind, m.statement, m.backward))
+        other = None
+        if m.kind in LOCALISED_KINDS:
+            if localised >= MAX_LOCALISED:
+                return Triage(sig, loc, None, faults)  # too many to localise: not shown to be known
+            localised += 1
+            other = localise(verdict, worker, m)
+        faults.append(fault_of(verdict, m, other))
+    return Triage(sig, loc, known_bug_of(faults, bugs), faults)

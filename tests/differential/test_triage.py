@@ -1,0 +1,126 @@
+"""Triage (difftest/findings/triage.py, localise.py): a finding is named by the op whose own
+computation is wrong, and a known bug is recognised by its record's site and effect, never by a
+signature: a new bug beside a known one is news.
+
+Faults are compiled into difftest-burn and switched on per worker (DIFFTEST_BURN_FAULT,
+rust/src/fault.rs); each test builds the program a neighbour of a known bug would show in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.runner import check
+from difftest.findings.corpus import load_case
+from difftest.findings.triage import Triage, triage
+from difftest.program.ir import Program
+from tests.programs import backward, leaf, op
+
+BUGS = Path(__file__).resolve().parents[2] / "corpus" / "bugs"
+
+
+@pytest.fixture(scope="module")
+def workers() -> Iterator[dict[str, BurnWorker]]:
+    started: dict[str, BurnWorker] = {}
+    yield started
+    for w in started.values():
+        w.close()
+
+
+def _triage(workers: dict[str, BurnWorker], program: Program, fault: str | None) -> Triage:
+    key = fault or ""
+    if key not in workers:
+        workers[key] = BurnWorker(fault=fault)
+        workers[key].start()
+    w = workers[key]
+    verdict = check(program, w)
+    assert not verdict.ok, f"the fault {fault} does not show in this program"
+    return triage(verdict, w)
+
+
+def _chain(dtype: str = "float32") -> Program:
+    # the wrong derivative (exp's) sits in the middle of the path: the leaf is read by sin
+    return Program((
+        leaf("x", [0.3, -0.7, 1.1], rg=True), op("a", "sin", "x"), op("b", "exp", "a"), op("c", "tanh", "b"),
+        op("s", "sum", "c"), backward("s"),
+    ), dtype)
+
+
+def test_a_wrong_derivative_is_named_by_its_op_not_by_the_leafs_reader(workers: dict[str, BurnWorker]) -> None:
+    t = _triage(workers, _chain(), "grad-scale:exp:1e-3")
+    assert t.known is None
+    assert t.localisation is not None and t.localisation.where == "exp" and t.localisation.statement == "b"
+    assert t.localisation.input == 0 and t.localisation.error == "1e-3"
+    assert t.signature.startswith("burn-wrong:-:exp:grad[0]:1e-3 ")
+    # its minimal reproducer is the op alone on the inputs PyTorch recorded
+    assert t.localisation.program is not None
+    assert [s.kind for s in t.localisation.program.statements] == ["leaf", "op", "backward"]
+
+
+def test_the_same_fault_in_float64_has_the_same_signature(workers: dict[str, BurnWorker]) -> None:
+    t32 = _triage(workers, _chain(), "grad-scale:exp:1e-3")
+    t64 = _triage(workers, _chain("float64"), "grad-scale:exp:1e-3")
+    assert t32.signature == t64.signature and t64.localisation is not None
+    assert t64.localisation.dtype == "float64"
+
+
+def test_a_value_fault_is_localised_to_the_op_that_computes_it(workers: dict[str, BurnWorker]) -> None:
+    t = _triage(workers, _chain(), "value-scale:exp:1e-3")
+    assert t.localisation is not None and t.localisation.where == "exp" and t.localisation.kind == "value"
+
+
+def test_no_single_op_to_blame_is_a_graph_finding() -> None:
+    from difftest.findings.localise import error_class
+
+    assert error_class([(1.0, float("nan"))]) == "nan"
+    assert error_class([(1.0, -1.0), (2.0, -2.1)]) == "sign"
+    assert error_class([(1.0, 0.0)]) == "zero"
+    assert error_class([(1.0, 1.001), (2.0, 2.002), (4.0, 4.004)]) == "1e-3"
+
+
+@pytest.mark.parametrize("path", sorted(BUGS.glob("*.json")), ids=lambda p: p.stem)
+def test_every_bug_case_is_explained_by_its_own_record(workers: dict[str, BurnWorker], path: Path) -> None:
+    case = load_case(path)
+    t = _triage(workers, case.program, None)
+    assert t.known is not None, t.describe()
+    assert t.known.name == path.stem, t.describe()
+
+
+# Neighbours of known bugs: a different bug in the same op, dtype or message family is news.
+NEIGHBOURS = [
+    pytest.param(Program((
+        leaf("a", [0.5, 1.0], rg=True), leaf("b", [2.0, 0.5], rg=True), op("y", "powf", "a", "b"),
+        op("s", "sum", "y"), backward("s"),
+    )), "grad-scale:powf:1e-3", id="powf-f32-grad-1e-3 (powf-zero-base-nan-grad)"),
+    pytest.param(Program((
+        leaf("x", [1.0, 2.0], rg=True), op("y", "div_scalar", "x", scalar=3.0), op("s", "sum", "y"),
+        backward("s"),
+    )), "grad-scale:div_scalar:1e-3", id="div_scalar-f32-grad-1e-3 (div-scalar-grad-f32-reciprocal)"),
+    pytest.param(Program((
+        leaf("x", [1.0, 2.0], rg=True), op("y", "div_scalar", "x", scalar=3.0), op("s", "sum", "y"),
+        backward("s"),
+    ), "float64"), "grad-scale:div_scalar:1e-3", id="div_scalar-f64-grad-1e-3 (div-scalar-grad-f32-reciprocal)"),
+    pytest.param(Program((
+        leaf("x", [0.1, -0.4, 0.9, 1.3, -2.0, 0.25], rg=True, shape=[1, 1, 6]),
+        leaf("w", [0.5, -0.25, 0.75], rg=True, shape=[1, 1, 3]),
+        op("y", "conv1d", "x", "w", stride=[1], padding=[0], dilation=[1], groups=1),
+        op("s", "sum", "y"), backward("s"),
+    )), "grad-drop-input:conv1d:0", id="conv1d-ungrouped-input-grad (conv1d-grouped-weight-grad-uncropped)"),
+    pytest.param(Program((
+        leaf("x", [0.1, -0.4, 0.9], rg=True), op("y", "hard_sigmoid", "x"), op("s", "sum", "y"), backward("s"),
+    ), "float64"), "grad-scale:hard_sigmoid:1e-3", id="hard_sigmoid-f64-slope (hard-sigmoid-autodiff-f64-in-f32)"),
+    pytest.param(Program((
+        leaf("x", [1.5, -2.0], rg=True), op("y", "exp", "x"), op("s", "sum", "y"), backward("s"),
+    )), "grad-drop:exp", id="exp-untracked (powi-zero-untracked)"),
+]
+
+
+@pytest.mark.parametrize(("program", "fault"), NEIGHBOURS)
+def test_a_new_bug_beside_a_known_one_is_reported_as_new(workers: dict[str, BurnWorker], program: Program,
+                                                         fault: str) -> None:
+    t = _triage(workers, program, fault)
+    assert t.known is None, f"{fault} was taken for the known bug {t.known.name if t.known else ''}"
