@@ -33,7 +33,7 @@ F32_ULP = 2.0**-24
 class Fault:
     """What one finding says, as a known-bug record reads it: its mismatch `kind`, the statement
     it is localised to (`site`, in `program`), the dtype the site runs in, and the error: the
-    outcome message, or (reference, observed) pairs at the failing elements with the input whose
+    outcome message, or (reference, observed) pairs at the failing elements with the inputs whose
     gradient is wrong and the site's input data (the one-op program's leaves, by input position)."""
 
     kind: str
@@ -42,7 +42,7 @@ class Fault:
     dtype: str
     framework: str | None = None
     message: str = ""
-    input: int | None = None
+    input: tuple[int, ...] | None = None  # the inputs whose gradient is wrong
     pairs: tuple[tuple[float, float], ...] = ()
     elements: tuple[int, ...] = ()
     inputs: tuple[tuple[float, ...], ...] = ()
@@ -61,7 +61,7 @@ class Effect:
 
     kinds: tuple[str, ...]
     message: str | None = None
-    input: int | None = None
+    input: tuple[int, ...] | None = None
     error: ErrorCheck | None = None
     downstream: bool = False
 
@@ -369,7 +369,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/conv1d-grouped-weight-grad-uncropped.json",
          burn_source("burn-backend", "src/backend/ops/modules/conv.rs"), "https://github.com/tracel-ai/burn/pull/1891"),
         _conv1d_grouped_uncropped,
-        effect=Effect(("grad",), input=1),
+        effect=Effect(("grad",), input=(1,)),
     ),
     _bug(
         "chunk-uneven-pieces-panics",

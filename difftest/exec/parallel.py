@@ -130,6 +130,21 @@ def _shrunk(verdict: Verdict, sig: str, worker: Any, stop: Any) -> Verdict:
     return final
 
 
+def _recheck(verdict: Verdict, spec: JobSpec) -> str:
+    """The finding `verdict`'s program gives in a fresh worker: its triage key (as the job keys
+    findings), or `pass`. A finding that depends on what the job's worker ran before is flaky."""
+    from difftest.exec.burn_worker import BurnWorker
+    from difftest.exec.runner import check
+    from difftest.findings.triage import triage
+
+    with BurnWorker(spec.binary, timeout=spec.timeout, fault=spec.fault) as fresh:
+        again = check(verdict.program, fresh)
+        if again.ok:
+            return "pass"
+        t = triage(again, fresh)
+        return f"{KNOWN_PREFIX}{t.known.name}" if t.known is not None else t.signature
+
+
 def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
     """A job process: runs its slice of the campaign and reports every program to the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C; the burn worker inherits this
@@ -170,9 +185,16 @@ def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
                 sig = f"{KNOWN_PREFIX}{t.known.name}" if t.known is not None else t.signature
                 if t.known is None and sig not in known:
                     known.add(sig)
-                    if claim(k, sig):
+                    where = f"program {k}" + (f", {probe.describe()}" if probe is not None else "")
+                    again = _recheck(verdict, spec) if claim(k, sig) else None
+                    if again is not None and again != sig:
+                        # the program does not give the same finding in a fresh worker: report both
+                        # observations as flaky instead of saving a bug
+                        case = case_from_verdict(verdict, source=f"{spec.source} ({where})", burn_version=version)
+                        case.record["recheck"] = again
+                        results.put(("flaky", spec.job, k, sig, case))
+                    elif again is not None:
                         final = _shrunk(verdict, sig, worker, stop) if spec.shrink else verdict
-                        where = f"program {k}" + (f", {probe.describe()}" if probe is not None else "")
                         case = case_from_verdict(final, source=f"{spec.source} ({where})", burn_version=version)
                         final_t = t if final is verdict else triage(final, worker)
                         case.record["triage"] = final_t.to_dict()
@@ -412,6 +434,16 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
             granted = sig not in known and sig not in claimed
             claimed.add(sig)
             inboxes[j].put(granted)
+        elif tag == "flaky":
+            _, _, k, sig, case = msg
+            flaky_dir = (opts.inflight_dir.parent if opts.inflight_dir else Path(".difftest")) / "flaky"
+            path, _ = save_case(case, flaky_dir)
+            f = summary.finding(f"flaky:{sig}", "flaky")
+            f.count += 1
+            f.path = str(path)
+            f.first = k if f.first is None else min(f.first, k)
+            display.print(f"  flaky {sig}\n    program {k} gives {case.record['recheck']} in a fresh worker; "
+                          f"both observations: {path}")
         elif tag == "case":
             _, _, k, sig, case, before, after, report = msg
             case.record["signature"] = sig

@@ -56,7 +56,7 @@ class Triage:
 
 
 def localised_signature(loc: Localisation, framework: str | None) -> str:
-    which = f"[{loc.input}]" if loc.input is not None else ""
+    which = f"[{','.join(map(str, loc.input))}]" if loc.input is not None else ""
     fw = framework or "-"
     key = "\x1f".join((loc.verdict, fw, loc.where, loc.kind + which, loc.error))
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
