@@ -186,17 +186,19 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(f"  {n:>6}  {reason}")
 
 
-def assert_agrees(verdict: Verdict, source: str) -> None:
+def assert_agrees(verdict: Verdict, source: str, worker: BurnWorker | None = None) -> None:
     """The assertion every property uses: count dismissals; a failing verdict that a known bug
     explains (every finding, by the bug's site and effect: difftest/findings/triage.py) is
     counted, not saved (its corpus case replays it); any other finding, untriaged corpus cases
-    of the same signature included, is saved, then fails with the report and its triage."""
+    of the same signature included, is saved, then fails with the report and its triage.
+    `worker`: the one that ran the verdict (localisation re-runs ops on it), by default the
+    shared one."""
     note_verdict(verdict)
     if verdict.ok:
         return
     from difftest.findings.triage import triage
 
-    t = triage(verdict, shared_worker())
+    t = triage(verdict, worker or shared_worker())
     if t.known is not None:
         _KNOWN_BUGS[t.known.name] += 1
         return

@@ -155,7 +155,7 @@ def test_an_abort_is_one_finding_however_often_it_happens(tmp_path: Path) -> Non
     del saved["signature"]
     bare = tmp_path / "bare.json"
     bare.write_text(json.dumps(saved))
-    assert case_signature(bare) == (crash.signature, "bug")
+    assert case_signature(bare) == (crash.signature, "new")
     assert corpus_signatures(corpus)[crash.signature] == Path(crash.path)
 
     # the same campaign again: everything is known, nothing is saved

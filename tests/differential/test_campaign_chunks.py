@@ -46,4 +46,5 @@ def test_campaign_chunk(chunk: int, burn_worker: BurnWorker) -> None:
                     f.write(f"campaign chunk={chunk} program={k} checked={i + 1} kind={verdict.kind}\n")
         # every verdict: its dismissals are counted for the session summary; a finding fails
         probe = f", {probed.probe.describe()}" if probed.probe is not None else ""
-        assert_agrees(verdict, f"tests/differential/test_campaign_chunks.py (seed {SEED}, program {k}{probe})")
+        assert_agrees(verdict, f"tests/differential/test_campaign_chunks.py (seed {SEED}, program {k}{probe})",
+                      burn_worker)

@@ -28,7 +28,7 @@ def test_injected_fault_leaves_one_minimal_case(tmp_path: Path, monkeypatch: pyt
     @settings(max_examples=1500, derandomize=True, database=None)
     @given(program=programs())
     def prop(program: Program) -> None:
-        assert_agrees(check(program, faulty), "tests/differential/test_findings.py (fault grad-sign:exp)")
+        assert_agrees(check(program, faulty), "tests/differential/test_findings.py (fault grad-sign:exp)", faulty)
 
     try:
         with pytest.raises(AssertionError, match="saved as"):
@@ -41,7 +41,8 @@ def test_injected_fault_leaves_one_minimal_case(tmp_path: Path, monkeypatch: pyt
     ops = [s.op for s in case.program.statements if isinstance(s, OpCall)]
     assert "exp" in ops and len(case.program) <= 6, case.program
     doc = json.loads(files[0].read_text())
-    assert doc["status"] == "bug" and doc["verdict"]["kind"] == "burn-wrong"
+    assert doc["status"] == "new" and doc["verdict"]["kind"] == "burn-wrong"
+    assert doc["triage"]["localisation"]["where"] == "exp", doc["triage"]  # named by the faulty op
     assert doc["versions"]["burn"] == "0.22.1" and doc["observations"]["burn"]["backwards"]
 
     # the emitted PyTorch script prints the gradient PyTorch computes, which the case records
@@ -61,12 +62,17 @@ def test_injected_fault_leaves_one_minimal_case(tmp_path: Path, monkeypatch: pyt
     assert judge(case, verdict).ok, verdict.report()
 
 
-def test_known_bugs_follow_the_corpus_in_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An empty corpus knows no bug; the project's corpus, consulted after it in the same
-    process, still knows its own (the lookup was once cached for whichever came first)."""
-    from difftest.pytest_plugin import _known_bug_cases
+def test_known_bugs_are_known_by_their_record_whatever_the_corpus(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A known bug is recognised by its record's site and effect (divergences/known_bugs.py),
+    not by a corpus file: with an empty corpus in use, the used-leaf bug is still known (counted,
+    not saved)."""
+    from difftest.pytest_plugin import _KNOWN_BUGS, assert_agrees
 
     monkeypatch.setenv("DIFFTEST_CORPUS", str(tmp_path))
-    assert _known_bug_cases() == {}
-    monkeypatch.delenv("DIFFTEST_CORPUS")
-    assert any(p.name == "backward-of-used-leaf-panics.json" for p in _known_bug_cases().values())
+    case = load_case(Path(__file__).resolve().parents[2] / "corpus" / "bugs" / "backward-of-used-leaf-panics.json")
+    with BurnWorker() as w:
+        before = _KNOWN_BUGS["backward-of-used-leaf-panics"]
+        assert_agrees(check(case.program, w), "test", w)
+        assert _KNOWN_BUGS["backward-of-used-leaf-panics"] == before + 1
+        assert not (tmp_path / "findings").exists()

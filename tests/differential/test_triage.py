@@ -124,3 +124,26 @@ def test_a_new_bug_beside_a_known_one_is_reported_as_new(workers: dict[str, Burn
                                                          fault: str) -> None:
     t = _triage(workers, program, fault)
     assert t.known is None, f"{fault} was taken for the known bug {t.known.name if t.known else ''}"
+
+
+PANICS = [
+    pytest.param(Program((
+        leaf("x", [0.5, 1.0], rg=True), op("y", "exp", "x"), op("s", "sum", "y"), backward("s"),
+    )), "Cannot run backward: graph tape has already been consumed at NodeId(3)",
+        id="tape-consumed-at-an-op-root (backward-of-used-leaf-panics)"),
+    pytest.param(Program((
+        leaf("x", [0.5, 1.0, 1.5, 2.0], rg=True, shape=[2, 2]), op("y", "sum_dim", "x", dim=0),
+        op("s", "sum", "y"), backward("s"),
+    )), "range end index 7 out of range for slice of length 6",
+        id="index-out-of-range-in-a-backward-without-a-unit-swap (flex-sum-dim-backward-after-unit-swap-panics)"),
+]
+
+
+@pytest.mark.parametrize(("program", "message"), PANICS)
+def test_a_known_panic_message_elsewhere_is_news(program: Program, message: str) -> None:
+    """A panic with a known bug's message at a statement where its site does not hold."""
+    from difftest.divergences.known_bugs import KNOWN_BUGS, Fault
+    from difftest.findings.triage import known_bug_of
+
+    fault = Fault("outcome", "bw", program, program.dtype, "burn", message)
+    assert known_bug_of([fault], KNOWN_BUGS) is None
