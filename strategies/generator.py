@@ -372,7 +372,8 @@ class _Builder:
             return False
         region = weighted(c, REGIONS, self.cfg.region_weights)
         st = OpCall(self.fresh("v"), spec.name, tuple(v.id for v in inputs), attrs, region)
-        if self.cfg.avoid_known_bugs and known_bug(st, self.statements, cast_in or self.dtype) is not None:
+        recorded = [region == "grad" and v.tracked for v in inputs]
+        if self.cfg.avoid_known_bugs and known_bug(st, self.statements, cast_in or self.dtype, recorded) is not None:
             c.note(f"known-bug-avoided:{spec.name}")
             return False
         self.statements.append(st)

@@ -74,6 +74,10 @@ class KnownBug:
     dtypes: tuple[str, ...] | None = None  # the dtypes it shows in, of the site's inputs (None: every dtype)
     site: Trigger | None = None  # where it strikes; None: `triggers`
     effect: Effect | None = None  # what it does there; None: never matched (it cannot explain a finding)
+    # a backward-only bug: the generator avoids the site only where one of these inputs is
+    # tracked and the op is recorded (elsewhere no backward passes through it, so the op stays
+    # under test); None: wherever the trigger holds
+    backward_through: tuple[int, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -88,8 +92,9 @@ class KnownBug:
 
 def _bug(name: str, reason: str, evidence: tuple[str, ...], triggers: Trigger | None,
          dtypes: tuple[str, ...] | None = None, *, site: Trigger | None = None,
-         effect: Effect | None = None) -> KnownBug:
-    return KnownBug(Knowledge(name, "known-bug", "burn", reason, evidence), triggers, dtypes, site, effect)
+         effect: Effect | None = None, backward_through: tuple[int, ...] | None = None) -> KnownBug:
+    return KnownBug(Knowledge(name, "known-bug", "burn", reason, evidence), triggers, dtypes, site, effect,
+                    backward_through)
 
 
 # ------------------------------------------------------------------ error checks
@@ -365,11 +370,13 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "each group's gradient, computed as a conv spanning more than k positions, without cropping "
         "it to the kernel (conv2d_weight_grad_groups crops since tracel-ai/burn#1891). The forward and "
         "the input gradient agree. The generator avoids grouped strided conv1d whose span the stride "
-        "does not divide.",
+        "does not divide only where the weight is tracked: the forward and the input gradient stay "
+        "under test.",
         ("corpus/bugs/conv1d-grouped-weight-grad-uncropped.json",
          burn_source("burn-backend", "src/backend/ops/modules/conv.rs"), "https://github.com/tracel-ai/burn/pull/1891"),
         _conv1d_grouped_uncropped,
         effect=Effect(("grad",), input=(1,)),
+        backward_through=(1,),
     ),
     _bug(
         "chunk-uneven-pieces-panics",
@@ -388,11 +395,14 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "The forward agrees; float32 programs cannot see it, float16 and bfloat16 ones round it away. "
         "Ops burn composes with div_scalar carry it too: var, var_bias, var_mean (burn-tensor "
         "src/tensor/stats/mod.rs: div_scalar(n)) and softplus (div_scalar(beta)); measured in float64 "
-        "campaigns, gradient errors of ~1e-8 relative. The generator avoids these ops in float64 programs.",
+        "campaigns, gradient errors of ~1e-8 relative. The generator avoids them in float64 programs "
+        "only where a backward can pass through them (a tracked input, in the grad region): their "
+        "forward stays under test.",
         ("corpus/bugs/div-scalar-grad-f32-reciprocal.json", burn_source("burn-autodiff", "src/ops/tensor.rs")),
         _div_scalar,
         ("float64",),
         effect=Effect(("grad",), error=within_f32_rounding),
+        backward_through=(0,),
     ),
     _bug(
         "hard-sigmoid-autodiff-f64-in-f32",
@@ -434,11 +444,19 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
 )
 
 
-def known_bug(st: Statement, prior: Sequence[Statement] = (), dtype: str = "float32") -> KnownBug | None:
-    """The known bug `st` (after `prior`, on inputs of `dtype`: the program's or a cast's) would trigger, or None."""
+def known_bug(st: Statement, prior: Sequence[Statement] = (), dtype: str = "float32",
+              tracked: Sequence[bool] | None = None) -> KnownBug | None:
+    """The known bug `st` (after `prior`, on inputs of `dtype`: the program's or a cast's) would
+    trigger, or None. `tracked`: whether each input of the op is tracked and the op recorded (as
+    the generator knows it); a backward-only bug is then avoided only where a backward can pass
+    through it (`backward_through`)."""
     for bug in KNOWN_BUGS:
         if bug.dtypes is not None and dtype not in bug.dtypes:
             continue
-        if bug.triggers is not None and bug.triggers(st, prior):
-            return bug
+        if bug.triggers is None or not bug.triggers(st, prior):
+            continue
+        if bug.backward_through is not None and tracked is not None and not any(
+                i < len(tracked) and tracked[i] for i in bug.backward_through):
+            continue
+        return bug
     return None
