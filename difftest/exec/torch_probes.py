@@ -23,10 +23,12 @@ from difftest.program.observation import BackwardObs, ErrorObs
 ProbeResult = BackwardObs | ErrorObs
 
 
-def torch_probe_grads(prefix: Program, backward: Backward, roots: Sequence[str]) -> list[ProbeResult]:
+def torch_probe_grads(prefix: Program, backward: Backward, roots: Sequence[str],
+                      dtype: str | None = None) -> list[ProbeResult]:
     """For each root, PyTorch's report of `backward` rooted there after the statements of
     `prefix` (a program's statements before that backward): its gradient entries, or how it
-    failed (a failure of the statements before it is every root's)."""
+    failed (a failure of the statements before it is every root's). `dtype`: run in it (float64
+    for a reference) instead of the program's."""
     index = len(prefix.statements)
     results: list[ProbeResult] = []
 
@@ -42,7 +44,7 @@ def torch_probe_grads(prefix: Program, backward: Backward, roots: Sequence[str])
                 for t, g in zip(holders, kept, strict=True):
                     t.grad = g
 
-    obs = run_torch(prefix, at_end=backwards)
+    obs = run_torch(prefix, dtype, at_end=backwards)
     if obs.error is not None:
         return [obs.error for _ in roots]
     return results
