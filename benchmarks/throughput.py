@@ -5,8 +5,9 @@
 Pass 1 times each stage of checking a generated program one after the other — generation
 (including the generator's concrete evaluation), the semantic model, the PyTorch executor, the
 burn worker round trip (JSON encode, pipe, interpreter, decode), the comparison (arbitration
-included) and, for a program that passes, its root probes (the model's predictions, then burn's
-`probe` request; difftest/exec/probes.py) — and prints absolute times, each stage's share, and
+included) and, for a program that passes, its root probes (the model's predictions, burn's
+`probe` request with the probes' gradients, then the screen of those gradients against
+PyTorch's runs of the probes; difftest/exec/probes.py) — and prints absolute times, each stage's share, and
 the ratio burn/PyTorch executor time. The execution-only ceiling is the rate if a campaign did
 nothing but run both executors one after the other: programs / (PyTorch time + burn time).
 
@@ -27,13 +28,14 @@ import torch
 
 from difftest.divergences.rules import rules_for
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.probes import check_with_probes
+from difftest.exec.probes import check_with_probes, disagrees, screen
 from difftest.exec.runner import check
 from difftest.exec.torch_exec import run_torch
 from difftest.oracle.compare import compare
 from difftest.oracle.model import predict
 from difftest.oracle.numerics import arbitrate
 from difftest.oracle.probes import root_probes
+from difftest.program.observation import Observation
 from difftest.program.validate import infer_shapes
 from strategies import GenConfig, RandomChoices, generate
 
@@ -45,7 +47,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     stages: dict[str, float] = defaultdict(float)
-    statements = n_probes = 0
+    statements = n_probes = n_screened = n_screen_failed = 0
     with BurnWorker() as worker:
         rules = rules_for(worker.burn_version())
         worker.run(generate(RandomChoices(-1)))  # warm the worker up
@@ -65,13 +67,18 @@ def main() -> None:
             t5 = time.perf_counter()
             probes = root_probes(program, rules) if verdict.ok else []
             t6 = time.perf_counter()
-            if probes:
-                worker.probe(program, [(p.index, p.root) for p in probes])
+            answer = worker.probe_grads(program, [(p.index, p.root) for p in probes]) if probes else []
             t7 = time.perf_counter()
+            if not isinstance(answer, Observation):
+                items = [(p, bw) for p, (outcome, bw) in zip(probes, answer, strict=True)
+                         if bw is not None and not disagrees(p, outcome)]
+                n_screened += len(items)
+                n_screen_failed += screen(program, items, prediction.nondet, rules).count(False)
+            t8 = time.perf_counter()
             n_probes += len(probes)
             for name, a, b in (("generate", t0, t1), ("model", t1, t2), ("torch", t2, t3),
                                ("burn", t3, t4), ("compare", t4, t5), ("probe model", t5, t6),
-                               ("probe burn", t6, t7)):
+                               ("probe burn", t6, t7), ("probe screen", t7, t8)):
                 stages[name] += b - a
             statements += len(program)
         total = time.perf_counter() - start
@@ -90,7 +97,8 @@ def main() -> None:
     for name, secs in stages.items():
         print(f"{name:<12} {secs:8.2f} {1000 * secs / n:11.3f} {100 * secs / total:5.1f}%")
     print(f"root probes: {n_probes / n:.1f} a program, {1000 * stages['probe burn'] / max(n_probes, 1):.3f} ms "
-          "each on burn")
+          f"each on burn; {n_screened / n:.1f} a program screened against PyTorch, "
+          f"{1000 * stages['probe screen'] / max(n_screened, 1):.3f} ms each ({n_screen_failed} failed the screen)")
     print(f"burn/PyTorch executor time ratio: {stages['burn'] / stages['torch']:.2f}")
     ceiling = n / (stages["torch"] + stages["burn"])
     rate = n / campaign

@@ -31,7 +31,7 @@ from typing import Any
 
 from difftest.program.ir import Program
 from difftest.program.jsonio import dumps, program_to_dict
-from difftest.program.observation import ErrorObs, Observation
+from difftest.program.observation import BackwardObs, ErrorObs, Observation
 
 PROTOCOL_VERSION = 1
 DEFAULT_TIMEOUT = 60.0
@@ -353,10 +353,39 @@ class BurnWorker:
         re-rooted there, ended (None: without error). A crash or hang of the worker gives its
         `crash` / `timeout` observation instead (the worker restarted); a refused request, an
         `invalid-request` one."""
+        answer = self._probe_request(program, probes, timeout, grads=False)
+        if isinstance(answer, Observation):
+            return answer
+        return [None if e is None else ErrorObs.from_dict(e) for e in answer["outcomes"]]
+
+    def probe_grads(self, program: Program, probes: Sequence[tuple[int, str]],
+                    timeout: float | None = None) -> list[tuple[ErrorObs | None, BackwardObs | None]] | Observation:
+        """`probe`, with each probe's re-rooted backward as a run reports it (its gradient
+        entries; None when the run failed before it): (outcome, backward) per probe."""
+        answer = self._probe_request(program, probes, timeout, grads=True)
+        if isinstance(answer, Observation):
+            return answer
+        if "grads" not in answer:
+            return Observation("burn", error=ErrorObs(
+                "invalid-request", "the probe answer has no \"grads\" (a difftest-burn built before probes "
+                "reported gradients)"))
+        out: list[tuple[ErrorObs | None, BackwardObs | None]] = []
+        for (i, _), e, g in zip(probes, answer["outcomes"], answer["grads"], strict=True):
+            bw = program.statements[i].id
+            out.append((None if e is None else ErrorObs.from_dict(e),
+                        None if g is None else BackwardObs.from_dict({"id": bw, "grads": g})))
+        return out
+
+    def _probe_request(self, program: Program, probes: Sequence[tuple[int, str]], timeout: float | None, *,
+                       grads: bool) -> dict[str, Any] | Observation:
+        """The answer to a `probe` request (`grads`: with the probes' gradients), or the
+        observation of its crash, hang or refusal."""
         doc = program_to_dict(program)
         pending = self._write_inflight(doc)
-        answer = self._observed_request("probe", timeout, pending, program=doc,
-                                        probes=[[i, root] for i, root in probes])
+        fields: dict[str, Any] = {"program": doc, "probes": [[i, root] for i, root in probes]}
+        if grads:
+            fields["grads"] = True
+        answer = self._observed_request("probe", timeout, pending, **fields)
         if isinstance(answer, Observation):
             return answer
         if pending:
@@ -366,7 +395,7 @@ class BurnWorker:
             err = answer.get("error") or {}
             return Observation("burn", error=ErrorObs(err.get("kind", "invalid"), err.get("message", ""),
                                                       err.get("index"), err.get("statement")))
-        return [None if e is None else ErrorObs.from_dict(e) for e in answer["outcomes"]]
+        return answer
 
     def _finish_run(self, run: PendingRun) -> Observation:
         answer = self._observed_answer(run.rid, run.timeout, run.inflight)

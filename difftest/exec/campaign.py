@@ -56,7 +56,8 @@ class CampaignStats:
     dismissals: Counter[str] = field(default_factory=Counter)  # see `dismissals`
     restarts: int = 0  # of the burn worker (crashes, hangs, memory recycling)
     probes: int = 0  # root probes run on burn (difftest/exec/probes.py)
-    probes_checked: int = 0  # of them, checked in full (burn's outcome differed from the prediction)
+    probes_checked: int = 0  # of them, checked in full (outcome or gradients failed the screen)
+    probes_batch_only: int = 0  # probes that failed in burn's batch only (state leaking between runs; ProbeRun)
     first_finding: int | None = None  # 1-based count of programs run up to the first failing one
     findings: list[Verdict] = field(default_factory=list)
 
@@ -114,6 +115,7 @@ def run_campaign(
         verdict, probed = check_with_probes(program, worker, probes=probes)
         stats.probes += probed.probes
         stats.probes_checked += probed.checked
+        stats.probes_batch_only += probed.batch_only_count
         stats.verdicts[verdict.kind] += 1
         stats.rules.update(verdict.prediction.rules_fired)
         stats.dismissals.update(dismissals(verdict))

@@ -204,7 +204,7 @@ def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
                                      report))
             assert worker is not None
             results.put(("result", spec.job, k, verdict.kind, list(verdict.prediction.rules_fired), ops,
-                         dismissals(verdict), worker.restarts, sig, probed.probes, probed.checked))
+                         dismissals(verdict), worker.restarts, sig, *probed.counts()))
 
         stats = run_campaign(
             worker, seed=spec.seed, programs=spec.programs, ops=spec.ops, max_statements=spec.max_statements,
@@ -409,10 +409,11 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
         if not summary.startup:
             summary.startup = time.monotonic() - began
         if tag == "result":
-            _, _, k, kind, rules, ops, dismissed, worker_restarts, sig, probes, probes_checked = msg
+            _, _, k, kind, rules, ops, dismissed, worker_restarts, sig, probes, probes_checked, batch_only = msg
             summary.programs += 1
             summary.probes += probes
             summary.probes_checked += probes_checked
+            summary.probes_batch_only += batch_only
             timeline.note(time.monotonic() - began, summary.programs)
             summary.verdicts[kind] += 1
             summary.rules.update(rules)

@@ -1,32 +1,64 @@
 """Root probes in campaigns (difftest/oracle/probes.py): a program that passed is probed at
 every other root its backwards could have had.
 
-burn runs every probe of a program in one request (the worker's `probe`: outcomes only); a
-probe whose outcome differs from the model's prediction gets a full check (PyTorch, the model,
-arbitration), and the first one whose verdict fails is the program's finding. A crash or hang of
-the batch is found the same way: the probes are then checked one by one until one fails.
+burn runs every probe of a program in one request (the worker's `probe`, with each probe's
+outcome and the gradients of its re-rooted backward). A probe is a *suspect* when its outcome
+differs from the model's prediction, or when it succeeded and its gradients fail the screen
+against PyTorch's (PyTorch runs the statements before each backward once, then the backward of
+each of its probes' roots; `compare.screen_grads`: the same entries and presence, dtypes,
+element-wise closeness; no model, no arbitration). Every suspect gets a full
+check of its program (PyTorch, the model, arbitration), whose verdict decides, so probes raise
+no alarm a normal check would not. Every failing probe is reported; the first is the program's
+finding. A suspect whose full check passes although burn's separate run differs from its
+batched one (outcome or gradients) is *batch-only*: state that leaks between the runs of one
+worker request. A crash or hang of the batch makes every probe a suspect; when none of them
+fails on its own, the batch's error is reported as batch-only too.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from difftest.divergences.rules import Rule, rules_for
 from difftest.exec.burn_worker import BurnWorker, WorkerError
 from difftest.exec.runner import check
-from difftest.oracle.compare import Verdict
+from difftest.exec.torch_probes import ProbeResult, torch_probe_grads
+from difftest.ops import tolerance as tol
+from difftest.oracle.compare import Mismatch, Verdict, screen_grads
+from difftest.oracle.model import Prediction, predict
 from difftest.oracle.probes import RootProbe, root_probes
-from difftest.program.ir import Program
-from difftest.program.observation import ErrorObs, Observation
+from difftest.program.ir import Backward, Program
+from difftest.program.observation import BackwardObs, ErrorObs, Observation
+from difftest.program.value_dtypes import value_dtypes
+
+
+@dataclass(frozen=True)
+class ProbeFailure:
+    probe: RootProbe
+    verdict: Verdict  # the failing verdict of the probe's program
 
 
 @dataclass
 class ProbeRun:
     probes: int = 0  # probes run on burn
-    checked: int = 0  # of them, checked in full (their outcome differed from the prediction)
+    screened: int = 0  # of them, gradients screened against PyTorch's (burn's backward succeeded as predicted)
+    checked: int = 0  # of them, checked in full (outcome differed from the prediction, or gradients failed the screen)
     verdict: Verdict | None = None  # the first failing verdict of a probe
     probe: RootProbe | None = None  # its probe
+    failures: list[ProbeFailure] = field(default_factory=list)  # every failing probe, in probe order
+    batch_only: list[RootProbe] = field(default_factory=list)  # differed in the batch only (see the module doc)
+    batch_error: ErrorObs | None = None  # the batch's crash or hang when no probe fails on its own
+
+    @property
+    def batch_only_count(self) -> int:
+        """Batch-only findings: the batch-only probes, and a batch crash no probe explains."""
+        return len(self.batch_only) + (self.batch_error is not None)
+
+    def counts(self) -> tuple[int, int, int]:
+        """(probes run, checked in full, batch-only), as a campaign's `result` message carries them."""
+        return self.probes, self.checked, self.batch_only_count
 
 
 def disagrees(probe: RootProbe, outcome: ErrorObs | None) -> bool:
@@ -37,40 +69,148 @@ def disagrees(probe: RootProbe, outcome: ErrorObs | None) -> bool:
     return not probe.fails or outcome.index != probe.index
 
 
-def run_probes(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | None = None) -> ProbeRun:
-    """The root probes of `program` (which passed its own check) on `worker`'s burn."""
+def screen(program: Program, items: Sequence[tuple[RootProbe, BackwardObs]], nondet: set[str] | frozenset[str],
+           rules: Sequence[Rule]) -> list[bool]:
+    """Whether burn's gradients of each probe (its backward succeeded as predicted) pass the
+    screen against PyTorch's for the same probe (`compare.screen_grads`). PyTorch runs the
+    statements before each backward once for all of its probes (difftest/exec/torch_probes.py).
+    A difference between the frameworks' outcomes or gradient presence is then judged against
+    the model's prediction for the probe's program, as the full check would judge it (divergence
+    rules make some of them expected); a numeric one is left to the full check's arbitration."""
+    by_index: dict[int, list[int]] = {}
+    for k, (p, _) in enumerate(items):
+        by_index.setdefault(p.index, []).append(k)
+    passed = [False] * len(items)
+    for index, ks in by_index.items():
+        prefix = Program(program.statements[:index], program.dtype)
+        bw = program.statements[index]
+        assert isinstance(bw, Backward), (index, bw)
+        roots = [items[k][0].root for k in ks]
+        results = torch_probe_grads(prefix, bw, roots)
+        reference: list[ProbeResult] | None = None
+        for j, (k, torch_result) in enumerate(zip(ks, results, strict=True)):
+            p, burn_bw = items[k]
+            probe_bw = Backward(bw.id, p.root)
+            mismatches = screen_grads(prefix, probe_bw, torch_result, burn_bw, nondet)
+            if mismatches and all(m.kind in ("outcome", "grad-presence", "grad") for m in mismatches):
+                prediction = predict(p.program(program), rules)
+                mismatches = screen_grads(prefix, probe_bw, torch_result, burn_bw, nondet, prediction)
+            if mismatches and all(m.kind == "grad" for m in mismatches) and isinstance(torch_result, BackwardObs):
+                if reference is None:  # once per backward: PyTorch in float64, every root of it
+                    reference = torch_probe_grads(prefix, bw, roots, "float64")
+                ref = reference[j]
+                mismatches = [m for m in mismatches
+                              if not (isinstance(ref, BackwardObs) and no_farther(m, torch_result, burn_bw, ref))]
+            passed[k] = not mismatches
+    return passed
+
+
+def no_farther(m: Mismatch, torch_bw: BackwardObs, burn_bw: BackwardObs, ref: BackwardObs) -> bool:
+    """Whether, at every element of the gradient mismatch `m`, burn is no farther from the
+    float64 result than PyTorch's own run is (or within the screen of it). PyTorch's run is
+    within its noise budget unless PyTorch is wrong, so such an element would pass the full
+    check's arbitration too; anything else gets the full check."""
+    ident = m.statement or ""
+    t, b, r = torch_bw.grads.get(ident), burn_bw.grads.get(ident), ref.grads.get(ident)
+    if t is None or b is None or r is None or not len(t.data) == len(b.data) == len(r.data):
+        return False
+    for e in m.elements:
+        te, be, re_ = t.data[e], b.data[e], r.data[e]
+        if not all(map(math.isfinite, (te, be, re_))):
+            return False
+        if abs(be - re_) > abs(te - re_) and not tol.screen(re_, be, b.dtype):
+            return False
+    return True
+
+
+def same_burn_result(outcome: ErrorObs | None, bw: BackwardObs | None, separate: Observation, root: str,
+                     nondet: set[str] | frozenset[str], program: Program) -> bool:
+    """Whether burn's batched result of a probe (`outcome`, `bw`) is the one its separate run
+    (`separate`, from the full check) gave: the same outcome and, after a backward that succeeded,
+    the same gradient entries with values within the screen (a backward rooted at a random value,
+    `nondet`, differs between runs by design: its values are not compared)."""
+    err = separate.error
+    if (outcome is None) != (err is None):
+        return False
+    if outcome is not None and err is not None:
+        return (outcome.index, outcome.kind) == (err.index, err.kind)
+    mine = separate.backwards[-1] if separate.backwards else None
+    if bw is None or mine is None:
+        return bw is None and mine is None
+    if {k for k, g in bw.grads.items() if g is not None} != {k for k, g in mine.grads.items() if g is not None}:
+        return False
+    if root in nondet:
+        return True
+    dtypes = value_dtypes(program)
+    for ident, g in bw.grads.items():
+        h = mine.grads[ident]
+        if g is None or h is None:
+            continue
+        dtype = dtypes.get(ident, program.dtype)
+        if g.shape != h.shape or not all(tol.screen(x, y, dtype) for x, y in zip(g.data, h.data, strict=True)):
+            return False
+    return True
+
+
+def run_probes(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | None = None,
+               prediction: Prediction | None = None) -> ProbeRun:
+    """The root probes of `program` (which passed its own check, the model's `prediction`) on
+    `worker`'s burn."""
     if rules is None:
         rules = rules_for(worker.burn_version())
     probes = root_probes(program, rules)
     run = ProbeRun(probes=len(probes))
     if not probes:
         return run
-    outcomes = worker.probe(program, [(p.index, p.root) for p in probes])
-    if isinstance(outcomes, Observation) and outcomes.error is not None and outcomes.error.kind == "invalid-request":
-        raise WorkerError(f"difftest-burn refused the root probes of a program: {outcomes.error.message} "
-                          "(a build without the `probe` request? rebuild it, or run without probes: "
-                          "difftest fuzz --no-probes)")
-    if isinstance(outcomes, Observation):  # the batch crashed or hung: find the probe that does
+    answer = worker.probe_grads(program, [(p.index, p.root) for p in probes])
+    if isinstance(answer, Observation) and answer.error is not None and answer.error.kind == "invalid-request":
+        raise WorkerError(f"difftest-burn refused the root probes of a program: {answer.error.message} "
+                          "(a build without the `probe` request or its gradients? rebuild it, or run without "
+                          "probes: difftest fuzz --no-probes)")
+    batched: dict[int, tuple[ErrorObs | None, BackwardObs | None]] = {}
+    if isinstance(answer, Observation):  # the batch crashed or hung: every probe is a suspect
         suspects: list[RootProbe] = probes
     else:
-        suspects = [p for p, o in zip(probes, outcomes, strict=True) if disagrees(p, o)]
+        suspects = []
+        to_screen: list[tuple[RootProbe, BackwardObs]] = []
+        for k, (p, (outcome, bw)) in enumerate(zip(probes, answer, strict=True)):
+            batched[k] = (outcome, bw)
+            if disagrees(p, outcome) or (outcome is None and bw is None):
+                suspects.append(p)
+            elif outcome is None and bw is not None:
+                to_screen.append((p, bw))
+        if to_screen:
+            nondet = (prediction or predict(program, rules)).nondet
+            run.screened = len(to_screen)
+            suspects += [p for (p, _), ok in zip(to_screen, screen(program, to_screen, nondet, rules), strict=True)
+                         if not ok]
+            suspects.sort(key=probes.index)
+    position = {id(p): k for k, p in enumerate(probes)}
     for p in suspects:
         run.checked += 1
         verdict = check(p.program(program), worker, rules=rules)
         if not verdict.ok:
-            run.verdict, run.probe = verdict, p
-            break
+            run.failures.append(ProbeFailure(p, verdict))
+            continue
+        k = position[id(p)]
+        if k in batched and not same_burn_result(*batched[k], verdict.burn, p.root, verdict.prediction.nondet,
+                                                 program):
+            run.batch_only.append(p)
+    if run.failures:
+        run.verdict, run.probe = run.failures[0].verdict, run.failures[0].probe
+    elif isinstance(answer, Observation):
+        run.batch_error = answer.error
     return run
 
 
 def check_with_probes(program: Program, worker: BurnWorker, *, probes: bool = True,
                       rules: Sequence[Rule] | None = None) -> tuple[Verdict, ProbeRun]:
     """The program's verdict, or, when it passed, the first failing verdict of its root probes
-    (`ProbeRun.probe` says which); with the probe counts."""
+    (`ProbeRun.probe` says which; `ProbeRun.failures` lists them all); with the probe counts."""
     if rules is None:
         rules = rules_for(worker.burn_version())
     verdict = check(program, worker, rules=rules)
     if not probes or not verdict.ok:
         return verdict, ProbeRun()
-    run = run_probes(program, worker, rules=rules)
+    run = run_probes(program, worker, rules=rules, prediction=verdict.prediction)
     return (run.verdict if run.verdict is not None else verdict), run

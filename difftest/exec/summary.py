@@ -96,7 +96,8 @@ class Summary:
     dismissals: Counter[str] = field(default_factory=Counter)
     restarts: int = 0
     probes: int = 0  # root probes run on burn (difftest/exec/probes.py)
-    probes_checked: int = 0  # of them, checked in full (burn's outcome differed from the prediction)
+    probes_checked: int = 0  # of them, checked in full (outcome or gradients failed the screen)
+    probes_batch_only: int = 0  # probes that failed in burn's batch only (state leaking between runs; ProbeRun)
     findings: dict[str, Finding] = field(default_factory=dict)
     saved: list[str] = field(default_factory=list)  # new case files written by this run
     errors: list[str] = field(default_factory=list)
@@ -144,7 +145,7 @@ class Summary:
             "ops": dict(sorted(self.ops.items())),
             "dismissals": dict(self.dismissals.most_common()),
             "restarts": self.restarts,
-            "probes": {"run": self.probes, "checked": self.probes_checked},
+            "probes": {"run": self.probes, "checked": self.probes_checked, "batch_only": self.probes_batch_only},
             "findings": [f.to_dict() for f in self.ordered_findings()],
             "saved": self.saved,
             "errors": self.errors,
@@ -166,6 +167,7 @@ class Summary:
                     int(d.get("restarts", 0)))
         probes = d.get("probes") or {}
         s.probes, s.probes_checked = int(probes.get("run", 0)), int(probes.get("checked", 0))
+        s.probes_batch_only = int(probes.get("batch_only", 0))
         for fd in d.get("findings", []):
             f = Finding.from_dict(fd)
             s.findings[f.signature] = f
@@ -195,6 +197,7 @@ class Summary:
         self.restarts += other.restarts
         self.probes += other.probes
         self.probes_checked += other.probes_checked
+        self.probes_batch_only += other.probes_batch_only
         self.jobs += other.jobs
         for f in other.findings.values():
             g = self.finding(f.signature, f.kind)
@@ -260,7 +263,8 @@ def print_summary(s: Summary, console: Console) -> None:
     out(f"ops generated: {len(s.ops)} distinct; least: " + ", ".join(f"{k} {v}" for k, v in least))
     out("dismissals: " + (", ".join(f"{k} {v}" for k, v in s.dismissals.most_common()) or "none"))
     if s.probes:
-        out(f"root probes: {s.probes} run on burn, {s.probes_checked} checked in full")
+        out(f"root probes: {s.probes} run on burn, {s.probes_checked} checked in full, "
+            f"{s.probes_batch_only} failed in the batch only")
     if s.restarts:
         out(f"worker restarts: {s.restarts}")
     if s.findings:

@@ -189,9 +189,14 @@ class Session:
     optimizer_states: dict[str, dict[str, object]]
 
 
-def run_torch(program: Program, dtype: str | None = None, *, hooks: ExecHooks | None = None) -> Observation:
+AtEnd = Callable[[dict[str, torch.Tensor], dict[str, TorchModule], Session], None]  # run_torch's `at_end`
+
+
+def run_torch(program: Program, dtype: str | None = None, *, hooks: ExecHooks | None = None,
+              at_end: AtEnd | None = None) -> Observation:
     """Execute `program` in its own dtype (`dtype` None: framework "torch") or in `dtype` (the
-    float64 arbiter: "torch64"); a raised exception stops execution and becomes the error."""
+    float64 arbiter: "torch64"); a raised exception stops execution and becomes the error.
+    `at_end(env, modules, session)`: called on the state a run without error ends in (torch_probes.py)."""
     framework = "torch" if dtype is None else ("torch64" if dtype == "float64" else "torch")
     dt = DTYPES[dtype or program.dtype]
     native = program.dtype
@@ -248,6 +253,8 @@ def run_torch(program: Program, dtype: str | None = None, *, hooks: ExecHooks | 
             break
         env[st.id] = t
         values.append(ValueObs(st.id, tensor_obs(t), flags(t)))
+    if at_end is not None and error is None:
+        at_end(env, modules, session)
     return Observation(framework, tuple(values), tuple(backwards), error)
 
 

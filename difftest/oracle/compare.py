@@ -16,7 +16,7 @@ from difftest.ops import tolerance as tol
 from difftest.oracle.model import Prediction
 from difftest.oracle.states import BurnState, TorchState
 from difftest.program.ir import Backward, Program, Shape, is_value
-from difftest.program.observation import Observation, TensorObs
+from difftest.program.observation import BackwardObs, ErrorObs, Observation, TensorObs
 from difftest.program.value_dtypes import value_dtypes
 
 
@@ -162,6 +162,56 @@ def compare(
         arbiter(v, numeric)
     out.extend(numeric)
     return v
+
+
+def screen_grads(prefix: Program, backward: Backward, torch_result: BackwardObs | ErrorObs, burn_bw: BackwardObs,
+                 nondet: set[str] | frozenset[str] = frozenset(),
+                 prediction: Prediction | None = None) -> list[Mismatch]:
+    """The gradients burn reports for `backward`, run without error after the statements of
+    `prefix` (a root probe, difftest/exec/probes.py), before any arbitration. Without
+    `prediction`, against PyTorch's report alone (`torch_result`: the backward, or how it
+    failed): the same entries, a gradient in both or in neither. With the model's `prediction`
+    for the probe's program (`prefix`, then `backward`), as `compare` checks them: PyTorch's
+    outcome and each framework's gradient presence against the model, gradients the frameworks
+    route differently left out. Then the entries complete, each gradient in its value's dtype,
+    and the elements between the frameworks by the screen (none when the root is `nondet`).
+    Every mismatch is returned undismissed: an empty list is a pass, anything else calls for a
+    full check."""
+    out: list[Mismatch] = []
+    i = len(prefix.statements)
+    torch_bw = torch_result if isinstance(torch_result, BackwardObs) else None
+    torch = Observation("torch", backwards=() if torch_bw is None else (torch_bw,),
+                        error=torch_result if isinstance(torch_result, ErrorObs) else None)
+    burn = Observation("burn", backwards=(burn_bw,))
+    if prediction is not None:
+        program = Program((*prefix.statements, backward), prefix.dtype)
+        _outcome(program, prediction, torch, out)
+        for obs in (torch, burn):
+            _grad_presence(prediction, obs, out)
+    elif torch_bw is None:
+        out.append(Mismatch("outcome", backward.id, i, "torch", "no error", str(torch.error)))
+    else:
+        for ident, b in burn_bw.grads.items():
+            t = torch_bw.grads.get(ident)
+            if (t is None) != (b is None):
+                out.append(Mismatch("grad-presence", ident, None, None, "a gradient" if t else "no gradient",
+                                    "a gradient" if b else "no gradient", f"at backward {burn_bw.id}"))
+    defined = sorted(st.id for st in prefix.statements if is_value(st))
+    for obs in (torch, burn):
+        for bw in obs.backwards:
+            if sorted(bw.grads) != defined:
+                out.append(Mismatch("incomplete", bw.id, i, obs.framework, f"gradient entries for {defined}",
+                                    f"entries for {sorted(bw.grads)}"))
+        _dtypes(prefix, obs, out)
+    if backward.input in nondet:
+        return out
+    for ident, b in burn_bw.grads.items():
+        t = torch_bw.grads.get(ident) if torch_bw is not None else None
+        if t is not None and b is not None and t.shape != b.shape:
+            out.append(Mismatch("shape", ident, None, None, list(t.shape), list(b.shape), f"at backward {burn_bw.id}"))
+    incomparable = prediction.incomparable_grads if prediction is not None else None
+    _values(prefix, {}, torch, burn, out, nondet, incomparable)
+    return out
 
 
 def _outcome(program: Program, pred: Prediction, obs: Observation, out: list[Mismatch]) -> None:

@@ -4,13 +4,14 @@ A program's backward is rooted at one value; it could have been rooted at any ot
 holds in a graph at that point. A *root probe* is the program cut after its i-th backward, with
 that backward rooted at another tracked value (a require-grad leaf, an op result, a module
 parameter or output). Whether burn's backward of it succeeds is the model's prediction (the
-same `_backward` the model runs on the program itself, from the state it had reached there), so
-probes need no PyTorch run: campaigns run them on burn alone and check the full verdict of a
-probe only where burn's outcome differs from the prediction (difftest/exec/probes.py).
+same `_backward` the model runs on the program itself, from the state it had reached there):
+campaigns run every probe of a program on burn in one request, with its gradients, screen the
+gradients of the probes that succeeded against PyTorch's, and check the full verdict of a probe
+only where burn's outcome differs from the prediction or its gradients fail the screen
+(difftest/exec/probes.py).
 
-Probes amplify the outcome oracle over roots, uniformly: every tracked value before every
-backward, nothing chosen by what is known to break. Gradients are still compared only for the
-program's own backwards.
+Probes amplify the outcome and gradient oracles over roots, uniformly: every tracked value
+before every backward, nothing chosen by what is known to break.
 """
 
 from __future__ import annotations

@@ -287,7 +287,7 @@ fn run_statement(stmt: &Statement, env: &[Slot], program: &Program, devices: &De
             };
         }
         Kind::Backward { input } => {
-            let grads = apply!(get(*input), t => t.backward());
+            let grads = apply!(fault::backward_root(get(*input)), t => t.backward());
             let obs = program
                 .statements
                 .iter()

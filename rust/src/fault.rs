@@ -13,6 +13,7 @@
 //! | `wrong-dim:<op>` | `<op>` (one with a `dim` attribute) runs along the next dim `(d + k) % rank` of the first input with the same extent as `d`; inert when there is none |
 //! | `promote-trailing:<op>` | the lower-rank operand of the binary `<op>` gets trailing size-1 dims instead of leading ones |
 //! | `value-scale:<op>:<eps>` | the result of `<op>` times `1 + eps` (forward and gradient) |
+//! | `root-grad-scale:<eps>` | every gradient of a backward times `1 + eps` when its root is not a scalar (more than one element); backwards of scalar roots unchanged |
 //! | `flag-after:<where>` | the reported `is_tracked` is negated for the values of a cut (`detach`, `without_autodiff`, `autodiff`), of ops in a region (`no_grad`, `inference_mode`), or of the forward of a module derived from `valid()` (`valid`) |
 //!
 //! The gradient faults act on the op's result `y` only when it is tracked:
@@ -39,7 +40,7 @@ pub const ENV: &str = "DIFFTEST_BURN_FAULT";
 pub const FORMS: &str = "grad-scale:<op>:<eps>, grad-sign:<op>, grad-drop:<op>, \
 flag-without-autodiff, detach-like-torch, lowering:<op>=<other>[{attrs}], \
 grad-drop-input:<op>:<i>, wrong-dim:<op>, promote-trailing:<op>, value-scale:<op>:<eps>, \
-flag-after:<detach|without_autodiff|autodiff|no_grad|inference_mode|valid>";
+root-grad-scale:<eps>, flag-after:<detach|without_autodiff|autodiff|no_grad|inference_mode|valid>";
 
 #[derive(Clone, Debug)]
 pub enum Fault {
@@ -53,6 +54,7 @@ pub enum Fault {
     WrongDim { op: &'static str },
     PromoteTrailing { op: &'static str },
     ValueScale { op: &'static str, eps: f64 },
+    RootGradScale { eps: f64 },
     FlagAfter { site: FlagSite },
 }
 
@@ -152,6 +154,27 @@ pub fn module_forward(kind: &str, y: DynTensor) -> DynTensor {
     }
 }
 
+/// The root a backward starts from under `fault`: `root-grad-scale:<eps>` puts a node that
+/// scales the gradient by `1 + eps` on a tracked root of more than one element, so every
+/// gradient the backward reports (the root's own included) is scaled; a scalar root, and
+/// every root under other faults, is unchanged. Only root probes and programs whose backward
+/// is rooted at a non-scalar value see this fault.
+pub fn backward_root_with(fault: Option<&Fault>, root: DynTensor) -> DynTensor {
+    match fault {
+        Some(Fault::RootGradScale { eps })
+            if root.flags().is_tracked && root.dims().iter().product::<usize>() > 1 =>
+        {
+            map!(root, t => scale_grad(t, *eps))
+        }
+        _ => root,
+    }
+}
+
+/// The backward-root hook under the active fault.
+pub fn backward_root(root: DynTensor) -> DynTensor {
+    backward_root_with(active().map(|a| &a.fault), root)
+}
+
 /// The arity of the catalog op `op` (`NARY` for n-ary ops).
 fn arity_of(op: &str) -> i32 {
     Op::ALL.iter().find(|d| d.name == op).map_or(0, |d| d.arity)
@@ -242,6 +265,9 @@ pub fn parse(spec: &str) -> Result<Fault, String> {
             }
             Ok(Fault::PromoteTrailing { op })
         }
+        ["root-grad-scale", eps] => Ok(Fault::RootGradScale {
+            eps: finite_eps(eps, "root-grad-scale")?,
+        }),
         ["flag-after", site] => Ok(Fault::FlagAfter {
             site: FlagSite::parse(site)?,
         }),
@@ -409,322 +435,5 @@ pub fn reported_flags(site: Option<FlagSite>, flags: Flags) -> Flags {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::apply;
-    use burn::tensor::Device;
-
-    #[test]
-    fn parses_every_form() {
-        assert!(matches!(
-            parse("grad-scale:tanh:1e-3"),
-            Ok(Fault::GradScale { op: "tanh", eps }) if eps == 1e-3
-        ));
-        assert!(matches!(
-            parse("grad-sign:matmul"),
-            Ok(Fault::GradSign { op: "matmul" })
-        ));
-        assert!(matches!(
-            parse("grad-drop:exp"),
-            Ok(Fault::GradDrop { op: "exp" })
-        ));
-        assert!(matches!(
-            parse("flag-without-autodiff"),
-            Ok(Fault::FlagWithoutAutodiff)
-        ));
-        assert!(matches!(
-            parse("detach-like-torch"),
-            Ok(Fault::DetachLikeTorch)
-        ));
-        match parse("lowering:tanh=sigmoid") {
-            Ok(Fault::Lowering { op: "tanh", other }) => assert_eq!(other.name(), "sigmoid"),
-            other => panic!("{other:?}"),
-        }
-        match parse(r#"lowering:relu=leaky_relu{"slope":0.01}"#) {
-            Ok(Fault::Lowering {
-                op: "relu",
-                other: Op::LeakyRelu { slope },
-            }) => assert_eq!(slope, 0.01),
-            other => panic!("{other:?}"),
-        }
-        assert!(matches!(
-            parse("grad-drop-input:matmul:1"),
-            Ok(Fault::GradDropInput {
-                op: "matmul",
-                index: 1
-            })
-        ));
-        assert!(matches!(
-            parse("grad-drop-input:cat:7"),
-            Ok(Fault::GradDropInput {
-                op: "cat",
-                index: 7
-            })
-        ));
-        assert!(matches!(
-            parse("wrong-dim:softmax"),
-            Ok(Fault::WrongDim { op: "softmax" })
-        ));
-        assert!(matches!(
-            parse("promote-trailing:add"),
-            Ok(Fault::PromoteTrailing { op: "add" })
-        ));
-        assert!(matches!(
-            parse("value-scale:mean:-0.25"),
-            Ok(Fault::ValueScale { op: "mean", eps }) if eps == -0.25
-        ));
-        for (name, site) in FlagSite::NAMES {
-            assert!(
-                matches!(parse(&format!("flag-after:{name}")), Ok(Fault::FlagAfter { site: s }) if s == site),
-                "{name}"
-            );
-        }
-    }
-
-    #[test]
-    fn rejects_bad_specs() {
-        for spec in [
-            "",
-            "nope",
-            "grad-scale:tanh",
-            "grad-scale:tanh:abc",
-            "grad-scale:tanh:inf",
-            "grad-scale:frob:1e-3",
-            "grad-sign",
-            "grad-sign:tanh:1",
-            "grad-drop:frob",
-            "flag-without-autodiff:x",
-            "lowering:tanh",
-            "lowering:tanh=frob",
-            "lowering:add=sigmoid",
-            "lowering:tanh=add",
-            "lowering:tanh=leaky_relu",
-            "lowering:tanh=leaky_relu{",
-            r#"lowering:tanh=leaky_relu{"slope":"x"}"#,
-            r#"lowering:tanh=leaky_relu{"slope":0.1,"extra":1}"#,
-            r#"lowering:tanh=leaky_relu{"slope":0.1}x"#,
-            r#"lowering:tanh=leaky_relu[1]"#,
-            "lowering:tanh=sigmoid{}x",
-            "grad-drop-input:matmul",
-            "grad-drop-input:matmul:2",
-            "grad-drop-input:exp:1",
-            "grad-drop-input:matmul:-1",
-            "grad-drop-input:matmul:x",
-            "grad-drop-input:frob:0",
-            "wrong-dim:exp",
-            "wrong-dim:swap_dims",
-            "wrong-dim:frob",
-            "wrong-dim",
-            "promote-trailing:exp",
-            "promote-trailing:cat",
-            "promote-trailing:add:1",
-            "value-scale:mean",
-            "value-scale:mean:x",
-            "value-scale:mean:nan",
-            "value-scale:frob:0.1",
-            "flag-after",
-            "flag-after:grad",
-            "flag-after:detach:x",
-        ] {
-            assert!(parse(spec).is_err(), "{spec:?} parsed");
-        }
-        let e = parse("nope").unwrap_err();
-        assert!(e.contains("grad-scale:<op>:<eps>"), "{e}");
-    }
-
-    fn leaf(data: Vec<f32>) -> DynTensor {
-        let device = Device::flex().autodiff();
-        let n = data.len();
-        DynTensor::from_f32(data, &[n], &device).require_grad()
-    }
-
-    fn grad(x: &DynTensor, y: DynTensor) -> Vec<f32> {
-        let DynTensor::R1(y) = y else { panic!() };
-        let DynTensor::R1(x) = x else { panic!() };
-        let grads = y.sum().backward();
-        x.grad(&grads).unwrap().try_to_vec_as::<f32>().unwrap()
-    }
-
-    #[test]
-    fn grad_faults_keep_the_forward() {
-        let tanh = Op::parse("tanh", &Map::new()).unwrap();
-        let data = vec![-0.0, 0.5, -2.0];
-        let x = leaf(data.clone());
-        let clean = execute_with(None, &tanh, vec![x.clone()]);
-        let g_clean = grad(&x, clean.clone());
-        for (spec, factor) in [("grad-scale:tanh:1e-3", 1.001f32), ("grad-sign:tanh", -1.0)] {
-            let fault = parse(spec).unwrap();
-            let x = leaf(data.clone());
-            let y = execute_with(Some(&fault), &tanh, vec![x.clone()]);
-            let (_, a) = y.read();
-            let (_, b) = clean.read();
-            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&a), bits(&b), "{spec}: forward changed");
-            assert_eq!(y.flags(), clean.flags(), "{spec}");
-            let g = grad(&x, y);
-            for (g, c) in g.iter().zip(&g_clean) {
-                assert!(
-                    (g - c * factor).abs() <= 1e-6 * c.abs(),
-                    "{spec}: {g} vs {c}"
-                );
-            }
-        }
-        let drop = parse("grad-drop:tanh").unwrap();
-        let y = execute_with(Some(&drop), &tanh, vec![leaf(data)]);
-        assert!(!y.flags().is_tracked);
-    }
-
-    #[test]
-    fn cut_faults() {
-        let x = leaf(vec![1.0, 2.0]);
-        assert!(cut_with(None, Cut::Detach, &x).is_none());
-        let f = parse("detach-like-torch").unwrap();
-        let d = cut_with(Some(&f), Cut::Detach, &x).unwrap();
-        assert!(d.flags().is_autodiff && !d.flags().is_tracked && !d.flags().is_require_grad);
-        let f = parse("flag-without-autodiff").unwrap();
-        let w = cut_with(Some(&f), Cut::WithoutAutodiff, &x).unwrap();
-        assert!(w.flags().is_autodiff);
-        assert!(cut_with(Some(&f), Cut::Detach, &x).is_none());
-    }
-
-    fn leaf_nd(data: Vec<f32>, shape: &[usize]) -> DynTensor {
-        DynTensor::from_f32(data, shape, &Device::flex().autodiff()).require_grad()
-    }
-
-    /// The gradients of `sum(y)` at each of `xs` (any ranks), or `None`.
-    fn grads_nd(xs: &[&DynTensor], y: &DynTensor) -> Vec<Option<Vec<f32>>> {
-        let grads = apply!(y.clone(), t => t.sum().backward());
-        xs.iter()
-            .map(|x| apply!(x, t => t.grad(&grads).map(|g| g.try_to_vec_as::<f32>().unwrap())))
-            .collect()
-    }
-
-    fn grad_nd(x: &DynTensor, y: &DynTensor) -> Option<Vec<f32>> {
-        grads_nd(&[x], y).remove(0)
-    }
-
-    fn data(t: &DynTensor) -> Vec<f32> {
-        t.read().1
-    }
-
-    #[test]
-    fn grad_drop_input() {
-        let matmul = Op::parse("matmul", &Map::new()).unwrap();
-        let fault = parse("grad-drop-input:matmul:1").unwrap();
-        let leaves = || {
-            (
-                leaf_nd(vec![1.0, 2.0, 3.0, 4.0], &[2, 2]),
-                leaf_nd(vec![0.5, -1.0, 2.0, 0.25], &[2, 2]),
-            )
-        };
-        let (a0, b0) = leaves();
-        let clean = execute_with(None, &matmul, vec![a0.clone(), b0.clone()]);
-        let (a, b) = leaves();
-        let y = execute_with(Some(&fault), &matmul, vec![a.clone(), b.clone()]);
-        assert_eq!(data(&y), data(&clean));
-        assert_eq!(y.flags(), clean.flags());
-        let g_clean = grads_nd(&[&a0, &b0], &clean);
-        assert!(g_clean.iter().all(Option::is_some));
-        let g = grads_nd(&[&a, &b], &y);
-        assert_eq!(g[0], g_clean[0]);
-        assert_eq!(g[1], None);
-        // Variadic: an index past the inputs is inert.
-        let cat = Op::parse(
-            "cat",
-            &serde_json::json!({"dim": 0}).as_object().unwrap().clone(),
-        )
-        .unwrap();
-        let fault = parse("grad-drop-input:cat:3").unwrap();
-        let y = execute_with(Some(&fault), &cat, vec![a.clone()]);
-        assert!(grad_nd(&a, &y).is_some());
-    }
-
-    fn with_dim(name: &str, dim: usize) -> Op {
-        let attrs = serde_json::json!({"dim": dim});
-        Op::parse(name, attrs.as_object().unwrap()).unwrap()
-    }
-
-    #[test]
-    fn wrong_dim_keeps_the_shape() {
-        let fault = parse("wrong-dim:softmax").unwrap();
-        let x = leaf_nd(vec![1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 0.0, -1.0, 2.0], &[3, 3]);
-        let y = execute_with(Some(&fault), &with_dim("softmax", 0), vec![x.clone()]);
-        let along_1 = execute_with(None, &with_dim("softmax", 1), vec![x.clone()]);
-        assert_eq!(data(&y), data(&along_1));
-        // [2, 3, 2]: dim 0 has extent 2 and so has dim 2 (the next one of that extent).
-        let x = leaf_nd((0..12).map(|i| i as f32).collect(), &[2, 3, 2]);
-        let fault = parse("wrong-dim:sum_dim").unwrap();
-        let y = execute_with(Some(&fault), &with_dim("sum_dim", 0), vec![x.clone()]);
-        assert_eq!(y.dims(), vec![2, 3, 1]); // summed along dim 2 instead
-        let y = execute_with(Some(&fault), &with_dim("sum_dim", 1), vec![x.clone()]);
-        assert_eq!(y.dims(), vec![2, 1, 2], "no other dim of extent 3: inert");
-        let fault = parse("wrong-dim:cumsum").unwrap();
-        let y = execute_with(Some(&fault), &with_dim("cumsum", 0), vec![x.clone()]);
-        let clean = execute_with(None, &with_dim("cumsum", 2), vec![x.clone()]);
-        assert_eq!(data(&y), data(&clean));
-        // unsqueeze at the end (dim = rank) has no extent: inert.
-        let fault = parse("wrong-dim:unsqueeze").unwrap();
-        let x = leaf_nd(vec![1.0; 4], &[2, 2]);
-        let y = execute_with(Some(&fault), &with_dim("unsqueeze", 2), vec![x.clone()]);
-        assert_eq!(y.dims(), vec![2, 2, 1]);
-        let y = execute_with(Some(&fault), &with_dim("unsqueeze", 0), vec![x]);
-        assert_eq!(y.dims(), vec![2, 1, 2]);
-    }
-
-    #[test]
-    fn promote_trailing() {
-        let add = Op::parse("add", &Map::new()).unwrap();
-        let fault = parse("promote-trailing:add").unwrap();
-        let a = leaf_nd(vec![10.0, 20.0], &[2]);
-        let b = leaf_nd(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
-        let y = execute_with(Some(&fault), &add, vec![a.clone(), b.clone()]);
-        assert_eq!(y.dims(), vec![2, 3]);
-        assert_eq!(data(&y), vec![11.0, 12.0, 13.0, 24.0, 25.0, 26.0]);
-        assert_eq!(grad_nd(&a, &y), Some(vec![3.0, 3.0]));
-        // Equal ranks: unchanged.
-        let c = leaf_nd(vec![1.0, 2.0, 3.0], &[3]);
-        let y = execute_with(Some(&fault), &add, vec![c.clone(), c.clone()]);
-        assert_eq!(data(&y), vec![2.0, 4.0, 6.0]);
-    }
-
-    #[test]
-    fn value_scale() {
-        let mean = Op::parse("mean", &Map::new()).unwrap();
-        let fault = parse("value-scale:mean:-0.25").unwrap();
-        let x = leaf_nd(vec![1.0, 2.0, 3.0, 6.0], &[4]);
-        let y = execute_with(Some(&fault), &mean, vec![x.clone()]);
-        assert_eq!(data(&y), vec![2.25]);
-        assert_eq!(grad_nd(&x, &y), Some(vec![0.1875; 4]));
-        let lowering = parse(r#"lowering:relu=leaky_relu{"slope":0.5}"#).unwrap();
-        let relu = Op::parse("relu", &Map::new()).unwrap();
-        let y = execute_with(Some(&lowering), &relu, vec![leaf_nd(vec![-2.0, 3.0], &[2])]);
-        assert_eq!(data(&y), vec![-1.0, 3.0]);
-    }
-
-    #[test]
-    fn flag_after_changes_only_the_report() {
-        let flags = Flags {
-            is_autodiff: true,
-            is_tracked: false,
-            is_require_grad: false,
-        };
-        let f = parse("flag-after:detach").unwrap();
-        let flipped = reported_flags_with(Some(&f), Some(FlagSite::Detach), flags);
-        assert_eq!(
-            flipped,
-            Flags {
-                is_tracked: true,
-                ..flags
-            }
-        );
-        assert_eq!(
-            reported_flags_with(Some(&f), Some(FlagSite::Valid), flags),
-            flags
-        );
-        assert_eq!(reported_flags_with(Some(&f), None, flags), flags);
-        assert_eq!(
-            reported_flags_with(None, Some(FlagSite::Detach), flags),
-            flags
-        );
-    }
-}
+#[path = "fault_tests.rs"]
+mod tests;

@@ -1,12 +1,15 @@
 //! The `probe` request: root probes (difftest/oracle/probes.py). Each probe names one of the
 //! program's backwards and another value to root it at; the worker runs the program's
-//! statements before that backward, then the backward of the probe's root, and reports only
-//! how the run ended (the error, or none). One request runs every probe of a program, so a
-//! campaign pays one round trip per program, not one per probe.
+//! statements before that backward, then the backward of the probe's root, and reports how the
+//! run ended (the error, or none) and, when the request asks for them (`"grads": true`), the
+//! gradient entries of the re-rooted backward: the same map a run reports for a backward (one
+//! entry per value defined before it, `null` without a gradient), so the campaign can compare
+//! them with PyTorch's. One request runs every probe of a program, so a campaign pays one round
+//! trip per program, not one per probe.
 
 use serde_json::{Map, Value};
 
-use crate::exec::{self, RunError};
+use crate::exec::{self, Grads, RunError};
 use crate::program::{Kind, Program, Statement};
 use crate::request::RequestError;
 
@@ -66,9 +69,19 @@ fn parse_probe(program: &Program, k: usize, p: &Value) -> Result<Probe, RequestE
     })
 }
 
-/// The outcome of each probe of `obj["probes"]` on `obj["program"]`: `None` when the run
-/// (the statements before the backward, then the re-rooted backward) ended without error.
-pub fn handle(obj: &Map<String, Value>) -> Result<Vec<Option<RunError>>, RequestError> {
+/// The answer to a probe request, one entry per probe in each list.
+pub struct Probed {
+    /// How each probe's run ended: `None` without error.
+    pub outcomes: Vec<Option<RunError>>,
+    /// When asked for: each probe's re-rooted backward's gradient entries (`None` when the run
+    /// failed before they were reported).
+    pub grads: Option<Vec<Option<Grads>>>,
+}
+
+/// Each probe of `obj["probes"]` on `obj["program"]`: how the run (the statements before the
+/// backward, then the re-rooted backward) ended and, with `obj["grads"]` true, the gradients it
+/// reported for the re-rooted backward.
+pub fn handle(obj: &Map<String, Value>) -> Result<Probed, RequestError> {
     let doc = obj
         .get("program")
         .ok_or_else(|| invalid("a probe request needs a \"program\""))?;
@@ -84,10 +97,29 @@ pub fn handle(obj: &Map<String, Value>) -> Result<Vec<Option<RunError>>, Request
         .enumerate()
         .map(|(k, p)| parse_probe(&program, k, p))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(probes
-        .iter()
-        .map(|p| exec::run(&probe_program(&program, p)).error)
-        .collect())
+    let with_grads = match obj.get("grads") {
+        None => false,
+        Some(v) => v
+            .as_bool()
+            .ok_or_else(|| invalid("\"grads\" must be true or false"))?,
+    };
+    let mut outcomes = Vec::with_capacity(probes.len());
+    let mut grads = Vec::with_capacity(probes.len());
+    for p in &probes {
+        let obs = exec::run(&probe_program(&program, p));
+        // the probe's backward is the run's last statement: its entry is the last one, and
+        // only a run that got through it reports one
+        let last = match obs.error {
+            None => obs.backwards.into_iter().last().map(|b| b.grads),
+            Some(_) => None,
+        };
+        outcomes.push(obs.error);
+        grads.push(last);
+    }
+    Ok(Probed {
+        outcomes,
+        grads: with_grads.then_some(grads),
+    })
 }
 
 fn probe_program(program: &Program, p: &Probe) -> Program {
@@ -123,7 +155,34 @@ mod tests {
 
     fn probe(probes: Value) -> Result<Vec<Option<RunError>>, RequestError> {
         let req = json!({"request": "probe", "program": program(), "probes": probes});
-        handle(req.as_object().unwrap())
+        let probed = handle(req.as_object().unwrap())?;
+        assert!(probed.grads.is_none(), "gradients only when asked for");
+        Ok(probed.outcomes)
+    }
+
+    #[test]
+    fn probes_report_the_gradients_of_their_backward_when_asked() {
+        let req = json!({"request": "probe", "program": program(), "grads": true,
+                         "probes": [[4, "v"], [5, "v"]]});
+        let probed = handle(req.as_object().unwrap()).unwrap();
+        let grads = probed.grads.expect("asked for");
+        assert!(probed.outcomes[0].is_none() && probed.outcomes[1].is_some());
+        let g = serde_json::to_value(grads[0].as_ref().expect("the first probe ran")).unwrap();
+        // the backward of v = x0 * x1 seeded with ones: d/dx0 = x1, d/dx1 = x0 (both [0.5, 1])
+        assert_eq!(g["x0"]["data"], json!([0.5, 1.0]));
+        assert_eq!(g["x1"]["data"], json!([0.5, 1.0]));
+        // one entry per value defined before the backward, as a run reports it
+        let mut keys: Vec<&String> = g.as_object().unwrap().keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["s", "v", "x0", "x1"]);
+        assert!(grads[1].is_none(), "a failed run reports no gradients");
+        let bad = json!({"request": "probe", "program": program(), "grads": 1, "probes": []});
+        let e = handle(bad.as_object().unwrap()).err().expect("refused");
+        assert!(
+            e.message.contains("\"grads\" must be true or false"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
 
-use crate::exec::{self, Observation, RunError};
+use crate::exec::{self, Observation};
 use crate::memory::{self, MemoryReport, ProgramMemoryReport};
 use crate::memory_session::{self, SessionReport};
 use crate::ops::Op;
@@ -114,7 +114,7 @@ pub enum Reply {
     MemoryProgram(ProgramMemoryReport),
     MemorySession(SessionReport),
     Allocated(u64),
-    Probes(Vec<Option<RunError>>),
+    Probes(probe::Probed),
 }
 
 /// One response line: `{"id": …, "ok": …, <payload fields>}`.
@@ -140,7 +140,12 @@ impl Serialize for Response {
             Ok(Reply::MemoryProgram(m)) => map.serialize_entry("memory", m)?,
             Ok(Reply::MemorySession(m)) => map.serialize_entry("memory", m)?,
             Ok(Reply::Allocated(n)) => map.serialize_entry("allocated", n)?,
-            Ok(Reply::Probes(outcomes)) => map.serialize_entry("outcomes", outcomes)?,
+            Ok(Reply::Probes(p)) => {
+                map.serialize_entry("outcomes", &p.outcomes)?;
+                if let Some(grads) = &p.grads {
+                    map.serialize_entry("grads", grads)?;
+                }
+            }
             Err(e) => map.serialize_entry("error", e)?,
         }
         map.end()

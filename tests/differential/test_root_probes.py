@@ -1,5 +1,6 @@
 """Root probes on burn (difftest/exec/probes.py): the worker's `probe` request, and what probes
-add to a campaign: burn's outcome at every other root a program's backwards could have had."""
+add to a campaign: burn's outcome and gradients at every other root a program's backwards could
+have had."""
 
 from __future__ import annotations
 
@@ -37,6 +38,40 @@ def test_burn_outcomes_of_probes_are_as_the_model_predicts(burn_worker: BurnWork
     outcomes = burn_worker.probe(program, [(p.index, p.root) for p in probes])
     assert not isinstance(outcomes, Observation), outcomes
     assert [p.root for p, o in zip(probes, outcomes, strict=True) if disagrees(p, o)] == []
+
+
+def test_probe_gradients_are_those_of_a_run_of_the_probe(burn_worker: BurnWorker) -> None:
+    """The batched gradients of a probe are the ones a run of the probe's program reports for
+    its backward (a batch leaks nothing between its runs here)."""
+    program = Program((
+        _leaf("x0"), _leaf("x1"), OpCall("v", "mul", ("x0", "x1")), OpCall("u", "exp", ("v",)),
+        OpCall("s", "sum", ("u",)), Backward("bw", "s"),
+    ))
+    probes = root_probes(program)
+    answer = burn_worker.probe_grads(program, [(p.index, p.root) for p in probes])
+    assert not isinstance(answer, Observation), answer
+    for p, (outcome, bw) in zip(probes, answer, strict=True):
+        run = burn_worker.run(p.program(program))
+        assert outcome is None and run.error is None and bw == run.backwards[-1], p
+
+
+def test_probes_compare_gradients_at_non_scalar_roots() -> None:
+    """`root-grad-scale` scales the gradients of backwards rooted at non-scalar values only: a
+    program whose backward is rooted at a sum passes, and its probes, rooted at the values
+    before it, find burn's wrong gradients (each failing probe reported)."""
+    program = Program((
+        _leaf("x0"), _leaf("x1"), OpCall("v", "mul", ("x0", "x1")), OpCall("u", "exp", ("v",)),
+        OpCall("s", "sum", ("u",)), Backward("bw", "s"),
+    ))
+    with BurnWorker(fault="root-grad-scale:1e-3") as worker:
+        assert check(program, worker).ok
+        verdict, probed = check_with_probes(program, worker)
+    assert not verdict.ok and verdict.kind == "burn-wrong", verdict.report()
+    assert probed.probe is not None and probed.probe.root != "s"
+    assert verdict.program == probed.probe.program(program)
+    assert any(m.kind == "grad" and m.verdict == "burn-wrong" for m in verdict.findings), verdict.report()
+    assert {f.probe.root for f in probed.failures} == {"x0", "x1", "v", "u"}  # every non-scalar root
+    assert probed.screened == probed.probes == 4 and probed.checked == 4 and probed.batch_only == []
 
 
 def test_a_bad_probe_request_names_the_probe(burn_worker: BurnWorker) -> None:

@@ -10,10 +10,11 @@ import pytest
 
 from difftest.exec import probes as exec_probes
 from difftest.exec.burn_worker import WorkerError
-from difftest.exec.probes import disagrees, run_probes
+from difftest.exec.probes import ProbeRun, disagrees, run_probes, same_burn_result
+from difftest.exec.summary import Summary
 from difftest.oracle.probes import RootProbe, root_probes
 from difftest.program.ir import Backward, Cut, Leaf, OpCall, Program
-from difftest.program.observation import ErrorObs, Observation
+from difftest.program.observation import BackwardObs, ErrorObs, Observation, TensorObs
 
 
 def _leaf(ident: str, require_grad: bool = True) -> Leaf:
@@ -71,7 +72,7 @@ def test_screening_compares_the_outcome_with_the_prediction() -> None:
 
 
 class _Worker:
-    """A stand-in for BurnWorker: `probe` answers `answer`."""
+    """A stand-in for BurnWorker: `probe_grads` answers `answer`."""
 
     def __init__(self, answer: Any) -> None:
         self.answer = answer
@@ -79,16 +80,35 @@ class _Worker:
     def burn_version(self) -> str:
         return "0.22.1"
 
-    def probe(self, program: Program, probes: Any) -> Any:
+    def probe_grads(self, program: Program, probes: Any) -> Any:
         return self.answer(probes) if callable(self.answer) else self.answer
+
+
+class _Verdict:
+    def __init__(self, ok: bool, burn: Observation | None = None) -> None:
+        self.ok = ok
+        self.burn = burn or Observation("burn")
+        self.prediction = type("P", (), {"nondet": frozenset()})()
+
+
+_NO_RANDOM = type("P", (), {"nondet": frozenset()})()  # a prediction with no random values
+
+
+def _as_predicted(probes: Any) -> list[tuple[ErrorObs | None, BackwardObs | None]]:
+    """burn's batch answer when every probe ends as the model predicts (gradients: x0's)."""
+    by_key = {(p.index, p.root): p for p in root_probes(SESSION)}
+    out: list[tuple[ErrorObs | None, BackwardObs | None]] = []
+    for q in probes:
+        p = by_key[tuple(q)]
+        if p.fails:
+            out.append((ErrorObs("panic", "m", p.index, p.backward), None))
+        else:
+            out.append((None, BackwardObs(p.backward, {"x0": TensorObs((2,), (1.0, 1.0))})))
+    return out
 
 
 def test_a_crashed_batch_is_checked_probe_by_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     checked: list[Program] = []
-
-    class _Verdict:
-        def __init__(self, ok: bool) -> None:
-            self.ok = ok
 
     def fake_check(program: Program, worker: Any, *, rules: Any = None) -> _Verdict:
         checked.append(program)
@@ -97,19 +117,80 @@ def test_a_crashed_batch_is_checked_probe_by_probe(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(exec_probes, "check", fake_check)
     crash = Observation("burn", error=ErrorObs("crash", "worker exited with status 134"))
     run = run_probes(SESSION, _Worker(crash))  # type: ignore[arg-type]
-    assert run.probes == 7 and run.checked == 2 and run.probe is not None
+    assert run.probes == 7 and run.checked == 7 and run.probe is not None  # every probe, one by one
     assert (run.probe.backward, run.probe.root) == ("bw", "x1")
     assert run.verdict is not None and checked[1] == run.probe.program(SESSION)
+    assert run.batch_error is None and run.batch_only_count == 0  # the crash is the probe's
 
-    # outcomes that all agree with the model: nothing is checked in full
+    # a crash no probe reproduces on its own is the batch's
     checked.clear()
-    agree = _Worker(lambda ps: [None if not p.fails else ErrorObs("panic", "m", p.index, "bw1")
-                                for p in root_probes(SESSION) for q in ps if (p.index, p.root) == tuple(q)])
-    run = run_probes(SESSION, agree)  # type: ignore[arg-type]
-    assert run.probes == 7 and run.checked == 0 and run.verdict is None and not checked
+    monkeypatch.setattr(exec_probes, "check", lambda program, worker, rules=None: _Verdict(True))
+    run = run_probes(SESSION, _Worker(crash))  # type: ignore[arg-type]
+    assert run.verdict is None and run.batch_error == crash.error and run.batch_only_count == 1
+
+    # outcomes that all agree with the model, gradients that pass the screen: nothing is checked
+    monkeypatch.setattr(exec_probes, "check", fake_check)
+    monkeypatch.setattr(exec_probes, "screen", lambda program, items, nondet, rules: [True for _ in items])
+    checked.clear()
+    run = run_probes(SESSION, _Worker(_as_predicted), prediction=_NO_RANDOM)  # type: ignore[arg-type]
+    assert run.probes == 7 and run.screened == 3 and run.checked == 0 and run.verdict is None and not checked
+
+
+def test_every_failing_probe_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gradients that fail the screen make their probes suspects; each suspect's full check
+    decides, and every failing one is in `failures`, the first being the program's verdict."""
+    wrong = {("bw", "x1"), ("bw", "v")}  # the probes whose gradients are wrong
+    monkeypatch.setattr(exec_probes, "screen",
+                        lambda program, items, nondet, rules: [(p.backward, p.root) not in wrong for p, _ in items])
+    verdicts: dict[Program, _Verdict] = {}
+
+    def fake_check(program: Program, worker: Any, *, rules: Any = None) -> _Verdict:
+        bw = program.statements[-1]
+        assert isinstance(bw, Backward)
+        verdicts[program] = _Verdict((bw.id, bw.input) not in wrong)
+        return verdicts[program]
+
+    monkeypatch.setattr(exec_probes, "check", fake_check)
+    run = run_probes(SESSION, _Worker(_as_predicted), prediction=_NO_RANDOM)  # type: ignore[arg-type]
+    assert run.screened == 3 and run.checked == 2
+    assert [(f.probe.backward, f.probe.root) for f in run.failures] == [("bw", "x1"), ("bw", "v")]
+    assert run.probe == run.failures[0].probe and run.verdict is run.failures[0].verdict
+    assert all(f.verdict is verdicts[f.probe.program(SESSION)] for f in run.failures)
+    assert run.batch_only == []
+
+
+def test_a_probe_that_fails_only_in_the_batch_is_batch_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A suspect whose full check passes is batch-only when burn's separate run differs from
+    its batched one; when they agree, it is neither a failure nor batch-only."""
+    monkeypatch.setattr(exec_probes, "screen", lambda program, items, nondet, rules: [p.root == "x0" for p, _ in items])
+    same = BackwardObs("bw", {"x0": TensorObs((2,), (1.0, 1.0))})
+    other = BackwardObs("bw", {"x0": TensorObs((2,), (2.0, 1.0))})
+
+    def fake_check(program: Program, worker: Any, *, rules: Any = None) -> _Verdict:
+        bw = program.statements[-1]
+        assert isinstance(bw, Backward)
+        # x1's separate run reports other gradients than its batched run; v's the same ones
+        return _Verdict(True, Observation("burn", backwards=(other if bw.input == "x1" else same,)))
+
+    monkeypatch.setattr(exec_probes, "check", fake_check)
+    run = run_probes(SESSION, _Worker(_as_predicted), prediction=_NO_RANDOM)  # type: ignore[arg-type]
+    assert run.checked == 2 and run.verdict is None and run.failures == []
+    assert [(p.backward, p.root) for p in run.batch_only] == [("bw", "x1")] and run.batch_only_count == 1
+    assert same_burn_result(None, same, Observation("burn", backwards=(same,)), "x1", frozenset(), SESSION)
+    assert not same_burn_result(ErrorObs("panic", "m", 6, "bw"), None, Observation("burn", backwards=(same,)),
+                                "x1", frozenset(), SESSION)
 
 
 def test_a_worker_without_the_probe_request_is_a_clear_error() -> None:
     refused = Observation("burn", error=ErrorObs("invalid-request", 'unknown request "probe"'))
     with pytest.raises(WorkerError, match=r"refused the root probes.*--no-probes"):
         run_probes(SESSION, _Worker(refused))  # type: ignore[arg-type]
+
+
+def test_campaign_summaries_count_batch_only_probes() -> None:
+    s = Summary(probes=9, probes_checked=3, probes_batch_only=2)
+    back = Summary.from_dict(s.to_dict())
+    assert (back.probes, back.probes_checked, back.probes_batch_only) == (9, 3, 2)
+    back.absorb(s)
+    assert back.probes_batch_only == 4
+    assert ProbeRun(probes=5, checked=2, batch_only=[RootProbe(6, "bw", "x0", False)]).counts() == (5, 2, 1)

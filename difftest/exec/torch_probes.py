@@ -1,0 +1,50 @@
+"""PyTorch's gradients at root probes (difftest/exec/probes.py), one forward per backward.
+
+A probe's program is the statements before one of the program's backwards, then that backward
+rooted elsewhere. Every probe of the same backward shares those statements, so PyTorch runs them
+once and then the backward of each probe's root from the state they leave: with the graph's
+saved tensors retained (a probe's backward must not free what the next one traverses; a single
+backward's gradients do not depend on it), and every `.grad` put back as it was after each (a
+backward's gradients are read as what it adds, torch_exec._backward). The result of each is
+what `run_torch` of the probe's program reports for its backward: its gradient entries, or the
+error it raised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from difftest.exec.torch_exec import Session, TorchModule, _backward, _grad_holders, run_torch
+from difftest.program.ir import Backward, Program
+from difftest.program.observation import BackwardObs, ErrorObs
+
+ProbeResult = BackwardObs | ErrorObs
+
+
+def torch_probe_grads(prefix: Program, backward: Backward, roots: Sequence[str],
+                      dtype: str | None = None) -> list[ProbeResult]:
+    """For each root, PyTorch's report of `backward` rooted there after the statements of
+    `prefix` (a program's statements before that backward): its gradient entries, or how it
+    failed (a failure of the statements before it is every root's). `dtype`: run in it (float64
+    for a reference) instead of the program's."""
+    index = len(prefix.statements)
+    results: list[ProbeResult] = []
+
+    def backwards(env: dict[str, torch.Tensor], modules: dict[str, TorchModule], session: Session) -> None:
+        holders = _grad_holders(env, modules)
+        for root in roots:
+            kept = [t.grad for t in holders]
+            try:
+                results.append(_backward(Backward(backward.id, root, retain_graph=True), env, modules, session))
+            except Exception as e:  # as run_torch reports an exception at a statement
+                results.append(ErrorObs("exception", f"{type(e).__name__}: {e}".strip(), index, backward.id))
+            finally:
+                for t, g in zip(holders, kept, strict=True):
+                    t.grad = g
+
+    obs = run_torch(prefix, dtype, at_end=backwards)
+    if obs.error is not None:
+        return [obs.error for _ in roots]
+    return results
