@@ -153,9 +153,9 @@ def same_burn_result(outcome: ErrorObs | None, bw: BackwardObs | None, separate:
 
 
 def run_probes(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | None = None,
-               prediction: Prediction | None = None) -> ProbeRun:
+               prediction: Prediction | None = None, values: bool = True) -> ProbeRun:
     """The root probes of `program` (which passed its own check, the model's `prediction`) on
-    `worker`'s burn."""
+    `worker`'s burn. `values=False`: outcomes only, no gradient screen (about half the cost)."""
     if rules is None:
         rules = rules_for(worker.burn_version())
     probes = root_probes(program, rules)
@@ -179,7 +179,7 @@ def run_probes(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | 
                 suspects.append(p)
             elif outcome is None and bw is not None:
                 to_screen.append((p, bw))
-        if to_screen:
+        if to_screen and values:
             nondet = (prediction or predict(program, rules)).nondet
             run.screened = len(to_screen)
             suspects += [p for (p, _), ok in zip(to_screen, screen(program, to_screen, nondet, rules), strict=True)
@@ -204,13 +204,14 @@ def run_probes(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | 
 
 
 def check_with_probes(program: Program, worker: BurnWorker, *, probes: bool = True,
-                      rules: Sequence[Rule] | None = None) -> tuple[Verdict, ProbeRun]:
+                      rules: Sequence[Rule] | None = None, values: bool = True) -> tuple[Verdict, ProbeRun]:
     """The program's verdict, or, when it passed, the first failing verdict of its root probes
-    (`ProbeRun.probe` says which; `ProbeRun.failures` lists them all); with the probe counts."""
+    (`ProbeRun.probe` says which; `ProbeRun.failures` lists them all); with the probe counts.
+    `values`: screen the gradients of the probes that succeed too (run_probes)."""
     if rules is None:
         rules = rules_for(worker.burn_version())
     verdict = check(program, worker, rules=rules)
     if not probes or not verdict.ok:
         return verdict, ProbeRun()
-    run = run_probes(program, worker, rules=rules, prediction=verdict.prediction)
+    run = run_probes(program, worker, rules=rules, prediction=verdict.prediction, values=values)
     return (run.verdict if run.verdict is not None else verdict), run
