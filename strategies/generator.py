@@ -633,7 +633,7 @@ class _Builder:
     def backward(self) -> bool:
         """A backward of (most often) the deepest tracked op result not yet consumed. Known-bug
         triggers are not avoided here: a backward of a used leaf (backward-of-used-leaf-panics)
-        is matched to its corpus case by signature. The roots not drawn here are still tried:
+        is recognised by its known-bug record. The roots not drawn here are still tried:
         campaigns probe every other tracked value as the root (difftest/exec/probes.py)."""
         # the deepest tracked op results first (the most recent among equals); not one whose
         # graph an earlier backward consumed, but rarely

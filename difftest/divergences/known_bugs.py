@@ -321,8 +321,9 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "backward() of a require-grad leaf that feeds a chain of ops over several leaves panics "
         "with 'graph tape has already been consumed' although nothing was consumed; PyTorch "
         "gives the leaf a gradient of ones. The generator does not avoid it; campaigns reach it "
-        "through root probes (difftest/exec/probes.py: a backward of every tracked value) and match "
-        "it to its corpus case by signature (issue 11).",
+        "through root probes (difftest/exec/probes.py: a backward of every tracked value) and "
+        "recognise it by its site (a backward rooted at a leaf, or a parameter, an earlier op or module "
+        "read) and its message.",
         ("corpus/bugs/backward-of-used-leaf-panics.json", "docs/semantics.md#upstream",
          "https://github.com/tracel-ai/burn/pull/5645"),
         None,
@@ -356,7 +357,8 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "burn's Flex backend panics ('range end index 7 out of range for slice of length 6') in the "
         "backward of sum_dim(0) of a [1, 2, 3, 1] tensor whose result has its size-1 dims 0 and 3 "
         "swapped; PyTorch gives ones. The same family as flex-reduce-dim-after-unit-swap-panics, in "
-        "the backward's expand. Rare: campaigns count it by signature, no trigger.",
+        "SumDim's backward re-reducing the swapped gradient. Rare: campaigns recognise it by its site, "
+        "no trigger.",
         ("corpus/bugs/flex-sum-dim-backward-after-unit-swap-panics.json",
          "corpus/bugs/flex-reduce-dim-after-unit-swap-panics.json"),
         None,

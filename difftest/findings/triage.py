@@ -3,13 +3,13 @@ explains it (difftest/divergences/known_bugs.py).
 
 `triage(verdict, worker)` localises the first finding (findings/localise.py) and signs it:
 
-    <verdict>:<framework>:<where>:<kind>[<input>]:<error class> #<12 hex digits>
+    <verdict>:<framework>:<where>:<kind>:<error class> #<12 hex digits>
 
-for a value, gradient or gradient-presence finding (`burn-wrong:-:exp:grad[0]:1e-4`; where is
-the op whose own computation is wrong, or `graph` when no single op is), and the outcome /
-flags / crash signature of findings/signature.py for the others. The dtype is part of the
-localisation's record, not of the signature: the same wrong derivative in float32 and float64
-programs is one bug.
+for a value, gradient or gradient-presence finding (`burn-wrong:-:exp:grad:1e-4`; where is the
+op whose own computation is wrong, or `graph` when no single op is), and the outcome / flags /
+crash signature of findings/signature.py for the others. The dtype and the inputs whose
+gradient is wrong are part of the localisation's record, not of the signature: the same wrong
+derivative in float32 and float64 programs, seen at one input or at several, is one bug.
 
 A verdict is a known bug only when *every* finding is explained by one record: its site
 predicate holds at the finding's localised statement (or upstream of it, for effects declared
@@ -56,11 +56,14 @@ class Triage:
 
 
 def localised_signature(loc: Localisation, framework: str | None) -> str:
-    which = f"[{','.join(map(str, loc.input))}]" if loc.input is not None else ""
+    """The signature of a localised fault: what is wrong (op, kind, error class), not which of
+    its inputs shows it in one program (a wrong conv2d backward shows at the input, the weight,
+    the bias or several of them, depending on the data); the inputs are in the localisation, and
+    known-bug records match on them."""
     fw = framework or "-"
-    key = "\x1f".join((loc.verdict, fw, loc.where, loc.kind + which, loc.error))
+    key = "\x1f".join((loc.verdict, fw, loc.where, loc.kind, loc.error))
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    return f"{loc.verdict}:{fw}:{loc.where}:{loc.kind}{which}:{loc.error} #{digest}"
+    return f"{loc.verdict}:{fw}:{loc.where}:{loc.kind}:{loc.error} #{digest}"
 
 
 def dtype_at(program: Program, st: Statement) -> str:
