@@ -136,8 +136,11 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
         return Triage("pass", None, None)
     first = findings[0]
     loc = localise(verdict, worker) if first.kind in LOCALISED_KINDS else None
-    sig = (localised_signature(loc, first.framework if first.kind == "grad-presence" else None)
-           if loc is not None else signature_of_mismatch(first, verdict.program))
+    if loc is not None:
+        shown = loc.mismatch if loc.mismatch is not None else first
+        sig = localised_signature(loc, shown.framework if shown.kind == "grad-presence" else None)
+    else:
+        sig = signature_of_mismatch(first, verdict.program)
     faults = [fault_of(verdict, first, loc)]
     if not any(explains(b, faults[0]) for b in bugs):
         return Triage(sig, loc, None, faults)

@@ -282,7 +282,8 @@ def _grad_presence(pred: Prediction, obs: Observation, out: list[Mismatch]) -> N
                 out.append(Mismatch("grad-presence", ident, None, fw,
                                     "a gradient" if want else "no gradient",
                                     "a gradient" if g is not None else "no gradient",
-                                    f"at backward {bw.id}; rules fired on {ident}: {', '.join(firings) or 'none'}"))
+                                    f"at backward {bw.id}; rules fired on {ident}: {', '.join(firings) or 'none'}",
+                                    backward=bw.id))
 
 
 def _values(
