@@ -7,10 +7,12 @@ recorded for it in the program (forward, and the backward of its result seeded w
 is its vector-Jacobian product with ones: its own derivative at those inputs), and judges the
 one-op program with the same oracle (model, float64 arbiter, noise budgets). The first candidate,
 in program order, whose one-op program fails is the statement at fault; its one-op program is
-the finding's minimal reproducer, and its error class (NaN / inf, sign, zero, missing, or the
-decade of the relative error) goes into the signature, with the op, the input whose gradient is
-wrong and the mismatch kind. When no candidate fails on its own, the fault is in how the graph
-combines them (accumulation, a lost branch): the finding is localised to `graph`.
+the finding's minimal reproducer, and its error class (`error_class`: NaN / inf, zero, sign, or
+rounding / small / large by the relative error) goes into the signature with the op and
+the mismatch kind (the inputs whose gradient is wrong are recorded beside it). If no
+candidate fails with ones, each is run again with a varied cotangent; if none fails then, the
+one that deviates most beyond PyTorch's own error is named as a suspect; failing that, the
+fault is in how the graph combines them (accumulation, a lost branch): `graph`.
 
 Only numeric (`value`, `grad`) and `grad-presence` findings are localised; an outcome, flags
 or shape finding already names the statement that failed.
@@ -93,10 +95,16 @@ class Localisation:
 
 # ------------------------------------------------------------------ error classes
 
+ROUNDING = 3e-6  # median relative errors below this are rounding (a float64 computation through f32)
+LARGE = 3e-2  # ... from this on, large (a wrong formula); between the two, small (a wrong constant)
+
+
 def error_class(pairs: list[tuple[float, float]]) -> str:
     """The class of an error from (reference, observed) pairs at the failing elements: `nan` /
-    `inf` (observed not finite where the reference is), `sign` (opposite signs), `zero` (observed
-    0 where the reference is not), else `1e<k>`, the decade of the median relative error."""
+    `inf` (observed not finite where the reference is), `zero` (observed 0 where the reference
+    is not, everywhere), `sign` (opposite signs, everywhere), else by the median relative error:
+    `rounding` (< 3e-6), `small` (< 3e-2), `large`. Coarse on purpose: the same bug must give the
+    same class on other data, and a wrong formula's error has no one size."""
     if not pairs:
         return "none"
     if any(math.isnan(b) and not math.isnan(r) for r, b in pairs):
@@ -108,13 +116,27 @@ def error_class(pairs: list[tuple[float, float]]) -> str:
         return "non-finite"
     if all(b == 0.0 and r != 0.0 for r, b in finite):
         return "zero"
-    if sum(1 for r, b in finite if r * b < 0) * 2 > len(finite):
+    if all(r * b < 0 for r, b in finite):
         return "sign"
     rel = sorted(abs(b - r) / abs(r) if r != 0 else math.inf for r, b in finite)
     mid = rel[len(rel) // 2]
-    if not math.isfinite(mid) or mid == 0.0:
-        return "abs"
-    return f"1e{round(math.log10(mid))}"
+    return "rounding" if mid < ROUNDING else "small" if mid < LARGE else "large"
+
+
+def position(program: Program, m: Mismatch) -> int:
+    """Where in the program a finding shows: a gradient at its backward, anything else at its
+    statement (a finding without one, at the end)."""
+    index = {st.id: i for i, st in enumerate(program.statements)}
+    if m.kind in ("grad", "grad-presence") and m.backward in index:
+        return index[str(m.backward)]
+    return index.get(m.statement or "", len(index))
+
+
+def primary(program: Program, findings: list[Mismatch]) -> Mismatch:
+    """The finding a verdict is signed by: the one that shows first in the program (an op's
+    wrong flags before the backward that then panics, a wrong value before the gradients it
+    spoils); the first reported among equals."""
+    return min(findings, key=lambda m: position(program, m))
 
 
 def _tensor(obs: Observation | None, m: Mismatch) -> TensorObs | None:
@@ -279,15 +301,17 @@ def _judge(p: Program, worker: BurnWorker) -> Verdict | None:
     return check(p, worker)
 
 
-def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None) -> Localisation | None:
+def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
+             same_kind: bool = False) -> Localisation | None:
     """The localisation of the finding `m` of `verdict` (its first by default), or None when it
     is not a value, gradient or gradient-presence finding (an outcome, flags or shape finding
-    names its statement)."""
+    names its statement). `same_kind`: report the one-op finding of `m`'s kind where there is
+    one (to explain `m` itself), not the one that shows first (to sign the verdict)."""
     findings = verdict.findings
     if m is None:
         if not findings:
             return None
-        m = findings[0]
+        m = primary(verdict.program, findings)
     if m.kind not in LOCALISED_KINDS:
         return None
     program = verdict.program
@@ -311,7 +335,7 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None) ->
             if suspect is not None:
                 suspects.append((suspect[0], st, p, positions, v, suspect[1]))
             continue
-        return _found(program, st, p, positions, v, _pick(v.findings, m.kind), "fails")
+        return _found(program, st, p, positions, v, _pick(v.findings, m.kind, p, same_kind), "fails")
     if suspects:
         # no op fails on its own, but one deviates from the float64 result far more than PyTorch's
         # float32 run does (a fault inside the budget of its one-op program, which the path
@@ -366,9 +390,17 @@ def _suspect(v: Verdict) -> tuple[float, Mismatch] | None:
     return best
 
 
-def _pick(findings: list[Mismatch], kind: str) -> Mismatch:
-    """The one-op finding to report: the first of the original's kind, else the first."""
-    return next((f for f in findings if f.kind == kind), findings[0])
+def _pick(findings: list[Mismatch], kind: str, program: Program, same_kind: bool) -> Mismatch:
+    """The one-op finding to report: the first of `kind` with `same_kind`; else the one that
+    shows first (a wrong value before the wrong gradient it implies) when it is a value,
+    outcome or flags finding, else the first of `kind`."""
+    first = primary(program, findings)
+    of_kind = next((f for f in findings if f.kind == kind), None)
+    if same_kind and of_kind is not None:
+        return of_kind
+    if first.kind in ("value", "outcome", "flags") or of_kind is None:
+        return first
+    return of_kind
 
 
 def _apply_where(program: Program, st: Apply) -> str:

@@ -5,7 +5,8 @@ explains it (difftest/divergences/known_bugs.py).
 
     <verdict>:<framework>:<where>:<kind>:<error class> #<12 hex digits>
 
-for a value, gradient or gradient-presence finding (`burn-wrong:-:exp:grad:1e-4`; where is the
+of the finding that shows first in the program (`primary`), for a value, gradient or
+gradient-presence finding (`burn-wrong:-:exp:grad:small`; where is the
 op whose own computation is wrong, or `graph` when no single op is), and the outcome / flags /
 crash signature of findings/signature.py for the others. The dtype and the inputs whose
 gradient is wrong are part of the localisation's record, not of the signature: the same wrong
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
-from difftest.findings.localise import LOCALISED_KINDS, Localisation, localise, mismatch_pairs
+from difftest.findings.localise import LOCALISED_KINDS, Localisation, localise, mismatch_pairs, primary
 from difftest.findings.signature import signature_of_mismatch
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.ir import Apply, Backward, Leaf, OpCall, Program, Statement, ancestors
@@ -134,8 +135,8 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
     findings = verdict.findings
     if not findings:
         return Triage("pass", None, None)
-    first = findings[0]
-    loc = localise(verdict, worker) if first.kind in LOCALISED_KINDS else None
+    first = primary(verdict.program, findings)
+    loc = localise(verdict, worker, first) if first.kind in LOCALISED_KINDS else None
     if loc is not None:
         shown = loc.mismatch if loc.mismatch is not None else first
         sig = localised_signature(loc, shown.framework if shown.kind == "grad-presence" else None)
@@ -146,7 +147,7 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
         return Triage(sig, loc, None, faults)
     seen = {(first.kind, first.statement, first.backward)}
     localised = 1
-    for m in findings[1:]:
+    for m in findings:
         if (m.kind, m.statement, m.backward) in seen:
             continue
         seen.add((m.kind, m.statement, m.backward))
@@ -155,6 +156,6 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
             if localised >= MAX_LOCALISED:
                 return Triage(sig, loc, None, faults)  # too many to localise: not shown to be known
             localised += 1
-            other = localise(verdict, worker, m)
+            other = localise(verdict, worker, m, same_kind=True)
         faults.append(fault_of(verdict, m, other))
     return Triage(sig, loc, known_bug_of(faults, bugs), faults)
