@@ -210,20 +210,29 @@ def _by_id(prior: Sequence[Statement]) -> dict[str, Statement]:
 
 
 def _unit_swap(st: Statement | None, prior: Sequence[Statement]) -> bool:
-    """A swap_dims or permute that only moves size-1 dims among themselves (the layout burn-flex's
-    `is_contiguous` misjudges: it ignores size-1 dims)."""
-    if not isinstance(st, OpCall) or st.op not in ("swap_dims", "permute"):
+    """A swap_dims, permute or transpose that moves a size-1 dim (the layout burn-flex's
+    `is_contiguous` misjudges: it ignores size-1 dims, so a reduction along a moved unit dim
+    takes its `dim_stride == 1` branch on a strided tensor)."""
+    if not isinstance(st, OpCall) or st.op not in ("swap_dims", "permute", "transpose"):
         return False
     shape = _shapes(prior).get(st.inputs[0])
     if shape is None:
         return False
+    rank = len(shape)
     if st.op == "swap_dims":
         d1, d2 = st.attrs.get("dim1"), st.attrs.get("dim2")
-        return (isinstance(d1, int) and isinstance(d2, int) and d1 != d2
-                and shape[d1] == 1 and shape[d2] == 1)
-    perm = list(st.attrs.get("dims", ()))
-    moved = [i for i, p in enumerate(perm) if i != p]
-    return bool(moved) and all(shape[i] == 1 for i in moved)
+        if not (isinstance(d1, int) and isinstance(d2, int)):
+            return False
+        perm = list(range(rank))
+        perm[d1 % rank], perm[d2 % rank] = perm[d2 % rank], perm[d1 % rank]
+    elif st.op == "transpose":
+        perm = list(range(rank))
+        if rank >= 2:
+            perm[-1], perm[-2] = perm[-2], perm[-1]
+    else:
+        perm = [int(a) % rank for a in st.attrs.get("axes", st.attrs.get("dims", ()))]
+    moved = [p for i, p in enumerate(perm) if i != p]
+    return any(shape[p] == 1 for p in moved)
 
 
 UNIT_SWAP_REDUCTIONS = frozenset({"sum_dim", "mean_dim"})
