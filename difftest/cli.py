@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from difftest.findings.corpus import Case
     from difftest.oracle.compare import Verdict
+    from difftest.program.ir import Program
 
 
 def _worker(args: argparse.Namespace) -> BurnWorker:
@@ -171,16 +172,36 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(reproducers.torch_script(case.program, case.name), end="")
         return 0
     if args.format == "rust":
-        print(reproducers.rust_test(case.program, case.name.replace("-", "_")), end="")
+        print(reproducers.rust_test(case.program, reproducers.test_name(case.name)), end="")
         return 0
     print(f"# {case.name} [{case.status}] {case.reason}\n")
     print(program_text(case.program))
+    one_op = _localised_program(case)
+    if one_op is not None:
+        print("\n# ---- the localised fault alone (triage.localisation.program) ----")
+        print(program_text(one_op))
     if args.format == "all":
         print("\n# ---- PyTorch reproducer ----")
         print(reproducers.torch_script(case.program))
         print("\n// ---- burn reproducer (Rust #[test]) ----")
-        print(reproducers.rust_test(case.program, case.name.replace("-", "_")))
+        print(reproducers.rust_test(case.program, reproducers.test_name(case.name)))
     return 0
+
+
+def _localised_program(case: Case) -> Program | None:
+    """The one-op program a campaign localised the case's finding to, if it recorded one."""
+    from difftest.program.ir import ProgramError
+    from difftest.program.jsonio import program_from_dict
+
+    triage = case.record.get("triage")
+    loc = triage.get("localisation") if isinstance(triage, dict) else None
+    raw = loc.get("program") if isinstance(loc, dict) else None
+    if raw is None:
+        return None
+    try:
+        return program_from_dict(raw)
+    except (ProgramError, ValueError):
+        return None  # a record written by another version: the case's program still shows it
 
 
 def _show_issue(args: argparse.Namespace, case: Case) -> int:

@@ -321,13 +321,11 @@ def mismatch_block(verdict: Verdict, m: Mismatch) -> str:
 
 
 def _reproducers(item: CaseReport) -> str:
-    from difftest.findings.reproducers import rust_test, torch_script
+    from difftest.findings.reproducers import rust_test, test_name, torch_script
 
     assert item.case is not None
     program = item.case.program
-    name = item.name.replace("-", "_")
-    if not name.isidentifier() or not name[0].isalpha():
-        name = "case_" + re.sub(r"\W", "_", name)
+    name = test_name(item.name)
     makers: list[tuple[str, Callable[[], str]]] = [("PyTorch script", lambda: torch_script(program)),
                                                    ("burn #[test] (Rust)", lambda: rust_test(program, name))]
     parts = []

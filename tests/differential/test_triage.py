@@ -149,3 +149,14 @@ def test_a_known_panic_message_elsewhere_is_news(program: Program, message: str)
 
     fault = Fault("outcome", "bw", program, program.dtype, "burn", message)
     assert known_bug_of([fault], KNOWN_BUGS) is None
+
+
+def test_a_finding_named_by_its_hash_gets_a_rust_test_name() -> None:
+    """A saved finding's name is a hex digest, often starting with a digit: `difftest show` must
+    still emit its Rust reproducer (it raised on such names)."""
+    from difftest.findings.reproducers import rust_test, test_name
+
+    assert test_name("720e723710f99bc2") == "case_720e723710f99bc2"
+    assert test_name("powi-zero-untracked") == "powi_zero_untracked"
+    program = Program((leaf("x", [0.5], rg=True), op("y", "exp", "x"), backward("y")))
+    assert "fn case_720e723710f99bc2()" in rust_test(program, test_name("720e723710f99bc2"))

@@ -21,6 +21,6 @@ from __future__ import annotations
 
 from difftest.findings.reproducers.names import variable_names
 from difftest.findings.reproducers.python import torch_script
-from difftest.findings.reproducers.rust import rust_test, rust_test_file
+from difftest.findings.reproducers.rust import rust_test, rust_test_file, test_name
 
-__all__ = ["rust_test", "rust_test_file", "torch_script", "variable_names"]
+__all__ = ["rust_test", "rust_test_file", "test_name", "torch_script", "variable_names"]

@@ -4,6 +4,7 @@ gradients."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 from difftest.findings.reproducers.names import RUST_KEYWORDS, count, variable_names
@@ -211,6 +212,15 @@ def _show_helpers(uses_grads: bool, *, param: bool, elem: str = "f32") -> list[s
             "}",
         ]
     return lines
+
+
+def test_name(case_name: str) -> str:
+    """A Rust test name for a case: its name with `-` as `_`, prefixed with `case_` where that
+    is not an identifier starting with a letter (a finding's name is a hex digest)."""
+    name = case_name.replace("-", "_")
+    if not name.isidentifier() or not name[0].isalpha() or name in RUST_KEYWORDS:
+        name = "case_" + re.sub(r"\W", "_", name)
+    return name
 
 
 def rust_test(program: Program, name: str) -> str:
