@@ -46,6 +46,11 @@ def dismissals(verdict: Verdict) -> list[str]:
     return [f"{m.verdict}:{m.evidence.get('reason', m.kind)}" for m in verdict.mismatches if m.verdict in DISMISSED]
 
 
+def skipped(verdict: Verdict) -> dict[str, int]:
+    """The values and gradients the comparison did not compare numerically, by reason."""
+    return dict(verdict.skipped)
+
+
 @dataclass
 class CampaignStats:
     programs: int = 0
@@ -54,6 +59,7 @@ class CampaignStats:
     rules: Counter[str] = field(default_factory=Counter)
     ops: Counter[str] = field(default_factory=Counter)
     dismissals: Counter[str] = field(default_factory=Counter)  # see `dismissals`
+    skipped: Counter[str] = field(default_factory=Counter)  # see `skipped`
     restarts: int = 0  # of the burn worker (crashes, hangs, memory recycling)
     probes: int = 0  # root probes run on burn (difftest/exec/probes.py)
     probes_checked: int = 0  # of them, checked in full (outcome or gradients failed the screen)
@@ -119,6 +125,7 @@ def run_campaign(
         stats.verdicts[verdict.kind] += 1
         stats.rules.update(verdict.prediction.rules_fired)
         stats.dismissals.update(dismissals(verdict))
+        stats.skipped.update(skipped(verdict))
         stats.restarts = worker.restarts
         if on_program is not None:
             on_program(k, verdict, op_counts, probed)

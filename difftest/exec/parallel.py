@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from difftest.exec.claims import KNOWN_PREFIX, recheck, shrunk
 from difftest.exec.summary import Summary, Timeline
 from difftest.oracle.compare import Verdict
 
@@ -49,10 +50,9 @@ if TYPE_CHECKING:
 # the seconds of importing torch in every job).
 PRELOAD = ("torch", "difftest.exec.parallel", "difftest.exec.campaign", "difftest.exec.runner",
            "difftest.findings.shrink", "difftest.findings.corpus", "difftest.findings.signature",
-           "difftest.findings.triage", "strategies")
+           "difftest.findings.triage", "difftest.exec.claims", "strategies")
 
 
-KNOWN_PREFIX = "known-bug:"  # the campaign's key for findings a known bug explains (by its name)
 
 
 # ---------------------------------------------------------------------- partition
@@ -103,48 +103,6 @@ class JobSpec:
     probes: bool = True
 
 
-def _shrunk(verdict: Verdict, sig: str, worker: Any, stop: Any) -> Verdict:
-    """The smallest program found with the same finding (stops early, keeping the best so far,
-    once `stop` is set); the original verdict when the shrunk program's triage signature is not
-    `sig`. Candidates are compared by the finding as the program shows it (signature.py), which
-    needs no localisation; the smallest one is then triaged once."""
-    from difftest.exec.runner import check
-    from difftest.findings.shrink import shrink
-    from difftest.findings.signature import signature
-    from difftest.findings.triage import triage
-
-    shown = signature(verdict)
-
-    def same(p: Any) -> bool:
-        if stop.is_set():
-            return False
-        v = check(p, worker)
-        return not v.ok and signature(v) == shown
-
-    small = shrink(verdict.program, same)
-    if small == verdict.program:
-        return verdict
-    final = check(small, worker)
-    if final.ok or triage(final, worker).signature != sig:
-        return verdict
-    return final
-
-
-def _recheck(verdict: Verdict, spec: JobSpec) -> str:
-    """The finding `verdict`'s program gives in a fresh worker: its triage key (as the job keys
-    findings), or `pass`. A finding that depends on what the job's worker ran before is flaky."""
-    from difftest.exec.burn_worker import BurnWorker
-    from difftest.exec.runner import check
-    from difftest.findings.triage import triage
-
-    with BurnWorker(spec.binary, timeout=spec.timeout, fault=spec.fault) as fresh:
-        again = check(verdict.program, fresh)
-        if again.ok:
-            return "pass"
-        t = triage(again, fresh)
-        return f"{KNOWN_PREFIX}{t.known.name}" if t.known is not None else t.signature
-
-
 def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
     """A job process: runs its slice of the campaign and reports every program to the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C; the burn worker inherits this
@@ -155,7 +113,7 @@ def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
 
         torch.set_num_threads(1)
         from difftest.exec.burn_worker import BurnWorker
-        from difftest.exec.campaign import dismissals, run_campaign
+        from difftest.exec.campaign import dismissals, run_campaign, skipped
         from difftest.findings.corpus import case_from_verdict
         from difftest.findings.triage import triage
 
@@ -186,7 +144,7 @@ def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
                 if t.known is None and sig not in known:
                     known.add(sig)
                     where = f"program {k}" + (f", {probe.describe()}" if probe is not None else "")
-                    again = _recheck(verdict, spec) if claim(k, sig) else None
+                    again = recheck(verdict, spec.binary, spec.timeout, spec.fault) if claim(k, sig) else None
                     if again is not None and again != sig:
                         # the program does not give the same finding in a fresh worker: report both
                         # observations as flaky instead of saving a bug
@@ -194,7 +152,7 @@ def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
                         case.record["recheck"] = again
                         results.put(("flaky", spec.job, k, sig, case))
                     elif again is not None:
-                        final = _shrunk(verdict, sig, worker, stop) if spec.shrink else verdict
+                        final = shrunk(verdict, sig, worker, stop) if spec.shrink else verdict
                         case = case_from_verdict(final, source=f"{spec.source} ({where})", burn_version=version)
                         final_t = t if final is verdict else triage(final, worker)
                         case.record["triage"] = final_t.to_dict()
@@ -204,7 +162,7 @@ def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
                                      report))
             assert worker is not None
             results.put(("result", spec.job, k, verdict.kind, list(verdict.prediction.rules_fired), ops,
-                         dismissals(verdict), worker.restarts, sig, *probed.counts()))
+                         dismissals(verdict), worker.restarts, sig, *probed.counts(), skipped(verdict)))
 
         stats = run_campaign(
             worker, seed=spec.seed, programs=spec.programs, ops=spec.ops, max_statements=spec.max_statements,
@@ -409,7 +367,8 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
         if not summary.startup:
             summary.startup = time.monotonic() - began
         if tag == "result":
-            _, _, k, kind, rules, ops, dismissed, worker_restarts, sig, probes, probes_checked, batch_only = msg
+            (_, _, k, kind, rules, ops, dismissed, worker_restarts, sig, probes, probes_checked, batch_only,
+             not_compared) = msg
             summary.programs += 1
             summary.probes += probes
             summary.probes_checked += probes_checked
@@ -419,6 +378,7 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
             summary.rules.update(rules)
             summary.ops.update(ops)
             summary.dismissals.update(dismissed)
+            summary.skipped.update(not_compared)
             restarts[j] = worker_restarts
             summary.restarts = sum(restarts.values())
             if sig is not None:

@@ -111,6 +111,7 @@ class Summary:
     # programs over time, one timeline per campaign (a merge keeps each shard's); absent in
     # summaries written before it was recorded
     timelines: list[Timeline] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)  # values and gradients not compared, by reason
 
     @property
     def rate(self) -> float:
@@ -144,6 +145,7 @@ class Summary:
             "rules": dict(self.rules.most_common()),
             "ops": dict(sorted(self.ops.items())),
             "dismissals": dict(self.dismissals.most_common()),
+            "skipped": dict(self.skipped.most_common()),
             "restarts": self.restarts,
             "probes": {"run": self.probes, "checked": self.probes_checked, "batch_only": self.probes_batch_only},
             "findings": [f.to_dict() for f in self.ordered_findings()],
@@ -168,6 +170,7 @@ class Summary:
         probes = d.get("probes") or {}
         s.probes, s.probes_checked = int(probes.get("run", 0)), int(probes.get("checked", 0))
         s.probes_batch_only = int(probes.get("batch_only", 0))
+        s.skipped = Counter(d.get("skipped", {}))
         for fd in d.get("findings", []):
             f = Finding.from_dict(fd)
             s.findings[f.signature] = f
@@ -192,7 +195,7 @@ class Summary:
         self.seconds += other.seconds
         self.startup += other.startup
         for mine, theirs in ((self.verdicts, other.verdicts), (self.rules, other.rules), (self.ops, other.ops),
-                             (self.dismissals, other.dismissals)):
+                             (self.dismissals, other.dismissals), (self.skipped, other.skipped)):
             mine.update(theirs)
         self.restarts += other.restarts
         self.probes += other.probes
@@ -262,6 +265,7 @@ def print_summary(s: Summary, console: Console) -> None:
     least = sorted(s.ops.items(), key=lambda kv: (kv[1], kv[0]))[:5]
     out(f"ops generated: {len(s.ops)} distinct; least: " + ", ".join(f"{k} {v}" for k, v in least))
     out("dismissals: " + (", ".join(f"{k} {v}" for k, v in s.dismissals.most_common()) or "none"))
+    out("not compared: " + (", ".join(f"{k} {v}" for k, v in s.skipped.most_common()) or "none"))
     if s.probes:
         out(f"root probes: {s.probes} run on burn, {s.probes_checked} checked in full, "
             f"{s.probes_batch_only} failed in the batch only")

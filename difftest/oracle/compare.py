@@ -8,6 +8,7 @@ a numeric mismatch is then arbitrated by a float64 PyTorch run (`numerics.arbitr
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +92,8 @@ class Verdict:
     burn: Observation
     mismatches: list[Mismatch] = field(default_factory=list)
     reference: Observation | None = None  # float64 PyTorch, when arbitration ran
+    # values and gradients not compared numerically, by reason (compare._values)
+    skipped: Counter[str] = field(default_factory=Counter)
 
     @property
     def ok(self) -> bool:
@@ -157,7 +160,8 @@ def compare(
         _grad_presence(prediction, obs, out)
         _dtypes(program, obs, out)
     numeric: list[Mismatch] = []
-    _values(program, shapes, torch_obs, burn_obs, numeric, prediction.nondet, prediction.incomparable_grads)
+    _values(program, shapes, torch_obs, burn_obs, numeric, prediction.nondet, prediction.incomparable_grads,
+            v.skipped)
     if numeric and arbiter is not None:
         arbiter(v, numeric)
     out.extend(numeric)
@@ -294,13 +298,16 @@ def _values(
     out: list[Mismatch],
     nondet: set[str] | frozenset[str] = frozenset(),
     incomparable_grads: dict[str, set[str]] | None = None,
+    skipped: Counter[str] | None = None,
 ) -> None:
     """Values and gradients between the frameworks, element by element (tolerance.screen);
     `nondet` values (random dropout masks and what is computed from them) are skipped, and so
     is every gradient of a backward whose root is one of them, and `incomparable_grads[backward]`
     (gradients the frameworks route through different statements, by declared rules). Flags and
     gradient presence are compared regardless. Elements that fail the screen are judged by the
-    arbiter (numerics.py), each on its own."""
+    arbiter (numerics.py), each on its own. `skipped` counts, by reason, the values and
+    gradients not compared numerically."""
+    skip: Counter[str] = skipped if skipped is not None else Counter()
     dtypes = value_dtypes(program)
     merged = incomparable_grads or {}
     index = {st.id: i for i, st in enumerate(program.statements)}
@@ -309,6 +316,8 @@ def _values(
     for bv in b.values:
         tv = tvals.get(bv.id)
         if tv is None or tv.value.shape != bv.value.shape or bv.id in nondet:
+            skip["value: " + ("only burn reached it" if tv is None else "random (dropout)" if bv.id in nondet
+                              else "shapes differ")] += 1
             continue
         m = _numeric("value", bv.id, index.get(bv.id), tv.value, bv.value, None, dtypes.get(bv.id, program.dtype))
         if m is not None:
@@ -317,10 +326,17 @@ def _values(
     for bbw in b.backwards:
         tbw = tb.get(bbw.id)
         if tbw is None or backward_roots.get(bbw.id) in nondet:
+            held = sum(g is not None for g in bbw.grads.values())
+            skip["gradient: " + ("its backward ran in burn only" if tbw is None
+                                 else "the root is random (dropout)")] += held
             continue
         for ident, bg in bbw.grads.items():
             tg = tbw.grads.get(ident)
             if bg is None or tg is None or bg.shape != tg.shape or ident in merged.get(bbw.id, ()):
+                if bg is not None:
+                    skip["gradient: " + ("burn holds it, PyTorch not" if tg is None
+                                         else "routed differently (declared rule)" if ident in merged.get(bbw.id, ())
+                                         else "shapes differ")] += 1
                 continue
             m = _numeric("grad", ident, index.get(ident), tg, bg, bbw.id, dtypes.get(ident, program.dtype))
             if m is not None:

@@ -160,3 +160,18 @@ def test_a_finding_named_by_its_hash_gets_a_rust_test_name() -> None:
     assert test_name("powi-zero-untracked") == "powi_zero_untracked"
     program = Program((leaf("x", [0.5], rg=True), op("y", "exp", "x"), backward("y")))
     assert "fn case_720e723710f99bc2()" in rust_test(program, test_name("720e723710f99bc2"))
+
+
+def test_comparisons_the_oracle_skips_are_counted_by_reason(workers: dict[str, BurnWorker]) -> None:
+    """burn's detach of a require-grad leaf is a new leaf that gets a gradient PyTorch has no
+    counterpart for (rule leaf-detach): that gradient is not compared, and the verdict says so."""
+    from tests.programs import cut
+
+    p = Program((leaf("x", [0.5, 1.0], rg=True), cut("c", "detach", "x"), op("y", "exp", "c"),
+                 op("z", "mul", "y", "x"), op("s", "sum", "z"), backward("s")))
+    if "" not in workers:
+        workers[""] = BurnWorker()
+        workers[""].start()
+    v = check(p, workers[""])
+    assert v.ok, v.report()
+    assert v.skipped["gradient: burn holds it, PyTorch not"] >= 1, v.skipped
