@@ -17,9 +17,7 @@ from difftest.exec.burn_worker import BurnWorker
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from difftest.findings.corpus import Case
     from difftest.oracle.compare import Verdict
-    from difftest.program.ir import Program
 
 
 def _worker(args: argparse.Namespace) -> BurnWorker:
@@ -159,63 +157,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def cmd_show(args: argparse.Namespace) -> int:
-    from difftest.findings.corpus import load_case
-    from difftest.findings.render import program_text
+def _cmd_show(args: argparse.Namespace) -> int:
+    from difftest.cli_show import cmd_show
 
-    case = load_case(Path(args.case))
-    if args.issue:
-        return _show_issue(args, case)
-    from difftest.findings import reproducers
-
-    if args.format == "torch":  # only the script: `difftest show CASE --format torch > repro.py`
-        print(reproducers.torch_script(case.program, case.name), end="")
-        return 0
-    if args.format == "rust":
-        print(reproducers.rust_test(case.program, reproducers.test_name(case.name)), end="")
-        return 0
-    print(f"# {case.name} [{case.status}] {case.reason}\n")
-    print(program_text(case.program))
-    one_op = _localised_program(case)
-    if one_op is not None:
-        print("\n# ---- the localised fault alone (triage.localisation.program) ----")
-        print(program_text(one_op))
-    if args.format == "all":
-        print("\n# ---- PyTorch reproducer ----")
-        print(reproducers.torch_script(case.program))
-        print("\n// ---- burn reproducer (Rust #[test]) ----")
-        print(reproducers.rust_test(case.program, reproducers.test_name(case.name)))
-    return 0
-
-
-def _localised_program(case: Case) -> Program | None:
-    """The one-op program a campaign localised the case's finding to, if it recorded one."""
-    from difftest.program.ir import ProgramError
-    from difftest.program.jsonio import program_from_dict
-
-    triage = case.record.get("triage")
-    loc = triage.get("localisation") if isinstance(triage, dict) else None
-    raw = loc.get("program") if isinstance(loc, dict) else None
-    if raw is None:
-        return None
-    try:
-        return program_from_dict(raw)
-    except (ProgramError, ValueError):
-        return None  # a record written by another version: the case's program still shows it
-
-
-def _show_issue(args: argparse.Namespace, case: Case) -> int:
-    from difftest.exec.runner import check
-    from difftest.findings.issue import issue_markdown
-
-    worker = _worker(args)
-    try:
-        burn_versions = worker.version()
-        verdict = check(case.program, worker)
-    finally:
-        worker.close()
-    print(issue_markdown(case, verdict, burn_versions), end="")
-    return 0
+    return cmd_show(args)
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
@@ -468,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--burn", default=None, metavar="V|path:DIR",
                    help="run against burn V (a crates.io version) or a local burn checkout, building "
                    "difftest-burn for it if needed (cached; see `difftest versions`)")
-    s.set_defaults(func=cmd_show)
+    s.set_defaults(func=_cmd_show)
 
     o = sub.add_parser("ops", help="list the op catalog")
     o.add_argument("--json", action="store_true")

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 import torch
 
-from difftest.exec.torch_exec import Session, TorchModule, _backward, _grad_holders, run_torch
+from difftest.exec.torch_exec import TorchModule, run_torch
+from difftest.exec.torch_session import Session, _backward, _grad_holders
 from difftest.program.ir import Backward, Program
 from difftest.program.observation import BackwardObs, ErrorObs
 
