@@ -22,7 +22,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.runner import check
+from difftest.oracle.check import check
 from difftest.program.ir import Program
 from strategies import GenConfig, RandomChoices, generate, programs
 

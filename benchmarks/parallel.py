@@ -19,8 +19,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from difftest.exec.parallel import FuzzOptions, fuzz
-from difftest.exec.summary import Summary
+from difftest.campaign.parallel import FuzzOptions, fuzz
+from difftest.findings.summary import Summary
 
 
 def run(jobs: int, programs: int, seed: int, corpus: Path) -> Summary:

@@ -7,12 +7,12 @@ Pass 1 times each stage of checking a generated program one after the other — 
 burn worker round trip (JSON encode, pipe, interpreter, decode), the comparison (arbitration
 included) and, for a program that passes, its root probes (the model's predictions, burn's
 `probe` request with the probes' gradients, then the screen of those gradients against
-PyTorch's runs of the probes; difftest/exec/probes.py) — and prints absolute times, each stage's share, and
+PyTorch's runs of the probes; difftest/oracle/probe_run.py) — and prints absolute times, each stage's share, and
 the ratio burn/PyTorch executor time. The execution-only ceiling is the rate if a campaign did
 nothing but run both executors one after the other: programs / (PyTorch time + burn time).
 
 Pass 2 generates and checks the same programs the way a campaign does
-(`difftest.exec.probes.check_with_probes`: burn works in its process while PyTorch runs here,
+(`difftest.oracle.probe_run.check_with_probes`: burn works in its process while PyTorch runs here,
 then the probes) and prints its rate as a ratio of that ceiling, and the rate without probes
 (`difftest fuzz --no-probes`).
 Measurements only: nothing here asserts a speed.
@@ -28,15 +28,15 @@ import torch
 
 from difftest.divergences.rules import rules_for
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.probes import check_with_probes, disagrees, screen
-from difftest.exec.runner import check
-from difftest.exec.torch_exec import run_torch
+from difftest.ops.validate import infer_shapes
+from difftest.oracle.check import check
 from difftest.oracle.compare import compare
 from difftest.oracle.model import predict
 from difftest.oracle.numerics import arbitrate
+from difftest.oracle.probe_run import check_with_probes, disagrees, screen
 from difftest.oracle.probes import root_probes
+from difftest.oracle.pytorch import run as run_torch
 from difftest.program.observation import Observation
-from difftest.program.validate import infer_shapes
 from strategies import GenConfig, RandomChoices, generate
 
 

@@ -17,6 +17,9 @@ import pytest
 
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.corpus import CorpusError, case_from_verdict, judge, load_case, replay_memory_case, save_case
+from difftest.findings.table import report as table_report
+from difftest.findings.triage import triage
+from difftest.oracle.check import check
 from difftest.oracle.compare import Verdict, dismissal_reason
 
 ROOT_MARKER = "pyproject.toml"
@@ -196,7 +199,6 @@ def assert_agrees(verdict: Verdict, source: str, worker: BurnWorker | None = Non
     note_verdict(verdict)
     if verdict.ok:
         return
-    from difftest.findings.triage import triage
 
     t = triage(verdict, worker or shared_worker())
     if t.known is not None:
@@ -204,7 +206,7 @@ def assert_agrees(verdict: Verdict, source: str, worker: BurnWorker | None = Non
         return
     path = record_finding(verdict, source, triage=t.to_dict())
     saved = f"\nsaved as {path}" if path else ""
-    raise AssertionError(verdict.report() + f"\ntriage: {t.describe()}" + saved)
+    raise AssertionError(table_report(verdict) + f"\ntriage: {t.describe()}" + saved)
 
 
 # ------------------------------------------------------------------ corpus collection
@@ -249,7 +251,6 @@ class CorpusItem(pytest.Item):
             if not outcome.ok:
                 raise CorpusFailure(f"{self.path} [{case.status}]: {outcome.message}")
             return
-        from difftest.exec.runner import check
 
         verdict = check(case.program, shared_worker())
         note_verdict(verdict)

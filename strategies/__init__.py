@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from difftest.program.ir import Program
 from strategies.choices import HypothesisChoices, RandomChoices
-from strategies.generator import GenConfig, generate
+from strategies.config import GenConfig
+from strategies.generator import generate
 
 __all__ = ["GenConfig", "HypothesisChoices", "RandomChoices", "generate", "programs", "random_programs"]
 

@@ -28,175 +28,38 @@ tests/quality/test_distribution.py):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import torch
 
 from difftest.choices import Choices
 from difftest.divergences.known_bugs import known_bug
-from difftest.exec.torch_exec import TorchModule, apply_module, build_module, module_param, transform_module
-from difftest.exec.torch_modules import burn_inference_path
-from difftest.ops import catalog
 from difftest.ops.catalog import OpSpec
 from difftest.ops.domains import MAX_MAGNITUDE
 from difftest.ops.dtype_support import supported
-from difftest.ops.nn_shapes import CONV, conv, conv_attrs
-from difftest.oracle.model import predict
-from difftest.oracle.states import BurnState
-from difftest.program.dtypes import FLOAT_DTYPES, check_dtype, round_to
+from difftest.ops.value_dtypes import CAST_ATTR_TYPE
+from difftest.program.dtypes import round_to
 from difftest.program.ir import (
     MAX_RANK,
-    TRANSFORMS,
-    Apply,
     Backward,
     Cut,
-    InlineTensor,
     Leaf,
-    Module,
     OpCall,
-    Param,
     Program,
     Region,
     Shape,
     Statement,
-    Transform,
     numel,
 )
-from difftest.program.module_kinds import module_kind
 from difftest.program.shapes import ShapeError
-from difftest.program.value_dtypes import CAST_ATTR_TYPE
-from strategies import sessions
+from strategies import module_draws, sessions
 from strategies.choices import weighted
-
-
-@dataclass(frozen=True)
-class GenConfig:
-    """Knobs of the default strategy (all keyword-only in `programs()`)."""
-
-    ops: tuple[str, ...] | None = None  # restrict to these ops (None: the whole catalog)
-    weights: dict[str, float] = field(default_factory=dict)  # per-op weight, default 1
-    max_statements: int = 10
-    max_leaves: int = 6
-    max_dim: int = 4
-    max_rank: int = MAX_RANK
-    # after each statement another one (up to max_statements): with p_continue_short while the
-    # program has fewer than `short_ops` ops (few programs end before their ops), else p_continue
-    p_continue: float = 0.85
-    p_continue_short: float = 0.98
-    short_ops: int = 5
-    p_backward: float = 0.95
-    # the backward's root: a tracked op result (one that depends on a require-grad leaf through
-    # recorded ops), the deepest first, with this probability when there is one; else any value
-    p_tracked_root: float = 0.95
-    # an op's inputs: a tracked value, with this probability when there is one of the right
-    # shape; else any value
-    p_tracked_input: float = 0.9
-    p_deepest_input: float = 0.75  # of those tracked inputs, the deepest one (else any)
-    p_deepest_root: float = 0.9  # of the tracked roots, the deepest one (else any)
-    op_attempts: int = 4  # a drawn op is tried on this many inputs before it is given up
-    p_plain_leaf: float = 0.08
-    p_require_grad: float = 0.85
-    p_plain_require_grad: float = 0.05  # asks burn to panic (rule plain-leaf-require-grad)
-    region_weights: tuple[float, float, float] = (10.0, 1.5, 1.0)  # grad, no_grad, inference_mode
-    kind_weights: tuple[float, float, float] = (10.0, 2.0, 1.0)  # op, cut, leaf
-    cut_weights: tuple[float, float, float] = (3.0, 2.0, 1.0)  # detach, without_autodiff, autodiff
-    module_weight: float = 0.5  # next to kind_weights: an nn module (built, transformed, used)
-    linear_weight: float = 3.0  # linear vs dropout (weight 1)
-    norm_weight: float = 0.5  # a normalisation module (batch_norm, layer_norm) where the value fits, vs
-    # linear + dropout (linear_weight + 1)
-    conv_weight: float = 1.0  # a conv2d module where the value is an image [N, C, H, W], vs linear + dropout
-    embedding_weight: float = 0.6  # an embedding module (its indices a leaf of its own), vs linear + dropout
-    dropout_p_weights: tuple[float, float, float] = (1.0, 2.0, 0.5)  # p = 0, 0.5, 1 (burn panics)
-    transform_weights: tuple[float, ...] = (2.0, 2.0, 1.0, 1.0, 1.0)  # valid train no_grad freeze unfreeze
-    avoid_known_bugs: bool = True  # skip triggers listed in difftest/divergences/known_bugs.py
-    # sessions (strategies/sessions.py): after a backward, another forward and backward with
-    # this probability (up to max_backwards); each later forward has up to segment_statements
-    max_backwards: int = 4
-    p_another_backward: float = 0.3
-    segment_statements: int = 5
-    p_grad_read: float = 0.5  # after a backward that is not the last: read 1 or 2 gradients
-    p_zero_grad: float = 0.4
-    p_retain_graph: float = 0.05
-    p_reuse_consumed: float = 0.1  # an input from a graph an earlier backward consumed
-    p_consumed_root: float = 0.1  # a later backward's root may reach a consumed graph
-    p_leaf_root: float = 0.03  # a backward of a require-grad leaf itself
-    p_training: float = 0.06  # a training loop (Linear, loss, backward, SGD step; 1 to 3 times)
-    # the program's dtype (difftest/program/dtypes.py): drawn with these weights over FLOAT_DTYPES
-    # (float32, float64, float16, bfloat16), or always `dtype` when given; in a dtype other than
-    # float32 only the ops the catalog's dtype table supports in it are drawn (ops/dtype_support.py)
-    dtype_weights: tuple[float, float, float, float] = (80.0, 10.0, 5.0, 5.0)
-    dtype: str | None = None
-    only_supported: bool = True  # False: draw every op in any dtype (the dtype-support measurement)
-
-    @staticmethod
-    def profile(name: str, **kw: object) -> GenConfig:
-        """The GenConfig of a named profile (`difftest fuzz --profile`), with `kw` on top."""
-        if name not in PROFILES:
-            raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILES)}")
-        return GenConfig(**{**PROFILES[name], **kw})  # type: ignore[arg-type]
-
-    def op_specs(self, dtype: str = "float32") -> list[OpSpec]:
-        names = self.ops if self.ops is not None else tuple(catalog.CATALOG)
-        unknown = [n for n in names if n not in catalog.CATALOG]
-        if unknown:
-            raise ValueError(f"unknown op(s) {unknown}; `difftest ops` lists the catalog")
-        specs = [catalog.CATALOG[n] for n in names if supported(n, dtype) or not self.only_supported]
-        if names and not specs:
-            raise ValueError(f"none of the ops {list(names)} runs in {dtype} (difftest/ops/dtype_support.py)")
-        return specs
-
-    def draw_dtype(self, c: Choices) -> str:
-        if self.dtype is not None:
-            return check_dtype(self.dtype, "GenConfig.dtype")
-        dtype = weighted(c, FLOAT_DTYPES, self.dtype_weights)
-        if self.ops is not None and not any(supported(op, dtype) for op in self.ops):
-            return "float32"  # none of the restricted ops is drawn in that dtype
-        return dtype
-
-
-# Named distributions for campaigns: "sessions" makes most programs sessions (several backwards,
-# gradient reads, training loops), for campaigns about graph lifetimes and optimizer steps.
-# "float64", "float16", "bfloat16" (`difftest fuzz --dtype`): the default distribution with every
-# program in that dtype.
-PROFILES: dict[str, dict[str, object]] = {
-    "default": {},
-    "sessions": {"p_another_backward": 0.75, "p_training": 0.3, "p_grad_read": 0.7},
-    "float32": {"dtype": "float32"},
-    "float64": {"dtype": "float64"},
-    "float16": {"dtype": "float16"},
-    "bfloat16": {"dtype": "bfloat16"},
-}
+from strategies.config import GenConfig
+from strategies.values import _Value
 
 _T = TypeVar("_T")
 REGIONS: tuple[Region, ...] = ("grad", "no_grad", "inference_mode")
 CUTS = ("detach", "without_autodiff", "autodiff")
-
-
-@dataclass
-class _Value:
-    id: str
-    shape: Shape
-    tensor: torch.Tensor  # concrete float32 value, no autograd
-    # depends on a require-grad autodiff leaf through recorded (grad-region) ops, deterministically
-    # (the generator's own light tracking; difftest.model has the exact flags of each framework)
-    tracked: bool = False
-    depth: int = 0  # recorded ops on the longest tracked path from a leaf
-    consumed: bool = False  # in the graph of an earlier backward (sessions)
-    dtype: str = ""  # its dtype when a cast made it other than the program's ("": the program's)
-
-
-@dataclass
-class _Handle:
-    """What the generator tracks of a module handle: whether its output is recorded."""
-
-    module: TorchModule
-    kind: str
-    p: float = 0.0
-    params_require_grad: bool = True
-    valid: bool = False  # applied under no_grad (PyTorch) / on the plain device (burn)
-    training: bool = True
-    burn_configured: bool = True  # burn's configured training flag (freeze clears it, unfreeze sets it)
 
 
 class _Builder:
@@ -400,241 +263,12 @@ class _Builder:
         c.note(f"cut:{kind}")
         return True
 
-    def module(self) -> bool:
-        """An nn module fitted to an existing value: a Linear whose `in` is the value's last dim
-        (weights drawn here) or a Dropout; then transforms of it, forwards and parameters."""
-        c, cfg = self.c, self.cfg
-        if c.boolean(cfg.embedding_weight / (cfg.embedding_weight + cfg.linear_weight + 1.0)):
-            return self.embedding_module()
-        src = self.pick_existing(lambda v: not v.dtype)  # modules compute in the program's dtype
-        if src is None:
-            return False
-        norms = self.norms_fitting(src)
-        if norms and c.boolean(cfg.norm_weight / (cfg.norm_weight + cfg.linear_weight + 1.0)):
-            st = self.norm_module(c.choice(norms), src)
-        elif len(src.shape) == 4 and c.boolean(cfg.conv_weight / (cfg.conv_weight + cfg.linear_weight + 1.0)):
-            conv = self.conv_module(src)
-            if conv is None:
-                return False
-            st = conv
-        elif c.boolean(cfg.linear_weight / (cfg.linear_weight + 1.0)):
-            d_in, d_out = src.shape[-1], c.integer(1, cfg.max_dim)
-            weight = InlineTensor((d_out, d_in), tuple(self.floats(d_out * d_in, -1.0, 1.0)))
-            bias = InlineTensor((d_out,), tuple(self.floats(d_out, -1.0, 1.0))) if c.boolean(0.7) else None
-            st = Module(self.fresh("m"), "linear", weight, bias)
-        else:
-            p = weighted(c, (0.0, 0.5, 1.0), cfg.dropout_p_weights)
-            st = Module(self.fresh("m"), "dropout", p=p)
-        self.statements.append(st)
-        c.note(f"module:{st.module}")
-        handles = [(st.id, _Handle(TorchModule(build_module(st, torch.float32)), st.module, st.p))]
-        if st.module == "batch_norm":  # its running statistics change as the program runs
-            return self.batch_norm_uses(st, src, handles)
-        self.transforms(handles)
-        for _ in range(c.integer(1, 2)):
-            ident, handle = c.choice(handles[::-1])
-            if st.weight is not None and c.boolean(0.3):  # a kind with parameters, built with them
-                self.param_read(st, ident, handle)
-                continue
-            x = src if c.boolean(0.7) else self.pick_existing(lambda v: _fits(st, src, v) and not v.dtype)
-            x = x if x is not None else src  # every other fitting value is in a consumed graph
-            if x is not src and st.module in NORM_KINDS and st.module not in self.norms_fitting(x):
-                x = src  # a normalisation only of values away from its tie (nearly constant groups)
-            with torch.no_grad():
-                out = apply_module(handle.module, x.tensor)
-            if not bool(torch.isfinite(out).all()) or (out.numel() and float(out.abs().max()) > MAX_MAGNITUDE):
-                c.note("out-of-range:apply")
-                continue
-            app = Apply(self.fresh("y"), ident, x.id)
-            self.statements.append(app)
-            if handle.valid:
-                tracked, depth = False, 0
-            elif module_kind(handle.kind).params and st.weight is not None:
-                tracked = x.tracked or handle.params_require_grad
-                depth = x.depth + 1 if x.tracked else 1
-            else:  # dropout: deterministic only where it returns its input (a group_norm without
-                # parameters: p = 0)
-                tracked = x.tracked and (handle.p == 0.0 or not handle.training)
-                depth = x.depth
-            self.values.append(_Value(app.id, tuple(out.shape), out.detach().clone(), tracked, depth))
-            c.note("apply")
-        return True
-
-    def transforms(self, handles: list[tuple[str, _Handle]]) -> None:
-        """0 to 2 transforms of the module's handles (each of the latest handles likelier)."""
-        for _ in range(self.c.integer(0, 2)):
-            self.transform(handles)
-
-    def transform(self, handles: list[tuple[str, _Handle]]) -> None:
-        """One transform of one of the module's handles (the latest likelier), a new handle."""
-        c = self.c
-        ident, handle = c.choice(handles[::-1])
-        kind = weighted(c, TRANSFORMS, self.cfg.transform_weights)
-        t = Transform(self.fresh("t"), kind, ident)  # type: ignore[arg-type]
-        self.statements.append(t)
-        handles.append((t.id, _transformed(handle, kind)))
-        c.note(f"transform:{kind}")
-
-    def param_read(self, st: Module, ident: str, handle: _Handle) -> None:
-        """A `param` read of the weight (or the bias, where it has one) through the handle `ident`."""
-        name = "bias" if st.bias is not None and self.c.boolean(0.3) else "weight"
-        param = Param(self.fresh("p"), ident, name)  # type: ignore[arg-type]
-        self.statements.append(param)
-        tensor = getattr(handle.module.module, name).detach().clone()
-        self.values.append(_Value(param.id, tuple(tensor.shape), tensor))
-        self.c.note("param")
-
-    def embedding_module(self) -> bool:
-        """An embedding table, transforms of it, forwards on leaves of indices [B, L] (a row
-        picked twice, so that its gradient must accumulate, as the embedding op's) and, most
-        often, a read of its weight (whose gradient is the only one its backward has). The
-        indices are data (a leaf that does not require grad), as token ids are; they are not
-        values other statements draw from."""
-        c, cfg = self.c, self.cfg
-        rows, dim = c.integer(2, cfg.max_dim + 1), c.integer(1, cfg.max_dim)
-        weight = InlineTensor((rows, dim), tuple(self.floats(rows * dim, -1.0, 1.0)))
-        st = Module(self.fresh("m"), "embedding", weight)
-        self.statements.append(st)
-        c.note("module:embedding")
-        handles = [(st.id, _Handle(TorchModule(build_module(st, torch.float32)), st.module))]
-        self.transforms(handles)
-        indices: list[Leaf] = []
-        for _ in range(c.integer(1, 2)):
-            ident, handle = c.choice(handles[::-1])
-            idx = c.choice(indices) if indices and c.boolean(0.3) else self.index_leaf(rows)
-            if idx not in indices:
-                indices.append(idx)
-            with torch.no_grad():
-                out = apply_module(handle.module, torch.tensor(idx.data).reshape(idx.shape))
-            app = Apply(self.fresh("y"), ident, idx.id)
-            self.statements.append(app)
-            tracked = not handle.valid and handle.params_require_grad
-            self.values.append(_Value(app.id, tuple(out.shape), out.detach().clone(), tracked, int(tracked)))
-            c.note("apply:embedding")
-        # the indices have no gradient: the weight's is all there is to see of its backward
-        if c.boolean(0.8):
-            ident, handle = c.choice(handles[::-1])
-            self.param_read(st, ident, handle)
-        return True
-
-    def index_leaf(self, rows: int) -> Leaf:
-        """A leaf of indices [B, L] in [0, rows), one of them repeated when there are two or more
-        (the embedding op's draw, difftest/ops/nn_shapes.py), on burn's autodiff device or rarely
-        the plain one; it does not require grad."""
-        c = self.c
-        shape = (c.integer(1, 2), c.integer(1, 4))
-        data = [c.integer(0, rows - 1) for _ in range(numel(shape))]
-        if len(data) > 1 and len(set(data)) == len(data):
-            data[-1] = data[0]
-        plain = c.boolean(self.cfg.p_plain_leaf)
-        st = Leaf(self.fresh("x"), shape, tuple(float(i) for i in data), "plain" if plain else "autodiff", False)
-        self.statements.append(st)
-        c.note("leaf:indices" + (":plain" if plain else ""))
-        return st
-
-    def norms_fitting(self, src: _Value) -> list[str]:
-        """The normalisation kinds a module fitted to `src` can be: layer_norm over a last dim of
-        more than one element; batch_norm for ranks 2 to 4 with more than one value per channel (PyTorch's
-        train-mode forward needs them) on burn's autodiff device (its train path)."""
-        shape = src.shape
-        # a layer_norm over one element is its bias (a constant: its gradient is all rounding);
-        # a (nearly) constant row or channel is the normalisations' tie: x - mean is rounding,
-        # which the division by sqrt(var + eps) blows up (kept away from, like ops' kinks)
-        kinds = ["layer_norm", "rms_norm"] if shape[-1] > 1 and _spread(src.tensor, [-1]) else []
-        if 2 <= len(shape) <= 4 and numel(shape) > shape[1] and \
-                _spread(src.tensor, [d for d in range(len(shape)) if d != 1]) and self.on_autodiff(src.id):
-            kinds.append("batch_norm")
-        if _group_counts(src):
-            kinds.append("group_norm")
-        kinds = [k for k in kinds if supported(k, self.dtype)]  # difftest/ops/dtype_support.py
-        if self.cfg.avoid_known_bugs:
-            kinds = [k for k in kinds if known_bug(Module("_", k), self.statements, self.dtype) is None]
-        return kinds
-
-    def on_autodiff(self, ident: str) -> bool:
-        """Whether burn holds the value `ident` on the autodiff device (the model's prediction)."""
-        state = predict(Program(tuple(self.statements))).burn.states.get(ident)
-        return isinstance(state, BurnState) and state.is_autodiff
-
-    def conv_module(self, src: _Value) -> Module | None:
-        """A conv2d fitted to the image `src`, its attributes and weight drawn as the conv2d op's
-        (difftest/ops/nn_shapes.py); None when the drawn kernel does not fit the image."""
-        c = self.c
-        attrs = conv_attrs(2)(c, [src.shape])
-        assert attrs is not None
-        shapes = list(CONV.draw(c, src.shape, attrs, self.cfg.max_dim))
-        try:
-            conv(2)([src.shape, *shapes], attrs)
-        except ShapeError:
-            c.note("no-fit:conv2d")
-            return None
-        w = shapes[0]
-        weight = InlineTensor(w, tuple(self.floats(numel(w), -1.0, 1.0)))
-        bias = InlineTensor((w[0],), tuple(self.floats(w[0], -1.0, 1.0))) if len(shapes) == 2 else None
-        return Module(self.fresh("m"), "conv2d", weight, bias, attrs={
-            "stride": list(attrs["stride"]), "padding": list(attrs["padding"]), "dilation": list(attrs["dilation"]),
-            "groups": attrs["groups"]})
-
-    def norm_module(self, kind: str, src: _Value) -> Module:
-        c = self.c
-        if kind == "rms_norm":
-            d = src.shape[-1]
-            weight = InlineTensor((d,), tuple(self.floats(d, 0.5, 1.5)))
-            return Module(self.fresh("m"), "rms_norm", weight, attrs={"d_model": d, "epsilon": 1e-5})
-        if kind == "group_norm":
-            n, groups = src.shape[1], c.choice(_group_counts(src))
-            affine = c.boolean(0.8)
-            gamma = InlineTensor((n,), tuple(self.floats(n, 0.5, 1.5))) if affine else None
-            beta = InlineTensor((n,), tuple(self.floats(n, -1.0, 1.0))) if affine else None
-            return Module(self.fresh("m"), "group_norm", gamma, beta,
-                          attrs={"num_groups": groups, "num_channels": n, "epsilon": 1e-5})
-        if kind == "layer_norm":
-            d = src.shape[-1]
-            weight = InlineTensor((d,), tuple(self.floats(d, 0.5, 1.5)))
-            bias = InlineTensor((d,), tuple(self.floats(d, -1.0, 1.0))) if c.boolean(0.7) else None
-            return Module(self.fresh("m"), "layer_norm", weight, bias, attrs={"d_model": d, "epsilon": 1e-5})
-        n = src.shape[1]
-        weight = InlineTensor((n,), tuple(self.floats(n, 0.5, 1.5)))
-        bias = InlineTensor((n,), tuple(self.floats(n, -1.0, 1.0)))
-        buffers = {"running_mean": InlineTensor((n,), tuple(self.floats(n, -1.0, 1.0))),
-                   "running_var": InlineTensor((n,), tuple(self.floats(n, 0.5, 2.0)))}
-        momentum = c.choice((0.1, 0.25, 0.5))
-        return Module(self.fresh("m"), "batch_norm", weight, bias, attrs={"num_features": n, "epsilon": 1e-5,
-                                                                          "momentum": momentum}, buffers=buffers)
-
-    def batch_norm_uses(self, st: Module, src: _Value, handles: list[tuple[str, _Handle]]) -> bool:
-        """Forwards of a batch_norm (on `src`, train mode first), reads of its running
-        statistics, transforms: a train-mode forward updates the statistics, so values are not
-        precomputed here: each forward's output is computed by running it (as the executor does)."""
-        c = self.c
-        for _ in range(c.integer(1, 3)):
-            if c.boolean(0.4):
-                self.transform(handles)
-            ident, handle = c.choice(handles[::-1])
-            if c.boolean(0.3):
-                name = c.choice(("running_mean", "running_var", "weight", "bias"))
-                param = Param(self.fresh("p"), ident, name)
-                self.statements.append(param)
-                tensor = module_param(handle.module, name).detach().clone()
-                self.values.append(_Value(param.id, tuple(tensor.shape), tensor))
-                c.note("param")
-                continue
-            # burn's train() after freeze() keeps the inference path (batch-norm-freeze-survives-train)
-            with torch.no_grad(), burn_inference_path(handle.module.module, not handle.burn_configured):
-                out = apply_module(handle.module, src.tensor)
-            app = Apply(self.fresh("y"), ident, src.id)
-            self.statements.append(app)
-            tracked = not handle.valid and (src.tracked or handle.params_require_grad)
-            depth = src.depth + 1 if tracked else 0
-            self.values.append(_Value(app.id, tuple(out.shape), out.detach().clone(), tracked, depth))
-            c.note("apply:batch_norm")
-        return True
 
     def backward(self) -> bool:
         """A backward of (most often) the deepest tracked op result not yet consumed. Known-bug
         triggers are not avoided here: a backward of a used leaf (backward-of-used-leaf-panics)
         is recognised by its known-bug record. The roots not drawn here are still tried:
-        campaigns probe every other tracked value as the root (difftest/exec/probes.py)."""
+        campaigns probe every other tracked value as the root (difftest/oracle/probe_run.py)."""
         # the deepest tracked op results first (the most recent among equals); not one whose
         # graph an earlier backward consumed, but rarely
         stale = sessions.stale(self)
@@ -667,53 +301,6 @@ class _Builder:
         else:
             sessions.consume(self, root.id)
         return True
-
-
-NORM_KINDS = ("batch_norm", "layer_norm", "rms_norm", "group_norm")
-
-
-def _fits(st: Module, src: _Value, v: _Value) -> bool:
-    """Whether the module `st`, fitted to `src`, can also be applied to `v`."""
-    if st.module == "conv2d":  # the same channels and image size (the kernel fits)
-        return v.shape[1:] == src.shape[1:]
-    if st.module == "group_norm":
-        return v.shape[1:2] == src.shape[1:2] and st.attrs["num_groups"] in _group_counts(v)
-    return v.shape[-1:] == src.shape[-1:]
-
-
-def _group_counts(v: _Value) -> list[int]:
-    """The group counts a group_norm over `v` can have: `v` of rank 2 to 4 with more than 2
-    elements (burn panics on fewer), the groups dividing its channels (dim 1), more than one
-    element per group (one is the bias: a constant) and every group spread (the normalisations' tie)."""
-    shape = v.shape
-    if not 2 <= len(shape) <= 4 or numel(shape) <= 2:
-        return []
-    n, c = shape[0], shape[1]
-    return [g for g in range(1, c + 1) if c % g == 0 and numel(shape) // (n * g) > 1
-            and _spread(v.tensor.reshape(n, g, -1), [2])]
-
-
-def _spread(x: torch.Tensor, dims: list[int], rel: float = 1e-2) -> bool:
-    """Whether every slice of `x` over `dims` has a standard deviation of at least `rel` of its
-    largest magnitude (and above zero): no (nearly) constant row or channel."""
-    x = x.double()
-    std = x.std(dim=dims, unbiased=False)
-    scale = x.abs().amax(dim=dims)
-    return bool((std > rel * scale).all()) and bool((std > 0).all())
-
-
-def _transformed(h: _Handle, kind: str) -> _Handle:
-    module = transform_module(h.module, kind)
-    if kind == "valid":
-        return replace(h, module=module, valid=True, training=False)
-    if kind == "train":
-        return replace(h, module=module, valid=False, training=True)
-    if kind == "no_grad":
-        return replace(h, module=module, params_require_grad=False)
-    if kind == "freeze":
-        return replace(h, module=module, params_require_grad=False, training=False, burn_configured=False)
-    return replace(h, module=module, params_require_grad=True, training=True, valid=False,  # unfreeze
-                   burn_configured=True)
 
 
 def _inside(x: float, lo: float, hi: float, dtype: str) -> float:
@@ -755,7 +342,7 @@ def generate(c: Choices, cfg: GenConfig | None = None) -> Program:
         elif kind == "cut":
             b.cut()
         elif kind == "module":
-            b.module()
+            module_draws.module(b)
         elif b.leaves < cfg.max_leaves:
             b.leaf(b.draw_shape())
         return True

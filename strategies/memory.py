@@ -27,11 +27,11 @@ from dataclasses import dataclass
 
 from difftest.choices import Choices
 from difftest.divergences.memory_rules import GRAPH_RETAINED
+from difftest.divergences.states import BurnState, TorchState
 from difftest.memory.checks import MemoryCheck
 from difftest.memory.model import FLAT_SLACK_MIB, FRAMEWORKS, GROWS_FRACTION, MIB, predict_forward_memory
 from difftest.ops.catalog import CATALOG
 from difftest.oracle.model import predict
-from difftest.oracle.states import BurnState, TorchState
 from difftest.program.ir import Backward, Cut, CutKind, Leaf, OpCall, Program, Region, Statement
 from strategies.choices import RandomChoices
 

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from difftest.exec.torch_exec import run_torch
 from difftest.ops.domains import MAX_MAGNITUDE
 from difftest.oracle.model import predict
+from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import (
     Apply,
     Backward,
@@ -34,6 +34,7 @@ from difftest.program.ir import (
     ancestors,
 )
 from strategies.choices import weighted
+from strategies.values import _Value
 
 if TYPE_CHECKING:
     from strategies.generator import _Builder
@@ -68,7 +69,7 @@ def stale(b: _Builder) -> set[str]:
 def after_backward(b: _Builder) -> None:
     """Between two backwards: maybe read 1 or 2 gradients from the last handle (they become
     values later ops may use), maybe zero_grad."""
-    from strategies.generator import _Value
+
 
     c, cfg = b.c, b.cfg
     bw = next(s for s in reversed(b.statements) if isinstance(s, Backward))
@@ -100,7 +101,7 @@ def training_loop(b: _Builder) -> None:
     """A Linear trained by SGD on fresh data: forward, a mean-squared (or summed-squared) error
     against a target, zero_grad (usually: without it PyTorch's `.grad` accumulates, rule
     grad-accumulates), backward, step; 1 to 3 times. The loop's values join the program."""
-    from strategies.generator import _Value
+
 
     c, cfg = b.c, b.cfg
     n, d_in, d_out = c.integer(1, 4), c.integer(1, cfg.max_dim), c.integer(1, cfg.max_dim)

@@ -23,7 +23,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from difftest.divergences.knowledge import Knowledge, burn_source
-from difftest.program.ir import Apply, Backward, Leaf, Module, OpCall, Program, Statement, Step, root_module
+from difftest.divergences.noops import NOOPS_BY_OP
+from difftest.ops.validate import infer_shapes
+from difftest.program.ir import (
+    Apply,
+    Backward,
+    Leaf,
+    Module,
+    OpCall,
+    Optimizer,
+    Param,
+    Program,
+    ProgramError,
+    Statement,
+    Step,
+    ancestors,
+    root_module,
+)
 
 Trigger = Callable[[Statement, Sequence[Statement]], bool]  # (statement, the statements before it)
 F32_ULP = 2.0**-24
@@ -172,8 +188,6 @@ def _conv1d_grouped_uncropped(st: Statement, prior: Sequence[Statement]) -> bool
 
 def _shapes(prior: Sequence[Statement]) -> dict[str, tuple[int, ...]]:
     """The shapes of the values before a statement, as far as the catalog's shape rules give them."""
-    from difftest.program.ir import Program, ProgramError
-    from difftest.program.validate import infer_shapes
 
     try:
         return infer_shapes(Program(tuple(prior)))
@@ -195,7 +209,6 @@ def burn_chunk_panics(size: int, chunks: int) -> bool:
 def _chunk_uneven(st: Statement, prior: Sequence[Statement]) -> bool:
     if not (isinstance(st, OpCall) and st.op == "chunk"):
         return False
-    from difftest.program.validate import infer_shapes
 
     source = next((s for s in prior if s.id == st.inputs[0]), None)
     if source is None:
@@ -250,7 +263,6 @@ def _backward_through_swapped_reduction(st: Statement, prior: Sequence[Statement
     backward re-reduces the swapped gradient through the same burn-flex branch)."""
     if not isinstance(st, Backward):
         return False
-    from difftest.program.ir import ancestors
 
     table = _by_id(prior)
     for ident in ancestors(table, st.input):
@@ -265,8 +277,6 @@ def _backward_through_swapped_reduction(st: Statement, prior: Sequence[Statement
 def _used_leaf_backward(st: Statement, prior: Sequence[Statement]) -> bool:
     """A backward rooted at a leaf of burn's graph — a require-grad leaf or a module parameter,
     or an op burn answers with such a leaf (noops.py) — that an earlier op or module read."""
-    from difftest.divergences.noops import NOOPS_BY_OP
-    from difftest.program.ir import Param
 
     if not isinstance(st, Backward):
         return False
@@ -301,7 +311,6 @@ def _inexact_in_f32(x: float) -> bool:
 
 def _sgd_f32_hyperparameter(st: Statement, prior: Sequence[Statement]) -> bool:
     """An SGD step whose momentum or weight decay is not exact in f32."""
-    from difftest.program.ir import Optimizer
 
     if not isinstance(st, Step):
         return False
@@ -330,7 +339,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "backward() of a require-grad leaf that feeds a chain of ops over several leaves panics "
         "with 'graph tape has already been consumed' although nothing was consumed; PyTorch "
         "gives the leaf a gradient of ones. The generator does not avoid it; campaigns reach it "
-        "through root probes (difftest/exec/probes.py: a backward of every tracked value) and "
+        "through root probes (difftest/oracle/probe_run.py: a backward of every tracked value) and "
         "recognise it by its site (a backward rooted at a leaf, or a parameter, an earlier op or module "
         "read) and its message.",
         ("corpus/bugs/backward-of-used-leaf-panics.json", "docs/semantics.md#upstream",

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from difftest.divergences.knowledge import Framework, Knowledge, OneFramework
-from difftest.oracle.states import ModuleState, Result, SessionContext, State
+from difftest.divergences.states import ModuleState, Result, SessionContext, State
 from difftest.program.ir import Shape, Statement
 
 
@@ -23,7 +23,7 @@ class Step:
     module: ModuleState | None = None  # the module handle an apply/param/transform reads
     input_shapes: tuple[Shape, ...] = ()  # shapes of `inputs`
     session: SessionContext | None = None  # step / grad statements (session_rules.py)
-    input_dtypes: tuple[str, ...] = ()  # dtypes of `inputs` (program/value_dtypes.py)
+    input_dtypes: tuple[str, ...] = ()  # dtypes of `inputs` (ops/value_dtypes.py)
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,12 @@ from difftest.divergences.rule import Rule, Step, divergence
 __all__ = ["MODULE_RULES", "RULES", "RULES_BY_NAME", "TENSOR_RULES", "Rule", "Step", "burn_param_state",
            "divergence", "module_param_keys", "rules_for", "shares_params", "torch_param_state"]
 from difftest.divergences.session_rules import SESSION_RULES
+from difftest.divergences.states import EMPTY, BurnState, Failure, ModuleState, Result, TorchState
 from difftest.ops.catalog import CATALOG
 from difftest.ops.strides import contiguous_strides
-from difftest.oracle.states import EMPTY, BurnState, Failure, ModuleState, Result, TorchState
+from difftest.ops.value_dtypes import CAST_ATTR_TYPE
 from difftest.program.ir import Apply, Cut, Leaf, Module, OpCall, Param, Shape, region_of
 from difftest.program.module_kinds import module_kind
-from difftest.program.value_dtypes import CAST_ATTR_TYPE
 
 
 def _burn_inputs(step: Step) -> tuple[BurnState, ...]:

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from difftest.divergences.knowledge import Knowledge, burn_source
 from difftest.divergences.rule import Rule, Step, divergence
-from difftest.oracle.states import BackwardResult, Failure, ModuleState, Result
+from difftest.divergences.states import BackwardResult, Failure, ModuleState, Result
 from difftest.program.ir import Backward, Grad
 from difftest.program.ir import Step as StepStatement
 

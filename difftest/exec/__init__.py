@@ -1,2 +1,4 @@
-"""Execution: the PyTorch executor, the difftest-burn worker client, one program through both
-(`runner`), and campaigns (sequential and parallel)."""
+"""Execution: running a program in each framework and nothing more. The PyTorch executor
+(`torch_exec`, with its modules, sessions and root probes), the difftest-burn worker client
+(`burn_worker`) and the builds of other burn versions (`burn_builds`). Judging what they observe
+is the oracle's (difftest/oracle/, one layer up); campaigns are difftest/campaign/."""

@@ -1,4 +1,4 @@
-"""PyTorch's gradients at root probes (difftest/exec/probes.py), one forward per backward.
+"""PyTorch's gradients at root probes (difftest/oracle/probe_run.py), one forward per backward.
 
 A probe's program is the statements before one of the program's backwards, then that backward
 rooted elsewhere. Every probe of the same backward shares those statements, so PyTorch runs them
@@ -16,8 +16,9 @@ from collections.abc import Sequence
 
 import torch
 
-from difftest.exec.torch_exec import TorchModule, run_torch
+from difftest.exec.torch_exec import run_torch
 from difftest.exec.torch_session import Session, _backward, _grad_holders
+from difftest.exec.torch_values import TorchModule
 from difftest.program.ir import Backward, Program
 from difftest.program.observation import BackwardObs, ErrorObs
 
@@ -25,11 +26,11 @@ ProbeResult = BackwardObs | ErrorObs
 
 
 def torch_probe_grads(prefix: Program, backward: Backward, roots: Sequence[str],
-                      dtype: str | None = None) -> list[ProbeResult]:
+                      dtype: str | None = None, *, burn_inference: frozenset[str]) -> list[ProbeResult]:
     """For each root, PyTorch's report of `backward` rooted there after the statements of
     `prefix` (a program's statements before that backward): its gradient entries, or how it
     failed (a failure of the statements before it is every root's). `dtype`: run in it (float64
-    for a reference) instead of the program's."""
+    for a reference) instead of the program's. `burn_inference`: as run_torch's."""
     index = len(prefix.statements)
     results: list[ProbeResult] = []
 
@@ -45,7 +46,7 @@ def torch_probe_grads(prefix: Program, backward: Backward, roots: Sequence[str],
                 for t, g in zip(holders, kept, strict=True):
                     t.grad = g
 
-    obs = run_torch(prefix, dtype, at_end=backwards)
+    obs = run_torch(prefix, dtype, burn_inference=burn_inference, at_end=backwards)
     if obs.error is not None:
         return [obs.error for _ in roots]
     return results

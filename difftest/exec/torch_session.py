@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
+from difftest.exec.torch_values import TorchModule, tensor_obs
 from difftest.program.ir import Backward, Grad, Optimizer, Step
 from difftest.program.observation import BackwardObs, TensorObs
-
-if TYPE_CHECKING:
-    from difftest.exec.torch_exec import TorchModule
 
 
 class MissingGradient(Exception):
@@ -98,6 +95,4 @@ def _step(st: Step, modules: dict[str, TorchModule], session: Session) -> TorchM
 
 
 def _tensor_obs(t: torch.Tensor) -> TensorObs:
-    from difftest.exec.torch_exec import tensor_obs
-
     return tensor_obs(t)

@@ -29,6 +29,7 @@ from difftest.divergences.memory_rules import MEMORY_RULES, MemoryRule
 from difftest.divergences.rules import RULES, Rule, rules_for
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.corpus import Case, check_expectations, judge_memory
+from difftest.oracle.check import check
 from difftest.oracle.compare import Verdict
 
 Outcome = Literal["pass", "regression", "fails as recorded", "fails differently", "fixed", "explained",
@@ -72,7 +73,6 @@ def judge_on(case: Case, worker: BurnWorker, version: str | None = None, *, rule
     version = version or worker.burn_version()
     if case.memory is not None:
         return _judge_memory_case(case, version, memory_rules)
-    from difftest.exec.runner import check
 
     active = rules_for(version, rules)
     cell = _classify(case, check(case.program, worker, rules=active), version, rules, active, bugs)

@@ -17,15 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from difftest.divergences.knowledge import parse_version
 from difftest.divergences.memory_rules import MEMORY_RULES_BY_NAME
 from difftest.divergences.rules import RULES_BY_NAME
+from difftest.findings.localise import mismatch_class
+from difftest.findings.table import report as table_report
 from difftest.memory.experiment import MemoryExperiment
 from difftest.memory.model import Row
 from difftest.memory.table import format_table
+from difftest.ops.validate import check_program
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.ir import Program, ProgramError
 from difftest.program.jsonio import dumps, program_from_dict, program_to_dict
-from difftest.program.validate import check_program
 from difftest.versions import versions
 
 CASE_FORMAT = "difftest-case"
@@ -97,7 +100,6 @@ def expectation(m: Mismatch) -> dict[str, Any]:
 
 def numeric_expectation(verdict: Verdict, m: Mismatch) -> dict[str, Any]:
     """`expectation`, and for a value or gradient finding its failing elements and error class."""
-    from difftest.findings.localise import mismatch_class
 
     out = expectation(m)
     if m.kind in ("value", "grad"):
@@ -114,7 +116,6 @@ def _matches(expect: dict[str, Any], m: Mismatch, verdict: Verdict) -> bool:
     if "elements" in expect and sorted(m.elements) != list(expect["elements"]):
         return False
     if "error" in expect:
-        from difftest.findings.localise import mismatch_class
 
         if mismatch_class(verdict, m) != expect["error"]:
             return False
@@ -284,7 +285,6 @@ def _check_upstream(path: Path, doc: dict[str, Any]) -> None:
         return
     if not isinstance(tested, dict):
         raise CorpusError(f"{path}: \"versions_tested\" must be an object: burn version -> outcome")
-    from difftest.divergences.knowledge import parse_version
 
     for version, entry in tested.items():
         try:
@@ -349,10 +349,10 @@ def judge(case: Case, verdict: Verdict) -> ReplayOutcome:
     if case.status == "pass":
         if verdict.ok:
             return ReplayOutcome(True, "passes", verdict.kind)
-        return ReplayOutcome(False, "regression: expected to pass\n" + verdict.report(), verdict.kind)
+        return ReplayOutcome(False, "regression: expected to pass\n" + table_report(verdict), verdict.kind)
     if rule is not None:
         if not verdict.ok:
-            return ReplayOutcome(False, f"expected declared divergence {rule}, got a finding\n" + verdict.report(),
+            return ReplayOutcome(False, f"expected declared divergence {rule}, got a finding\n" + table_report(verdict),
                                  verdict.kind)
         if rule not in fired:
             return ReplayOutcome(False, f"rule {rule} did not fire (fired: {', '.join(fired) or 'none'}); "
@@ -365,7 +365,7 @@ def judge(case: Case, verdict: Verdict) -> ReplayOutcome:
     diff = check_expectations(case.record.get("expect", []), verdict)
     if diff is not None:
         return ReplayOutcome(False, "bug case fails differently from what it recorded:\n" + diff + "\n"
-                             + verdict.report(), verdict.kind)
+                             + table_report(verdict), verdict.kind)
     return ReplayOutcome(True, f"still fails as recorded ({verdict.kind})", verdict.kind)
 
 

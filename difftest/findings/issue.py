@@ -2,7 +2,7 @@
 --issue`).
 
 The report is a pure function of the case, a fresh verdict of its program (the caller runs it:
-`difftest.exec.runner.check`) and the versions `difftest-burn` reports now. It has a title, the
+`difftest.oracle.check.check`) and the versions `difftest-burn` reports now. It has a title, the
 versions, the case's reason, the minimal burn `#[test]` (the very text `difftest show` emits),
 what PyTorch and burn give for every finding mismatch, and why it is a bug: the verdict, the
 float64 and finite-difference evidence, the declared known-bug record, the upstream link.
@@ -15,11 +15,12 @@ import math
 import re
 from typing import Any
 
+from difftest.divergences.known_bugs import KNOWN_BUGS
 from difftest.findings.corpus import Case
-from difftest.findings.render import fmt_data, statement_text
 from difftest.findings.reproducers import rust_test, test_name, torch_script
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.observation import Observation, TensorObs
+from difftest.program.text import fmt_data, statement_text
 from difftest.versions import difftest_version, torch_version
 
 TITLE_LIMIT = 100
@@ -144,7 +145,6 @@ def evidence_lines(m: Mismatch) -> list[str]:
 
 
 def known_bug_reason(case: Case) -> tuple[str, str, list[str]] | None:
-    from difftest.divergences.known_bugs import KNOWN_BUGS
 
     if case.path is None:
         return None

@@ -24,6 +24,9 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from difftest.ops.validate import check_program, infer_shapes
+from difftest.ops.value_dtypes import value_dtypes
+from difftest.oracle.check import check
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.ir import (
     Apply,
@@ -38,10 +41,11 @@ from difftest.program.ir import (
     Step,
     Transform,
     ancestors,
+    root_module,
     value_inputs,
 )
+from difftest.program.jsonio import program_to_dict
 from difftest.program.observation import Observation, TensorObs
-from difftest.program.value_dtypes import value_dtypes
 
 if TYPE_CHECKING:
     from difftest.exec.burn_worker import BurnWorker
@@ -83,7 +87,6 @@ class Localisation:
                 f"error {self.error}{hedge}")
 
     def to_dict(self) -> dict[str, Any]:
-        from difftest.program.jsonio import program_to_dict
 
         return {
             "statement": self.statement, "where": self.where, "kind": self.kind, "input": self.input,
@@ -274,7 +277,6 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
     if any(isinstance(s, Leaf) and s.require_grad for s in out):
         root = "y"
         if seeded:
-            from difftest.program.validate import infer_shapes
 
             try:
                 shape = infer_shapes(Program(tuple(out), dtype))["y"]
@@ -291,8 +293,6 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
 
 
 def _judge(p: Program, worker: BurnWorker) -> Verdict | None:
-    from difftest.exec.runner import check
-    from difftest.program.validate import check_program
 
     try:
         check_program(p)
@@ -404,7 +404,6 @@ def _pick(findings: list[Mismatch], kind: str, program: Program, same_kind: bool
 
 
 def _apply_where(program: Program, st: Apply) -> str:
-    from difftest.program.ir import root_module
 
     try:
         return f"apply:{root_module(program, st.module).module}"

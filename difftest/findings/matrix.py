@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from difftest.divergences.knowledge import parse_version
 from difftest.exec.burn_builds import BuildError, BurnSpec, build_with_status
 from difftest.exec.burn_worker import BurnWorker, WorkerError, find_binary
 from difftest.findings.across import Cell, judge_on
@@ -228,6 +229,5 @@ def record_versions_tested(columns: list[Column], rows: list[Row]) -> list[Path]
 
 
 def _version_key(text: str) -> Any:
-    from difftest.divergences.knowledge import parse_version
 
     return parse_version(text)

@@ -14,8 +14,8 @@ import shutil
 import subprocess
 from typing import TYPE_CHECKING
 
+from difftest.divergences.states import BurnState
 from difftest.oracle.compare import DISMISSED
-from difftest.oracle.states import BurnState
 from difftest.program.ir import (
     Backward,
     Cut,

@@ -18,8 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from difftest.exec.summary import SUMMARY_FORMAT, Summary
 from difftest.findings.corpus import Case, CorpusError, ReplayOutcome, iter_case_files, judge, judge_memory, load_case
+from difftest.findings.picture import DotMissing, dot, svg
+from difftest.findings.report_html import page
+from difftest.findings.summary import SUMMARY_FORMAT, Summary, finding_case_path
+from difftest.memory.table import format_table
+from difftest.oracle.check import check
+from difftest.versions import difftest_version, torch_version
 
 if TYPE_CHECKING:
     from difftest.exec.burn_worker import BurnWorker
@@ -83,16 +88,6 @@ def _is_summary(path: Path) -> bool:
     return isinstance(doc, dict) and doc.get("format") == SUMMARY_FORMAT
 
 
-def finding_case_path(path_text: str, summary_path: Path) -> Path:
-    """A finding's case path as the campaign recorded it (relative to where it ran), else
-    relative to the summary file."""
-    p = Path(path_text)
-    if p.is_absolute() or p.exists():
-        return p
-    beside = summary_path.parent / p
-    return beside if beside.exists() else p
-
-
 def collect(paths: list[Path]) -> tuple[list[Campaign], list[CaseReport]]:
     """Campaigns and the cases to run, in the order given (each case file once)."""
     campaigns: list[Campaign] = []
@@ -136,7 +131,6 @@ def collect(paths: list[Path]) -> tuple[list[Campaign], list[CaseReport]]:
 # ---------------------------------------------------------------------- running
 
 def _picture(item: CaseReport) -> None:
-    from difftest.findings.picture import DotMissing, dot, svg
 
     assert item.verdict is not None
     try:
@@ -155,7 +149,6 @@ def _picture(item: CaseReport) -> None:
 
 def run_case(item: CaseReport, worker: BurnWorker) -> None:
     """Loads and replays one case (fills `item`); every failure becomes `item.error`."""
-    from difftest.exec.runner import check
 
     if not item.path.exists():
         item.error = f"{item.path}: the case file does not exist (moved or deleted since the campaign?)"
@@ -169,7 +162,6 @@ def run_case(item: CaseReport, worker: BurnWorker) -> None:
     try:
         item.verdict = check(case.program, worker)
         if case.memory is not None:
-            from difftest.memory.table import format_table
 
             rows = case.memory.run(full=False)
             size = case.memory.size(False)
@@ -184,7 +176,6 @@ def run_case(item: CaseReport, worker: BurnWorker) -> None:
 
 
 def _versions(worker: BurnWorker) -> dict[str, Any]:
-    from difftest.versions import difftest_version, torch_version
 
     out: dict[str, Any] = {"difftest": difftest_version(), "torch": torch_version()}
     try:
@@ -213,7 +204,6 @@ def build(paths: list[Path], worker: BurnWorker,
 
 
 def write(report: Report, out: Path) -> None:
-    from difftest.findings.report_html import page
 
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page(report), encoding="utf-8")

@@ -12,7 +12,16 @@ from collections.abc import Callable, Iterable, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from difftest.divergences.registry import KNOWLEDGE
+from difftest.findings.issue import evidence_lines, known_bug_reason, mismatch_tensor
 from difftest.findings.report_svg import Series, line_plot, rate_series
+from difftest.findings.reproducers import rust_test, test_name, torch_script
+from difftest.findings.summary import finding_case_path
+from difftest.findings.table import grad_text, predicted_text, rows, shape_text, value_text
+from difftest.ops.catalog import CATALOG
+from difftest.oracle.compare import DISMISSED
+from difftest.program.ir import Backward
+from difftest.program.text import fmt_data, program_text
 
 if TYPE_CHECKING:
     from difftest.findings.report import Campaign, CaseReport, Report
@@ -111,7 +120,6 @@ def _counts(counter: Counter[str], total: int) -> str:
 
 
 def _rules(summary: Any) -> str:
-    from difftest.divergences.registry import KNOWLEDGE
 
     declared = {k.name: k for k in KNOWLEDGE if k.kind == "divergence"}
     fired = summary.rules
@@ -137,7 +145,6 @@ def _rules(summary: Any) -> str:
 
 
 def _ops(summary: Any) -> str:
-    from difftest.ops.catalog import CATALOG
 
     ops: Counter[str] = summary.ops
     generated = [name for name in CATALOG if ops.get(name)]
@@ -173,7 +180,6 @@ def _throughput(summary: Any) -> str:
 
 def campaign_section(c: Campaign, anchors: dict[str, str], index: int) -> str:
     """`anchors`: resolved case path -> the anchor of its section."""
-    from difftest.findings.report import finding_case_path
 
     s = c.summary
     title = f"Campaign {c.path.as_posix()}"
@@ -257,8 +263,6 @@ def _badge(state: str, prefix: str = "") -> str:
 
 def rows_table(verdict: Verdict) -> str:
     """table.py's rows as an HTML table; mismatching cells marked (`!` a finding, `~` dismissed)."""
-    from difftest.findings.table import grad_text, predicted_text, rows, shape_text, value_text
-    from difftest.program.ir import Backward
 
     backwards = [st.id for st in verdict.program.statements if isinstance(st, Backward)]
     head = ["id", "op", "shape", "burn<br>ad trk rg", "torch<br>rg leaf fn inf", "predicted", "rules",
@@ -285,14 +289,11 @@ def rows_table(verdict: Verdict) -> str:
 
 
 def _tensor_text(t: Any) -> str:
-    from difftest.findings.render import fmt_data
 
     return "None" if t is None else f"{fmt_data(t.data)} shape={list(t.shape)}"
 
 
 def mismatch_block(verdict: Verdict, m: Mismatch) -> str:
-    from difftest.findings.issue import evidence_lines, mismatch_tensor
-    from difftest.oracle.compare import DISMISSED
 
     dismissed = m.verdict in DISMISSED
     where = f"statement {m.index} ({m.statement})" if m.statement else "the program"
@@ -321,7 +322,6 @@ def mismatch_block(verdict: Verdict, m: Mismatch) -> str:
 
 
 def _reproducers(item: CaseReport) -> str:
-    from difftest.findings.reproducers import rust_test, test_name, torch_script
 
     assert item.case is not None
     program = item.case.program
@@ -346,7 +346,6 @@ def _case_versions(item: CaseReport, now: dict[str, Any]) -> str:
 
 
 def case_section(item: CaseReport, a: str, now: dict[str, Any]) -> str:
-    from difftest.findings.render import program_text
 
     status = item.case.status if item.case is not None else None
     status_badge = "" if status is None else (
@@ -367,7 +366,6 @@ def case_section(item: CaseReport, a: str, now: dict[str, Any]) -> str:
     out.append(_facts(facts))
     if len(outcome.message.splitlines()) > 1:
         out += ["<details><summary>Replay message</summary>", _pre(outcome.message), "</details>"]
-    from difftest.findings.issue import known_bug_reason
 
     out += ['<div class="two">', '<div class="left">', "<h3>Picture</h3>"]
     if item.picture is not None:

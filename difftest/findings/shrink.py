@@ -12,11 +12,11 @@ from dataclasses import replace
 
 import torch
 
-from difftest.exec.torch_exec import run_torch
 from difftest.ops.catalog import CATALOG
+from difftest.ops.validate import check_program
+from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import Leaf, OpCall, Program, ProgramError, Statement, inputs_of
 from difftest.program.jsonio import to_f32
-from difftest.program.validate import check_program
 
 Still = Callable[[Program], bool]
 

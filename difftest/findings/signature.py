@@ -32,6 +32,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from difftest.findings.corpus import CorpusError, iter_case_files, load_case
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.ir import (
     Apply,
@@ -188,7 +189,6 @@ def case_signature(path: Path) -> tuple[str | None, str | None]:
     """(signature, status) of a case file: its `"signature"` field, else recomputed from its
     recorded verdict; (None, status) for a case without a recorded finding, (None, None) for a
     file that is not a readable program case."""
-    from difftest.findings.corpus import CorpusError, load_case
 
     try:
         doc = json.loads(path.read_text())
@@ -209,7 +209,6 @@ def case_signature(path: Path) -> tuple[str | None, str | None]:
 def corpus_cases(corpus_dir: Path, *, statuses: Collection[str] | None = ("bug", "new")) -> list[tuple[str, Path]]:
     """(signature, case file) for every case under `corpus_dir` (recursively) that has a
     signature and whose status is in `statuses` (None: any status)."""
-    from difftest.findings.corpus import iter_case_files
 
     out: list[tuple[str, Path]] = []
     if not corpus_dir.exists():

@@ -10,8 +10,8 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
+from difftest.divergences.states import BurnState, TorchState
 from difftest.oracle.compare import DISMISSED
-from difftest.oracle.states import BurnState, TorchState
 from difftest.program.ir import Apply, Backward, Cut, Grad, Leaf, OpCall, Param, Statement, is_value
 from difftest.program.observation import TensorObs
 
@@ -252,3 +252,8 @@ def text(verdict: Verdict, width: int = 160) -> str:
     buf = io.StringIO()
     Console(file=buf, width=width, color_system=None, markup=False, highlight=False).print(table(verdict))
     return "\n".join(line.rstrip() for line in buf.getvalue().splitlines())
+
+
+def report(verdict: Verdict) -> str:
+    """The verdict's report (Verdict.report) and its per-statement table."""
+    return "\n".join([verdict.report(), "table (! a finding, ~ a dismissed numeric mismatch):", text(verdict)])

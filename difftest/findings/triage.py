@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
 from difftest.findings.localise import LOCALISED_KINDS, Localisation, localise, mismatch_pairs, primary
 from difftest.findings.signature import signature_of_mismatch
+from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.ir import Apply, Backward, Leaf, OpCall, Program, Statement, ancestors
-from difftest.program.value_dtypes import value_dtypes
 
 if TYPE_CHECKING:
     from difftest.exec.burn_worker import BurnWorker

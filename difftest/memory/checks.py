@@ -28,8 +28,9 @@ from difftest.memory.model import (
     saved_bytes_per_forward,
 )
 from difftest.memory.server import burn_request, rows_of, torch_server
+from difftest.ops.validate import infer_shapes
 from difftest.program.ir import Leaf, OpCall, Program, numel
-from difftest.program.validate import infer_shapes
+from difftest.program.jsonio import dumps, program_to_dict
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,6 @@ class MemoryCheck:
     @functools.cached_property
     def program_json(self) -> str:
         """The program document (megabytes of leaf data: encoded once, sent to both children)."""
-        from difftest.program.jsonio import dumps, program_to_dict
 
         return dumps(program_to_dict(self.program))
 

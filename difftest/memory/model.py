@@ -27,11 +27,11 @@ from typing import Literal
 
 from difftest.divergences.knowledge import Framework
 from difftest.divergences.memory_rules import GRAPH_RETAINED, MEMORY_RULES, MemoryRule
+from difftest.divergences.states import BurnState, State, TorchState
 from difftest.ops.catalog import CATALOG
+from difftest.ops.validate import infer_shapes
 from difftest.oracle.model import predict
-from difftest.oracle.states import BurnState, State, TorchState
 from difftest.program.ir import Backward, Cut, Leaf, OpCall, Program, Statement, numel
-from difftest.program.validate import infer_shapes
 
 MIB = 1024 * 1024
 F32_BYTES = 4

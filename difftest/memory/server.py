@@ -32,9 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from difftest.exec.burn_worker import WorkerError, find_binary
+from difftest.exec.torch_values import region_context
 from difftest.memory.model import MIB, Measured, forward_part
 from difftest.ops.catalog import CATALOG
 from difftest.program.ir import Cut, OpCall
+from difftest.program.jsonio import decode_floats, program_from_dict
 
 CHILD_TIMEOUT = 600.0
 # Large blocks always mmapped (and unmapped when freed): RSS then tracks live tensors.
@@ -238,8 +240,6 @@ def torch_program_child(doc: dict[str, Any], iters: int, then_backward: bool) ->
     import psutil
     import torch
 
-    from difftest.exec.torch_exec import region_context
-    from difftest.program.jsonio import decode_floats, program_from_dict
 
     torch.set_num_threads(1)
     proc = psutil.Process()

@@ -9,15 +9,15 @@ from difftest.divergences.rules import (
     burn_param_state,
     torch_param_state,
 )
-from difftest.ops.catalog import CATALOG
-from difftest.ops.strides import contiguous_strides, elementwise_strides, is_contiguous
-from difftest.oracle.states import (
+from difftest.divergences.states import (
     EMPTY,
     BurnState,
     ModuleState,
     State,
     TorchState,
 )
+from difftest.ops.catalog import CATALOG
+from difftest.ops.strides import contiguous_strides, elementwise_strides, is_contiguous
 from difftest.program.ir import (
     Apply,
     Cut,

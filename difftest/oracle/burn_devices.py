@@ -5,6 +5,7 @@ training flag freeze() cleared (record batch-norm-freeze-survives-train). Torch-
 
 from __future__ import annotations
 
+from difftest.oracle.model import predict
 from difftest.program.ir import Apply, Program, root_module
 
 
@@ -17,8 +18,6 @@ def batch_norm_inference_applies(program: Program) -> frozenset[str]:
                and root_module(program, st.module, by_id).module == "batch_norm"]
     if not applies:
         return frozenset()
-    from difftest.oracle.model import predict  # the model imports the executors' modules
-
     burn = predict(program).burn
     out: set[str] = set()
     for st in applies:

@@ -13,12 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from difftest.divergences.states import BurnState, TorchState
 from difftest.ops import tolerance as tol
+from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.model import Prediction
-from difftest.oracle.states import BurnState, TorchState
 from difftest.program.ir import Backward, Program, Shape, is_value
 from difftest.program.observation import BackwardObs, ErrorObs, Observation, TensorObs
-from difftest.program.value_dtypes import value_dtypes
+from difftest.program.text import program_text
 
 
 @dataclass(frozen=True)
@@ -117,11 +118,9 @@ class Verdict:
         first = f[0]
         return first.verdict or first.kind
 
-    def report(self, table: bool = True) -> str:
-        """The verdict, its mismatches, the rules fired, the program and (with `table`) the
-        per-statement table as plain text (findings/table.py)."""
-        from difftest.findings.render import program_text  # local: render imports compare
-
+    def report(self) -> str:
+        """The verdict, its mismatches, the rules fired and the program as plain text (with the
+        per-statement table: difftest/findings/table.py `report`)."""
         lines = [f"verdict: {self.kind}"]
         for m in self.mismatches:
             lines.append("  - " + m.line())
@@ -129,12 +128,6 @@ class Verdict:
         lines.append("rules fired: " + (", ".join(fired) if fired else "none"))
         lines.append("program:")
         lines.extend("  " + line for line in program_text(self.program).splitlines())
-        if not table:
-            return "\n".join(lines)
-        from difftest.findings.table import text as table_text  # local: table imports compare
-
-        lines.append("table (! a finding, ~ a dismissed numeric mismatch):")
-        lines.extend(table_text(self).splitlines())
         return "\n".join(lines)
 
 
@@ -172,7 +165,7 @@ def screen_grads(prefix: Program, backward: Backward, torch_result: BackwardObs 
                  nondet: set[str] | frozenset[str] = frozenset(),
                  prediction: Prediction | None = None) -> list[Mismatch]:
     """The gradients burn reports for `backward`, run without error after the statements of
-    `prefix` (a root probe, difftest/exec/probes.py), before any arbitration. Without
+    `prefix` (a root probe, difftest/oracle/probe_run.py), before any arbitration. Without
     `prediction`, against PyTorch's report alone (`torch_result`: the backward, or how it
     failed): the same entries, a gradient in both or in neither. With the model's `prediction`
     for the probe's program (`prefix`, then `backward`), as `compare` checks them: PyTorch's
@@ -368,7 +361,7 @@ def _numeric(kind: str, ident: str, i: int | None, t: TensorObs, b: TensorObs, b
 
 def _dtypes(program: Program, obs: Observation, out: list[Mismatch]) -> None:
     """Every value and gradient a framework reports must be in its own dtype: the program's, or
-    the one a cast before it made (program/value_dtypes.py, docs/format.md#dtypes); a gradient
+    the one a cast before it made (ops/value_dtypes.py, docs/format.md#dtypes); a gradient
     in the dtype of the value it is the gradient of."""
     fw = obs.framework
     index = {st.id: i for i, st in enumerate(program.statements)}

@@ -18,10 +18,7 @@ from difftest.divergences.rules import (
     module_param_keys,
 )
 from difftest.divergences.session_rules import CONSUMES_GRAPH, NO_RETAIN_GRAPH
-from difftest.ops.strides import contiguous_strides
-from difftest.oracle import sessions
-from difftest.oracle.base_states import _base_burn, _base_torch
-from difftest.oracle.states import (
+from difftest.divergences.states import (
     EMPTY,
     BackwardResult,
     BurnState,
@@ -32,6 +29,11 @@ from difftest.oracle.states import (
     State,
     TorchState,
 )
+from difftest.ops.strides import contiguous_strides
+from difftest.ops.validate import infer_shapes
+from difftest.ops.value_dtypes import value_dtypes
+from difftest.oracle import sessions
+from difftest.oracle.base_states import _base_burn, _base_torch
 from difftest.program.ir import (
     Apply,
     Backward,
@@ -48,8 +50,6 @@ from difftest.program.ir import (
 )
 from difftest.program.ir import Step as StepStatement
 from difftest.program.module_kinds import module_kind
-from difftest.program.validate import infer_shapes
-from difftest.program.value_dtypes import value_dtypes
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,11 @@ from typing import Any
 
 import torch
 
-from difftest.exec.torch_exec import DTYPES, OpSite, run_torch
+from difftest.exec.torch_values import DTYPES
 from difftest.ops import tolerance as tol
-from difftest.program.ir import Program, Statement
+from difftest.oracle.pytorch import run as run_torch
+from difftest.oracle.sites import OpSite, SiteHooks
+from difftest.program.ir import Program
 from difftest.program.jsonio import dumps, program_to_dict
 from difftest.program.observation import Observation
 
@@ -116,8 +118,8 @@ class _Measured(torch.autograd.Function):
         return tuple(out)
 
 
-class NoiseHooks:
-    """ExecHooks (torch_exec.py) that inject the noise described above."""
+class NoiseHooks(SiteHooks):
+    """Site hooks (sites.py) that inject the noise described above."""
 
     def __init__(self, seed: int) -> None:
         self.gen = torch.Generator().manual_seed(seed)
@@ -139,11 +141,11 @@ class NoiseHooks:
         factor = tol.MEASURED_FACTOR * tol.measured_scale(dtype)
         return y64 + _finite(r32 - r64) * self.uniform(y64.shape) * factor
 
-    def constant(self, st: Statement) -> torch.Tensor | None:
-        return None
+    def uniform_draws(self) -> Callable[[torch.Size], torch.Tensor]:
+        return self.uniform
 
-    def op(self, site: OpSite, inputs: Sequence[torch.Tensor],
-           compute: Callable[[Sequence[torch.Tensor]], torch.Tensor]) -> torch.Tensor:
+    def on_site(self, site: OpSite, inputs: Sequence[torch.Tensor],
+                compute: Callable[[Sequence[torch.Tensor]], torch.Tensor]) -> torch.Tensor:
         cls = site.tolerance
         k = tol.scale(site.dtype)  # 1.0 for float32
         rel, input_rel = cls.rel * k, cls.input_rel * k
@@ -215,16 +217,15 @@ class _Magnitude(torch.autograd.Function):
         return tuple(out)
 
 
-class MagnitudeHooks:
-    """ExecHooks for the magnitude run: values exact, the backward of every op replaced by the
+class MagnitudeHooks(SiteHooks):
+    """Site hooks for the magnitude run: values exact, the backward of every op replaced by the
     magnitudes of its terms (operands broadcast by an elementwise op are expanded first, so the
     sum over broadcast dims adds magnitudes too)."""
 
-    def constant(self, st: Statement) -> torch.Tensor | None:
-        return None
+    exact_param_grads = False  # a module's parameters' terms go through the site's param_path
 
-    def op(self, site: OpSite, inputs: Sequence[torch.Tensor],
-           compute: Callable[[Sequence[torch.Tensor]], torch.Tensor]) -> torch.Tensor:
+    def on_site(self, site: OpSite, inputs: Sequence[torch.Tensor],
+                compute: Callable[[Sequence[torch.Tensor]], torch.Tensor]) -> torch.Tensor:
         recording = site.region == "grad" and torch.is_grad_enabled()
         if site.param_path is not None and recording:
             # a module: the value through _Magnitude (the input's terms), the parameters' terms

@@ -31,15 +31,16 @@ from typing import Any
 
 import torch
 
-from difftest.exec.torch_exec import OpSite, run_torch
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
 from difftest.ops.domains import KINK_GAP
+from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.oracle.noise import magnitude_run, noisy_runs
+from difftest.oracle.pytorch import run as run_torch
+from difftest.oracle.sites import OpSite, SiteHooks
 from difftest.program.ir import Backward, Grad, Leaf, OpCall, Program, Statement, ancestors, is_value
 from difftest.program.observation import Observation, TensorObs
-from difftest.program.value_dtypes import value_dtypes
 
 SLACK = 4.0
 FD_STEPS = (1e-4, 1e-5)
@@ -227,8 +228,8 @@ def near_kink(program: Program, ref: Observation, m: Mismatch) -> str | None:
 
 # ---------------------------------------------------------------------- finite differences
 
-class FreezeHooks:
-    """ExecHooks that hold the given values constant (what autodiff does not differentiate)."""
+class FreezeHooks(SiteHooks):
+    """Site hooks that hold the given values constant (what autodiff does not differentiate)."""
 
     def __init__(self, constants: dict[str, torch.Tensor]) -> None:
         self.constants = constants
@@ -237,7 +238,7 @@ class FreezeHooks:
         c = self.constants.get(st.id)
         return c.clone() if c is not None else None
 
-    def op(self, site: OpSite, inputs: Any, compute: Any) -> torch.Tensor:
+    def on_site(self, site: OpSite, inputs: Any, compute: Any) -> torch.Tensor:
         out: torch.Tensor = compute(inputs)
         return out
 

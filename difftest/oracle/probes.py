@@ -8,7 +8,7 @@ same `_backward` the model runs on the program itself, from the state it had rea
 campaigns run every probe of a program on burn in one request, with its gradients, screen the
 gradients of the probes that succeeded against PyTorch's, and check the full verdict of a probe
 only where burn's outcome differs from the prediction or its gradients fail the screen
-(difftest/exec/probes.py).
+(difftest/oracle/probe_run.py).
 
 Probes amplify the outcome and gradient oracles over roots, uniformly: every tracked value
 before every backward, nothing chosen by what is known to break.
@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from difftest.divergences.rules import RULES, Rule
+from difftest.divergences.states import BurnState
+from difftest.ops.validate import infer_shapes
 from difftest.oracle.model import Firing, FrameworkPrediction, _backward, _run
-from difftest.oracle.states import BurnState
 from difftest.program.ir import Backward, Program
-from difftest.program.validate import infer_shapes
 
 
 @dataclass(frozen=True)

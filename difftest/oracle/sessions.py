@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from difftest.divergences.states import BurnState, ModuleState, State, TorchState
 from difftest.ops.catalog import CATALOG
-from difftest.oracle.states import BurnState, ModuleState, State, TorchState
 from difftest.program.ir import Apply, Cut, OpCall, Shape, Statement, value_inputs
 from difftest.program.module_kinds import module_kind
 

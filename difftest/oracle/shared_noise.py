@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from difftest.exec.torch_modules import norm_groups
 from difftest.ops import tolerance as tol
+from difftest.oracle.norm_terms import norm_groups
 
 Uniform = Callable[[torch.Size], torch.Tensor]  # uniform draws in [-1, 1], float64
 

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-Shape = tuple[int, ...]
-
+from difftest.program.conv_shapes import conv
+from difftest.program.shapes import Shape, ShapeError
 
 # the transforms whose handle shares its input's running state (burn: a clone shares its
 # RunningState: no_grad, freeze, unfreeze; valid() and train() sync it, then copy it:
@@ -257,10 +257,7 @@ def _conv2d_shapes(attrs: dict[str, Any], given: dict[str, Shape]) -> dict[str, 
 
 
 def _conv2d_out(attrs: dict[str, Any], shapes: dict[str, Shape], x: Shape) -> Shape:
-    """The conv2d op's shape rule (difftest/ops/nn_shapes.py), imported here: it imports the IR."""
-    from difftest.ops.nn_shapes import conv
-    from difftest.program.shapes import ShapeError
-
+    """The conv2d op's shape rule (conv_shapes.py)."""
     ins = [x, shapes["weight"], *([shapes["bias"]] if "bias" in shapes else [])]
     try:
         return conv(2)(ins, attrs)

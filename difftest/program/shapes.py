@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from difftest.program.ir import MAX_RANK, Shape
+# the IR's rank limit and shape type, defined here because the IR's module kinds read these rules
+MAX_RANK = 4
+Shape = tuple[int, ...]
 
 
 class ShapeError(ValueError):

@@ -5,13 +5,15 @@ dtype, module statements that their kind accepts."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from difftest.program.dtypes import FLOAT_DTYPES, first_unrepresentable
-from difftest.program.ir import (
+from difftest.program.module_kinds import ModuleError, module_kind
+from difftest.program.shapes import MAX_RANK
+from difftest.program.statements import (
     CUTS,
     DEVICES,
     ID_PATTERN,
-    MAX_RANK,
     MODULE_KINDS,
     OPTIMIZERS,
     REGIONS,
@@ -25,7 +27,6 @@ from difftest.program.ir import (
     OpCall,
     Optimizer,
     Param,
-    Program,
     ProgramError,
     Statement,
     Step,
@@ -36,7 +37,9 @@ from difftest.program.ir import (
     root_module,
     value_inputs,
 )
-from difftest.program.module_kinds import ModuleError, module_kind
+
+if TYPE_CHECKING:
+    from difftest.program.ir import Program
 
 
 def _kind_name(st: Statement) -> str:

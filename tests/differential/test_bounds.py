@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from difftest.exec.burn_worker import DEFAULT_MEMORY_LIMIT, MEMORY_LIMIT_ENV, BurnWorker
+from difftest.ops.validate import MAX_PROGRAM_ELEMENTS, MAX_TENSOR_ELEMENTS, check_program, infer_shapes
 from difftest.program.ir import InlineTensor, Module, Program, ProgramError
 from difftest.program.observation import Observation
-from difftest.program.validate import MAX_PROGRAM_ELEMENTS, MAX_TENSOR_ELEMENTS, check_program, infer_shapes
 from tests.programs import cut, leaf, op, program
 
 MIB = 1 << 20

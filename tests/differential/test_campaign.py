@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from difftest.campaign.parallel import FuzzOptions, fuzz, job_programs, job_slice, parse_shard
 from difftest.cli import main
 from difftest.exec.burn_worker import find_binary
-from difftest.exec.parallel import FuzzOptions, fuzz, job_programs, job_slice, parse_shard
-from difftest.exec.summary import Summary, merge
 from difftest.findings.signature import case_signature, corpus_signatures, normalize, signature_of_mismatch
+from difftest.findings.summary import Summary, merge
 from difftest.oracle.compare import Mismatch
 from difftest.program.ir import Backward
 from tests.programs import cut, leaf, op, program

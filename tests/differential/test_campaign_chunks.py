@@ -1,7 +1,7 @@
 """A seeded campaign inside the default suite, split into chunks that pytest-xdist spreads.
 
 Program k is `difftest.campaign.program_at(SEED, k)`, i.e. `generate(RandomChoices(SEED *
-1_000_003 + k), GenConfig())`, checked with its root probes (difftest/exec/probes.py): a
+1_000_003 + k), GenConfig())`, checked with its root probes (difftest/oracle/probe_run.py): a
 failure names a program that `difftest fuzz --seed SEED` checks at the same index. Chunk c
 checks programs c * PER_CHUNK ... (c + 1) * PER_CHUNK - 1 and fails at its first finding
 with the verdict's report (saved to corpus/findings/ like any property failure, unless
@@ -18,9 +18,9 @@ import os
 
 import pytest
 
+from difftest.campaign.loop import program_at
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.campaign import program_at
-from difftest.exec.probes import check_with_probes
+from difftest.oracle.probe_run import check_with_probes
 from difftest.pytest_plugin import assert_agrees
 
 SEED = 0

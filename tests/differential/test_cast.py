@@ -11,14 +11,14 @@ import pytest
 import torch
 
 from difftest.exec.burn_worker import BurnWorker, WorkerError
-from difftest.exec.runner import check
-from difftest.exec.torch_exec import run_torch
 from difftest.ops.dtype_support import MIXED
+from difftest.ops.validate import check_program
+from difftest.ops.value_dtypes import value_dtypes
+from difftest.oracle.check import check
 from difftest.oracle.noise import noisy_runs
+from difftest.oracle.pytorch import run as run_torch
 from difftest.program.dtypes import FLOAT_DTYPES, round_to
 from difftest.program.ir import Backward, Leaf, OpCall, Program, ProgramError
-from difftest.program.validate import check_program
-from difftest.program.value_dtypes import value_dtypes
 
 DATA = (0.5, -1.25, 2.75)  # values of every float dtype
 ODD = (0.1, -1.7, 2.9)  # rounded differently by each dtype
@@ -48,7 +48,7 @@ def test_cast_between_dtypes(src: str, dst: str, burn_worker: BurnWorker) -> Non
     after it are in `dst`; the leaf's gradient is in the leaf's dtype (burn casts it back)."""
     p = _program(src, dst, ODD)
     v = check(p, burn_worker)
-    assert v.ok, v.report(table=False)
+    assert v.ok, v.report()
     assert value_dtypes(p) == {"x": src, "h": dst, "y": dst, "z": dst}
     for obs in (v.torch, v.burn):
         h = obs.value("h")
@@ -68,7 +68,7 @@ def test_cast_to_the_own_dtype_returns_the_input(burn_worker: BurnWorker) -> Non
     p = Program((Leaf("x", (3,), DATA, require_grad=True), OpCall("s", "cast", ("x",), {"dtype": "float32"}),
                  OpCall("y", "exp", ("s",)), Backward("bw", "y")))
     v = check(p, burn_worker)
-    assert v.ok, v.report(table=False)
+    assert v.ok, v.report()
     s = v.burn.value("s")
     assert s is not None and s.flags["is_require_grad"]  # a require-grad leaf, not a node
     st = v.torch.value("s")

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.torch_exec import run_torch
 from difftest.ops import listing, spelling
 from difftest.ops.catalog import CATALOG, OPS, VARIADIC
 from difftest.ops.spec import ATTR_TYPES, OpSpec
+from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import OpCall, Program
 from strategies import GenConfig, RandomChoices, generate
 

@@ -6,8 +6,8 @@ import pytest
 
 from difftest.divergences.conventions import CONVENTIONS, Convention
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.runner import check
 from difftest.ops.catalog import CATALOG
+from difftest.oracle.check import check
 from difftest.program.ir import Backward, Leaf, OpCall, Program
 
 

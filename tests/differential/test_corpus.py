@@ -89,8 +89,8 @@ def test_collector_reports_a_corrupt_case_as_one_failure(tmp_path: Path) -> None
 
 def test_bug_case_that_passes_fails_loudly(tmp_path: Path) -> None:
     from difftest.exec.burn_worker import BurnWorker
-    from difftest.exec.runner import check
     from difftest.findings.corpus import judge
+    from difftest.oracle.check import check
 
     with BurnWorker() as w:
         outcome = judge(Case(PROG, "bug", "pretend"), check(PROG, w))

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.runner import check
-from difftest.exec.torch_exec import run_torch
 from difftest.findings.corpus import judge, load_case
 from difftest.findings.reproducers import torch_script
+from difftest.oracle.check import check
+from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import OpCall, Program
 from difftest.pytest_plugin import assert_agrees
 from strategies import programs

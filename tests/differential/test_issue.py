@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.runner import check
 from difftest.findings.corpus import load_case
 from difftest.findings.issue import issue_markdown, title
+from difftest.oracle.check import check
 
 ROOT = Path(__file__).resolve().parents[2]
 POWI = ROOT / "corpus" / "bugs" / "powi-zero-untracked.json"

@@ -6,12 +6,12 @@ from pathlib import Path
 
 from difftest.divergences.knowledge import Knowledge
 from difftest.divergences.rules import RULES, Rule
+from difftest.divergences.states import BurnState
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.runner import check
-from difftest.exec.torch_exec import run_torch
 from difftest.findings.corpus import load_case
+from difftest.oracle.check import check
 from difftest.oracle.model import predict
-from difftest.oracle.states import BurnState
+from difftest.oracle.pytorch import run as run_torch
 from strategies import RandomChoices, generate
 
 SEED = Path(__file__).resolve().parents[2] / "corpus" / "seed"

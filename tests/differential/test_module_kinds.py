@@ -12,9 +12,9 @@ import torch
 
 from difftest.divergences.running_stats import BATCH_NORM_RUNNING_VAR, RunningStatConvention
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.runner import check
-from difftest.exec.torch_exec import run_torch
 from difftest.exec.torch_modules import TORCH_BUILDERS
+from difftest.oracle.check import check
+from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import ProgramError
 from difftest.program.jsonio import program_from_dict
 from difftest.program.module_kinds import MODULE_KINDS
@@ -124,7 +124,7 @@ def test_shared_running_state_lags_like_burns(burn_worker: BurnWorker) -> None:
     ],
 )
 def test_bad_module_statements_are_named(statements: list[dict[str, Any]], index: int, message: str) -> None:
-    from difftest.program.validate import check_program
+    from difftest.ops.validate import check_program
 
     with pytest.raises(ProgramError) as e:
         check_program(program_from_dict(_doc(*statements)))
@@ -220,7 +220,7 @@ def test_an_embeddings_input_must_be_a_leaf_of_indices(statements: list[dict[str
                                                        burn_worker: BurnWorker) -> None:
     """Both sides refuse the forward of an embedding on anything but a leaf of integral indices
     in range that does not require grad, naming the apply statement and the element."""
-    from difftest.program.validate import check_program
+    from difftest.ops.validate import check_program
 
     source = statements[-1]["id"]
     doc = _doc(*statements, {"id": "y", "kind": "apply", "module": "em", "input": source})
@@ -237,7 +237,7 @@ def test_the_shrinker_keeps_embedding_indices_integral() -> None:
     """Simplifying leaf data (toward 0.5, 1, 2) must not make an embedding's indices invalid:
     every candidate the shrinker keeps passes the program checks."""
     from difftest.findings.shrink import shrink
-    from difftest.program.validate import check_program
+    from difftest.ops.validate import check_program
 
     doc = _doc(EM, _indices([0.0, 2.0, 2.0]), {"id": "y", "kind": "apply", "module": "em", "input": "i"},
                {"id": "s", "kind": "op", "op": "sum", "inputs": ["y"]}, {"id": "bw", "kind": "backward", "input": "s"})
@@ -256,8 +256,8 @@ def test_the_shrinker_keeps_embedding_indices_integral() -> None:
 def test_the_generator_builds_embeddings_on_leaves_of_indices() -> None:
     """The default generator builds embedding modules, whose forwards take leaves of indices with
     a repeated row (their gradients accumulate) and pass the program checks."""
+    from difftest.ops.validate import check_program
     from difftest.program.ir import Apply, Leaf, Module
-    from difftest.program.validate import check_program
 
     forwards = 0
     for seed in range(400):

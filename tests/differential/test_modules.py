@@ -13,16 +13,16 @@ import pytest
 
 from difftest.divergences.rules import MODULE_RULES, RULES_BY_NAME
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.runner import check
-from difftest.exec.torch_exec import run_torch
 from difftest.findings.corpus import load_case
 from difftest.findings.reproducers import torch_script
+from difftest.ops.validate import check_program
+from difftest.oracle.check import check
 from difftest.oracle.compare import compare
 from difftest.oracle.model import predict
+from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import Apply, InlineTensor, Module, Param, Program, ProgramError, Transform
 from difftest.program.jsonio import program_from_dict, program_from_json, program_to_json
 from difftest.program.observation import Observation, TensorObs, ValueObs
-from difftest.program.validate import check_program
 from strategies import GenConfig, RandomChoices, generate
 from tests.programs import backward, cut, leaf, op, program
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.runner import check
+from difftest.oracle.check import check
 from difftest.program.ir import Backward, Leaf, OpCall, Program, numel
 
 

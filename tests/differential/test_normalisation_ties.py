@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.runner import check
+from difftest.oracle.check import check
 from difftest.program.ir import Program
 from difftest.program.jsonio import program_from_dict
 

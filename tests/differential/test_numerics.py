@@ -7,15 +7,15 @@ from dataclasses import replace
 import pytest
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.runner import check
-from difftest.exec.torch_exec import run_torch
 from difftest.ops import tolerance as tol
+from difftest.ops.validate import infer_shapes
+from difftest.oracle.check import check
 from difftest.oracle.compare import compare
 from difftest.oracle.model import predict
 from difftest.oracle.noise import noisy_runs
 from difftest.oracle.numerics import arbitrate, judge
+from difftest.oracle.pytorch import run as run_torch
 from difftest.program.observation import BackwardObs, Observation, TensorObs, ValueObs
-from difftest.program.validate import infer_shapes
 from tests.programs import backward, leaf, op, program
 
 SMOOTH = program(leaf("x", [0.5, -1.25, 2.0], rg=True), op("y", "tanh", "x"), op("s", "sum", "y"), backward("s"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.runner import check
+from difftest.oracle.check import check
 from difftest.oracle.numerics import finite_difference
 from tests.programs import backward, cut, leaf, op, program
 
@@ -75,12 +75,12 @@ def test_missing_report_entries_are_findings(burn_worker: BurnWorker) -> None:
     """A value or gradient entry missing from burn's reply (with no error) is a finding."""
     from dataclasses import replace
 
-    from difftest.exec.torch_exec import run_torch
+    from difftest.ops.validate import infer_shapes
     from difftest.oracle.compare import compare
     from difftest.oracle.model import predict
     from difftest.oracle.numerics import arbitrate
+    from difftest.oracle.pytorch import run as run_torch
     from difftest.program.observation import BackwardObs
-    from difftest.program.validate import infer_shapes
 
     burn = burn_worker.run(CUT_PATH)
     torch_obs = run_torch(CUT_PATH)

@@ -10,9 +10,9 @@ import pytest
 
 from difftest.cli import main
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.runner import check
 from difftest.findings.corpus import load_case
 from difftest.findings.picture import DOT_MISSING, dot, svg
+from difftest.oracle.check import check
 from tests.programs import backward, leaf, op, program
 
 SEED = Path(__file__).resolve().parents[2] / "corpus" / "seed" / "side-branch-detach.json"

@@ -8,9 +8,9 @@ from hypothesis import find, given, note, settings, target
 
 from difftest.divergences.rules import RULES
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.probes import check_with_probes
-from difftest.exec.runner import check
+from difftest.oracle.check import check
 from difftest.oracle.numerics import max_relative_error
+from difftest.oracle.probe_run import check_with_probes
 from difftest.program.ir import Cut, Program
 from difftest.pytest_plugin import assert_agrees
 from strategies import programs

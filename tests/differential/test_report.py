@@ -15,11 +15,11 @@ import pytest
 from difftest.cli import main
 from difftest.divergences.registry import KNOWLEDGE
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.summary import Summary
 from difftest.findings.corpus import iter_case_files
 from difftest.findings.picture import DOT_MISSING
 from difftest.findings.report import build, write
 from difftest.findings.report_html import page
+from difftest.findings.summary import Summary
 from tests.png import read_png
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,14 +25,14 @@ from pathlib import Path
 import pytest
 
 from difftest.exec.burn_worker import BurnWorker, WorkerError
-from difftest.exec.torch_exec import run_torch
 from difftest.findings.reproducers import rust_test, rust_test_file, torch_script, variable_names
 from difftest.findings.signature import normalize
 from difftest.ops.catalog import OPS
+from difftest.ops.value_dtypes import value_dtypes
+from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import Program
 from difftest.program.jsonio import to_f32
 from difftest.program.observation import Observation, TensorObs
-from difftest.program.value_dtypes import value_dtypes
 from strategies import GenConfig, RandomChoices, generate
 from strategies.generator import ops_of
 from tests.module_programs import MODULE_PROGRAMS

@@ -1,4 +1,4 @@
-"""Root probes on burn (difftest/exec/probes.py): the worker's `probe` request, and what probes
+"""Root probes on burn (difftest/oracle/probe_run.py): the worker's `probe` request, and what probes
 add to a campaign: burn's outcome and gradients at every other root a program's backwards could
 have had."""
 
@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from difftest.campaign.loop import run_campaign
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.campaign import run_campaign
-from difftest.exec.probes import check_with_probes, disagrees
-from difftest.exec.runner import check
 from difftest.findings.corpus import load_case
 from difftest.findings.triage import triage
+from difftest.oracle.check import check
+from difftest.oracle.probe_run import check_with_probes, disagrees
 from difftest.oracle.probes import root_probes
 from difftest.program.ir import Backward, Leaf, OpCall, Program
 from difftest.program.observation import Observation

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.runner import check
-from difftest.exec.torch_exec import run_torch
 from difftest.findings.corpus import load_case
+from difftest.oracle.check import check
+from difftest.oracle.pytorch import run as run_torch
 from difftest.program.observation import Observation
 
 SEED_DIR = Path(__file__).resolve().parents[2] / "corpus" / "seed"

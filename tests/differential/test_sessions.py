@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from difftest.exec.torch_exec import run_torch
+from difftest.ops.validate import infer_shapes
 from difftest.oracle import compare
 from difftest.oracle.model import predict
+from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import Backward, Grad, ProgramError, Step
 from difftest.program.jsonio import program_from_dict, program_to_dict
-from difftest.program.validate import infer_shapes
 from strategies import GenConfig, RandomChoices, generate
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,9 +8,10 @@ from pathlib import Path
 from difftest.cli import main
 from difftest.divergences.rules import RULES
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.runner import check
 from difftest.findings.corpus import load_case
+from difftest.findings.table import report as table_report
 from difftest.findings.table import rows
+from difftest.oracle.check import check
 from tests.programs import backward, leaf, op, program
 
 SEED = Path(__file__).resolve().parents[2] / "corpus" / "seed" / "flags-of-w.json"
@@ -26,7 +27,7 @@ def test_flags_of_w_rows(burn_worker: BurnWorker) -> None:
     assert table["w_detach"]["torch"] == "F T F F"
     assert table["w_detach"]["rules"] == ["leaf-detach (burn)"]
     assert all(not r["marks"] and not r["predicted"] for r in table.values())
-    report = verdict.report()
+    report = table_report(verdict)
     assert "w_detach = detach(w)" in report and "leaf-detach (burn)" in report
     assert "T T T" in report.split("table (", 1)[1]
 
@@ -37,19 +38,19 @@ def test_a_flags_mismatch_shows_the_prediction_and_is_marked(burn_worker: BurnWo
     row = {r["id"]: r for r in rows(verdict)}["w_detach"]
     assert row["marks"] == {"burn": "!"}
     assert row["predicted"]["burn"] != row["burn_flags"]
-    assert "T T T !" in verdict.report()
+    assert "T T T !" in table_report(verdict)
 
 
 def test_a_wrong_gradient_cell_is_marked() -> None:
     with BurnWorker(fault="grad-scale:exp:1e-2") as w:
         verdict = check(EXP, w)
-    assert verdict.kind == "burn-wrong", verdict.report()
+    assert verdict.kind == "burn-wrong", table_report(verdict)
     table = {r["id"]: r for r in rows(verdict)}
     assert table["x"]["marks"] == {"grad:bw": "!"}
     assert table["y"]["marks"] == {} and table["y"]["grads"]["bw"]["burn"] is None
     grad = table["x"]["grads"]["bw"]
     assert grad["max_rel"] is not None and grad["max_rel"] > 1e-3
-    report = verdict.report()
+    report = table_report(verdict)
     assert report.startswith("verdict: burn-wrong") and "  - grad at statement 0 (x)" in report
     line = next(li for li in report.splitlines() if " ! " in li or li.rstrip().endswith("!") or "! │" in li)
     assert "/" in line
@@ -70,4 +71,4 @@ def test_a_nan_gradient_difference_is_shown(burn_worker: BurnWorker) -> None:
     row = {r["id"]: r for r in rows(verdict)}["b"]
     [grad] = row["grads"].values()
     assert grad["max_abs"] == "nan" and row["marks"]
-    assert "nan / nan !" in verdict.report()
+    assert "nan / nan !" in table_report(verdict)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.runner import check
 from difftest.findings.corpus import load_case
 from difftest.findings.triage import Triage, triage
+from difftest.oracle.check import check
 from difftest.program.ir import Program
 from tests.programs import backward, leaf, op
 

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from difftest.campaign.loop import run_campaign
 from difftest.exec.burn_worker import BurnWorker, find_binary
-from difftest.exec.campaign import run_campaign
 from difftest.ops.catalog import OPS
 from tests.differential.test_campaign_chunks import CHUNKS
 

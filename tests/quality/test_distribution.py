@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from difftest.divergences.states import BurnState, TorchState
 from difftest.ops.catalog import CATALOG
 from difftest.oracle.model import predict
-from difftest.oracle.states import BurnState, TorchState
 from difftest.program.ir import Backward, Leaf, OpCall, Program, value_inputs
 from strategies import GenConfig, RandomChoices, generate, programs
 from tests.differential.test_property import EXAMPLES

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from difftest.exec.parallel import FuzzOptions, fuzz
+from difftest.campaign.parallel import FuzzOptions, fuzz
 from difftest.program.module_kinds import MODULE_KINDS
 
 pytestmark = pytest.mark.quality

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.runner import check
 from difftest.ops.catalog import OPS
+from difftest.oracle.check import check
 from difftest.oracle.compare import Verdict
 from difftest.program.ir import Cut, Module, OpCall, Program
 from strategies import GenConfig, RandomChoices, generate

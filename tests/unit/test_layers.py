@@ -1,10 +1,15 @@
-"""The layers of difftest/: what may be imported without PyTorch."""
+"""The layers of difftest/: the import contract (pyproject.toml, checked by import-linter), what
+may be imported without PyTorch, and no import hidden in a function to dodge a cycle."""
 
 from __future__ import annotations
 
+import ast
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 CHECK_SHAPES = textwrap.dedent(
     """
@@ -12,7 +17,7 @@ CHECK_SHAPES = textwrap.dedent(
 
     import difftest.program
     from difftest.program.jsonio import program_from_dict
-    from difftest.program.validate import check_program, infer_shapes
+    from difftest.ops.validate import check_program, infer_shapes
 
     doc = {
         "format": "difftest-program",
@@ -60,3 +65,62 @@ def test_catalog_and_reproducers_do_not_import_torch() -> None:
         "assert 'torch.matmul(a, b)' in torch_script(program)\n"
         "assert 'a.clone().matmul(b.clone())' in rust_test(program, 't')"
     )
+
+
+# ---------------------------------------------------------------- the import contract
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """`lint-imports` (import-linter, the contract in pyproject.toml) on the packages under `root`."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports_command; "
+                           "lint_imports_command()", "--no-cache"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_layer_contract_holds() -> None:
+    done = _lint_imports(ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_an_upward_import_breaks_the_layer_contract(tmp_path: Path) -> None:
+    """The contract is enforced, not decorative: the same tree with one upward import (the
+    program layer reading the corpus) fails it, naming the import."""
+    for name in ("difftest", "strategies"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shapes = tmp_path / "difftest" / "program" / "shapes.py"
+    shapes.write_text(shapes.read_text() + "\n\ndef _upward() -> object:\n"
+                      "    from difftest.findings import corpus\n\n    return corpus\n")
+    done = _lint_imports(tmp_path)
+    assert done.returncode != 0, done.stdout
+    assert "BROKEN" in done.stdout and "difftest.program.shapes -> difftest.findings.corpus" in done.stdout, done.stdout
+
+
+# Imports inside functions, each with its reason; any other one is an import cycle being dodged
+# (the layers make those unnecessary) and fails the test below.
+LAZY_IMPORTS = {
+    # every subcommand imports what it needs when it runs: `difftest --help` starts without torch
+    "difftest/cli/main.py": "*",
+    "difftest/cli/show.py": "*",
+    # an op's PyTorch lowering imports torch on first use: the catalog stays torch-free at import
+    "difftest/ops/spec.py": "difftest.ops",
+}
+
+
+def test_no_function_level_import_dodges_a_cycle() -> None:
+    found = []
+    for path in sorted([*(ROOT / "difftest").rglob("*.py"), *(ROOT / "strategies").rglob("*.py")]):
+        rel = path.relative_to(ROOT).as_posix()
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in (
+                        "difftest", "strategies"):
+                    allowed = LAZY_IMPORTS.get(rel)
+                    if allowed != "*" and allowed != node.module:
+                        found.append(f"{rel}:{node.lineno}: {node.module}")
+    assert not found, "imports inside functions:\n" + "\n".join(found)

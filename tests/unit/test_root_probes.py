@@ -1,5 +1,5 @@
 """Root probes in the model (difftest/oracle/probes.py) and the campaign's use of them
-(difftest/exec/probes.py), without burn: which probes a program has, what the model predicts
+(difftest/oracle/probe_run.py), without burn: which probes a program has, what the model predicts
 for each, and how burn's outcomes are screened."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from difftest.exec import probes as exec_probes
 from difftest.exec.burn_worker import WorkerError
-from difftest.exec.probes import ProbeRun, disagrees, run_probes, same_burn_result
-from difftest.exec.summary import Summary
+from difftest.findings.summary import Summary
+from difftest.oracle import probe_run as exec_probes
+from difftest.oracle.probe_run import ProbeRun, disagrees, run_probes, same_burn_result
 from difftest.oracle.probes import RootProbe, root_probes
 from difftest.program.ir import Backward, Cut, Leaf, OpCall, Program
 from difftest.program.observation import BackwardObs, ErrorObs, Observation, TensorObs

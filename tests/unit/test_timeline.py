@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from difftest.exec.summary import Summary, Timeline
+from difftest.findings.summary import Summary, Timeline
 
 
 def test_points_are_spaced_and_thinned() -> None:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from difftest.findings.reproducers.names import count, variable_names
 from difftest.ops.catalog import CATALOG
 from difftest.ops.spelling import TORCH_NAMESPACE_SOURCE
+from difftest.ops.validate import infer_shapes
 from difftest.oracle.burn_devices import batch_norm_inference_applies
 from difftest.program.ir import (
     Apply,
@@ -29,7 +30,6 @@ from difftest.program.ir import (
 )
 from difftest.program.literals import list_literal, py_f32, py_float, wrap
 from difftest.program.module_kinds import SHARES_BUFFERS_ACROSS, module_kind
-from difftest.program.validate import infer_shapes
 
 __all__ = ["torch_script"]
 

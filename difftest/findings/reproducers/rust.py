@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from difftest.findings.reproducers.names import RUST_KEYWORDS, count, variable_names
 from difftest.ops.catalog import CATALOG
 from difftest.ops.spelling import burn_imports
+from difftest.ops.validate import infer_shapes
+from difftest.ops.value_dtypes import value_dtypes
 from difftest.program.ir import (
     Apply,
     Backward,
@@ -29,8 +31,6 @@ from difftest.program.ir import (
 )
 from difftest.program.literals import list_literal, rust_f32, rust_f32_items, rust_f64, rust_f64_items, wrap
 from difftest.program.module_kinds import module_kind
-from difftest.program.validate import infer_shapes
-from difftest.program.value_dtypes import value_dtypes
 
 __all__ = ["rust_test", "rust_test_file"]
 

@@ -7,7 +7,7 @@ many programs it takes to notice.
 Program k of seed s is always `generate(RandomChoices(s * 1_000_003 + k))`: a campaign is a set
 of program indices, so it can be split among jobs and shards (`start`, `stride`) and give the
 same programs however it is split. A program that passes is probed at the other roots its
-backwards could have had (root probes, difftest/exec/probes.py) unless `probes=False`.
+backwards could have had (root probes, difftest/oracle/probe_run.py) unless `probes=False`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.probes import ProbeRun, check_with_probes
 from difftest.findings.signature import DISMISSED
 from difftest.oracle.compare import Verdict
+from difftest.oracle.probe_run import ProbeRun, check_with_probes
 from difftest.program.ir import Program
+from strategies import GenConfig, RandomChoices, generate
 
 SEED_STRIDE = 1_000_003
 
@@ -34,7 +35,6 @@ def program_seed(seed: int, k: int) -> int:
 def program_at(seed: int, k: int, ops: tuple[str, ...] | None = None, max_statements: int = 10,
                profile: str = "default") -> Program:
     """Program k of a campaign (the same program `run_campaign` checks at index k)."""
-    from strategies import GenConfig, RandomChoices, generate
 
     return generate(RandomChoices(program_seed(seed, k)),
                     GenConfig.profile(profile, ops=ops, max_statements=max_statements))
@@ -61,7 +61,7 @@ class CampaignStats:
     dismissals: Counter[str] = field(default_factory=Counter)  # see `dismissals`
     skipped: Counter[str] = field(default_factory=Counter)  # see `skipped`
     restarts: int = 0  # of the burn worker (crashes, hangs, memory recycling)
-    probes: int = 0  # root probes run on burn (difftest/exec/probes.py)
+    probes: int = 0  # root probes run on burn (difftest/oracle/probe_run.py)
     probes_checked: int = 0  # of them, checked in full (outcome or gradients failed the screen)
     probes_batch_only: int = 0  # probes that failed in burn's batch only (state leaking between runs; ProbeRun)
     first_finding: int | None = None  # 1-based count of programs run up to the first failing one
@@ -94,9 +94,8 @@ def run_campaign(
     `on_program(k, verdict, op counts, probe run)` is called after each program; `keep_findings=False`
     keeps failing verdicts out of `stats.findings` (long campaigns that report them elsewhere).
     `probes`: a program that passes is probed at the other roots its backwards could have had
-    (difftest/exec/probes.py); a failing probe's verdict is the program's (`ProbeRun.probe` says
+    (difftest/oracle/probe_run.py); a failing probe's verdict is the program's (`ProbeRun.probe` says
     which)."""
-    from strategies import GenConfig, RandomChoices, generate
 
     cfg = GenConfig.profile(profile, ops=ops, max_statements=max_statements)
     cfg.op_specs()

@@ -12,6 +12,7 @@ Torch-free.
 
 from __future__ import annotations
 
+from difftest.ops.catalog import CATALOG
 from difftest.ops.dtype_support import MIXED, why_unsupported
 from difftest.program.dtypes import EPS
 from difftest.program.ir import Apply, Cut, Grad, Leaf, OpCall, Param, Program, ProgramError, value_inputs
@@ -20,8 +21,6 @@ CAST_ATTR_TYPE = "dtype"  # attributes of this type name a dtype: the op's resul
 
 
 def _cast_target(st: OpCall) -> str | None:
-    from difftest.ops.catalog import CATALOG  # the catalog imports the program package
-
     spec = CATALOG.get(st.op)
     if spec is None:
         return None

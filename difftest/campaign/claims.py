@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from difftest.exec.burn_worker import BurnWorker
+from difftest.findings.shrink import shrink
+from difftest.findings.signature import signature
+from difftest.findings.triage import triage
+from difftest.oracle.check import check
 from difftest.oracle.compare import Verdict
 
 KNOWN_PREFIX = "known-bug:"  # a campaign's key for findings a known bug explains (by its name)
@@ -15,10 +20,6 @@ def shrunk(verdict: Verdict, sig: str, worker: Any, stop: Any) -> Verdict:
     once `stop` is set); the original verdict when the shrunk program's triage signature is not
     `sig`. Candidates are compared by the finding as the program shows it (signature.py), which
     needs no localisation; the smallest one is then triaged once."""
-    from difftest.exec.runner import check
-    from difftest.findings.shrink import shrink
-    from difftest.findings.signature import signature
-    from difftest.findings.triage import triage
 
     shown = signature(verdict)
 
@@ -40,9 +41,6 @@ def shrunk(verdict: Verdict, sig: str, worker: Any, stop: Any) -> Verdict:
 def recheck(verdict: Verdict, binary: str | None, timeout: float, fault: str | None) -> str:
     """The finding `verdict`'s program gives in a fresh worker: its triage key (as the job keys
     findings), or `pass`. A finding that depends on what the job's worker ran before is flaky."""
-    from difftest.exec.burn_worker import BurnWorker
-    from difftest.exec.runner import check
-    from difftest.findings.triage import triage
 
     with BurnWorker(binary, timeout=timeout, fault=fault) as fresh:
         again = check(verdict.program, fresh)

@@ -6,12 +6,12 @@ from collections.abc import Sequence
 
 from difftest.divergences.rules import Rule, rules_for
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.torch_exec import run_torch
+from difftest.ops.validate import check_program
 from difftest.oracle.compare import Verdict, compare
 from difftest.oracle.model import predict
 from difftest.oracle.numerics import arbitrate
+from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import Program
-from difftest.program.validate import check_program
 
 
 def check(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | None = None) -> Verdict:

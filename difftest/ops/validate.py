@@ -4,6 +4,7 @@ element budget (docs/format.md, "Bounds")."""
 from __future__ import annotations
 
 from difftest.ops.catalog import CATALOG
+from difftest.ops.value_dtypes import check_value_dtypes
 from difftest.program.ir import (
     Apply,
     Cut,
@@ -22,7 +23,6 @@ from difftest.program.ir import (
 )
 from difftest.program.module_kinds import ModuleError, check_indices, forward_shape, module_kind
 from difftest.program.shapes import ShapeError
-from difftest.program.value_dtypes import check_value_dtypes
 
 # The element budget, checked before anything runs (the Rust side has the same two constants
 # in rust/src/program.rs). The memory experiments (difftest/memory/) are exempt: they use

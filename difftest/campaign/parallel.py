@@ -39,18 +39,25 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from difftest.exec.claims import KNOWN_PREFIX, recheck, shrunk
-from difftest.exec.summary import Summary, Timeline
+from difftest.campaign.claims import KNOWN_PREFIX, recheck, shrunk
+from difftest.campaign.loop import dismissals, run_campaign, skipped
+from difftest.divergences.known_bugs import KNOWN_BUGS
+from difftest.exec.burn_worker import BurnWorker
+from difftest.findings.corpus import case_from_verdict, save_case
+from difftest.findings.signature import corpus_signatures
+from difftest.findings.summary import Summary, Timeline
+from difftest.findings.table import report as table_report
+from difftest.findings.triage import triage
 from difftest.oracle.compare import Verdict
 
 if TYPE_CHECKING:
-    from difftest.exec.probes import ProbeRun
+    from difftest.oracle.probe_run import ProbeRun
 
 # What a job needs, imported once by the forkserver (so starting a job takes milliseconds, not
 # the seconds of importing torch in every job).
-PRELOAD = ("torch", "difftest.exec.parallel", "difftest.exec.campaign", "difftest.exec.runner",
+PRELOAD = ("torch", "difftest.campaign.parallel", "difftest.campaign.loop", "difftest.oracle.check",
            "difftest.findings.shrink", "difftest.findings.corpus", "difftest.findings.signature",
-           "difftest.findings.triage", "difftest.exec.claims", "strategies")
+           "difftest.findings.triage", "difftest.campaign.claims", "strategies")
 
 
 
@@ -112,10 +119,6 @@ def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
         import torch
 
         torch.set_num_threads(1)
-        from difftest.exec.burn_worker import BurnWorker
-        from difftest.exec.campaign import dismissals, run_campaign, skipped
-        from difftest.findings.corpus import case_from_verdict
-        from difftest.findings.triage import triage
 
         inflight = Path(spec.inflight_dir) if spec.inflight_dir else None
         worker = BurnWorker(spec.binary, timeout=spec.timeout, inflight_dir=inflight, fault=spec.fault)
@@ -157,7 +160,7 @@ def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
                         final_t = t if final is verdict else triage(final, worker)
                         case.record["triage"] = final_t.to_dict()
                         case.reason = f"{final_t.describe()}\n{case.reason}"
-                        report = final.report() if spec.verbose else ""
+                        report = table_report(final) if spec.verbose else ""
                         results.put(("case", spec.job, k, sig, case, len(verdict.program), len(final.program),
                                      report))
             assert worker is not None
@@ -199,8 +202,8 @@ class FuzzOptions:
     verbose: bool = False
     live: bool | None = None  # a live display (None: when the console is a terminal)
     shrink: bool = True
-    profile: str = "default"  # the generator's distribution (strategies.generator.PROFILES)
-    probes: bool = True  # root probes of every passing program (difftest/exec/probes.py)
+    profile: str = "default"  # the generator's distribution (strategies.config.PROFILES)
+    probes: bool = True  # root probes of every passing program (difftest/oracle/probe_run.py)
 
     def source(self) -> str:
         parts = [f"difftest fuzz --seed {self.seed}"]
@@ -326,9 +329,6 @@ class _Display:
 def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
     """Runs a campaign in `opts.jobs` job processes; saves one shrunk case per new signature
     under `opts.corpus/findings/` and returns the summary (also after Ctrl-C)."""
-    from difftest.divergences.known_bugs import KNOWN_BUGS
-    from difftest.findings.corpus import save_case
-    from difftest.findings.signature import corpus_signatures
 
     console = console or Console()
     findings_dir = opts.corpus / "findings"

@@ -1,4 +1,7 @@
-"""The `difftest` command line: fuzz campaigns, corpus replay, reproducers, catalog listings."""
+"""The `difftest` command line: fuzz campaigns, corpus replay, reproducers, catalog listings.
+
+Each subcommand imports what it needs when it runs, so that `difftest --help`, `ops` and `rules`
+start without loading torch (seconds); these imports are downward (this is the top layer)."""
 
 from __future__ import annotations
 
@@ -12,33 +15,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from difftest import __version__
-from difftest.exec.burn_worker import BurnWorker
+from difftest.cli.common import make_console, make_worker
 
 if TYPE_CHECKING:
-    from rich.console import Console
 
     from difftest.oracle.compare import Verdict
-
-
-def _worker(args: argparse.Namespace) -> BurnWorker:
-    from difftest.exec.burn_worker import BurnWorker
-
-    state = Path(".difftest")
-    return BurnWorker(timeout=args.timeout, inflight_dir=state / "inflight", fault=getattr(args, "fault", None))
-
-
-def _console() -> Console:
-    from rich.console import Console
-
-    tty = sys.stdout.isatty()
-    return Console(markup=False, highlight=False, soft_wrap=not tty, width=None if tty else 160)
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
     import torch
 
-    from difftest.exec.parallel import FuzzOptions, fuzz, parse_shard
-    from difftest.exec.summary import print_summary, write_json
+    from difftest.campaign.parallel import FuzzOptions, fuzz, parse_shard
+    from difftest.findings.summary import print_summary, write_json
 
     try:
         shard, shards = parse_shard(args.shard)
@@ -53,7 +41,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         if args.profile != "default":
             print("--dtype and --profile cannot be combined", file=sys.stderr)
             return 2
-        args.profile = args.dtype  # a dtype is a profile of the generator (strategies.generator.PROFILES)
+        args.profile = args.dtype  # a dtype is a profile of the generator (strategies.config.PROFILES)
     opts = FuzzOptions(
         seed=args.seed, programs=args.programs, seconds=args.time,
         ops=tuple(args.ops.split(",")) if args.ops else None, max_statements=args.max_statements, jobs=jobs,
@@ -68,12 +56,12 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         print(e, file=sys.stderr)
         return 2
     try:
-        with _worker(args) as worker:  # the interpreter's version, and a check that it starts
+        with make_worker(args) as worker:  # the interpreter's version, and a check that it starts
             version = worker.version()
     except KeyboardInterrupt:
         print("interrupted before the campaign started", file=sys.stderr)
         return 130
-    console = _console()
+    console = make_console()
     fault = f", FAULT {version.get('fault')}" if version.get("fault") else ""
     budget = f"{args.time:.0f}s" if args.time else f"{args.programs} programs"
     where = f", shard {shard}/{shards}" if shards > 1 else ""
@@ -91,7 +79,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from difftest.exec.summary import merge, print_summary, write_json
+    from difftest.findings.summary import merge, print_summary, write_json
 
     paths = [Path(p) for p in args.paths]
     missing = [p for p in paths if not p.exists()]
@@ -103,15 +91,15 @@ def cmd_merge(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError) as e:
         print(f"cannot merge: {e}", file=sys.stderr)
         return 2
-    print_summary(summary, _console())
+    print_summary(summary, make_console())
     if args.json:
         write_json(summary, Path(args.json))
     return 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from difftest.exec.runner import check
     from difftest.findings.corpus import CorpusError, iter_case_files, judge, load_case
+    from difftest.oracle.check import check
 
     files = iter_case_files([Path(p) for p in (args.paths or [args.corpus])])
     if not files:
@@ -119,10 +107,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 2
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    worker = _worker(args)
+    worker = make_worker(args)
     failures = 0
     width = max(len(str(f)) for f in files)
-    console = _console()
+    console = make_console()
 
     def out(text: str) -> None:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -158,7 +146,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from difftest.cli_show import cmd_show
+    from difftest.cli.show import cmd_show
 
     return cmd_show(args)
 
@@ -188,7 +176,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
         table.add_column(column, overflow="fold")
     for k in KNOWLEDGE:
         table.add_row(k.kind, k.framework, k.name, k.burn_versions, "\n".join(k.evidence), k.reason)
-    console = _console()
+    console = make_console()
     console.print(table)
     counts = Counter(k.kind for k in KNOWLEDGE)
     console.print(f"{len(KNOWLEDGE)} records: " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
@@ -196,11 +184,11 @@ def cmd_rules(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from difftest.exec.runner import check
     from difftest.findings.corpus import CorpusError, load_case
+    from difftest.ops.validate import check_program
+    from difftest.oracle.check import check
     from difftest.program.ir import ProgramError
     from difftest.program.jsonio import program_from_dict
-    from difftest.program.validate import check_program
 
     try:
         doc = json.loads(Path(args.file).read_text())
@@ -218,7 +206,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (OSError, json.JSONDecodeError, ProgramError) as e:
         print(f"{args.file}: {e}", file=sys.stderr)
         return 2
-    worker = _worker(args)
+    worker = make_worker(args)
     try:
         verdict = check(program, worker)
     finally:
@@ -232,8 +220,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0 if verdict.ok else 1
     from difftest.findings.table import table
 
-    console = _console()
-    console.print(verdict.report(table=False))
+    console = make_console()
+    console.print(verdict.report())
     console.print(table(verdict))
     return 0 if verdict.ok else 1
 
@@ -278,7 +266,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         if not err.is_terminal:  # elsewhere one line a case is the progress
             print(f"[{done}/{total}] {item.path}: {item.state}", file=sys.stderr, flush=True)
 
-    worker = _worker(args)
+    worker = make_worker(args)
     try:
         with bar:
             task = bar.add_task("report", total=None)
@@ -311,7 +299,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
     if not files:
         print(f"no corpus cases found in {', '.join(args.paths or [args.corpus])}", file=sys.stderr)
         return 2
-    console = _console()
+    console = make_console()
     from rich.console import Console
 
     status_console = Console(stderr=True)

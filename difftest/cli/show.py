@@ -1,11 +1,14 @@
 """`difftest show CASE`: the case's program, the localised fault alone, its reproducers, or
-(`--issue`) a Markdown bug report (cli.py dispatches here)."""
+(`--issue`) a Markdown bug report (main.py dispatches here). Its imports wait until the
+command runs, as main.py's do: `difftest --help` starts without loading torch."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from difftest.cli.common import make_worker
 
 if TYPE_CHECKING:
     from difftest.findings.corpus import Case
@@ -14,7 +17,7 @@ if TYPE_CHECKING:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from difftest.findings.corpus import load_case
-    from difftest.findings.render import program_text
+    from difftest.program.text import program_text
 
     case = load_case(Path(args.case))
     if args.issue:
@@ -58,11 +61,10 @@ def _localised_program(case: Case) -> Program | None:
 
 
 def _show_issue(args: argparse.Namespace, case: Case) -> int:
-    from difftest.cli import _worker
-    from difftest.exec.runner import check
     from difftest.findings.issue import issue_markdown
+    from difftest.oracle.check import check
 
-    worker = _worker(args)
+    worker = make_worker(args)
     try:
         burn_versions = worker.version()
         verdict = check(case.program, worker)

@@ -1,4 +1,4 @@
-"""Human-readable rendering of programs (the reproducer emitters live in findings/reproducers/)."""
+"""Human-readable text of programs and statements (the reproducer emitters live in difftest/findings/reproducers/)."""
 
 from __future__ import annotations
 

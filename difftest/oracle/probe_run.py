@@ -23,15 +23,16 @@ from dataclasses import dataclass, field
 
 from difftest.divergences.rules import Rule, rules_for
 from difftest.exec.burn_worker import BurnWorker, WorkerError
-from difftest.exec.runner import check
 from difftest.exec.torch_probes import ProbeResult, torch_probe_grads
 from difftest.ops import tolerance as tol
+from difftest.ops.value_dtypes import value_dtypes
+from difftest.oracle.burn_devices import batch_norm_inference_applies
+from difftest.oracle.check import check
 from difftest.oracle.compare import Mismatch, Verdict, screen_grads
 from difftest.oracle.model import Prediction, predict
 from difftest.oracle.probes import RootProbe, root_probes
 from difftest.program.ir import Backward, Program
 from difftest.program.observation import BackwardObs, ErrorObs, Observation
-from difftest.program.value_dtypes import value_dtypes
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,8 @@ def screen(program: Program, items: Sequence[tuple[RootProbe, BackwardObs]], non
         bw = program.statements[index]
         assert isinstance(bw, Backward), (index, bw)
         roots = [items[k][0].root for k in ks]
-        results = torch_probe_grads(prefix, bw, roots)
+        inference = batch_norm_inference_applies(prefix)
+        results = torch_probe_grads(prefix, bw, roots, burn_inference=inference)
         reference: list[ProbeResult] | None = None
         for j, (k, torch_result) in enumerate(zip(ks, results, strict=True)):
             p, burn_bw = items[k]
@@ -97,7 +99,7 @@ def screen(program: Program, items: Sequence[tuple[RootProbe, BackwardObs]], non
                 mismatches = screen_grads(prefix, probe_bw, torch_result, burn_bw, nondet, prediction)
             if mismatches and all(m.kind == "grad" for m in mismatches) and isinstance(torch_result, BackwardObs):
                 if reference is None:  # once per backward: PyTorch in float64, every root of it
-                    reference = torch_probe_grads(prefix, bw, roots, "float64")
+                    reference = torch_probe_grads(prefix, bw, roots, "float64", burn_inference=inference)
                 ref = reference[j]
                 mismatches = [m for m in mismatches
                               if not (isinstance(ref, BackwardObs) and no_farther(m, torch_result, burn_bw, ref))]

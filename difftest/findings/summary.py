@@ -13,6 +13,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from difftest.findings.signature import corpus_cases
+
 SUMMARY_FORMAT = "difftest-campaign-summary"
 SUMMARY_VERSION = 1  # later additions are optional keys: older files stay readable
 
@@ -95,7 +97,7 @@ class Summary:
     ops: Counter[str] = field(default_factory=Counter)
     dismissals: Counter[str] = field(default_factory=Counter)
     restarts: int = 0
-    probes: int = 0  # root probes run on burn (difftest/exec/probes.py)
+    probes: int = 0  # root probes run on burn (difftest/oracle/probe_run.py)
     probes_checked: int = 0  # of them, checked in full (outcome or gradients failed the screen)
     probes_batch_only: int = 0  # probes that failed in burn's batch only (state leaking between runs; ProbeRun)
     findings: dict[str, Finding] = field(default_factory=dict)
@@ -222,10 +224,19 @@ class Summary:
 
 
 
+def finding_case_path(path_text: str, summary_path: Path) -> Path:
+    """A finding's case path as the campaign recorded it (relative to where it ran), else
+    relative to the summary file."""
+    p = Path(path_text)
+    if p.is_absolute() or p.exists():
+        return p
+    beside = summary_path.parent / p
+    return beside if beside.exists() else p
+
+
 def merge(paths: list[Path]) -> Summary:
     """Shard summaries (`--json` files) and corpus directories, merged by signature. A case file
     whose signature no summary has becomes a row of its own, counting the case files with it."""
-    from difftest.findings.signature import corpus_cases
 
     total = Summary(seed=None, jobs=0, shard="merged")
     for path in paths:

@@ -1,0 +1,67 @@
+"""What the PyTorch executor's parts share (torch_exec.py runs programs, torch_session.py its
+sessions): dtypes by name, regions, a tensor's observation and flags, a module handle and its
+forward."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from difftest.program.ir import Region
+from difftest.program.observation import TensorObs
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+          "bfloat16": torch.bfloat16}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+
+
+@contextlib.contextmanager
+def region_context(region: Region) -> Iterator[None]:
+    if region == "no_grad":
+        with torch.no_grad():
+            yield
+    elif region == "inference_mode":
+        with torch.inference_mode():
+            yield
+    else:
+        yield
+
+
+def tensor_obs(t: torch.Tensor) -> TensorObs:
+    flat = t.detach().reshape(-1)
+    dtype = DTYPE_NAMES.get(flat.dtype, str(flat.dtype).removeprefix("torch."))
+    if flat.dtype != torch.float64:
+        flat = flat.to(torch.float64)
+    return TensorObs(tuple(t.shape), tuple(flat.tolist()), dtype)
+
+
+def flags(t: torch.Tensor) -> dict[str, bool]:
+    return {
+        "requires_grad": bool(t.requires_grad),
+        "is_leaf": bool(t.is_leaf),
+        "has_grad_fn": t.grad_fn is not None,
+        "is_inference": bool(t.is_inference()),
+    }
+
+
+@dataclass(frozen=True)
+class TorchModule:
+    """A module handle: the nn.Module and whether its forward runs under `torch.no_grad()`
+    (a module derived from `valid` and not trained since: `model.eval()` + `no_grad`)."""
+
+    module: torch.nn.Module
+    no_grad: bool = False
+
+
+def apply_module(handle: TorchModule, x: torch.Tensor) -> torch.Tensor:
+    if isinstance(handle.module, torch.nn.Dropout):
+        torch.manual_seed(0)
+    if handle.no_grad:
+        with torch.no_grad():
+            out: torch.Tensor = handle.module(x)
+            return out
+    out = handle.module(x)
+    return out

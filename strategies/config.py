@@ -1,0 +1,114 @@
+"""The generator's knobs (`GenConfig`) and named profiles (`difftest fuzz --profile`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from difftest.choices import Choices
+from difftest.ops import catalog
+from difftest.ops.catalog import OpSpec
+from difftest.ops.dtype_support import supported
+from difftest.program.dtypes import FLOAT_DTYPES, check_dtype
+from difftest.program.ir import (
+    MAX_RANK,
+)
+from strategies.choices import weighted
+
+
+@dataclass(frozen=True)
+class GenConfig:
+    """Knobs of the default strategy (all keyword-only in `programs()`)."""
+
+    ops: tuple[str, ...] | None = None  # restrict to these ops (None: the whole catalog)
+    weights: dict[str, float] = field(default_factory=dict)  # per-op weight, default 1
+    max_statements: int = 10
+    max_leaves: int = 6
+    max_dim: int = 4
+    max_rank: int = MAX_RANK
+    # after each statement another one (up to max_statements): with p_continue_short while the
+    # program has fewer than `short_ops` ops (few programs end before their ops), else p_continue
+    p_continue: float = 0.85
+    p_continue_short: float = 0.98
+    short_ops: int = 5
+    p_backward: float = 0.95
+    # the backward's root: a tracked op result (one that depends on a require-grad leaf through
+    # recorded ops), the deepest first, with this probability when there is one; else any value
+    p_tracked_root: float = 0.95
+    # an op's inputs: a tracked value, with this probability when there is one of the right
+    # shape; else any value
+    p_tracked_input: float = 0.9
+    p_deepest_input: float = 0.75  # of those tracked inputs, the deepest one (else any)
+    p_deepest_root: float = 0.9  # of the tracked roots, the deepest one (else any)
+    op_attempts: int = 4  # a drawn op is tried on this many inputs before it is given up
+    p_plain_leaf: float = 0.08
+    p_require_grad: float = 0.85
+    p_plain_require_grad: float = 0.05  # asks burn to panic (rule plain-leaf-require-grad)
+    region_weights: tuple[float, float, float] = (10.0, 1.5, 1.0)  # grad, no_grad, inference_mode
+    kind_weights: tuple[float, float, float] = (10.0, 2.0, 1.0)  # op, cut, leaf
+    cut_weights: tuple[float, float, float] = (3.0, 2.0, 1.0)  # detach, without_autodiff, autodiff
+    module_weight: float = 0.5  # next to kind_weights: an nn module (built, transformed, used)
+    linear_weight: float = 3.0  # linear vs dropout (weight 1)
+    norm_weight: float = 0.5  # a normalisation module (batch_norm, layer_norm) where the value fits, vs
+    # linear + dropout (linear_weight + 1)
+    conv_weight: float = 1.0  # a conv2d module where the value is an image [N, C, H, W], vs linear + dropout
+    embedding_weight: float = 0.6  # an embedding module (its indices a leaf of its own), vs linear + dropout
+    dropout_p_weights: tuple[float, float, float] = (1.0, 2.0, 0.5)  # p = 0, 0.5, 1 (burn panics)
+    transform_weights: tuple[float, ...] = (2.0, 2.0, 1.0, 1.0, 1.0)  # valid train no_grad freeze unfreeze
+    avoid_known_bugs: bool = True  # skip triggers listed in difftest/divergences/known_bugs.py
+    # sessions (strategies/sessions.py): after a backward, another forward and backward with
+    # this probability (up to max_backwards); each later forward has up to segment_statements
+    max_backwards: int = 4
+    p_another_backward: float = 0.3
+    segment_statements: int = 5
+    p_grad_read: float = 0.5  # after a backward that is not the last: read 1 or 2 gradients
+    p_zero_grad: float = 0.4
+    p_retain_graph: float = 0.05
+    p_reuse_consumed: float = 0.1  # an input from a graph an earlier backward consumed
+    p_consumed_root: float = 0.1  # a later backward's root may reach a consumed graph
+    p_leaf_root: float = 0.03  # a backward of a require-grad leaf itself
+    p_training: float = 0.06  # a training loop (Linear, loss, backward, SGD step; 1 to 3 times)
+    # the program's dtype (difftest/program/dtypes.py): drawn with these weights over FLOAT_DTYPES
+    # (float32, float64, float16, bfloat16), or always `dtype` when given; in a dtype other than
+    # float32 only the ops the catalog's dtype table supports in it are drawn (ops/dtype_support.py)
+    dtype_weights: tuple[float, float, float, float] = (80.0, 10.0, 5.0, 5.0)
+    dtype: str | None = None
+    only_supported: bool = True  # False: draw every op in any dtype (the dtype-support measurement)
+
+    @staticmethod
+    def profile(name: str, **kw: object) -> GenConfig:
+        """The GenConfig of a named profile (`difftest fuzz --profile`), with `kw` on top."""
+        if name not in PROFILES:
+            raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILES)}")
+        return GenConfig(**{**PROFILES[name], **kw})  # type: ignore[arg-type]
+
+    def op_specs(self, dtype: str = "float32") -> list[OpSpec]:
+        names = self.ops if self.ops is not None else tuple(catalog.CATALOG)
+        unknown = [n for n in names if n not in catalog.CATALOG]
+        if unknown:
+            raise ValueError(f"unknown op(s) {unknown}; `difftest ops` lists the catalog")
+        specs = [catalog.CATALOG[n] for n in names if supported(n, dtype) or not self.only_supported]
+        if names and not specs:
+            raise ValueError(f"none of the ops {list(names)} runs in {dtype} (difftest/ops/dtype_support.py)")
+        return specs
+
+    def draw_dtype(self, c: Choices) -> str:
+        if self.dtype is not None:
+            return check_dtype(self.dtype, "GenConfig.dtype")
+        dtype = weighted(c, FLOAT_DTYPES, self.dtype_weights)
+        if self.ops is not None and not any(supported(op, dtype) for op in self.ops):
+            return "float32"  # none of the restricted ops is drawn in that dtype
+        return dtype
+
+
+# Named distributions for campaigns: "sessions" makes most programs sessions (several backwards,
+# gradient reads, training loops), for campaigns about graph lifetimes and optimizer steps.
+# "float64", "float16", "bfloat16" (`difftest fuzz --dtype`): the default distribution with every
+# program in that dtype.
+PROFILES: dict[str, dict[str, object]] = {
+    "default": {},
+    "sessions": {"p_another_backward": 0.75, "p_training": 0.3, "p_grad_read": 0.7},
+    "float32": {"dtype": "float32"},
+    "float64": {"dtype": "float64"},
+    "float16": {"dtype": "float16"},
+    "bfloat16": {"dtype": "bfloat16"},
+}
