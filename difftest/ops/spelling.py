@@ -122,7 +122,7 @@ def _rust_inline(kind: str, shape: Sequence[int], data: Sequence[Any]) -> str:
             f"{list_literal(shape)}), &{BURN_DEVICE_OF}.device())")
 
 
-# by attribute type: the value the interpreter parses it to (rust/src/ops.rs, `Attr`)
+# by attribute type: the value the interpreter parses it to (rust/src/ops/attr.rs, `Attr`)
 BURN_ATTR: dict[str, Callable[[Any], str]] = {
     "float": lambda v: rust_f64(float(number(v))),
     "int": lambda v: str(int(v)),

@@ -25,7 +25,7 @@ from difftest.program.module_kinds import ModuleError, check_indices, forward_sh
 from difftest.program.shapes import ShapeError
 
 # The element budget, checked before anything runs (the Rust side has the same two constants
-# in rust/src/program.rs). The memory experiments (difftest/memory/) are exempt: they use
+# in rust/src/program/bounds.rs). The memory experiments (difftest/memory/) are exempt: they use
 # infer_shapes, not check_program, and measure larger tensors on purpose.
 MAX_TENSOR_ELEMENTS = 1_000_000  # per tensor: every value, leaf, module weight and inline tensor
 MAX_PROGRAM_ELEMENTS = 4_000_000  # summed over all of those in a program

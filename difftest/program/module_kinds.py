@@ -3,7 +3,7 @@
 buffers, with PyTorch's names and layouts and shapes derived from the configuration), the input
 ranks its forward accepts and its output shape. How PyTorch builds each kind is declared next to
 its executor (difftest/exec/torch_modules.py, one builder per kind here); burn's names and
-layouts (gamma/beta, Linear's transposed weight) are mapped on the Rust side (rust/src/nn.rs).
+layouts (gamma/beta, Linear's transposed weight) are mapped on the Rust side (rust/src/modules/, one file per kind).
 
 Nothing here imports torch: the program layer (IR checks, JSON, shapes) reads these entries.
 """
@@ -62,7 +62,7 @@ class ModuleKind:
     steppable: bool = False  # optimizer steps act on it (rust/src/optim.rs)
     saves_input: bool = False  # its backward saves the input itself, whatever needs grad (an inference
     # input cannot be saved); rms_norm (a composite in PyTorch) saves intermediates instead
-    burn_transposed: tuple[str, ...] = ()  # parameters burn stores transposed (rust/src/nn.rs)
+    burn_transposed: tuple[str, ...] = ()  # parameters burn stores transposed (rust/src/modules/)
     # the forward's input is a tensor of indices, not a value it differentiates (embedding): it
     # must be a leaf that does not require grad, of integral entries in [0, index_bound) (see
     # check_indices); burn converts it with `.int()`, PyTorch with `.long()`

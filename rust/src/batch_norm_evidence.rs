@@ -1,5 +1,5 @@
 //! Measured conventions of burn 0.22.1's `BatchNorm` (burn-nn `modules/norm/batch.rs`), the
-//! evidence for a future `batch_norm` module kind (issue 15, item 2). Expected values are
+//! evidence behind the `batch_norm` module kind (`modules/batch_norm.rs`). Expected values are
 //! computed here from the formulas, not copied from a run.
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::dtype::ProgramDType;
 use crate::floats::{kind_of, parse_f64};
+use crate::modules::ModuleDoc;
 
 /// The top-level object. `statements` is only checked to be an array here: its elements are
 /// deserialized one by one from the document ([`Statement`]), so that an error names the
@@ -68,7 +69,8 @@ pub enum Statement {
     Op(OpCall),
     Cut(CutStmt),
     Backward(Backward),
-    Module(Module),
+    /// Its fields are the module kind's ([`crate::modules`]).
+    Module(ModuleDoc),
     Transform(TransformStmt),
     Apply(Apply),
     Param(Param),
@@ -154,138 +156,6 @@ pub struct Backward {
     /// Version 2; accepted and ignored (burn has no retain_graph). `None` when omitted.
     #[serde(default, deserialize_with = "present")]
     pub retain_graph: Option<bool>,
-}
-
-/// A `module` statement, tagged by its `"module"` field.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "module", rename_all = "snake_case")]
-pub enum Module {
-    Linear(Linear),
-    Dropout(Dropout),
-    BatchNorm(BatchNormDoc),
-    LayerNorm(LayerNormDoc),
-    RmsNorm(RmsNormDoc),
-    GroupNorm(GroupNormDoc),
-    Conv2d(Conv2dDoc),
-    Embedding(EmbeddingDoc),
-}
-
-impl Module {
-    pub fn id(&self) -> &str {
-        match self {
-            Module::Linear(s) => &s.id,
-            Module::Dropout(s) => &s.id,
-            Module::BatchNorm(s) => &s.id,
-            Module::LayerNorm(s) => &s.id,
-            Module::RmsNorm(s) => &s.id,
-            Module::GroupNorm(s) => &s.id,
-            Module::Conv2d(s) => &s.id,
-            Module::Embedding(s) => &s.id,
-        }
-    }
-}
-
-/// `batch_norm`: BatchNorm over channel dim 1 (PyTorch's names: weight = burn's gamma, bias =
-/// beta), every tensor `[num_features]` and inline.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BatchNormDoc {
-    pub id: String,
-    pub num_features: usize,
-    pub epsilon: f64,
-    pub momentum: f64,
-    #[serde(deserialize_with = "object")]
-    pub weight: Tensor,
-    #[serde(deserialize_with = "object")]
-    pub bias: Tensor,
-    #[serde(deserialize_with = "object")]
-    pub running_mean: Tensor,
-    #[serde(deserialize_with = "object")]
-    pub running_var: Tensor,
-}
-
-/// `rms_norm` over the last dim (PyTorch's weight = burn's gamma).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RmsNormDoc {
-    pub id: String,
-    pub d_model: usize,
-    pub epsilon: f64,
-    #[serde(deserialize_with = "object")]
-    pub weight: Tensor,
-}
-
-/// `group_norm` over channel dim 1 split into `num_groups` groups (PyTorch's weight/bias =
-/// burn's gamma/beta); weight and bias both `null` for a module without affine parameters.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GroupNormDoc {
-    pub id: String,
-    pub num_groups: usize,
-    pub num_channels: usize,
-    pub epsilon: f64,
-    #[serde(deserialize_with = "nullable_object")]
-    pub weight: Option<Tensor>,
-    #[serde(deserialize_with = "nullable_object")]
-    pub bias: Option<Tensor>,
-}
-
-/// `conv2d`: weight `[C_out, C_in / groups, kh, kw]` (PyTorch's and burn's layout), bias
-/// `[C_out]` or `null`; stride, padding (symmetric), dilation: one value per spatial dim.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Conv2dDoc {
-    pub id: String,
-    pub stride: Vec<usize>,
-    pub padding: Vec<usize>,
-    pub dilation: Vec<usize>,
-    pub groups: usize,
-    #[serde(deserialize_with = "object")]
-    pub weight: Tensor,
-    #[serde(deserialize_with = "nullable_object")]
-    pub bias: Option<Tensor>,
-}
-
-/// `embedding`: a table `[num_embeddings, embedding_dim]` (PyTorch's and burn's layout); its
-/// forward takes a leaf of integral indices `[B, L]`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EmbeddingDoc {
-    pub id: String,
-    #[serde(deserialize_with = "object")]
-    pub weight: Tensor,
-}
-
-/// `layer_norm` over the last dim (`normalized_shape` = `[d_model]`); bias `null` for none.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LayerNormDoc {
-    pub id: String,
-    pub d_model: usize,
-    pub epsilon: f64,
-    #[serde(deserialize_with = "object")]
-    pub weight: Tensor,
-    #[serde(deserialize_with = "nullable_object")]
-    pub bias: Option<Tensor>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Linear {
-    pub id: String,
-    /// `[out, in]`, PyTorch's layout.
-    #[serde(deserialize_with = "object")]
-    pub weight: Tensor,
-    /// Required, `null` for none.
-    #[serde(deserialize_with = "nullable_object")]
-    pub bias: Option<Tensor>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Dropout {
-    pub id: String,
-    pub p: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -427,6 +297,7 @@ pub enum OptimizerKind {
 }
 
 /// An inline float tensor `{"shape": [...], "data": [...]}` (module weights and biases).
+/// The module kinds' fields read it with [`object`] or [`nullable_object`].
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tensor {
@@ -475,14 +346,14 @@ pub fn from_object<T: DeserializeOwned>(value: &Value, what: &str) -> Result<T, 
 }
 
 /// A struct field read only from an object (see [`Document`]).
-fn object<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<T, D::Error> {
+pub(crate) fn object<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<T, D::Error> {
     let map = Map::<String, Value>::deserialize(d)?;
     T::deserialize(Value::Object(map)).map_err(D::Error::custom)
 }
 
 /// A struct field read only from an object, that must be present but may be `null` (serde
 /// would default a missing `Option`).
-fn nullable_object<'de, D: Deserializer<'de>, T: DeserializeOwned>(
+pub(crate) fn nullable_object<'de, D: Deserializer<'de>, T: DeserializeOwned>(
     d: D,
 ) -> Result<Option<T>, D::Error> {
     match Option::<Map<String, Value>>::deserialize(d)? {

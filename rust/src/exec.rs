@@ -17,7 +17,7 @@ use serde::ser::{SerializeMap, Serializer};
 use crate::apply;
 use crate::fault;
 use crate::floats::serialize_f64s;
-use crate::nn::{NnModule, transpose_data};
+use crate::modules::{NnModule, transpose_data};
 use crate::optim;
 use crate::program::{Kind, Program, Region, Statement, Transform};
 use crate::step::{self, Devices, panic_message};
@@ -311,9 +311,8 @@ fn run_statement(stmt: &Statement, env: &[Slot], program: &Program, devices: &De
             grads,
             lr,
         } => {
-            let m = optim::step(
+            let m = env[*module].module().step(
                 &mut env[*optimizer].optimizer().borrow_mut(),
-                env[*module].module(),
                 &mut env[*grads].grads().borrow_mut(),
                 *lr,
             );

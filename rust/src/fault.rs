@@ -119,22 +119,13 @@ fn catalog_op(name: &str, what: &str) -> Result<&'static str, String> {
         .ok_or_else(|| format!("{what} {name:?} is not a catalog op"))
 }
 
-/// The module kinds a `grad-scale` fault can target (the forward of a module of that kind).
-pub const MODULE_KINDS: [&str; 8] = [
-    "linear",
-    "dropout",
-    "batch_norm",
-    "layer_norm",
-    "rms_norm",
-    "group_norm",
-    "conv2d",
-    "embedding", // also a catalog op: the fault then targets both
-];
-
-/// The catalog name of `name` or a module kind's, or an error naming the spec part.
+/// The catalog name of `name` or a module kind's (the registry's, [`crate::modules::KINDS`]),
+/// or an error naming the spec part. A `grad-scale` fault on a module kind targets the forward
+/// of every module of that kind; a name that is both a catalog op and a module kind (`conv2d`,
+/// `embedding`) targets both.
 fn catalog_op_or_module(name: &str, what: &str) -> Result<&'static str, String> {
     catalog_op(name, what).or_else(|e| {
-        MODULE_KINDS
+        crate::modules::KINDS
             .iter()
             .find(|k| **k == name)
             .copied()

@@ -7,12 +7,12 @@
 //! gradients handle (`GradientsParams::from_module` removes them from it) and returns the
 //! stepped module (`Optimizer::step`).
 
+use burn::module::Module;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{GradientsParams, ModuleOptimizer, SgdConfig};
 use burn::tensor::Gradients;
 
-use crate::nn::NnModule;
 use crate::program::SgdSpec;
 
 /// burn's SGD with the statement's hyper-parameters.
@@ -32,42 +32,14 @@ pub fn sgd(spec: &SgdSpec) -> ModuleOptimizer {
 }
 
 /// One step of `optim` on `module` with the module's gradients in `grads` (removed from it),
-/// at learning rate `lr`: the stepped module.
-pub fn step(
+/// at learning rate `lr`: the stepped module ([`crate::modules::NnModule::step`] dispatches to
+/// it by kind).
+pub fn step<M: Module>(
     optim: &mut ModuleOptimizer,
-    module: &NnModule,
+    module: &M,
     grads: &mut Gradients,
     lr: f64,
-) -> NnModule {
-    match module {
-        NnModule::Linear(m) => {
-            let gp = GradientsParams::from_module(grads, m);
-            NnModule::Linear(optim.step(lr, m.clone(), gp))
-        }
-        NnModule::Dropout(m) => {
-            let gp = GradientsParams::from_module(grads, m);
-            NnModule::Dropout(optim.step(lr, m.clone(), gp))
-        }
-        NnModule::LayerNorm(m) => {
-            let gp = GradientsParams::from_module(grads, m);
-            NnModule::LayerNorm(optim.step(lr, m.clone(), gp))
-        }
-        NnModule::RmsNorm(m) => {
-            let gp = GradientsParams::from_module(grads, m);
-            NnModule::RmsNorm(optim.step(lr, m.clone(), gp))
-        }
-        NnModule::GroupNorm(m) => {
-            let gp = GradientsParams::from_module(grads, m);
-            NnModule::GroupNorm(optim.step(lr, m.clone(), gp))
-        }
-        NnModule::Conv2d(m) => {
-            let gp = GradientsParams::from_module(grads, m);
-            NnModule::Conv2d(optim.step(lr, m.clone(), gp))
-        }
-        NnModule::Embedding(m) => {
-            let gp = GradientsParams::from_module(grads, m);
-            NnModule::Embedding(optim.step(lr, m.clone(), gp))
-        }
-        NnModule::BatchNorm(_) => unreachable!("validated: a batch_norm module is not stepped"),
-    }
+) -> M {
+    let gp = GradientsParams::from_module(grads, module);
+    optim.step(lr, module.clone(), gp)
 }

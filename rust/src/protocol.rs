@@ -34,7 +34,7 @@ pub struct AttrInfo {
     pub ty: &'static str,
 }
 
-/// The catalog as the interpreter declares it (the `ops!` table in ops.rs).
+/// The catalog as the interpreter declares it (the `ops!` table in ops/mod.rs).
 pub fn op_list() -> Vec<OpInfo> {
     Op::ALL
         .iter()

@@ -46,7 +46,7 @@ def _burn_error(worker: BurnWorker, p: Program) -> Observation:
 
 
 def test_limits_are_the_same_on_both_sides() -> None:
-    source = (Path(__file__).resolve().parents[2] / "rust" / "src" / "program.rs").read_text()
+    source = (Path(__file__).resolve().parents[2] / "rust" / "src" / "program" / "bounds.rs").read_text()
 
     def rust(name: str) -> int:
         m = re.search(rf"pub const {name}: u64 = ([0-9_]+);", source)

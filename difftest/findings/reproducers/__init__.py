@@ -5,7 +5,7 @@ Both are pure functions of the program. Neither has an op table: an op statement
 its catalog entry's templates (difftest/ops/spelling.py). The PyTorch script prints the very
 expression the executor evaluates (difftest/ops/lowering.py), in the namespace the executor
 evaluates it in; the Rust test uses plain `burn::tensor` code with concrete ranks and makes the
-burn calls of the `difftest-burn` interpreter (`rust/src/ops.rs`, `exec.rs`, `value.rs`), so
+burn calls of the `difftest-burn` interpreter (`rust/src/ops/`, `exec.rs`, `value.rs`), so
 either can be pasted into an issue.
 
 Output of both, one line per value statement and per gradient:

@@ -1,13 +1,13 @@
-//! Issue 15's tensor ops, activations and losses: the burn calls behind their [`Op::execute`]
-//! arms that take more than one expression (rust/src/ops.rs declares the ops; the catalog's burn
-//! templates in difftest/ops/catalog.py spell the same calls).
+//! Tensor ops, activations and losses: the burn calls behind their [`Op::execute`] arms that
+//! take more than one expression (the `ops!` table in rust/src/ops/mod.rs declares the ops; the
+//! catalog's burn templates in difftest/ops/catalog.py spell the same calls).
 //!
 //! [`Op::execute`]: crate::ops::Op::execute
 
 use burn::nn::loss::{BinaryCrossEntropyLossConfig, CrossEntropyLossConfig, MseLoss, Reduction};
 use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData, activation};
 
-use crate::ops::{Inline, Range};
+use super::{Inline, Range};
 use crate::value::{DynTensor, int_tensor};
 
 /// The two inputs of a binary op that must have one rank (no promotion), as `Tensor<D>`s bound

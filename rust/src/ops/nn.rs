@@ -1,4 +1,4 @@
-//! burn's module functions (issue 15): convolutions, pooling, interpolation and embedding, run on the
+//! burn's module functions: convolutions, pooling, interpolation and embedding, run on the
 //! interpreter's dynamic-rank tensors, and their output shapes for the element budget.
 //!
 //! Layouts are PyTorch's (and burn's): an image `[N, C, H, W]`, a sequence `[N, C, L]`, a
@@ -12,7 +12,7 @@ use burn::tensor::ops::{
 };
 use burn::tensor::{Device, Tensor};
 
-use crate::ops::{Inline, Ranked};
+use super::{Inline, Positive, Ranked};
 use crate::value::{DynTensor, int_tensor};
 
 /// `v` as an array of one value per spatial dim.
@@ -70,6 +70,21 @@ impl Conv<'_> {
     }
 }
 
+/// The convolution attributes of a `conv1d`, `conv2d` or `conv_transpose2d` op.
+pub fn conv<'a>(
+    stride: &'a [usize],
+    padding: &'a [usize],
+    dilation: &'a [usize],
+    groups: &Positive,
+) -> Conv<'a> {
+    Conv {
+        stride,
+        padding,
+        dilation,
+        groups: groups.0,
+    }
+}
+
 pub fn conv1d(inputs: Vec<DynTensor>, c: &Conv) -> DynTensor {
     let (x, w, b) = conv_inputs::<3>("conv1d", inputs);
     DynTensor::R3(module::conv1d(x, w, b, c.options::<1>("conv1d")))
@@ -98,6 +113,15 @@ pub struct Pool<'a> {
     pub kernel: &'a [usize],
     pub stride: &'a [usize],
     pub padding: &'a [usize],
+}
+
+/// The pooling attributes of a `max_pool2d` or `avg_pool2d` op.
+pub fn pool<'a>(kernel: &'a [usize], stride: &'a [usize], padding: &'a [usize]) -> Pool<'a> {
+    Pool {
+        kernel,
+        stride,
+        padding,
+    }
 }
 
 pub fn max_pool2d(x: DynTensor, p: &Pool) -> DynTensor {
