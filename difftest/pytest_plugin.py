@@ -101,7 +101,7 @@ def memory_full(config: pytest.Config) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.getoption("--run-versions"):
         skip_versions = pytest.mark.skip(reason="builds other burn versions: run with --run-versions V,V,... "
-                                         "(README, 'Across burn versions')")
+                                         "(docs/measurements.md, 'Across burn versions')")
         for item in items:
             if "versions" in item.keywords:
                 item.add_marker(skip_versions)

@@ -1,4 +1,5 @@
-"""Implementations of difftest's choice interface: Hypothesis `draw`, and a seeded PRNG."""
+"""Implementations of difftest's choice interface (`difftest.choices.Choices`): `HypothesisChoices`
+(Hypothesis `draw`) and `RandomChoices` (a seeded PRNG)."""
 
 from __future__ import annotations
 

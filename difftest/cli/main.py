@@ -171,6 +171,11 @@ def cmd_rules(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([k.to_dict() for k in KNOWLEDGE], indent=2))
         return 0
+    if args.markdown:
+        from difftest.divergences.listing import markdown
+
+        print(markdown(), end="")
+        return 0
     table = Table(title="declared knowledge (docs/semantics.md)", show_lines=True)
     for column in ("kind", "framework", "name", "burn versions", "evidence", "reason"):
         table.add_column(column, overflow="fold")
@@ -411,6 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     ru = sub.add_parser("rules", help="list the declared knowledge: divergences, no-op calls, memory rules, "
                         "conventions, known bugs")
     ru.add_argument("--json", action="store_true")
+    ru.add_argument("--markdown", action="store_true", help="the tables of docs/knowledge.md")
     ru.set_defaults(func=cmd_rules)
 
     rn = sub.add_parser("run", help="run one program (or case) file through both frameworks")

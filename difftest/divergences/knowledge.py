@@ -35,7 +35,7 @@ SIDES: tuple[Side, ...] = get_args(Side)
 
 # Every record so far was measured on burn 0.22.1 (the default build) and holds on 0.22.0 too:
 # `difftest versions` (the corpus) and the differential suite run against a 0.22.0 build
-# (DIFFTEST_BURN=..., README "Across burn versions") agree with every record declared from it.
+# (DIFFTEST_BURN=..., docs/measurements.md "Across burn versions") agree with every record declared from it.
 MEASURED_ON = ">=0.22.0"
 
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?")

@@ -1,6 +1,8 @@
 //! Measured conventions of burn 0.22.1's `BatchNorm` (burn-nn `modules/norm/batch.rs`), the
-//! evidence behind the `batch_norm` module kind (`modules/batch_norm.rs`). Expected values are
-//! computed here from the formulas, not copied from a run.
+//! evidence behind the `batch_norm` module kind (`modules/batch_norm.rs`,
+//! difftest/program/module_kinds.py) and its declared conventions
+//! (difftest/divergences/running_stats.py). Expected values are computed here from the
+//! formulas, not copied from a run.
 
 #[cfg(test)]
 mod tests {
