@@ -7,7 +7,7 @@ an existing value does not fit an op's domain, fresh leaves drawn from the domai
 its place. Each statement is drawn inside the loop, so Hypothesis shrinks a program by
 deleting statements and simplifying their choices.
 
-The distribution is shaped for detection power (issue 10; measured by
+The distribution is shaped for detection power (measured by
 tests/quality/test_distribution.py):
 
 * Most programs end in a backward of a *tracked* root reached through several recorded ops. The
@@ -19,7 +19,7 @@ tests/quality/test_distribution.py):
   up to `op_attempts` inputs (existing values first, then fresh leaves, the last from a narrowed
   range and of a fresh shape), so ops whose domain or attributes rarely fit are not starved.
 * Leaf values are continuous, uniform over the domain's range (strategies/choices.py).
-* Some programs are sessions (issue 11; strategies/sessions.py): after a backward, another
+* Some programs are sessions (strategies/sessions.py): after a backward, another
   forward and backward follow (up to `max_backwards`), reusing leaves, detached values and
   gradients read from the handle (and, rarely, values of the consumed graph); some hold a short
   training loop (a Linear, a loss, zero_grad, backward, an SGD step, repeated).

@@ -1,4 +1,4 @@
-"""Programs for the memory differential (issue 5, item 3): large enough to measure.
+"""Programs for the memory differential: large enough to measure.
 
 `draw_memory_check` builds a `difftest.memory.checks.MemoryCheck` with the IR dataclasses: one or two
 square n x n f32 leaves (n = 512 or 1024: 1 or 4 MiB each), a few ops, cuts and `no_grad`

@@ -1,4 +1,4 @@
-"""Sessions in the generator (issue 11): what happens between backwards, and training loops.
+"""Sessions in the generator: what happens between backwards, and training loops.
 
 After a backward, the values of the graph it consumed are marked (`_Value.consumed`): later
 ops take them only rarely (`GenConfig.p_reuse_consumed`), so most later forwards start from

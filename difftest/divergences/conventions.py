@@ -74,14 +74,14 @@ CONVENTIONS: tuple[Convention, ...] = (
     _convention("max-dim-tie", "max_dim", ((2.0, 2.0, 1.0),), {"dim": 0},
                 ((1.0, 0.0, 0.0),), ((1.0, 0.0, 0.0),),
                 "max_dim over a tie: both give the gradient to the first index"),
-    # issue 15: nn functions (avg_pool2d's count_include_pad, interpolate's align_corners and
+    # nn functions (avg_pool2d's count_include_pad, interpolate's align_corners and
     # nearest index rule agree in both values: tests/differential/test_nn_ops.py)
     _convention("max-pool2d-tie", "max_pool2d", ((1.0, 2.0, 2.0, 2.0, 0.0, 1.0),),
                 {"kernel": [1, 3], "stride": [1, 3], "padding": [0, 0]},
                 ((0.0, 1.0, 0.0, 1.0, 0.0, 0.0),), ((0.0, 1.0, 0.0, 1.0, 0.0, 0.0),),
                 "max_pool2d over a tie inside a window: both give the gradient to the first maximum in "
                 "row-major order (kept so a change on either side is noticed)", shapes=((1, 1, 2, 3),)),
-    # issue 15's ops (measured with difftest-burn and PyTorch 2.15)
+    # the tensor ops, activations and losses (measured with difftest-burn and PyTorch 2.15)
     _convention("prelu-at-zero", "prelu", ((0.0, 1.0, -1.0), (0.25,)), {},
                 ((0.25, 1.0, 0.25), (-1.0,)), ((1.0, 1.0, 0.25), (-1.0,)),
                 "prelu at 0: PyTorch takes the weight (the negative side), burn 1"),

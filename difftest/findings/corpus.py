@@ -54,6 +54,13 @@ class Case:
     # A memory case (`"kind": "memory"`) measures this experiment; `program` is then its stand-in.
     memory: MemoryExperiment | None = None
 
+    @property
+    def upstream(self) -> str | None:
+        """Where the bug is known upstream (the case's link, else its record's `upstream`), or
+        None where the case says it is not reported."""
+        where = self.link or self.record.get("upstream")
+        return where if isinstance(where, str) and where and where != "not reported" else None
+
     def expected_rule(self) -> str | None:
         return self.status.split(":", 1)[1] if self.status.startswith("divergence:") else None
 

@@ -193,9 +193,9 @@ def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] |
     if known is not None:
         lines.append(f"- declared known bug `{known[0]}`: {known[1]}")
         lines += [f"  - related: {link}" for link in known[2]]
-    upstream = case.link or case.record.get("upstream")
+    upstream = case.upstream
     note = case.record.get("upstream_note")
-    if upstream and upstream != "not reported":
+    if upstream:
         lines.append(f"- upstream: {upstream}" + (f" ({note})" if note else ""))
     else:
         lines.append("- upstream: not reported upstream yet" + (f" ({note})" if note else ""))

@@ -1,4 +1,4 @@
-"""Programs as pictures (issue 14 item 2): a program with its verdict as a Graphviz graph.
+"""Programs as pictures: a program with its verdict as a Graphviz graph.
 
 `dot(verdict)` writes DOT text; Graphviz lays it out (`svg` runs `dot -Tsvg`). One node per
 statement (id, op or kind, shape), burn's flags as style (tracked: bold border; require-grad:

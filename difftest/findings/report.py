@@ -1,4 +1,4 @@
-"""`difftest report`: one self-contained HTML file about corpora, cases and campaigns (issue 14).
+"""`difftest report`: one self-contained HTML file about corpora, cases and campaigns.
 
 Inputs are corpus directories, case files and campaign summaries (`difftest fuzz --json`,
 `difftest merge --json`). Every case is replayed now (the corpus's cases, and the case each

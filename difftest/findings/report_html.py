@@ -359,7 +359,7 @@ def case_section(item: CaseReport, a: str, now: dict[str, Any]) -> str:
     case, verdict, outcome = item.case, item.verdict, item.outcome
     assert case is not None and verdict is not None and outcome is not None
     facts = [("status", f"<code>{_e(case.status)}</code>"), ("reason", _e(case.reason or "-")),
-             ("upstream", _e(case.link) if case.link else '<span class="muted">not reported upstream</span>'),
+             ("upstream", _e(case.upstream) if case.upstream else '<span class="muted">not reported upstream</span>'),
              ("verdict now", f"<strong>{_e(verdict.kind)}</strong>"),
              ("replay", f"{_badge(item.state)} {_lines(outcome.message.splitlines()[0])}"),
              ("rules fired", _e(", ".join(verdict.prediction.rules_fired) or "none"))]

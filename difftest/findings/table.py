@@ -1,4 +1,4 @@
-"""Per-statement tables of a verdict (issue 14): one row per value statement with both
+"""Per-statement tables of a verdict: one row per value statement with both
 frameworks' flags, the model's prediction where it differs, the rules that fired, abbreviated
 values and gradients, and mismatching cells marked (`!` a finding, `~` a dismissed numeric
 mismatch). `rows` is the data (`difftest run --json`), `table` a rich Table, `text` plain text."""

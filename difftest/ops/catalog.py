@@ -223,7 +223,7 @@ OPS: tuple[OpSpec, ...] = (
            block("let input = {x};", "let rhs = {y};", "let mask = {mask};", "input.mask_where(mask, rhs)"),
            rule.mask_rule, T.EXACT, attrs=(AttrSpec("mask", "bool_tensor"),), draw_attrs=draw.mask(False),
            partners=draw.SAME_SHAPE, promotes_rank=True, doc="mask and both inputs of one shape", saves_tensors=True),
-    # issue 15: tensor ops, activations, losses
+    # tensor ops, activations, losses
     OpSpec("scatter", "index", 2, "torch.scatter_add({x}, {dim}, {indices}, {y})",
            block("let input = {x};", "let indices = {indices};",
                  "input.scatter({dim}, indices, {y}, burn::tensor::IndexingUpdateOp::Add)"),
@@ -326,7 +326,7 @@ OPS: tuple[OpSpec, ...] = (
                ".narrow({dim}, 0, {x}.shape[{dim}]).contiguous()",
                "activation::quiet_softmax({x}, {dim})", T.TRANSCENDENTAL, tx.QUIET_SOFTMAX, shape_rule=rule.along_dim,
                grad_terms=terms.softmax_grad, saves_tensors=True),
-    # issue 15: nn functions (burn::tensor::module; shapes, samplers and domains in nn_shapes.py)
+    # nn functions (burn::tensor::module; shapes, samplers and domains in nn_shapes.py)
     nn_op("conv2d", VARIADIC,
           "F.conv2d({xs}, stride={stride}, padding={padding}, dilation={dilation}, groups={groups})",
           f"{MODULE}conv2d({{x}}, {{y}}, {{opt_z}}, {OPTIONS}ConvOptions::new({{stride}}, {{padding}}, "

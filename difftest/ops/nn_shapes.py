@@ -1,4 +1,4 @@
-"""burn's module functions (issue 15): shape rules, reduced extents, attribute samplers, partner
+"""burn's module functions: shape rules, reduced extents, attribute samplers, partner
 shapes and input domains of the convolution, pooling, embedding and interpolation ops.
 
 Conventions of PyTorch's `torch.nn.functional` (an image is `[N, C, H, W]`, a sequence

@@ -1,4 +1,4 @@
-"""The data of issue 15's tensor ops, activations and losses (catalog.py, the block at the end of
+"""The data of the tensor ops, activations and losses (catalog.py, the block at the end of
 `OPS`): their domains, attribute samplers, partner rules, shape rules and terms, kept apart from
 the older ops' (domains.py, sampling.py, shape_rules.py, terms.py) but written the same way.
 Torch-free at import: predicates and terms use tensor methods of their arguments.

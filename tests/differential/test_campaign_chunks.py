@@ -24,8 +24,8 @@ from difftest.oracle.probe_run import check_with_probes
 from difftest.pytest_plugin import assert_agrees
 
 SEED = 0
-CHUNKS = 32
-PER_CHUNK = 1500
+CHUNKS = 8
+PER_CHUNK = 750
 DETECTION_LOG = "DIFFTEST_DETECTION_LOG"  # tests/quality: where to note the first failing program
 
 

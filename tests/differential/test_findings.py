@@ -25,8 +25,10 @@ def test_injected_fault_leaves_one_minimal_case(tmp_path: Path, monkeypatch: pyt
     faulty = BurnWorker(fault="grad-sign:exp")
     faulty.start()
 
+    # over a few ops, so that the shrinker starts from a program of those (from the whole catalog
+    # it spends most of a minute shrinking module weights away)
     @settings(max_examples=1500, derandomize=True, database=None)
-    @given(program=programs())
+    @given(program=programs(ops=["exp", "tanh", "sin", "add", "mul", "matmul", "sum"]))
     def prop(program: Program) -> None:
         assert_agrees(check(program, faulty), "tests/differential/test_findings.py (fault grad-sign:exp)", faulty)
 

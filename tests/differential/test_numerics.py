@@ -115,7 +115,7 @@ def test_gradient_cancellation_is_not_a_finding(burn_worker: BurnWorker) -> None
 
 def test_a_noise_run_that_raises_is_reported_not_taken_for_zero_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     """If every noise run fails before the element, the judgement says so and the evidence
-    names the error (issue 15's triage: an exception inside a noise run made the noise 0)."""
+    names the error (an exception inside a noise run once made the noise 0, hiding the finding)."""
     import difftest.oracle.numerics as numerics
     from difftest.program.ir import Program
     from difftest.program.observation import ErrorObs

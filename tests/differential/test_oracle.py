@@ -1,4 +1,4 @@
-"""The oracle near cuts and for small faults (issue 9): the float64 reference and the finite
+"""The oracle near cuts and for small faults: the float64 reference and the finite
 differences differentiate what autodiff differentiates, and budgets are per element."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Programs as pictures (issue 14 item 2): the DOT text of a program with its verdict, and its SVG."""
+"""Programs as pictures: the DOT text of a program with its verdict, and its SVG."""
 
 from __future__ import annotations
 

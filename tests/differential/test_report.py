@@ -1,5 +1,5 @@
 """`difftest report`: one self-contained HTML file for the corpus and a campaign summary, checked
-for structure and rendered by headless Chromium (issue 14 item 3)."""
+for structure and rendered by headless Chromium."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from difftest.cli import main
 from difftest.divergences.registry import KNOWLEDGE
 from difftest.exec.burn_worker import BurnWorker
-from difftest.findings.corpus import iter_case_files
+from difftest.findings.corpus import iter_case_files, load_case
 from difftest.findings.picture import DOT_MISSING
 from difftest.findings.report import build, write
 from difftest.findings.report_html import page
@@ -78,6 +78,19 @@ def test_every_case_has_a_section_with_its_picture(report: Path) -> None:
     powi = sections[POWI.as_posix()]
     assert "Tensor::backward requires a tracked autodiff tensor" in powi
     assert 'class="cell-finding"' in powi and "powi-zero-untracked" in powi
+
+
+def test_each_case_shows_where_it_is_known_upstream(report: Path) -> None:
+    """A case's upstream is its link, else the record's `upstream` (a case with no link that
+    records a burn PR showed "not reported upstream")."""
+    sections = _sections(report.read_text())
+    for path in sorted((CORPUS / "bugs").glob("*.json")):
+        case = load_case(path)
+        body = next(b for shown, b in sections.items() if shown.endswith(f"bugs/{path.name}"))
+        if case.upstream:
+            assert case.upstream in body and "not reported upstream" not in body, path.name
+        else:
+            assert "not reported upstream" in body, path.name
 
 
 def test_a_nan_gradient_finding_shows_its_float64_evidence(report: Path) -> None:

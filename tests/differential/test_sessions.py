@@ -1,4 +1,4 @@
-"""Sessions (issue 11): several backwards, gradient handles, zero_grad, optimizer steps.
+"""Sessions: several backwards, gradient handles, zero_grad, optimizer steps.
 
 The PyTorch half of the model is checked against PyTorch on many generated sessions here (no
 burn needed); the burn half by the corpus cases (corpus/seed/session-*.json, replayed by

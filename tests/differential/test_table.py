@@ -1,4 +1,4 @@
-"""The per-statement table of a verdict (issue 14 item 1): rows, marks, plain-text report, JSON."""
+"""The per-statement table of a verdict: rows, marks, plain-text report, JSON."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The memory differential (issue 5): repeated forwards without backward, measured in fresh
+"""The memory differential: repeated forwards without backward, measured in fresh
 processes and checked against the model's graph-retained-until-backward rule.
 
 Default run: the model-only tests, four seed modes and two generated checks at small sizes

@@ -1,4 +1,4 @@
-"""The memory session experiment (issue 11, item 4): a training session keeps RSS flat in both
+"""The memory session experiment: a training session keeps RSS flat in both
 frameworks, and the seed's drop/keep rows hold within it.
 
 Default run: the model's predictions and one quick burn drop session (a fraction of a

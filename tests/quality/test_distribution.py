@@ -1,4 +1,4 @@
-"""The default strategy's distribution (issue 10): what detection power rests on.
+"""The default strategy's distribution: what detection power rests on.
 
 Run with `python -m pytest -m quality tests/quality/test_distribution.py -s`. Over 2,000
 seeded programs (the campaign's source) and the property's derandomized Hypothesis examples it

@@ -1,4 +1,4 @@
-"""Sensitivity of the oracle (issue 9): small gradient faults are found, cuts do not hide
+"""Sensitivity of the oracle: small gradient faults are found, cuts do not hide
 wrong gradients, and the correct build raises no false alarm.
 
 Run with `python -m pytest -m quality tests/quality/test_sensitivity.py -s` (not part of the

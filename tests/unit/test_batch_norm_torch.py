@@ -1,4 +1,4 @@
-"""PyTorch's side of the BatchNorm running-statistics conventions (issue 15, item 2).
+"""PyTorch's side of the BatchNorm running-statistics conventions.
 
 burn 0.22.1's side is measured in rust/src/batch_norm_evidence.rs on the same batches: the same
 momentum update, but running_var takes the biased batch variance. These tests pin what PyTorch
