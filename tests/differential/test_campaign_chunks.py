@@ -42,12 +42,15 @@ def test_campaign_chunk(chunk: int, burn_worker: BurnWorker) -> None:
         # gradients doubles a chunk's time (benchmarks/throughput.py), and what it adds is tested
         # by tests/differential/test_root_probes.py and used by every `difftest fuzz` campaign
         verdict, probed = check_with_probes(program, burn_worker, values=False)
-        if not verdict.ok:
+        # every verdict: its dismissals are counted for the session summary; a finding fails
+        # (one a known bug explains does not, nor is it the detection log's first failing program)
+        probe = f", {probed.probe.describe()}" if probed.probe is not None else ""
+        try:
+            assert_agrees(verdict, f"tests/differential/test_campaign_chunks.py (seed {SEED}, program {k}{probe})",
+                          burn_worker)
+        except AssertionError:
             log = os.environ.get(DETECTION_LOG)
             if log:
                 with open(log, "a") as f:
                     f.write(f"campaign chunk={chunk} program={k} checked={i + 1} kind={verdict.kind}\n")
-        # every verdict: its dismissals are counted for the session summary; a finding fails
-        probe = f", {probed.probe.describe()}" if probed.probe is not None else ""
-        assert_agrees(verdict, f"tests/differential/test_campaign_chunks.py (seed {SEED}, program {k}{probe})",
-                      burn_worker)
+            raise

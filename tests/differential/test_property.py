@@ -32,14 +32,17 @@ def test_burn_agrees_with_pytorch(program: Program, burn_worker: BurnWorker) -> 
     if probed.probe is not None:
         note(probed.probe.describe())
     note(verdict.report())
-    log = os.environ.get(DETECTION_LOG)
-    if log and not verdict.ok and not _examples["logged"]:
-        _examples["logged"] = True
-        with open(log, "a") as f:
-            f.write(f"property example={_examples['run']} kind={verdict.kind}\n")
     if os.environ.get("DIFFTEST_HUNT") == "1":  # steer generation toward numeric disagreement
         target(max_relative_error(verdict), label="max relative error burn vs torch")
-    assert_agrees(verdict, "tests/differential/test_property.py::test_burn_agrees_with_pytorch")
+    try:
+        assert_agrees(verdict, "tests/differential/test_property.py::test_burn_agrees_with_pytorch")
+    except AssertionError:  # the first finding (not one a known bug explains) is noted for tests/quality
+        log = os.environ.get(DETECTION_LOG)
+        if log and not _examples["logged"]:
+            _examples["logged"] = True
+            with open(log, "a") as f:
+                f.write(f"property example={_examples['run']} kind={verdict.kind}\n")
+        raise
 
 
 def test_property_catches_a_missing_rule(burn_worker: BurnWorker) -> None:

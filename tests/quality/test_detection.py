@@ -95,9 +95,10 @@ def detection(notes: list[str]) -> str:
         m = PROPERTY_NOTE.match(line)
         if m:
             parts.append(f"property: example {m[1]} ({m[2]})")
-    chunks = [(int(m[2]), m[3]) for m in map(CHUNK_NOTE.match, notes) if m]
-    if chunks:
-        k, kind = min(chunks)
+    found = [(int(m[2]), m[3], int(m[1])) for m in map(CHUNK_NOTE.match, notes) if m]
+    if found:
+        k, kind, _ = min(found)
+        chunks = {c for _, _, c in found}
         parts.append(f"campaign: program {k + 1} ({kind}), {len(chunks)}/{CHUNKS} chunks")
     return "; ".join(parts)
 
