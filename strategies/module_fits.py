@@ -22,6 +22,7 @@ from difftest.divergences.states import BurnState
 from difftest.exec.torch_exec import build_module, module_param
 from difftest.exec.torch_modules import burn_inference_path
 from difftest.exec.torch_values import apply_module
+from difftest.ops.catalog import CATALOG
 from difftest.ops.nn_shapes import CONV, conv, conv_attrs
 from difftest.oracle.model import predict
 from difftest.program.ir import Apply, InlineTensor, Leaf, Module, Param, Program, numel
@@ -275,10 +276,34 @@ def index_leaf(b: _Builder, rows: int) -> Leaf:
     return st
 
 
+# ---------------------------------------------------------------- prelu
+
+def _off_kink(b: _Builder, src: _Value | None) -> bool:
+    """Values off prelu's kink at 0 (the prelu op's domain: its subgradient there is a
+    convention, prelu-at-zero)."""
+    assert src is not None
+    return CATALOG["prelu"].domain.predicate([src.tensor], {})
+
+
+def _prelu(b: _Builder, src: _Value | None) -> Module:
+    """One weight, or one per channel (dim 1) of an input of rank >= 2, in the prelu op's range."""
+    assert src is not None
+    c = b.c
+    n = src.shape[1] if len(src.shape) >= 2 and c.boolean(0.5) else 1
+    return Module(b.fresh("m"), "prelu", InlineTensor((n,), tuple(b.floats(n, -1.0, 1.0))))
+
+
+def _prelu_also(st: Module, src: _Value, v: _Value) -> bool:
+    assert st.weight is not None
+    n = st.weight.shape[0]
+    return n == 1 or (len(v.shape) >= 2 and v.shape[1] == n)
+
+
 # ---------------------------------------------------------------- the table
 
 # One entry per kind of difftest/program/modules/, in the order the generator tries them: an
-# embedding (its own input), a normalisation, a conv2d (on images), then linear or dropout.
+# embedding (its own input), a normalisation, a conv2d (on images), a prelu, then linear or
+# dropout.
 FITS: dict[str, ModuleFit] = {
     "embedding": ModuleFit("embedding_weight", _embedding, uses=_embedding_uses, own_input=True),
     "layer_norm": ModuleFit("norm_weight", _layer_norm, _last_dim_spread),
@@ -288,6 +313,7 @@ FITS: dict[str, ModuleFit] = {
                             _group_norm_also),
     "conv2d": ModuleFit("conv_weight", _conv2d, lambda b, src: src is not None and len(src.shape) == 4,
                         lambda st, src, v: v.shape[1:] == src.shape[1:]),  # the same channels and image size
+    "prelu": ModuleFit("prelu_weight", _prelu, _off_kink, _prelu_also),
     "linear": ModuleFit("linear_weight", _linear, base=True),
     "dropout": ModuleFit(1.0, _dropout, base=True),
 }

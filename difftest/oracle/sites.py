@@ -85,7 +85,16 @@ def op_site(st: OpCall, inputs: Sequence[torch.Tensor], attrs: dict[str, Any], d
             native: str) -> OpSite:
     """The op `st` for the noise model: its tolerance class, the size of the terms its sums add
     up (accumulating ops), the terms of its gradient, the dtype it rounds in."""
-    spec = CATALOG[st.op]
+    # the op rounds in its result's dtype, and its backward in its inputs' (a cast: the coarser)
+    own = dtypes
+    site_dtype = coarsest(own.get(st.id, native), *(own.get(x, native) for x in st.inputs))
+    return _op_site(st.op, st.id, st.region, inputs, attrs, site_dtype)
+
+
+def _op_site(op: str, ident: str, region: Region, inputs: Sequence[torch.Tensor], attrs: dict[str, Any],
+             site_dtype: str) -> OpSite:
+    """The catalog op `op` on `inputs` as the site `ident` (see op_site)."""
+    spec = CATALOG[op]
     accumulates = spec.tolerance.grows_with_size
     value_terms = spec.value_terms
 
@@ -107,10 +116,7 @@ def op_site(st: OpCall, inputs: Sequence[torch.Tensor], attrs: dict[str, Any], d
         return [o.abs() if o is not None else torch.zeros_like(x) for o, x in zip(out, xs)]
 
     has_terms = terms is not None or accumulates
-    # the op rounds in its result's dtype, and its backward in its inputs' (a cast: the coarser)
-    own = dtypes
-    site_dtype = coarsest(own.get(st.id, native), *(own.get(x, native) for x in st.inputs))
-    return OpSite(st.id, st.region, spec.tolerance, spec.family == "binary", extent,
+    return OpSite(ident, region, spec.tolerance, spec.family == "binary", extent,
                   magnitude if accumulates or value_terms is not None else None, measure=True,
                   grad_terms=grad_terms if has_terms else None, dtype=site_dtype)
 
@@ -125,7 +131,9 @@ def module_forward(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: SiteH
         return _apply_norm(st, handle, x, hooks, native, channels=kind.noise == "norm:channels")
     op = kind.noise_op
     if op is not None:
-        return _AS_OP[op](st, handle, x, hooks, native)
+        if op in _AS_OP:
+            return _AS_OP[op](st, handle, x, hooks, native)
+        return _apply_as_op(op, st, handle, x, hooks, native)
     if kind.noise == "linear":
         return _apply_linear(st, handle, x, hooks, native)
     assert kind.noise == "exact", f"{kind.name}: unknown noise class {kind.noise!r}"
@@ -270,8 +278,28 @@ def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: SiteHook
     return y
 
 
-# the kinds whose noise class is an op: the site of each such op (the parameters reach the noise
-# model through the site's param_path, as a Linear's do)
+def _apply_as_op(op: str, st: Apply, handle: TorchModule, x: torch.Tensor, hooks: SiteHooks,
+                 native: str = "float32") -> torch.Tensor:
+    """A module forward as the catalog op `op` (one without attributes) on the input and the
+    module's parameters, in the kind's declared order (prelu: x, weight): the op's own site,
+    with the parameters among its inputs, so that their gradients get the noise and the
+    magnitudes an op's inputs get."""
+    spec = CATALOG[op]
+    m = handle.module
+    params = [getattr(m, name) for name in module_kind(handle.kind).params]
+    inputs = [x, *(p for p in params if isinstance(p, torch.Tensor))]
+    site = _op_site(op, st.id, "no_grad" if handle.no_grad else "grad", inputs, {}, native)
+
+    def compute(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+        with torch.no_grad() if handle.no_grad else contextlib.nullcontext():  # a module derived from valid()
+            return spec.lower(xs, {})
+
+    return hooks.on_site(site, inputs, compute)
+
+
+# the kinds whose noise class is an op with a site of its own (the parameters reach the noise
+# model through the site's param_path, as a Linear's do; the embedding op takes its indices as an
+# attribute, the module as its input); any other op: _apply_as_op
 _AS_OP: dict[str, Callable[[Apply, TorchModule, torch.Tensor, SiteHooks, str], torch.Tensor]] = {
     "conv2d": _apply_conv,
     "embedding": _apply_embedding,

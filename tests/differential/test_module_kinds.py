@@ -162,6 +162,9 @@ def test_shared_running_state_lags_like_burns(burn_worker: BurnWorker) -> None:
           {"id": "o", "kind": "optimizer", "optimizer": "sgd"},
           {"id": "st", "kind": "step", "optimizer": "o", "module": "bn", "grads": "bw", "lr": 0.1}], 6,
          "optimizer steps do not act on"),
+        ([{"id": "pr", "kind": "module", "module": "prelu", "weight": {"shape": [2], "data": [0.25, 0.5]}},
+          {"id": "x", "kind": "leaf", "shape": [2], "data": [1, -1], "device": "autodiff", "require_grad": False},
+          {"id": "y", "kind": "apply", "module": "pr", "input": "x"}], 2, "dim 1, the channels, must be 2"),
     ],
 )
 def test_bad_module_statements_are_named(statements: list[dict[str, Any]], index: int, message: str) -> None:

@@ -27,6 +27,7 @@ from difftest.program.modules.kind import (
 )
 from difftest.program.modules.layer_norm import LAYER_NORM
 from difftest.program.modules.linear import LINEAR
+from difftest.program.modules.prelu import PRELU
 from difftest.program.modules.rms_norm import RMS_NORM
 from difftest.program.shapes import Shape
 
@@ -35,7 +36,7 @@ __all__ = ["MODULE_KINDS", "NOISE_CLASSES", "SHARES_BUFFERS_ACROSS", "AttrSpec",
 
 # the registry, in the format's order (the schema's enum, the interpreter's `module_kinds!` table)
 MODULE_KINDS: dict[str, ModuleKind] = {
-    k.name: k for k in (LINEAR, DROPOUT, BATCH_NORM, LAYER_NORM, RMS_NORM, GROUP_NORM, CONV2D, EMBEDDING)}
+    k.name: k for k in (LINEAR, DROPOUT, BATCH_NORM, LAYER_NORM, RMS_NORM, GROUP_NORM, CONV2D, EMBEDDING, PRELU)}
 
 
 def module_kind(name: str) -> ModuleKind:
