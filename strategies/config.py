@@ -52,6 +52,7 @@ class GenConfig:
     # linear + dropout (linear_weight + 1)
     conv_weight: float = 1.0  # a conv2d module where the value is an image [N, C, H, W], vs linear + dropout
     embedding_weight: float = 0.6  # an embedding module (its indices a leaf of its own), vs linear + dropout
+    prelu_weight: float = 0.5  # a prelu module where the value keeps off its kink at 0, vs linear + dropout
     dropout_p_weights: tuple[float, float, float] = (1.0, 2.0, 0.5)  # p = 0, 0.5, 1 (burn panics)
     transform_weights: tuple[float, ...] = (2.0, 2.0, 1.0, 1.0, 1.0)  # valid train no_grad freeze unfreeze
     avoid_known_bugs: bool = True  # skip triggers listed in difftest/divergences/known_bugs.py

@@ -1,6 +1,6 @@
 """Hand-written programs over the module kinds other than linear and dropout (batch_norm,
-layer_norm, rms_norm, group_norm, conv2d, embedding): their transforms, running statistics and
-parameters (shared by the reproducer and module tests)."""
+layer_norm, rms_norm, group_norm, conv2d, embedding, prelu): their transforms, running
+statistics and parameters (shared by the reproducer and module tests)."""
 
 from __future__ import annotations
 
@@ -210,6 +210,39 @@ EMBEDDING = _doc(
     {"id": "bw", "kind": "backward", "input": "t2"},
 )
 
+# prelu: one weight per channel on [N, C, L] and [N, C, H, W] inputs, a single weight on a
+# rank-1 input, every transform, its weight read through handles; inputs off the kink at 0
+PRELU = _doc(
+    {"id": "pr", "kind": "module", "module": "prelu", "weight": _t([0.25, -0.5, 1.5])},
+    {"id": "p1", "kind": "module", "module": "prelu", "weight": _t([0.75])},
+    _leaf("x", [2, 3, 2], [1.0, -2.0, -1.0, 0.5, 3.0, -2.5, -0.25, -2.0, 4.0, 1.0, -0.5, 1.5], rg=True),
+    _leaf("x4", [1, 3, 1, 2], [0.5, -1.0, 2.0, -1.5, 0.25, -0.75]),
+    _leaf("z", [4], [-1.5, 2.0, -0.125, 0.5], rg=True),
+    {"id": "y", "kind": "apply", "module": "pr", "input": "x"},
+    {"id": "y1", "kind": "apply", "module": "p1", "input": "z"},
+    {"id": "va", "kind": "transform", "transform": "valid", "input": "pr"},
+    {"id": "y2", "kind": "apply", "module": "va", "input": "x4"},
+    {"id": "tr", "kind": "transform", "transform": "train", "input": "va"},
+    {"id": "y3", "kind": "apply", "module": "tr", "input": "x"},
+    {"id": "ng", "kind": "transform", "transform": "no_grad", "input": "pr"},
+    {"id": "y4", "kind": "apply", "module": "ng", "input": "x"},
+    {"id": "fr", "kind": "transform", "transform": "freeze", "input": "pr"},
+    {"id": "uf", "kind": "transform", "transform": "unfreeze", "input": "fr"},
+    {"id": "y5", "kind": "apply", "module": "uf", "input": "x4"},
+    {"id": "w", "kind": "param", "module": "pr", "param": "weight"},
+    {"id": "w1", "kind": "param", "module": "p1", "param": "weight"},
+    {"id": "wf", "kind": "param", "module": "fr", "param": "weight"},
+    {"id": "c", "kind": "op", "op": "mul", "inputs": ["y", "y4"]},
+    {"id": "s", "kind": "op", "op": "sum", "inputs": ["c"]},
+    {"id": "s1", "kind": "op", "op": "sum", "inputs": ["y1"]},
+    {"id": "s3", "kind": "op", "op": "sum", "inputs": ["y3"]},
+    {"id": "s5", "kind": "op", "op": "sum", "inputs": ["y5"]},
+    {"id": "t", "kind": "op", "op": "add", "inputs": ["s", "s1"]},
+    {"id": "t2", "kind": "op", "op": "add", "inputs": ["t", "s3"]},
+    {"id": "t3", "kind": "op", "op": "add", "inputs": ["t2", "s5"]},
+    {"id": "bw", "kind": "backward", "input": "t3"},
+)
+
 # freeze() then train(): burn's BatchNorm stays on its inference path until unfreeze() (record
 # batch-norm-freeze-survives-train); then it trains again
 BATCH_NORM_FREEZE_TRAIN = _doc(
@@ -230,4 +263,4 @@ MODULE_PROGRAMS: dict[str, Program] = {"batch_norm_transforms": BATCH_NORM_TRANS
                                        "rms_norm": RMS_NORM, "batch_norm_plain_input": BATCH_NORM_PLAIN_INPUT,
                                        "batch_norm_freeze_train": BATCH_NORM_FREEZE_TRAIN,
                                        "group_norm": GROUP_NORM, "conv2d": CONV2D,
-                                       "embedding": EMBEDDING}
+                                       "embedding": EMBEDDING, "prelu": PRELU}

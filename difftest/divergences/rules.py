@@ -30,7 +30,7 @@ from difftest.ops.catalog import CATALOG
 from difftest.ops.strides import contiguous_strides
 from difftest.ops.value_dtypes import CAST_ATTR_TYPE
 from difftest.program.ir import Apply, Cut, Leaf, Module, OpCall, Param, Shape, region_of
-from difftest.program.module_kinds import module_kind
+from difftest.program.modules import module_kind
 
 
 def _burn_inputs(step: Step) -> tuple[BurnState, ...]:

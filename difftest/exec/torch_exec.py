@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import torch
@@ -34,13 +35,13 @@ from difftest.program.ir import (
     Transform,
     ZeroGrad,
 )
-from difftest.program.module_kinds import SHARES_BUFFERS_ACROSS
+from difftest.program.modules import SHARES_BUFFERS_ACROSS
 from difftest.program.observation import BackwardObs, ErrorObs, Observation, ValueObs
 
 
-def build_module(st: Module, dt: torch.dtype) -> torch.nn.Module:
-    """`module` statement -> its kind's PyTorch module (difftest/exec/torch_modules.py)."""
-    return build_torch_module(st, dt)
+def build_module(st: Module, dt: torch.dtype) -> TorchModule:
+    """`module` statement -> a handle of its kind's PyTorch module (difftest/exec/torch_modules.py)."""
+    return TorchModule(build_torch_module(st, dt), st.module)
 
 
 def transform_module(handle: TorchModule, transform: str) -> TorchModule:
@@ -53,15 +54,15 @@ def transform_module(handle: TorchModule, transform: str) -> TorchModule:
     if transform in SHARES_BUFFERS_ACROSS:  # burn's clone shares the running state
         share_state(m, handle.module)
     if transform == "valid":
-        return TorchModule(m.eval(), no_grad=True)
+        return replace(handle, module=m.eval(), no_grad=True)
     if transform == "train":
-        return TorchModule(m.train(), no_grad=False)
+        return replace(handle, module=m.train(), no_grad=False)
     if transform == "no_grad":
-        return TorchModule(m.requires_grad_(False), handle.no_grad)
+        return replace(handle, module=m.requires_grad_(False))
     if transform == "freeze":
-        return TorchModule(m.requires_grad_(False).eval(), handle.no_grad)
+        return replace(handle, module=m.requires_grad_(False).eval())
     assert transform == "unfreeze", transform
-    return TorchModule(m.requires_grad_(True).train(), handle.no_grad)
+    return replace(handle, module=m.requires_grad_(True).train())
 
 
 def module_param(handle: TorchModule, name: str) -> torch.Tensor:
@@ -127,7 +128,7 @@ def run_torch(program: Program, dtype: str | None = None, *, burn_inference: fro
                 backwards.append(_backward(st, env, modules, session))
                 continue
             if isinstance(st, Module):
-                modules[st.id] = TorchModule(build_module(st, dt))
+                modules[st.id] = build_module(st, dt)
                 continue
             if isinstance(st, Transform):
                 modules[st.id] = transform_module(modules[st.input], st.transform)

@@ -1,40 +1,24 @@
-"""How PyTorch builds each module kind of difftest/program/module_kinds.py (one builder per
-kind, from the statement's configuration and inline tensors, in PyTorch's names and layouts)."""
+"""How PyTorch builds a module statement: its kind's constructor (the entry's `pytorch` source,
+difftest/program/modules/, the text the PyTorch reproducer prints) evaluated with `torch`, `F`
+and this module's classes in scope, then every inline tensor copied into the same-named
+parameter or buffer. BurnBatchNorm is the batch_norm kind's class: PyTorch's batch norm under
+burn's running-state conventions."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
+from types import CodeType
+from typing import Any
 
 import torch
 
 from difftest.divergences.running_stats import BATCH_NORM_RUNNING_VAR
-from difftest.program.ir import InlineTensor, Module
-
-
-def _tensor(t: InlineTensor, dt: torch.dtype) -> torch.Tensor:
-    return torch.tensor(t.data, dtype=dt).reshape(t.shape)
-
-
-def _copy_tensors(m: torch.nn.Module, st: Module, dt: torch.dtype) -> torch.nn.Module:
-    """Every inline tensor of `st` copied into the same-named parameter or buffer of `m`."""
-    with torch.no_grad():
-        for name, t in st.tensors().items():
-            target = getattr(m, name)
-            assert isinstance(target, torch.Tensor), f"{type(m).__name__} has no tensor {name!r}"
-            target.copy_(_tensor(t, dt))
-    return m
-
-
-def _linear(st: Module, dt: torch.dtype) -> torch.nn.Module:
-    """nn.Linear: weight [out, in] and bias copied from the data, the parameters requiring grad."""
-    out_f, in_f = st.weight.shape if st.weight is not None else (0, 0)
-    return _copy_tensors(torch.nn.Linear(in_f, out_f, bias=st.bias is not None, dtype=dt), st, dt)
-
-
-def _dropout(st: Module, dt: torch.dtype) -> torch.nn.Module:
-    return torch.nn.Dropout(st.p)
-
+from difftest.exec.torch_values import DTYPE_NAMES
+from difftest.ops.spelling import TORCH_NAMESPACE_SOURCE
+from difftest.program.ir import Module
+from difftest.program.modules import module_kind
 
 # a hook on a BatchNorm's running-statistics update: (input, new mean, new var, momentum) -> (mean, var)
 Perturb = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float], tuple[torch.Tensor, torch.Tensor]]
@@ -53,15 +37,14 @@ class BurnBatchNorm(torch.nn.Module):
     running_mean: torch.Tensor
     running_var: torch.Tensor
 
-    def __init__(self, st: Module, dt: torch.dtype):
+    def __init__(self, n: int, epsilon: float, momentum: float, dtype: torch.dtype = torch.float32):
         super().__init__()
-        n = int(st.attrs["num_features"])
-        self.epsilon = float(st.attrs["epsilon"])
-        self.momentum = float(st.attrs["momentum"])
-        self.weight = torch.nn.Parameter(torch.ones(n, dtype=dt))
-        self.bias = torch.nn.Parameter(torch.zeros(n, dtype=dt))
-        self.register_buffer("running_mean", torch.zeros(n, dtype=dt))
-        self.register_buffer("running_var", torch.ones(n, dtype=dt))
+        self.epsilon = epsilon
+        self.momentum = momentum
+        self.weight = torch.nn.Parameter(torch.ones(n, dtype=dtype))
+        self.bias = torch.nn.Parameter(torch.zeros(n, dtype=dtype))
+        self.register_buffer("running_mean", torch.zeros(n, dtype=dtype))
+        self.register_buffer("running_var", torch.ones(n, dtype=dtype))
         # the pending update of each statistic (burn: one RunningState each), in a dict that
         # handles sharing the state share
         self.pending: dict[str, torch.Tensor] = {}
@@ -137,80 +120,42 @@ def sync_state(m: torch.nn.Module, name: str | None = None) -> None:
         m.sync((name,) if name is not None else ("running_mean", "running_var"))
 
 
+def update_running_state(m: torch.nn.Module, x: torch.Tensor, perturb: Perturb | None = None) -> None:
+    """The running-state update of a train-mode forward on `x` whose output was computed apart
+    (the noise model's: difftest/oracle/sites.py), for a module with a running state."""
+    assert isinstance(m, BurnBatchNorm), type(m).__name__
+    m.update(x, perturb)
+
+
 def share_state(new: torch.nn.Module, old: torch.nn.Module) -> None:
     if isinstance(new, BurnBatchNorm) and isinstance(old, BurnBatchNorm):
         new.share_state(old)
 
 
-def _batch_norm(st: Module, dt: torch.dtype) -> torch.nn.Module:
-    return _copy_tensors(BurnBatchNorm(st, dt), st, dt)
+# the namespace a kind's constructor is evaluated in: the reproducer script's (torch, F) and
+# the executor's own classes, which a script defines from the kind's `pytorch_helper`
+NAMESPACE: dict[str, Any] = {"BurnBatchNorm": BurnBatchNorm}
+exec(TORCH_NAMESPACE_SOURCE, NAMESPACE)
 
 
-def _layer_norm(st: Module, dt: torch.dtype) -> torch.nn.Module:
-    """nn.LayerNorm over the last dim (normalized_shape = [d_model])."""
-    m = torch.nn.LayerNorm(int(st.attrs["d_model"]), eps=float(st.attrs["epsilon"]), bias=st.bias is not None,
-                           dtype=dt)
-    return _copy_tensors(m, st, dt)
+@functools.lru_cache(maxsize=1024)
+def _compiled(source: str) -> CodeType:
+    return compile(source, "<difftest module>", "eval")
 
 
-
-
-def _rms_norm(st: Module, dt: torch.dtype) -> torch.nn.Module:
-    """nn.RMSNorm over the last dim, with the statement's epsilon (burn's formula: rms_norm in
-    module_kinds.py)."""
-    m = torch.nn.RMSNorm(int(st.attrs["d_model"]), eps=float(st.attrs["epsilon"]), dtype=dt)
-    return _copy_tensors(m, st, dt)
-
-
-def _group_norm(st: Module, dt: torch.dtype) -> torch.nn.Module:
-    """nn.GroupNorm(num_groups, num_channels, eps, affine = weight and bias given): burn's
-    formula (group_norm in module_kinds.py)."""
-    m = torch.nn.GroupNorm(int(st.attrs["num_groups"]), int(st.attrs["num_channels"]),
-                           eps=float(st.attrs["epsilon"]), affine=st.weight is not None, dtype=dt)
-    return _copy_tensors(m, st, dt)
-
-
-def _conv2d(st: Module, dt: torch.dtype) -> torch.nn.Module:
-    """nn.Conv2d with the weight [C_out, C_in / groups, kh, kw] and bias copied from the data."""
-    assert st.weight is not None
-    c_out, per_group, kh, kw = st.weight.shape
-    g = int(st.attrs["groups"])
-    m = torch.nn.Conv2d(per_group * g, c_out, (kh, kw), stride=tuple(st.attrs["stride"]),
-                        padding=tuple(st.attrs["padding"]), dilation=tuple(st.attrs["dilation"]), groups=g,
-                        bias=st.bias is not None, dtype=dt)
-    return _copy_tensors(m, st, dt)
-
-
-class IndexEmbedding(torch.nn.Embedding):
-    """nn.Embedding whose forward takes the program's leaf of integral indices, converted with
-    `.long()` (burn: `.int()`; the IR's values are floats, module_kinds.check_indices)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = super().forward(x.long())
-        return out
-
-
-def _embedding(st: Module, dt: torch.dtype) -> torch.nn.Module:
-    """nn.Embedding(num_embeddings, embedding_dim) with the weight copied from the data."""
-    assert st.weight is not None
-    rows, dim = st.weight.shape
-    return _copy_tensors(IndexEmbedding(rows, dim, dtype=dt), st, dt)
-
-
-TORCH_BUILDERS: dict[str, Callable[[Module, torch.dtype], torch.nn.Module]] = {
-    "linear": _linear,
-    "dropout": _dropout,
-    "batch_norm": _batch_norm,
-    "layer_norm": _layer_norm,
-    "rms_norm": _rms_norm,
-    "group_norm": _group_norm,
-    "conv2d": _conv2d,
-    "embedding": _embedding,
-}
+def constructor(st: Module, dt: torch.dtype) -> str:
+    """The PyTorch constructor of the statement `st` in dtype `dt` (the kind's spelling)."""
+    return module_kind(st.module).pytorch(st, f", dtype=torch.{DTYPE_NAMES[dt]}")
 
 
 def build_torch_module(st: Module, dt: torch.dtype) -> torch.nn.Module:
-    builder = TORCH_BUILDERS.get(st.module)
-    if builder is None:
-        raise ValueError(f"module {st.id!r}: no PyTorch builder for kind {st.module!r}")
-    return builder(st, dt)
+    """The module `st` builds: its kind's constructor, evaluated, with every inline tensor of the
+    statement copied into the same-named parameter or buffer."""
+    m = eval(_compiled(constructor(st, dt)), NAMESPACE)
+    assert isinstance(m, torch.nn.Module), f"module {st.id!r}: the {st.module} constructor made {type(m).__name__}"
+    with torch.no_grad():
+        for name, t in st.tensors().items():
+            target = getattr(m, name)
+            assert isinstance(target, torch.Tensor), f"{type(m).__name__} has no tensor {name!r}"
+            target.copy_(torch.tensor(t.data, dtype=dt).reshape(t.shape))
+    return m

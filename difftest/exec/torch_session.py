@@ -4,7 +4,7 @@ reads of a gradients handle, and optimizer steps on a copy of a module."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -91,7 +91,7 @@ def _step(st: Step, modules: dict[str, TorchModule], session: Session) -> TorchM
     session.optimizer_states[st.optimizer] = copy.deepcopy(opt.state_dict())  # type: ignore[arg-type]
     for p in m.parameters():
         p.grad = None  # a new handle starts without gradients, like burn's
-    return type(handle)(m, handle.no_grad)
+    return replace(handle, module=m)
 
 
 def _tensor_obs(t: torch.Tensor) -> TensorObs:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from difftest.program.ir import Region
+from difftest.program.modules import module_kind
 from difftest.program.observation import TensorObs
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
@@ -49,16 +50,24 @@ def flags(t: torch.Tensor) -> dict[str, bool]:
 
 @dataclass(frozen=True)
 class TorchModule:
-    """A module handle: the nn.Module and whether its forward runs under `torch.no_grad()`
-    (a module derived from `valid` and not trained since: `model.eval()` + `no_grad`)."""
+    """A module handle: the nn.Module, its kind (a name in difftest/program/modules/) and
+    whether its forward runs under `torch.no_grad()` (a module derived from `valid` and not
+    trained since: `model.eval()` + `no_grad`)."""
 
     module: torch.nn.Module
+    kind: str
     no_grad: bool = False
 
 
 def apply_module(handle: TorchModule, x: torch.Tensor) -> torch.Tensor:
-    if isinstance(handle.module, torch.nn.Dropout):
+    """The handle's forward on `x`: seeded before a forward that draws random numbers (dropout,
+    as difftest-burn seeds burn's), on indices as a LongTensor for a kind that takes them (the
+    program's leaf holds them as floats: embedding)."""
+    kind = module_kind(handle.kind)
+    if kind.random:
         torch.manual_seed(0)
+    if kind.index_bound is not None:
+        x = x.long()
     if handle.no_grad:
         with torch.no_grad():
             out: torch.Tensor = handle.module(x)

@@ -19,8 +19,9 @@ from difftest.divergences.known_bugs import KNOWN_BUGS
 from difftest.findings.corpus import Case
 from difftest.findings.reproducers import rust_test, test_name, torch_script
 from difftest.oracle.compare import Mismatch, Verdict
+from difftest.program.literals import fmt_data
 from difftest.program.observation import Observation, TensorObs
-from difftest.program.text import fmt_data, statement_text
+from difftest.program.text import statement_text
 from difftest.versions import difftest_version, torch_version
 
 TITLE_LIMIT = 100

@@ -21,7 +21,8 @@ from difftest.findings.table import grad_text, predicted_text, rows, shape_text,
 from difftest.ops.catalog import CATALOG
 from difftest.oracle.compare import DISMISSED
 from difftest.program.ir import Backward
-from difftest.program.text import fmt_data, program_text
+from difftest.program.literals import fmt_data
+from difftest.program.text import program_text
 
 if TYPE_CHECKING:
     from difftest.findings.report import Campaign, CaseReport, Report

@@ -15,8 +15,8 @@ import torch
 from difftest.ops.catalog import CATALOG
 from difftest.ops.validate import check_program
 from difftest.oracle.pytorch import run as run_torch
+from difftest.program.dtypes import to_f32
 from difftest.program.ir import Leaf, OpCall, Program, ProgramError, Statement, inputs_of
-from difftest.program.jsonio import to_f32
 
 Still = Callable[[Program], bool]
 

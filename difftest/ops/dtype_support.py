@@ -12,6 +12,8 @@ Torch-free at import.
 
 from __future__ import annotations
 
+from difftest.program.modules import MODULE_KINDS
+
 _BCE = ("burn-nn 0.22.1's BinaryCrossEntropyLoss::forward converts the Int targets with `.float()`, "
         "which makes them the device's default float dtype (float32), and combines them with the {d} "
         "input: Flex panics 'storage: dtype mismatch (expected {D}, got F32)' "
@@ -51,17 +53,13 @@ IMPRECISE: dict[str, dict[str, str]] = {
     }
     for d in ("float16", "bfloat16")
 }
-# normalisation modules (module kinds, drawn by the generator's module()) in half precision: PyTorch
-# CPU normalises half tensors with float32 intermediates (opmath), burn-flex in the half dtype; the
-# normalisation noise model (oracle/noise.py) measures PyTorch's own kernels and does not see it
-_NORM_HALF = ("PyTorch CPU computes {k} of {d} tensors with float32 intermediates (opmath); burn computes "
-              "in {d}; the normalisation noise model measures PyTorch's own forwards and cannot bound the "
-              "difference, so the generator builds no {k} in {d} programs (found when dtypes and module "
-              "kinds met, tests/differential/test_dtype_support.py, float16: the gradient of a leaf through "
-              "a layer_norm, PyTorch -0.18042, burn -0.18774, float64 -0.18769)")
-for _d in ("float16", "bfloat16"):
-    IMPRECISE[_d].update({k: _NORM_HALF.format(k=k, d=_d)
-                          for k in ("layer_norm", "rms_norm", "batch_norm", "group_norm")})
+# module kinds (drawn by the generator's module()) declare their own, in their entries
+# (difftest/program/modules/: the normalisations are imprecise in half precision)
+for _kind in MODULE_KINDS.values():
+    for _d, _why in _kind.unsupported.items():
+        UNSUPPORTED[_d][_kind.name] = _why
+    for _d, _why in _kind.imprecise.items():
+        IMPRECISE[_d][_kind.name] = _why
 
 
 # an op (or module) whose inputs are in different dtypes (after a `cast`), measured: PyTorch

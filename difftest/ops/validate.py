@@ -21,7 +21,7 @@ from difftest.program.ir import (
     Transform,
     numel,
 )
-from difftest.program.module_kinds import ModuleError, check_indices, forward_shape, module_kind
+from difftest.program.modules import ModuleError, check_indices, forward_shape, module_kind
 from difftest.program.shapes import ShapeError
 
 # The element budget, checked before anything runs (the Rust side has the same two constants
@@ -114,7 +114,7 @@ def infer_shapes(program: Program, *, bounded: bool = False) -> dict[str, Shape]
 
 def apply_shape(module: Module, x: Shape, index: int, st: Statement) -> Shape:
     """The output shape of `module` applied to an input of shape `x` (its kind's declaration,
-    difftest/program/module_kinds.py)."""
+    difftest/program/modules/)."""
     try:
         return forward_shape(module_kind(module.module), module.config(), module.tensor_shapes(), x)
     except ModuleError as e:
@@ -122,7 +122,7 @@ def apply_shape(module: Module, x: Shape, index: int, st: Statement) -> Shape:
 
 
 def check_apply_input(module: Module, program: Program, st: Apply, index: int) -> None:
-    """An index-taking kind's forward (embedding) takes a leaf of indices (module_kinds.check_indices)."""
+    """An index-taking kind's forward (embedding) takes a leaf of indices (modules.check_indices)."""
     kind = module_kind(module.module)
     if kind.index_bound is None:
         return

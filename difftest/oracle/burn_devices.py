@@ -7,15 +7,17 @@ from __future__ import annotations
 
 from difftest.oracle.model import predict
 from difftest.program.ir import Apply, Program, root_module
+from difftest.program.modules import module_kind
 
 
 def batch_norm_inference_applies(program: Program) -> frozenset[str]:
-    """The batch_norm forwards (apply ids) for which burn takes the inference path whatever
-    PyTorch's mode says, by the model's prediction: the input is off burn's autodiff device, or
-    the handle's burn training flag is off (freeze() survived a train())."""
+    """The batch_norm forwards (apply ids; the forwards of a kind with running state) for which
+    burn takes the inference path whatever PyTorch's mode says, by the model's prediction: the
+    input is off burn's autodiff device, or the handle's burn training flag is off (freeze()
+    survived a train())."""
     by_id = program.by_id()
     applies = [st for st in program.statements if isinstance(st, Apply)
-               and root_module(program, st.module, by_id).module == "batch_norm"]
+               and module_kind(root_module(program, st.module, by_id).module).stateful]
     if not applies:
         return frozenset()
     burn = predict(program).burn

@@ -49,7 +49,7 @@ from difftest.program.ir import (
     value_inputs,
 )
 from difftest.program.ir import Step as StepStatement
-from difftest.program.module_kinds import module_kind
+from difftest.program.modules import module_kind
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from difftest.divergences.states import BurnState, ModuleState, State, TorchState
 from difftest.ops.catalog import CATALOG
 from difftest.program.ir import Apply, Cut, OpCall, Shape, Statement, value_inputs
-from difftest.program.module_kinds import module_kind
+from difftest.program.modules import module_kind
 
 
 def is_node(state: State) -> bool:

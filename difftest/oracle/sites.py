@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from difftest.exec.torch_modules import BurnBatchNorm
+from difftest.exec.torch_modules import update_running_state
 from difftest.exec.torch_values import TorchModule, apply_module
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
@@ -22,6 +22,7 @@ from difftest.ops.value_dtypes import coarsest
 from difftest.oracle.norm_terms import NORMALIZE, norm_grad_terms, normalized_terms, running_stat_noise, stateless_norm
 from difftest.oracle.shared_noise import shared_norm_noise
 from difftest.program.ir import Apply, OpCall, Region, Statement
+from difftest.program.modules import module_kind
 
 Uniform = Callable[[torch.Size], torch.Tensor]
 
@@ -84,7 +85,16 @@ def op_site(st: OpCall, inputs: Sequence[torch.Tensor], attrs: dict[str, Any], d
             native: str) -> OpSite:
     """The op `st` for the noise model: its tolerance class, the size of the terms its sums add
     up (accumulating ops), the terms of its gradient, the dtype it rounds in."""
-    spec = CATALOG[st.op]
+    # the op rounds in its result's dtype, and its backward in its inputs' (a cast: the coarser)
+    own = dtypes
+    site_dtype = coarsest(own.get(st.id, native), *(own.get(x, native) for x in st.inputs))
+    return _op_site(st.op, st.id, st.region, inputs, attrs, site_dtype)
+
+
+def _op_site(op: str, ident: str, region: Region, inputs: Sequence[torch.Tensor], attrs: dict[str, Any],
+             site_dtype: str) -> OpSite:
+    """The catalog op `op` on `inputs` as the site `ident` (see op_site)."""
+    spec = CATALOG[op]
     accumulates = spec.tolerance.grows_with_size
     value_terms = spec.value_terms
 
@@ -106,27 +116,36 @@ def op_site(st: OpCall, inputs: Sequence[torch.Tensor], attrs: dict[str, Any], d
         return [o.abs() if o is not None else torch.zeros_like(x) for o, x in zip(out, xs)]
 
     has_terms = terms is not None or accumulates
-    # the op rounds in its result's dtype, and its backward in its inputs' (a cast: the coarser)
-    own = dtypes
-    site_dtype = coarsest(own.get(st.id, native), *(own.get(x, native) for x in st.inputs))
-    return OpSite(st.id, st.region, spec.tolerance, spec.family == "binary", extent,
+    return OpSite(ident, region, spec.tolerance, spec.family == "binary", extent,
                   magnitude if accumulates or value_terms is not None else None, measure=True,
                   grad_terms=grad_terms if has_terms else None, dtype=site_dtype)
 
 
 def module_forward(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: SiteHooks,
                    native: str = "float32") -> torch.Tensor:
-    """A module forward as the noise model sees it: a Linear, a Conv2d and an Embedding as the
-    op they compute, a normalisation with its shared statistics; other kinds (dropout) as is."""
-    if isinstance(handle.module, (BurnBatchNorm, torch.nn.LayerNorm, torch.nn.RMSNorm, torch.nn.GroupNorm)):
-        return _apply_norm(st, handle, x, hooks, native)
-    if isinstance(handle.module, torch.nn.Conv2d):
-        return _apply_conv(st, handle, x, hooks, native)
-    if isinstance(handle.module, torch.nn.Embedding):
-        return _apply_embedding(st, handle, x, hooks, native)
-    if not isinstance(handle.module, torch.nn.Linear):
-        return apply_module(handle, x)
+    """A module forward as the noise model sees it, by its kind's noise class
+    (difftest/program/modules/): a Linear and the kinds that are an op (conv2d, embedding) as the
+    op they compute, a normalisation with its shared statistics, an exact kind (dropout) as is."""
+    kind = module_kind(handle.kind)
+    if kind.noise.startswith("norm:"):
+        return _apply_norm(st, handle, x, hooks, native, channels=kind.noise == "norm:channels")
+    op = kind.noise_op
+    if op is not None:
+        if op in _AS_OP:
+            return _AS_OP[op](st, handle, x, hooks, native)
+        return _apply_as_op(op, st, handle, x, hooks, native)
+    if kind.noise == "linear":
+        return _apply_linear(st, handle, x, hooks, native)
+    assert kind.noise == "exact", f"{kind.name}: unknown noise class {kind.noise!r}"
+    return apply_module(handle, x)
+
+
+def _apply_linear(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: SiteHooks,
+                  native: str = "float32") -> torch.Tensor:
+    """A Linear forward for the noise model: a dot product over `in` plus the bias, an
+    accumulating op; its parameters' terms through a forward on |x|."""
     lin = handle.module
+    assert isinstance(lin, torch.nn.Linear)
 
     def magnitude(xs: Sequence[torch.Tensor]) -> torch.Tensor:
         bias = lin.bias.detach().abs() if lin.bias is not None else None
@@ -194,11 +213,12 @@ def _apply_embedding(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: Sit
 
 
 def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: SiteHooks,
-                native: str = "float32") -> torch.Tensor:
+                native: str = "float32", *, channels: bool) -> torch.Tensor:
     """A normalisation forward for the noise model: a few roundings per element (mean,
     variance, square root, division: the softmax-like class), computed once (a train-mode
     forward updates the running state); the parameters' gradient terms are |g| |x_hat| (weight)
-    and |g| (bias), through a forward that only they differentiate."""
+    and |g| (bias), through a forward that only they differentiate. `channels`: the affine
+    parameters scale dim 1 (else the last dim)."""
     m = handle.module
 
     def affine(xhat: torch.Tensor, magnitudes: bool) -> torch.Tensor:
@@ -206,7 +226,6 @@ def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: SiteHook
         weight, bias = m.weight, getattr(m, "bias", None)
         assert weight is None or isinstance(weight, torch.Tensor)
         assert bias is None or isinstance(bias, torch.Tensor)
-        channels = isinstance(m, (BurnBatchNorm, torch.nn.GroupNorm))
         shape = [1, -1] + [1] * (xhat.dim() - 2) if channels else [-1]
         if magnitudes:
             weight = weight.detach().abs().to(xhat.dtype) if weight is not None else None
@@ -253,7 +272,35 @@ def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: SiteHook
             yp = stateless_norm(m, xp)
             if yp.requires_grad:
                 y = y + (yp - yp.detach())
-    if isinstance(m, BurnBatchNorm):
+    if module_kind(handle.kind).stateful:  # a train-mode forward updates the running state
         draws = hooks.uniform_draws()  # the noise runs' draws, when these are they
-        m.update(x, running_stat_noise(draws) if draws is not None else None)
+        update_running_state(m, x, running_stat_noise(draws) if draws is not None else None)
     return y
+
+
+def _apply_as_op(op: str, st: Apply, handle: TorchModule, x: torch.Tensor, hooks: SiteHooks,
+                 native: str = "float32") -> torch.Tensor:
+    """A module forward as the catalog op `op` (one without attributes) on the input and the
+    module's parameters, in the kind's declared order (prelu: x, weight): the op's own site,
+    with the parameters among its inputs, so that their gradients get the noise and the
+    magnitudes an op's inputs get."""
+    spec = CATALOG[op]
+    m = handle.module
+    params = [getattr(m, name) for name in module_kind(handle.kind).params]
+    inputs = [x, *(p for p in params if isinstance(p, torch.Tensor))]
+    site = _op_site(op, st.id, "no_grad" if handle.no_grad else "grad", inputs, {}, native)
+
+    def compute(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+        with torch.no_grad() if handle.no_grad else contextlib.nullcontext():  # a module derived from valid()
+            return spec.lower(xs, {})
+
+    return hooks.on_site(site, inputs, compute)
+
+
+# the kinds whose noise class is an op with a site of its own (the parameters reach the noise
+# model through the site's param_path, as a Linear's do; the embedding op takes its indices as an
+# attribute, the module as its input); any other op: _apply_as_op
+_AS_OP: dict[str, Callable[[Apply, TorchModule, torch.Tensor, SiteHooks, str], torch.Tensor]] = {
+    "conv2d": _apply_conv,
+    "embedding": _apply_embedding,
+}

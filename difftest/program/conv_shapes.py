@@ -1,7 +1,7 @@
 """The shape rule of convolutions (PyTorch's `torch.nn.functional` conventions: an image is
 `[N, C, H, W]`, a convolution weight `[C_out, C_in / groups, k...]`, a transposed
 convolution's `[C_in, C_out / groups, k...]`): shared by the conv ops (difftest/ops/nn_shapes.py)
-and the conv2d module kind (module_kinds.py), so it lives in the program layer both read."""
+and the conv2d module kind (modules/conv2d.py), so it lives in the program layer both read."""
 
 from __future__ import annotations
 

@@ -25,6 +25,14 @@ MAX = {"float64": 1.7976931348623157e308, "float32": 3.4028234663852886e38, "flo
        "bfloat16": 3.3895313892515355e38}
 
 
+def to_f32(x: float) -> float:
+    """Round a Python float to the nearest float32, returned as a Python float."""
+    try:
+        return float(struct.unpack("<f", struct.pack("<f", x))[0])
+    except OverflowError:
+        raise ValueError(f"{x!r} is beyond the float32 range") from None
+
+
 def check_dtype(dtype: str, where: str = "dtype") -> str:
     if dtype not in FLOAT_DTYPES:
         raise ValueError(f"{where}: unknown dtype {dtype!r} (known: {', '.join(FLOAT_DTYPES)})")

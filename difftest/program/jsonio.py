@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import math
-import struct
 from functools import cache
 from importlib import resources
 from typing import Any
 
 import jsonschema
 
-from difftest.program.dtypes import DEFAULT_DTYPE, FLOAT_DTYPES
+from difftest.program.dtypes import DEFAULT_DTYPE, FLOAT_DTYPES, to_f32
 from difftest.program.ir import (
     FORMAT_NAME,
     FORMAT_VERSIONS,
@@ -33,18 +32,10 @@ from difftest.program.ir import (
     Transform,
     ZeroGrad,
 )
-from difftest.program.module_kinds import ModuleError, module_kind
 from difftest.program.module_schema import overlay
+from difftest.program.modules import ModuleError, module_kind
 
 SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-
-
-def to_f32(x: float) -> float:
-    """Round a Python float to the nearest float32, returned as a Python float."""
-    try:
-        return float(struct.unpack("<f", struct.pack("<f", x))[0])
-    except OverflowError:
-        raise ValueError(f"{x!r} is beyond the float32 range") from None
 
 
 def encode_float(x: float) -> float | str:
@@ -168,7 +159,7 @@ def program_to_json(program: Program, indent: int | None = None) -> str:
 def schema(version: int = FORMAT_VERSIONS[-1]) -> dict[str, Any]:
     text = resources.files("difftest.program").joinpath(f"schema/program-v{version}.json").read_text()
     loaded: dict[str, Any] = json.loads(text)
-    return overlay(loaded)  # module kinds and param names from module_kinds.py
+    return overlay(loaded)  # module kinds and param names from difftest/program/modules/
 
 
 @cache
@@ -296,7 +287,7 @@ def _statement_from_dict(raw: dict[str, Any], dtype: str = DEFAULT_DTYPE) -> Sta
 
 def _module_to_dict(st: Module) -> dict[str, Any]:
     """A module statement: its kind's attributes, then its inline tensors (an absent optional
-    one written as null), in the kind's declared order (module_kinds.py)."""
+    one written as null), in the kind's declared order (difftest/program/modules/)."""
     spec = module_kind(st.module)
     d: dict[str, Any] = {"id": st.id, "kind": "module", "module": st.module}
     for a in spec.attrs:

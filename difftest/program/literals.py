@@ -1,13 +1,31 @@
-"""Program values spelled as Python and Rust source: float literals that keep every bit, lists,
-line wrapping. Shared by the op spellings (difftest/ops/spelling.py) and the reproducers."""
+"""Program values spelled as Python and Rust source (float literals that keep every bit, lists,
+line wrapping, burn's tensors of a program's dtype) and as display text (fmt_data). Shared by
+the op spellings (difftest/ops/spelling.py), the module kinds' spellings
+(difftest/program/modules/), the reproducers and the program's text (text.py)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from difftest.program.jsonio import to_f32
+from difftest.program.dtypes import to_f32
+
+
+def fmt_float(x: float) -> str:
+    """A float as display text (not source: nan, inf)."""
+    if x != x:
+        return "nan"
+    if x in (float("inf"), float("-inf")):
+        return "inf" if x > 0 else "-inf"
+    r = repr(float(x))
+    return r
+
+
+def fmt_data(data: tuple[float, ...], limit: int = 12) -> str:
+    items = [fmt_float(x) for x in data[:limit]]
+    more = f", … ({len(data)} values)" if len(data) > limit else ""
+    return "[" + ", ".join(items) + more + "]"
 
 
 def _literal(s: str) -> str:
@@ -110,3 +128,30 @@ def rust_f32_items(data: Iterable[float]) -> list[str]:
     if items and not items[0].startswith("f32::"):
         items[0] += "f32"
     return items
+
+
+# a program's dtype as burn's DType (float32 programs use the device's default, F32)
+BURN_DTYPE = {"float64": "DType::F64", "float16": "DType::F16", "bfloat16": "DType::BF16"}
+
+
+def rust_items(data: Iterable[float], dtype: str) -> list[str]:
+    """Data literals of a program of `dtype`: f32 for float32 programs, else f64 (exact; burn
+    converts to the dtype)."""
+    return rust_f32_items(data) if dtype == "float32" else rust_f64_items(data)
+
+
+def burn_options(dev: str, dtype: str) -> str:
+    """The creation options of a tensor on the device `dev` (a Rust variable) in `dtype`."""
+    return f"&{dev}" if dtype == "float32" else f"(&{dev}, {BURN_DTYPE[dtype]})"
+
+
+def burn_tensor(data: Sequence[float], shape: Sequence[int], dtype: str, dev: str = "device") -> str:
+    """A float tensor of `shape` on `dev` in the program's `dtype`."""
+    items = wrap(rust_items(data, dtype), " " * 8)
+    return (f"Tensor::<{len(shape)}>::from_data(TensorData::new(vec![{items}], {list_literal(shape)}), "
+            f"{burn_options(dev, dtype)})")
+
+
+def burn_vector(data: Sequence[float], dtype: str) -> str:
+    """A rank-1 float tensor on `device` in the program's `dtype` (a module's vector parameter)."""
+    return burn_tensor(data, [len(data)], dtype)

@@ -1,12 +1,12 @@
 """The JSON schema of `module` statements and of `param` names, generated from the module kinds
-(module_kinds.py) and laid over the schema files' `$defs` when they are loaded (jsonio.schema),
+(difftest/program/modules/) and laid over the schema files' `$defs` when they are loaded (jsonio.schema),
 so a new kind needs no schema edit."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from difftest.program.module_kinds import MODULE_KINDS, ModuleKind
+from difftest.program.modules import MODULE_KINDS, ModuleKind
 
 _TENSOR = {"$ref": "#/$defs/tensor"}
 

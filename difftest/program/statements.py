@@ -9,8 +9,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Union
 
-from difftest.program.module_kinds import MODULE_KINDS as KIND_CATALOG
-from difftest.program.module_kinds import module_kind
+from difftest.program.modules import MODULE_KINDS as KIND_CATALOG
+from difftest.program.modules import module_kind
 from difftest.program.shapes import Shape
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ ID_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 Device = Literal["autodiff", "plain"]
 Region = Literal["grad", "no_grad", "inference_mode"]
 CutKind = Literal["detach", "without_autodiff", "autodiff"]
-ModuleKind = str  # a name in difftest/program/module_kinds.py MODULE_KINDS
+ModuleKind = str  # a name in difftest/program/modules/ MODULE_KINDS
 TransformKind = Literal["valid", "train", "no_grad", "freeze", "unfreeze"]
 ParamName = str  # a tensor (parameter or buffer) its module kind declares
 OptimizerKind = Literal["sgd"]
@@ -161,7 +161,7 @@ class InlineTensor:
 
 @dataclass(frozen=True)
 class Module:
-    """A module handle (not a value) of a kind in difftest/program/module_kinds.py: `linear`
+    """A module handle (not a value) of a kind in difftest/program/modules/: `linear`
     (weight [out, in], optional bias [out]), `dropout` (probability p), and the kinds declared
     there. `attrs` holds the configuration other than dropout's `p`, `buffers` the inline
     tensors other than weight and bias (running statistics), in PyTorch's names and layouts."""

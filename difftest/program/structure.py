@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING
 
 from difftest.program.dtypes import FLOAT_DTYPES, first_unrepresentable
-from difftest.program.module_kinds import ModuleError, module_kind
+from difftest.program.modules import ModuleError, module_kind
 from difftest.program.shapes import MAX_RANK
 from difftest.program.statements import (
     CUTS,

@@ -19,21 +19,8 @@ from difftest.program.ir import (
     Transform,
     ZeroGrad,
 )
-
-
-def fmt_float(x: float) -> str:
-    if x != x:
-        return "nan"
-    if x in (float("inf"), float("-inf")):
-        return "inf" if x > 0 else "-inf"
-    r = repr(float(x))
-    return r
-
-
-def fmt_data(data: tuple[float, ...], limit: int = 12) -> str:
-    items = [fmt_float(x) for x in data[:limit]]
-    more = f", … ({len(data)} values)" if len(data) > limit else ""
-    return "[" + ", ".join(items) + more + "]"
+from difftest.program.literals import fmt_data, fmt_float
+from difftest.program.modules import module_kind
 
 
 def fmt_attrs(attrs: dict[str, Any]) -> str:
@@ -58,12 +45,9 @@ def statement_text(st: Statement) -> str:
         region = f"   [{st.region}]" if st.region != "grad" else ""
         return f"{st.id} = {st.cut}({st.input}){region}"
     if isinstance(st, Module):
-        if st.module == "dropout":
-            return f"{st.id}: dropout(p={fmt_float(st.p)})"
-        if st.module == "linear":
-            assert st.weight is not None
-            bias = fmt_data(st.bias.data) if st.bias is not None else "None"
-            return f"{st.id}: linear{list(st.weight.shape)} weight={fmt_data(st.weight.data)} bias={bias}"
+        text = module_kind(st.module).text
+        if text is not None:
+            return text(st)
         config = ", ".join(f"{k}={fmt_float(v) if isinstance(v, float) else v}" for k, v in st.config().items())
         tensors = " ".join(f"{k}={fmt_data(t.data)}" for k, t in st.tensors().items())
         return f"{st.id}: {st.module}({config}) {tensors}".rstrip()

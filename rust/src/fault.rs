@@ -122,7 +122,7 @@ fn catalog_op(name: &str, what: &str) -> Result<&'static str, String> {
 /// The catalog name of `name` or a module kind's (the registry's, [`crate::modules::KINDS`]),
 /// or an error naming the spec part. A `grad-scale` fault on a module kind targets the forward
 /// of every module of that kind; a name that is both a catalog op and a module kind (`conv2d`,
-/// `embedding`) targets both.
+/// `embedding`, `prelu`) targets both.
 fn catalog_op_or_module(name: &str, what: &str) -> Result<&'static str, String> {
     catalog_op(name, what).or_else(|e| {
         crate::modules::KINDS

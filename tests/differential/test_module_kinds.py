@@ -1,9 +1,12 @@
-"""Module kinds as data (difftest/program/module_kinds.py): every kind is built by both sides,
-batch_norm's running statistics are compared honestly (burn's declared conventions, computed
-on the PyTorch side from their records), and bad module statements are named."""
+"""Module kinds as data (difftest/program/modules/): every kind is declared on both sides and
+built by both, batch_norm's running statistics are compared honestly (burn's declared
+conventions, computed on the PyTorch side from their records), and bad module statements are
+named."""
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -12,13 +15,14 @@ import torch
 
 from difftest.divergences.running_stats import BATCH_NORM_RUNNING_VAR, RunningStatConvention
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.torch_modules import TORCH_BUILDERS
+from difftest.exec.torch_modules import build_torch_module
 from difftest.oracle.check import check
 from difftest.oracle.pytorch import run as run_torch
-from difftest.program.ir import ProgramError
+from difftest.program.ir import Module, ProgramError
 from difftest.program.jsonio import program_from_dict
-from difftest.program.module_kinds import MODULE_KINDS
+from difftest.program.modules import MODULE_KINDS, NOISE_CLASSES
 from strategies import GenConfig, RandomChoices, generate
+from strategies.module_fits import FITS
 from tests.module_programs import BATCH_NORM_FREEZE_TRAIN, BATCH_NORM_TRANSFORMS, BN, MODULE_PROGRAMS
 
 X1 = [1.0, 2.0, 4.0, 8.0, 3.0, -1.0, 0.5, 2.5]
@@ -29,8 +33,45 @@ def _doc(*statements: dict[str, Any]) -> dict[str, Any]:
     return {"format": "difftest-program", "version": 2, "statements": list(statements)}
 
 
-def test_every_kind_has_a_torch_builder() -> None:
-    assert set(TORCH_BUILDERS) == set(MODULE_KINDS)
+def test_every_kind_is_declared_on_both_sides(burn_worker: BurnWorker) -> None:
+    """The registry's kinds, in its order, are the interpreter's (its `module_kinds!` table,
+    which an unknown kind's error lists) and the generator's (one fit each); each names a noise
+    class the noise model knows."""
+    obs = burn_worker.run(_doc({"id": "m", "kind": "module", "module": "no_such_kind"}))
+    assert obs.error is not None
+    listed = re.search(r"expected one of (.*)$", obs.error.message)
+    assert listed is not None, obs.error.message
+    assert re.findall(r"`(\w+)`", listed[1]) == list(MODULE_KINDS)
+    assert set(FITS) == set(MODULE_KINDS)
+    for kind in MODULE_KINDS.values():
+        assert kind.noise in NOISE_CLASSES or kind.noise_op is not None, kind.name
+
+
+@functools.cache
+def _examples() -> dict[str, Module]:
+    """A statement of each kind from generated programs (the generator draws every kind)."""
+    found: dict[str, Module] = {}
+    for seed in range(2000):
+        for s in generate(RandomChoices(seed), GenConfig(module_weight=4.0, norm_weight=4.0)).statements:
+            if isinstance(s, Module):
+                found.setdefault(s.module, s)
+        if len(found) == len(MODULE_KINDS):
+            break
+    return found
+
+
+@pytest.mark.parametrize("name", list(MODULE_KINDS))
+def test_the_constructor_builds_the_statements_tensors(name: str) -> None:
+    """The kind's PyTorch constructor (the text the reproducer prints) builds a module that
+    holds each of the statement's tensors under its name, in the program's dtype."""
+    st = _examples().get(name)
+    assert st is not None, f"no {name} module in 2000 generated programs"
+    for dt in (torch.float32, torch.float64):
+        m = build_torch_module(st, dt)
+        for tname, t in st.tensors().items():
+            held = getattr(m, tname)
+            assert held.dtype == dt and tuple(held.shape) == t.shape, (name, tname)
+            assert held.detach().reshape(-1).tolist() == pytest.approx(list(t.data)), (name, tname)
 
 
 @pytest.mark.parametrize("name", sorted(MODULE_PROGRAMS))
@@ -121,6 +162,9 @@ def test_shared_running_state_lags_like_burns(burn_worker: BurnWorker) -> None:
           {"id": "o", "kind": "optimizer", "optimizer": "sgd"},
           {"id": "st", "kind": "step", "optimizer": "o", "module": "bn", "grads": "bw", "lr": 0.1}], 6,
          "optimizer steps do not act on"),
+        ([{"id": "pr", "kind": "module", "module": "prelu", "weight": {"shape": [2], "data": [0.25, 0.5]}},
+          {"id": "x", "kind": "leaf", "shape": [2], "data": [1, -1], "device": "autodiff", "require_grad": False},
+          {"id": "y", "kind": "apply", "module": "pr", "input": "x"}], 2, "dim 1, the channels, must be 2"),
     ],
 )
 def test_bad_module_statements_are_named(statements: list[dict[str, Any]], index: int, message: str) -> None:

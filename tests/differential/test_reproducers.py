@@ -30,8 +30,8 @@ from difftest.findings.signature import normalize
 from difftest.ops.catalog import OPS
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.pytorch import run as run_torch
+from difftest.program.dtypes import to_f32
 from difftest.program.ir import Program
-from difftest.program.jsonio import to_f32
 from difftest.program.observation import Observation, TensorObs
 from strategies import GenConfig, RandomChoices, generate
 from strategies.generator import ops_of

@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from difftest.campaign.parallel import FuzzOptions, fuzz
-from difftest.program.module_kinds import MODULE_KINDS
+from difftest.program.modules import MODULE_KINDS
 
 pytestmark = pytest.mark.quality
 

@@ -5,8 +5,9 @@ import math
 
 import pytest
 
+from difftest.program.dtypes import to_f32
 from difftest.program.ir import ProgramError
-from difftest.program.jsonio import program_from_dict, program_from_json, program_to_dict, program_to_json, to_f32
+from difftest.program.jsonio import program_from_dict, program_from_json, program_to_dict, program_to_json
 from tests.programs import backward, cut, leaf, op, program
 
 

@@ -9,7 +9,6 @@ import torch
 from difftest.exec.torch_modules import BurnBatchNorm
 from difftest.ops import tolerance as tol
 from difftest.oracle.shared_noise import shared_norm_noise
-from difftest.program.ir import InlineTensor, Module
 
 
 def _ones(shape: torch.Size) -> torch.Tensor:
@@ -79,9 +78,7 @@ def test_group_norm_groups_channels_and_eval_batch_norm_shares_nothing() -> None
     shifted = (centred - shift) / torch.sqrt((var + shift**2) * (1 + acc) + 1e-5)
     torch.testing.assert_close(delta, (shifted - xhat).reshape(x.shape), rtol=1e-6, atol=1e-18)
 
-    st = Module("m", "batch_norm", attrs={"num_features": 4, "epsilon": 1e-5, "momentum": 0.1},
-                weight=InlineTensor((4,), (1.0,) * 4), bias=InlineTensor((4,), (0.0,) * 4))
-    bn = BurnBatchNorm(st, torch.float64)
+    bn = BurnBatchNorm(4, 1e-5, 0.1, torch.float64)
     bn.train()
     assert shared_norm_noise(bn, [x], _ones, "float32") is not None
     bn.eval()  # the running statistics are constants: nothing shared to round

@@ -1,5 +1,6 @@
 """The PyTorch reproducer: a standalone script (it imports only torch) that replays a program
-with the executor's lowerings and prints every value, its autograd flags and the gradients."""
+with the executor's lowerings and module constructors and prints every value, its autograd
+flags and the gradients."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from difftest.program.ir import (
     root_module,
 )
 from difftest.program.literals import list_literal, py_f32, py_float, wrap
-from difftest.program.module_kinds import SHARES_BUFFERS_ACROSS, module_kind
+from difftest.program.modules import SHARES_BUFFERS_ACROSS, module_kind
 
 __all__ = ["torch_script"]
 
@@ -84,8 +85,8 @@ def gradient(handle, t):
 # torch.optim.SGD on a copy that gets the original's .grad, resuming the optimizer's state.
 _TORCH_STEP_HELPERS = '''
 
-def sgd_step(m, lr, config, state):
-    c = copy_module(m)
+def sgd_step(m, new, lr, config, state):
+    c = copy_module(m, new)
     for new, old in zip(c.parameters(), m.parameters()):
         new.grad = None if old.grad is None else old.grad.clone()
     opt = torch.optim.SGD(c.parameters(), lr=lr, **config)
@@ -98,32 +99,17 @@ def sgd_step(m, lr, config, state):
 '''
 
 # Only in scripts that use modules. burn's transforms return a new module; the counterpart is a
-# deep copy (copy.deepcopy in difftest's executor), rebuilt here so the script imports only torch.
+# copy (copy.deepcopy in difftest's executor), here a new module from the kind's constructor
+# (the one the script builds it with) with the values copied, so the script imports only torch.
 _TORCH_MODULE_HELPERS = '''
 
-def copy_module(m, share_buffers=False):
-    """A deep copy of a module: same values and settings, no gradients; `share_buffers`: the
-    copy keeps the original's running statistics (burn's clone shares its RunningState)."""
-    if isinstance(m, torch.nn.Dropout):
-        return torch.nn.Dropout(m.p).train(m.training)
-    if isinstance(m, torch.nn.Linear):
-        c = torch.nn.Linear(m.in_features, m.out_features, bias=m.bias is not None, dtype=m.weight.dtype)
-    elif isinstance(m, torch.nn.RMSNorm):
-        c = torch.nn.RMSNorm(m.normalized_shape, eps=m.eps, dtype=m.weight.dtype)
-    elif isinstance(m, torch.nn.LayerNorm):
-        c = torch.nn.LayerNorm(m.normalized_shape, eps=m.eps, bias=m.bias is not None, dtype=m.weight.dtype)
-    elif isinstance(m, torch.nn.Conv2d):
-        c = torch.nn.Conv2d(m.in_channels, m.out_channels, m.kernel_size, stride=m.stride, padding=m.padding,
-                            dilation=m.dilation, groups=m.groups, bias=m.bias is not None, dtype=m.weight.dtype)
-    elif isinstance(m, torch.nn.Embedding):
-        c = torch.nn.Embedding(m.num_embeddings, m.embedding_dim, dtype=m.weight.dtype)
-    elif isinstance(m, torch.nn.GroupNorm):
-        dt = m.weight.dtype if m.affine else None
-        c = torch.nn.GroupNorm(m.num_groups, m.num_channels, eps=m.eps, affine=m.affine, dtype=dt)
-    else:
-        c = type(m)(m.weight.shape[0], m.epsilon, m.momentum, m.weight.dtype)
+def copy_module(m, new, share_buffers=False):
+    """A copy of the module m: `new()` (its constructor) with m's values and settings, no
+    gradients; `share_buffers`: the copy keeps the original's running statistics (burn's clone
+    shares its RunningState)."""
     if hasattr(m, "pending") and not share_buffers:
         m.sync()  # burn's valid() and train() sync the running state, then copy it
+    c = new()
     with torch.no_grad():
         for name, p in m.named_parameters():
             getattr(c, name).copy_(p)
@@ -134,58 +120,9 @@ def copy_module(m, share_buffers=False):
                 getattr(c, name).copy_(b)
     if hasattr(m, "pending") and share_buffers:
         c.pending = m.pending
-    if m.weight is not None:  # a group_norm without affine parameters has none
-        c.requires_grad_(m.weight.requires_grad)
+    for p, q in zip(c.parameters(), m.parameters()):
+        p.requires_grad_(q.requires_grad)
     return c.train(m.training)
-'''
-
-# Only in scripts with a batch_norm module: difftest's executor reports the running statistics
-# under burn's declared convention (difftest/divergences/running_stats.py: the biased batch
-# variance in running_var; PyTorch's nn.BatchNorm takes the unbiased one).
-_TORCH_BATCH_NORM_HELPER = '''
-
-class BurnBatchNorm(torch.nn.Module):
-    """F.batch_norm; a train-mode forward's running-statistics update is burn's (biased batch
-    variance) and stays pending, as in burn's RunningState, until a sync: the next train-mode
-    forward, a read (value_sync), valid() or train(); eval-mode forwards read the lagging value."""
-
-    def __init__(self, n, epsilon, momentum, dtype=torch.float32):
-        super().__init__()
-        self.epsilon, self.momentum = epsilon, momentum
-        self.weight = torch.nn.Parameter(torch.ones(n, dtype=dtype))
-        self.bias = torch.nn.Parameter(torch.zeros(n, dtype=dtype))
-        self.register_buffer("running_mean", torch.zeros(n, dtype=dtype))
-        self.register_buffer("running_var", torch.ones(n, dtype=dtype))
-        self.pending = {}
-
-    def sync(self, names=("running_mean", "running_var")):
-        for name in names:
-            new = self.pending.pop(name, None)
-            if new is not None:
-                with torch.no_grad():
-                    getattr(self, name).copy_(new)
-
-    def read(self, name):
-        self.sync((name,))
-        return getattr(self, name).clone()  # burn's read is a tensor of its own
-
-    def forward(self, x, burn_inference=False):
-        # burn trains only on an input on its autodiff device (burn_inference: one off it)
-        if not self.training or burn_inference:
-            # a snapshot: a later sync updates the buffers in place
-            mean, var = self.running_mean.clone(), self.running_var.clone()
-            return torch.nn.functional.batch_norm(x, mean, var, self.weight, self.bias,
-                                                  training=False, eps=self.epsilon)
-        out = torch.nn.functional.batch_norm(x, None, None, self.weight, self.bias, training=True, eps=self.epsilon)
-        self.sync()
-        with torch.no_grad():
-            x = x.detach()
-            dims = [d for d in range(x.dim()) if d != 1]
-            m = self.momentum
-            mean = (1.0 - m) * self.running_mean + m * x.mean(dim=dims)
-            var = (1.0 - m) * self.running_var + m * x.var(dim=dims, unbiased=False)
-        self.pending.update(running_mean=mean, running_var=var)
-        return out
 '''
 
 # PyTorch counterparts of burn's module transforms (docs/format.md, Modules).
@@ -209,17 +146,17 @@ def torch_script(program: Program, name: str | None = None) -> str:
     catalog's lowerings and prints every value, its autograd flags and the gradients."""
     shapes = infer_shapes(program)
     names = variable_names(program)
-    has_modules = any(isinstance(st, Module) for st in program.statements)
+    kinds = [module_kind(st.module) for st in program.statements if isinstance(st, Module)]
     has_steps = any(isinstance(st, Step) for st in program.statements)
-    has_batch_norm = any(isinstance(st, Module) and st.module == "batch_norm" for st in program.statements)
-    prelude = _TORCH_PRELUDE + (_TORCH_MODULE_HELPERS if has_modules else "") + (
-        _TORCH_BATCH_NORM_HELPER if has_batch_norm else "") + (_TORCH_STEP_HELPERS if has_steps else "")
+    # the classes the kinds' constructors name (BurnBatchNorm), once each
+    helpers = "".join(dict.fromkeys(k.pytorch_helper for k in kinds))
+    prelude = _TORCH_PRELUDE + (_TORCH_MODULE_HELPERS if kinds else "") + helpers + (
+        _TORCH_STEP_HELPERS if has_steps else "")
     handles: list[str] = []  # module handles so far (their parameters hold .grad)
     out = [f"# difftest reproducer{f' {name}' if name else ''}: PyTorch {count(program)}", prelude, ""]
     defined: list[str] = []
     scope: Region = "grad"
     no_grad_apply: dict[str, bool] = {}  # module handle -> derived from valid (not trained since)
-    dropouts: set[str] = set()
     burn_inference = batch_norm_inference_applies(program)
     for index, st in enumerate(program.statements):
         region = _region(st)
@@ -251,7 +188,9 @@ def torch_script(program: Program, name: str | None = None) -> str:
             continue
         if isinstance(st, Step):
             opt = names[st.optimizer]
-            out.append(f"{var}, {opt}_state = sgd_step({names[st.module]}, {py_float(st.lr)}, {opt}, {opt}_state)")
+            new = _constructor(program, st.module)
+            out.append(f"{var}, {opt}_state = sgd_step({names[st.module]}, {new}, {py_float(st.lr)}, {opt}, "
+                       f"{opt}_state)")
             no_grad_apply[st.id] = no_grad_apply[st.module]
             handles.append(st.id)
             continue
@@ -267,29 +206,27 @@ def torch_script(program: Program, name: str | None = None) -> str:
             handles.append(st.id)
             no_grad_apply[st.id] = False
             out.extend(_torch_module(st, var, program.dtype))
-            if st.module == "dropout":
-                dropouts.add(st.id)
             continue
         if isinstance(st, Transform):
             handles.append(st.id)
             src = names[st.input]
             share = ", share_buffers=True" if st.transform in SHARES_BUFFERS_ACROSS else ""
-            out.append(f"{var} = copy_module({src}{share}){_TORCH_TRANSFORM[st.transform]}")
+            out.append(f"{var} = copy_module({src}, {_constructor(program, st.input)}{share})"
+                       f"{_TORCH_TRANSFORM[st.transform]}")
             if st.transform in ("valid", "train"):
                 no_grad_apply[st.id] = st.transform == "valid"
             else:
                 no_grad_apply[st.id] = no_grad_apply[st.input]
-            if st.input in dropouts:
-                dropouts.add(st.id)
             continue
         if isinstance(st, Apply):
             out.append("try:")
-            if st.module in dropouts:
-                out.append("    torch.manual_seed(0)  # as difftest's executor, before every dropout")
+            kind = module_kind(root_module(program, st.module).module)
+            if kind.random:
+                out.append(f"    torch.manual_seed(0)  # as difftest's executor, before every {kind.name}")
             # records batch-norm-trains-on-autodiff-device-only, batch-norm-freeze-survives-train
             plain = st.id in burn_inference
             # an embedding takes indices: the leaf of integral entries, as a LongTensor
-            long = ".long()" if module_kind(root_module(program, st.module).module).index_bound else ""
+            long = ".long()" if kind.index_bound else ""
             call = f"{var} = {names[st.module]}({names[st.input]}{long}{', burn_inference=True' if plain else ''})"
             if no_grad_apply[st.module]:
                 out.append("    with torch.no_grad():  # the module derives from valid()")
@@ -342,64 +279,30 @@ def _floats(data: Sequence[float], dtype: str) -> list[str]:
     return [py_f32(x) for x in data] if dtype == "float32" else [py_float(x) for x in data]
 
 
-def _copy_tensors(st: Module, var: str, dtype: str) -> list[str]:
-    dt = "" if dtype == "float32" else f", dtype=torch.{dtype}"
-    lines = ["with torch.no_grad():"]
-    for name, t in st.tensors().items():
-        data = wrap(_floats(t.data, dtype), " " * 8)
-        lines.append(f"    {var}.{name}.copy_(torch.tensor([{data}]{dt}))")
-    return lines
+def _dtype_keyword(dtype: str) -> str:
+    return "" if dtype == "float32" else f", dtype=torch.{dtype}"
+
+
+def _constructor(program: Program, handle: str) -> str:
+    """A new module of the handle's kind, as its `module` statement builds it: the copies'."""
+    root = root_module(program, handle)
+    return f"lambda: {module_kind(root.module).pytorch(root, _dtype_keyword(program.dtype))}"
 
 
 def _torch_module(st: Module, var: str, dtype: str = "float32") -> list[str]:
-    dt = "" if dtype == "float32" else f", dtype=torch.{dtype}"
-    if st.module == "dropout":
-        return [f"{var} = torch.nn.Dropout({py_float(st.p)})"]
-    if st.module == "batch_norm":
-        n, eps, m = st.attrs["num_features"], py_float(st.attrs["epsilon"]), py_float(st.attrs["momentum"])
-        return [f"{var} = BurnBatchNorm({n}, {eps}, {m}{dt})", *_copy_tensors(st, var, dtype)]
-    if st.module == "rms_norm":
-        d, eps = st.attrs["d_model"], py_float(st.attrs["epsilon"])
-        return [f"{var} = torch.nn.RMSNorm({d}, eps={eps}{dt})", *_copy_tensors(st, var, dtype)]
-    if st.module == "conv2d":
-        assert st.weight is not None
-        c_out, per_group, kh, kw = st.weight.shape
-        a = st.attrs
-        lines = [f"{var} = torch.nn.Conv2d({per_group * a['groups']}, {c_out}, ({kh}, {kw}), "
-                 f"stride={tuple(a['stride'])}, padding={tuple(a['padding'])}, dilation={tuple(a['dilation'])}, "
-                 f"groups={a['groups']}, "
-                 f"bias={st.bias is not None}{dt})  # weight [C_out, C_in / groups, kh, kw]",
-                 "with torch.no_grad():"]
-        w = wrap(_floats(st.weight.data, dtype), " " * 8)
-        lines.append(f"    {var}.weight.copy_(torch.tensor([{w}]{dt}).reshape({c_out}, {per_group}, {kh}, {kw}))")
-        if st.bias is not None:
-            b = wrap(_floats(st.bias.data, dtype), " " * 8)
-            lines.append(f"    {var}.bias.copy_(torch.tensor([{b}]{dt}))")
-        return lines
-    if st.module == "embedding":
-        assert st.weight is not None
-        rows, dim = st.weight.shape
-        w = wrap(_floats(st.weight.data, dtype), " " * 8)
-        return [f"{var} = torch.nn.Embedding({rows}, {dim}{dt})  # weight [num_embeddings, embedding_dim]",
-                "with torch.no_grad():",
-                f"    {var}.weight.copy_(torch.tensor([{w}]{dt}).reshape({rows}, {dim}))"]
-    if st.module == "group_norm":
-        g, n, eps = st.attrs["num_groups"], st.attrs["num_channels"], py_float(st.attrs["epsilon"])
-        affine = st.weight is not None
-        return [f"{var} = torch.nn.GroupNorm({g}, {n}, eps={eps}, affine={affine}{dt})",
-                *(_copy_tensors(st, var, dtype) if affine else [])]
-    if st.module == "layer_norm":
-        d, eps = st.attrs["d_model"], py_float(st.attrs["epsilon"])
-        return [f"{var} = torch.nn.LayerNorm({d}, eps={eps}, bias={st.bias is not None}{dt})",
-                *_copy_tensors(st, var, dtype)]
-    assert st.weight is not None
-    out_f, in_f = st.weight.shape
-    has_bias = st.bias is not None
-    lines = [f"{var} = torch.nn.Linear({in_f}, {out_f}, bias={has_bias}{dt})  # weight [out, in] = [{out_f}, {in_f}]",
-             "with torch.no_grad():"]
-    w = wrap(_floats(st.weight.data, dtype), " " * 8)
-    lines.append(f"    {var}.weight.copy_(torch.tensor([{w}]{dt}).reshape({out_f}, {in_f}))")
-    if st.bias is not None:
-        b = wrap(_floats(st.bias.data, dtype), " " * 8)
-        lines.append(f"    {var}.bias.copy_(torch.tensor([{b}]{dt}))")
+    """The kind's constructor (the executor's, difftest/program/modules/), then the statement's
+    tensors copied in by name."""
+    kind = module_kind(st.module)
+    dt = _dtype_keyword(dtype)
+    lines = [f"{var} = {kind.pytorch(st, dt)}"]
+    tensors = st.tensors()
+    if tensors:
+        lines.append("with torch.no_grad():")
+    for name, t in tensors.items():
+        spec = kind.tensor(name)
+        if spec is not None and spec.layout:
+            lines.append(f"    # {name} {spec.layout} = {list(t.shape)}")
+        data = wrap(_floats(t.data, dtype), " " * 8)
+        reshape = f".reshape({', '.join(map(str, t.shape))})" if len(t.shape) > 1 else ""
+        lines.append(f"    {var}.{name}.copy_(torch.tensor([{data}]{dt}){reshape})")
     return lines

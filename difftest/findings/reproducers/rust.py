@@ -17,7 +17,6 @@ from difftest.program.ir import (
     Backward,
     Cut,
     Grad,
-    InlineTensor,
     Leaf,
     Module,
     OpCall,
@@ -29,149 +28,10 @@ from difftest.program.ir import (
     ZeroGrad,
     root_module,
 )
-from difftest.program.literals import list_literal, rust_f32, rust_f32_items, rust_f64, rust_f64_items, wrap
-from difftest.program.module_kinds import module_kind
+from difftest.program.literals import burn_options, list_literal, rust_f32, rust_f64, rust_items, wrap
+from difftest.program.modules import module_kind
 
 __all__ = ["rust_test", "rust_test_file"]
-
-
-# a program's dtype as burn's DType (float32 programs use the device's default, F32)
-_BURN_DTYPE = {"float64": "DType::F64", "float16": "DType::F16", "bfloat16": "DType::BF16"}
-
-
-def _items(data: Sequence[float], dtype: str) -> list[str]:
-    """Data literals: f32 for float32 programs, else f64 (exact; burn converts to the dtype)."""
-    return rust_f32_items(data) if dtype == "float32" else rust_f64_items(data)
-
-
-def _options(dev: str, dtype: str) -> str:
-    """The creation options of a tensor on `dev` in the program's dtype."""
-    return f"&{dev}" if dtype == "float32" else f"(&{dev}, {_BURN_DTYPE[dtype]})"
-
-
-def _vector(t: InlineTensor, dtype: str) -> str:
-    data = wrap(_items(t.data, dtype), " " * 8)
-    return f"Tensor::<1>::from_data(TensorData::new(vec![{data}], [{len(t.data)}]), {_options('device', dtype)})"
-
-
-# burn's field for a parameter or buffer of each kind (PyTorch's name -> burn's accessor);
-# Linear's weight is handled apart (stored transposed)
-_BURN_FIELDS: dict[str, dict[str, str]] = {
-    "linear": {"bias": "bias.as_ref().unwrap().val()"},
-    "batch_norm": {"weight": "gamma.val()", "bias": "beta.val()", "running_mean": "running_mean.value_sync()",
-                   "running_var": "running_var.value_sync()"},
-    "layer_norm": {"weight": "gamma.val()", "bias": "beta.as_ref().unwrap().val()"},
-    "rms_norm": {"weight": "gamma.val()"},
-    "group_norm": {"weight": "gamma.as_ref().unwrap().val()", "bias": "beta.as_ref().unwrap().val()"},
-    "conv2d": {"weight": "weight.val()", "bias": "bias.as_ref().unwrap().val()"},
-    "embedding": {"weight": "weight.val()"},
-}
-# what each kind's statement needs from burn::module and burn::nn
-_NN_USES: dict[str, set[str]] = {
-    "linear": {"Module", "Param", "Linear"},
-    "dropout": {"Module", "DropoutConfig"},
-    "batch_norm": {"Module", "Param", "RunningState", "BatchNormConfig"},
-    "layer_norm": {"Module", "Param", "LayerNormConfig"},
-    "rms_norm": {"Module", "Param", "RmsNormConfig"},
-    "group_norm": {"Module", "Param", "GroupNormConfig"},
-    "conv2d": {"Module", "Param", "PaddingConfig2d", "conv::Conv2d"},
-    "embedding": {"Module", "Param", "EmbeddingConfig"},
-}
-
-
-def _rust_module(st: Module, var: str, dtype: str = "float32") -> str:
-    if st.module == "dropout":
-        return f"let {var} = DropoutConfig::new({rust_f64(st.p)}).init();"
-    if st.module == "batch_norm":
-        a = st.attrs
-        lines = [f"let mut {var} = BatchNormConfig::new({a['num_features']}).with_epsilon({rust_f64(a['epsilon'])})"
-                 f".with_momentum({rust_f64(a['momentum'])}).init(&device);",
-                 "// PyTorch's weight/bias are burn's gamma/beta"]
-        for name, t in st.tensors().items():
-            field = {"weight": "gamma", "bias": "beta"}.get(name, name)
-            wrapper = "RunningState::new" if name.startswith("running_") else "Param::from_tensor"
-            lines.append(f"{var}.{field} = {wrapper}({_vector(t, dtype)});")
-        return "\n".join(lines)
-    if st.module == "rms_norm":
-        a = st.attrs
-        assert st.weight is not None
-        return "\n".join([
-            f"let mut {var} = RmsNormConfig::new({a['d_model']}).with_epsilon({rust_f64(a['epsilon'])})"
-            ".init(&device);",
-            "// PyTorch's weight is burn's gamma",
-            f"{var}.gamma = Param::from_tensor({_vector(st.weight, dtype)});"])
-    if st.module == "conv2d":
-        a = st.attrs
-        assert st.weight is not None
-        shape = list(st.weight.shape)
-        w = wrap(_items(st.weight.data, dtype), " " * 8)
-        bias = "None"
-        if st.bias is not None:
-            bias = f"Some(Param::from_tensor({_vector(st.bias, dtype)}))"
-        (sh, sw), (ph, pw), (dh, dw) = a["stride"], a["padding"], a["dilation"]
-        return "\n".join([
-            f"// weight [C_out, C_in / groups, kh, kw] = {shape}, PyTorch's layout and burn's",
-            f"let {var} = Conv2d {{",
-            f"    weight: Param::from_tensor(Tensor::<4>::from_data(TensorData::new(vec![{w}], {shape}), "
-            f"{_options('device', dtype)})),",
-            f"    bias: {bias},",
-            f"    stride: [{sh}, {sw}],",
-            f"    kernel_size: [{shape[2]}, {shape[3]}],",
-            f"    dilation: [{dh}, {dw}],",
-            f"    groups: {a['groups']},",
-            "    // PyTorch's symmetric padding (ph, pw) is burn's (top, left, bottom, right)",
-            f"    padding: PaddingConfig2d::Explicit({ph}, {pw}, {ph}, {pw}),",
-            "};"])
-    if st.module == "embedding":
-        assert st.weight is not None
-        rows, dim = st.weight.shape
-        w = wrap(_items(st.weight.data, dtype), " " * 8)
-        return "\n".join([
-            f"// weight [num_embeddings, embedding_dim] = [{rows}, {dim}], PyTorch's layout and burn's",
-            f"let mut {var} = EmbeddingConfig::new({rows}, {dim}).init(&device);",
-            f"{var}.weight = Param::from_tensor(Tensor::<2>::from_data(TensorData::new(vec![{w}], [{rows}, {dim}]), "
-            f"{_options('device', dtype)}));"])
-    if st.module == "group_norm":
-        a = st.attrs
-        affine = st.weight is not None and st.bias is not None
-        lines = [f"let mut {var} = GroupNormConfig::new({a['num_groups']}, {a['num_channels']})"
-                 f".with_epsilon({rust_f64(a['epsilon'])}).with_affine({str(affine).lower()}).init(&device);"]
-        if st.weight is not None and st.bias is not None:
-            lines += ["// PyTorch's weight/bias are burn's gamma/beta",
-                      f"{var}.gamma = Some(Param::from_tensor({_vector(st.weight, dtype)}));",
-                      f"{var}.beta = Some(Param::from_tensor({_vector(st.bias, dtype)}));"]
-        else:
-            lines[0] = lines[0].replace("let mut", "let")
-        return "\n".join(lines)
-    if st.module == "layer_norm":
-        a = st.attrs
-        lines = [f"let mut {var} = LayerNormConfig::new({a['d_model']}).with_epsilon({rust_f64(a['epsilon'])})"
-                 f".with_bias({str(st.bias is not None).lower()}).init(&device);",
-                 "// PyTorch's weight/bias are burn's gamma/beta"]
-        assert st.weight is not None
-        lines.append(f"{var}.gamma = Param::from_tensor({_vector(st.weight, dtype)});")
-        if st.bias is not None:
-            lines.append(f"{var}.beta = Some(Param::from_tensor({_vector(st.bias, dtype)}));")
-        return "\n".join(lines)
-    assert st.weight is not None
-    out_f, in_f = st.weight.shape
-    # burn's Linear stores [in, out]: the program's [out, in] weight, transposed
-    wt = [st.weight.data[o * in_f + i] for i in range(in_f) for o in range(out_f)]
-    w = (f"Param::from_tensor(Tensor::<2>::from_data(TensorData::new(vec![{wrap(_items(wt, dtype), ' ' * 8)}], "
-         f"[{in_f}, {out_f}]), {_options('device', dtype)}))")
-    if st.bias is None:
-        bias = "None"
-    else:
-        b = wrap(_items(st.bias.data, dtype), " " * 8)
-        bias = (f"Some(Param::from_tensor(Tensor::<1>::from_data(TensorData::new(vec![{b}], "
-                f"[{out_f}]), {_options('device', dtype)})))")
-    return "\n".join([
-        f"// weight [out, in] = [{out_f}, {in_f}], stored by burn as [in, out]",
-        f"let {var} = Linear {{",
-        f"    weight: {w},",
-        f"    bias: {bias},",
-        "};",
-    ])
 
 
 _RUST_TRANSFORM = {"valid": "valid()", "train": "clone().train()", "no_grad": "clone().no_grad()",
@@ -237,8 +97,9 @@ def rust_test(program: Program, name: str) -> str:
     leaves = [s for s in program.statements if isinstance(s, Leaf)]
     modules = [s for s in program.statements if isinstance(s, Module)]
     nn_uses: set[str] = set()
-    if any(m.module == "dropout" for m in modules):
-        body.append("// dropout masks come from the backend's RNG, seeded as difftest-burn seeds it")
+    random = [k for k in dict.fromkeys(m.module for m in modules) if module_kind(k).random]
+    if random:
+        body.append(f"// {' and '.join(random)} masks come from the backend's RNG, seeded as difftest-burn seeds it")
         body.append("Device::flex().seed(0);")
     if any(s.device == "autodiff" for s in leaves) or any(module_kind(m.module).params for m in modules):
         body.append("let device = Device::flex().autodiff();")
@@ -294,8 +155,9 @@ def rust_test(program: Program, name: str) -> str:
             defined.append(st.id)
             continue
         if isinstance(st, Module):
-            nn_uses.update(_NN_USES[st.module])
-            body.append(_rust_module(st, var, program.dtype))
+            kind = module_kind(st.module)
+            nn_uses.update(kind.burn_uses)
+            body.append(kind.rust(st, var, program.dtype))
             continue
         if isinstance(st, Transform):
             body.append(f"let {var} = {names[st.input]}.{_RUST_TRANSFORM[st.transform]};")
@@ -303,16 +165,14 @@ def rust_test(program: Program, name: str) -> str:
         rank = ranks[st.id]
         if isinstance(st, Param):
             handle = names[st.module]
-            kind = root_module(program, st.module).module
-            if kind != "linear":
-                body.append(f"let {var}: Tensor<{rank}> = {handle}.{_BURN_FIELDS[kind][st.param]};")
-                body.append(f'show("{st.id}", &{var});')
-            elif st.param == "weight":
-                weights[st.id] = f"{handle}.weight.val()"
-                body.append(f"let {var}: Tensor<2> = {handle}.weight.val().transpose(); // PyTorch's layout")
+            kind = module_kind(root_module(program, st.module).module)
+            field = f"{handle}.{kind.burn_fields[st.param]}"
+            if st.param in kind.burn_transposed:  # a matrix burn stores transposed (Linear's weight)
+                weights[st.id] = field
+                body.append(f"let {var}: Tensor<2> = {field}.transpose(); // PyTorch's layout")
                 body.append(f'show_param("{st.id}", &{weights[st.id]});')
             else:
-                body.append(f"let {var}: Tensor<1> = {handle}.bias.as_ref().unwrap().val();")
+                body.append(f"let {var}: Tensor<{rank}> = {field};")
                 body.append(f'show("{st.id}", &{var});')
             defined.append(st.id)
             continue
@@ -325,9 +185,9 @@ def rust_test(program: Program, name: str) -> str:
             continue
         if isinstance(st, Leaf):
             dev = "device" if st.device == "autodiff" else "plain"
-            data = wrap(_items(st.data, program.dtype), ind)
+            data = wrap(rust_items(st.data, program.dtype), ind)
             expr = (f"Tensor::<{rank}>::from_data(TensorData::new(vec![{data}], {list_literal(st.shape)}), "
-                    f"{_options(dev, program.dtype)})")
+                    f"{burn_options(dev, program.dtype)})")
             if st.require_grad:
                 expr += ".require_grad()"
         else:

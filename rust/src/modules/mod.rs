@@ -26,6 +26,7 @@ mod embedding;
 mod group_norm;
 mod layer_norm;
 mod linear;
+mod prelu;
 mod rms_norm;
 
 use std::fmt;
@@ -44,6 +45,7 @@ pub use embedding::EmbeddingSpec;
 pub use group_norm::GroupNormSpec;
 pub use layer_norm::LayerNormSpec;
 pub use linear::LinearSpec;
+pub use prelu::PReluSpec;
 pub use rms_norm::RmsNormSpec;
 
 use crate::document::{ParamName, Transform};
@@ -253,6 +255,7 @@ module_kinds! {
     GroupNorm = "group_norm": GroupNormSpec;
     Conv2d = "conv2d": Conv2dSpec;
     Embedding = "embedding": EmbeddingSpec;
+    PRelu = "prelu": PReluSpec;
 }
 
 impl ModuleSpec {

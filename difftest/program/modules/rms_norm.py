@@ -1,0 +1,56 @@
+"""`rms_norm` over the last dim; PyTorch's weight is burn's gamma.
+
+burn-nn 0.22.1 norm/rms.rs: x / sqrt(mean(x^2, last dim) + epsilon) * gamma; torch.nn.RMSNorm
+with an explicit eps computes the same (epsilon inside the square root, added to the mean of
+squares): no convention to declare (tests/differential/test_module_kinds.py compares them)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from difftest.program.literals import burn_vector, py_float, rust_f64
+from difftest.program.modules.kind import (
+    AttrSpec,
+    ModuleError,
+    ModuleKind,
+    TensorSpec,
+    features,
+    norm_half,
+    positive_finite,
+    positive_int,
+)
+from difftest.program.shapes import Shape
+
+if TYPE_CHECKING:
+    from difftest.program.statements import Module
+
+
+def _out(attrs: dict[str, Any], shapes: dict[str, Shape], x: Shape) -> Shape:
+    d = attrs["d_model"]
+    if x[-1] != d:
+        raise ModuleError(f"rms_norm with d_model = {d} applied to an input of shape {list(x)} "
+                          f"(the last dim must be {d})")
+    return x
+
+
+def _pytorch(st: Module, dtype: str) -> str:
+    return f"torch.nn.RMSNorm({st.attrs['d_model']}, eps={py_float(st.attrs['epsilon'])}{dtype})"
+
+
+def _rust(st: Module, var: str, dtype: str) -> str:
+    a = st.attrs
+    assert st.weight is not None
+    return "\n".join([
+        f"let mut {var} = RmsNormConfig::new({a['d_model']}).with_epsilon({rust_f64(a['epsilon'])})"
+        ".init(&device);",
+        "// PyTorch's weight is burn's gamma",
+        f"{var}.gamma = Param::from_tensor({burn_vector(st.weight.data, dtype)});"])
+
+
+RMS_NORM = ModuleKind(
+    "rms_norm",
+    (AttrSpec("d_model", int, positive_int("d_model")), AttrSpec("epsilon", float, positive_finite("epsilon"))),
+    (TensorSpec("weight"),),
+    features("d_model"), input_ranks=(1, 2, 3, 4), out_shape=_out, pytorch=_pytorch, rust=_rust,
+    burn_fields={"weight": "gamma.val()"}, burn_uses=frozenset({"Module", "Param", "RmsNormConfig"}),
+    noise="norm:last", imprecise=norm_half("rms_norm"), steppable=True)
