@@ -204,6 +204,18 @@ _NORM_HALF = ("PyTorch CPU computes {k} of {d} tensors with float32 intermediate
               "a layer_norm, PyTorch -0.18042, burn -0.18774, float64 -0.18769)")
 
 
+def last_dim_is(kind: str, attr: str) -> Callable[[dict[str, Any], dict[str, Shape], Shape], Shape]:
+    """The output shape of a forward over the last dim (layer_norm, rms_norm): the input's, whose
+    last dim must be attrs[attr]."""
+    def out(attrs: dict[str, Any], shapes: dict[str, Shape], x: Shape) -> Shape:
+        d = attrs[attr]
+        if x[-1] != d:
+            raise ModuleError(f"{kind} with {attr} = {d} applied to an input of shape {list(x)} "
+                              f"(the last dim must be {d})")
+        return x
+    return out
+
+
 def norm_half(kind: str) -> dict[str, str]:
     """A normalisation's `imprecise` entry: float16 and bfloat16."""
     return {d: _NORM_HALF.format(k=kind, d=d) for d in ("float16", "bfloat16")}

@@ -6,31 +6,22 @@ squares): no convention to declare (tests/differential/test_module_kinds.py comp
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from difftest.program.literals import burn_vector, py_float, rust_f64
 from difftest.program.modules.kind import (
     AttrSpec,
-    ModuleError,
     ModuleKind,
     TensorSpec,
     features,
+    last_dim_is,
     norm_half,
     positive_finite,
     positive_int,
 )
-from difftest.program.shapes import Shape
 
 if TYPE_CHECKING:
     from difftest.program.statements import Module
-
-
-def _out(attrs: dict[str, Any], shapes: dict[str, Shape], x: Shape) -> Shape:
-    d = attrs["d_model"]
-    if x[-1] != d:
-        raise ModuleError(f"rms_norm with d_model = {d} applied to an input of shape {list(x)} "
-                          f"(the last dim must be {d})")
-    return x
 
 
 def _pytorch(st: Module, dtype: str) -> str:
@@ -51,6 +42,7 @@ RMS_NORM = ModuleKind(
     "rms_norm",
     (AttrSpec("d_model", int, positive_int("d_model")), AttrSpec("epsilon", float, positive_finite("epsilon"))),
     (TensorSpec("weight"),),
-    features("d_model"), input_ranks=(1, 2, 3, 4), out_shape=_out, pytorch=_pytorch, rust=_rust,
+    features("d_model"), input_ranks=(1, 2, 3, 4), out_shape=last_dim_is("rms_norm", "d_model"),
+    pytorch=_pytorch, rust=_rust,
     burn_fields={"weight": "gamma.val()"}, burn_uses=frozenset({"Module", "Param", "RmsNormConfig"}),
     noise="norm:last", imprecise=norm_half("rms_norm"), steppable=True)
