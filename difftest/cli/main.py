@@ -346,6 +346,12 @@ def cmd_memory(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _burn_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--burn", default=None, metavar="V|path:DIR",
+                        help="run against burn V (a crates.io version) or a local burn checkout, building "
+                        "difftest-burn for it if needed (cached; see `difftest versions`)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="difftest", description=__doc__)
     p.add_argument("--version", action="version", version=f"difftest {__version__}")
@@ -379,9 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("-v", "--verbose", action="store_true", help="print each finding's report")
     f.add_argument("--fault", default=None, help="run against a deliberately faulty interpreter "
                    "(DIFFTEST_BURN_FAULT spec, docs/format.md) to measure detection power")
-    f.add_argument("--burn", default=None, metavar="V|path:DIR",
-                   help="run against burn V (a crates.io version) or a local burn checkout, building "
-                   "difftest-burn for it if needed (cached; see `difftest versions`)")
+    _burn_option(f)
     f.set_defaults(func=cmd_fuzz)
 
     mg = sub.add_parser("merge", help="merge shard summaries (--json files) and corpus directories by signature")
@@ -393,9 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("paths", nargs="*")
     r.add_argument("--corpus", default="corpus")
     r.add_argument("-v", "--verbose", action="store_true", help="print each case's per-statement table")
-    r.add_argument("--burn", default=None, metavar="V|path:DIR",
-                   help="run against burn V (a crates.io version) or a local burn checkout, building "
-                   "difftest-burn for it if needed (cached; see `difftest versions`)")
+    _burn_option(r)
     r.set_defaults(func=cmd_replay)
 
     s = sub.add_parser("show", help="print a case and its PyTorch / Rust reproducers")
@@ -403,9 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", choices=["all", "torch", "rust", "text"], default="all")
     s.add_argument("--issue", action="store_true",
                    help="print a Markdown bug report for burn's tracker (runs the case now)")
-    s.add_argument("--burn", default=None, metavar="V|path:DIR",
-                   help="run against burn V (a crates.io version) or a local burn checkout, building "
-                   "difftest-burn for it if needed (cached; see `difftest versions`)")
+    _burn_option(s)
     s.set_defaults(func=_cmd_show)
 
     o = sub.add_parser("ops", help="list the op catalog")
@@ -425,9 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--dot", action="store_true", help="print the program and its verdict as Graphviz DOT text")
     rn.add_argument("--svg", default=None, metavar="FILE",
                     help="write the program and its verdict as an SVG picture (runs Graphviz's `dot -Tsvg`)")
-    rn.add_argument("--burn", default=None, metavar="V|path:DIR",
-                   help="run against burn V (a crates.io version) or a local burn checkout, building "
-                   "difftest-burn for it if needed (cached; see `difftest versions`)")
+    _burn_option(rn)
     rn.set_defaults(func=cmd_run)
 
     rp = sub.add_parser("report", help="one self-contained HTML report of corpora, cases and campaign summaries")
