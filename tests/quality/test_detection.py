@@ -25,6 +25,7 @@ import shlex
 import stat
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +33,8 @@ import pytest
 
 from difftest.campaign.loop import run_campaign
 from difftest.exec.burn_worker import BurnWorker, find_binary
+from difftest.findings.table import report as table_report
+from difftest.findings.triage import triage
 from difftest.ops.catalog import OPS
 from tests.differential.test_campaign_chunks import CHUNKS
 
@@ -182,12 +185,16 @@ def test_default_suite_fails_against_fault(fault: str, what: str, tmp_path: Path
 
 @pytest.mark.quality
 def test_no_false_alarms_on_the_correct_build() -> None:
-    """The flake check: the default strategy on the correct build finds nothing."""
+    """The flake check: the default strategy on the correct build finds nothing that a known
+    burn bug (difftest/divergences/known_bugs.py) does not explain."""
     worker = BurnWorker()
     worker.start()
     try:
         stats = run_campaign(worker, seed=7, programs=3000)
+        triaged = [(v, triage(v, worker)) for v in stats.findings]
     finally:
         worker.close()
-    print(f"\n{stats.programs} programs in {stats.seconds:.0f}s: {dict(stats.verdicts)}")
-    assert not stats.findings, stats.findings[0].report()
+    known = Counter(t.known.name for _, t in triaged if t.known is not None)
+    print(f"\n{stats.programs} programs in {stats.seconds:.0f}s: {dict(stats.verdicts)}; known bugs: {dict(known)}")
+    unexplained = [v for v, t in triaged if t.known is None]
+    assert not unexplained, table_report(unexplained[0])
