@@ -35,6 +35,7 @@ from difftest.program.ir import (
     Leaf,
     Module,
     OpCall,
+    Param,
     Program,
     ProgramError,
     Statement,
@@ -175,8 +176,8 @@ def mismatch_class(verdict: Verdict, m: Mismatch) -> str:
 
 # ------------------------------------------------------------------ the path
 
-def _descendants(program: Program, ident: str) -> set[str]:
-    out = {ident}
+def _descendants(program: Program, sources: set[str]) -> set[str]:
+    out = set(sources)
     for st in program.statements:
         if any(i in out for i in value_inputs(st)):
             out.add(st.id)
@@ -197,6 +198,23 @@ def _module_chain(table: dict[str, Statement], handle: str) -> list[Statement] |
     return chain[::-1]
 
 
+def _sharing_gradient(program: Program, table: dict[str, Statement], ident: str) -> set[str]:
+    """The statements whose gradient is `ident`'s: for a parameter read, every read of the same
+    parameter of the same module and every forward of a handle of that module (burn's read is
+    the parameter itself, so its gradient sums over all of them, also through a read the
+    backward reaches and this one does not); for anything else, `ident` alone."""
+    st = table.get(ident)
+    if not isinstance(st, Param):
+        return {ident}
+    root = root_module(program, st.module, table).id
+    out = {ident}
+    for s in program.statements:
+        if isinstance(s, (Param, Apply)) and root_module(program, s.module, table).id == root:
+            if not isinstance(s, Param) or s.param == st.param:
+                out.add(s.id)
+    return out
+
+
 def candidates(program: Program, m: Mismatch) -> list[Statement]:
     """The ops and module applies on the failing element's path, in program order."""
     table = program.by_id()
@@ -208,7 +226,7 @@ def candidates(program: Program, m: Mismatch) -> list[Statement]:
         root = table.get(str(bw))
         if not isinstance(root, Backward):
             return []
-        on_path = ancestors(table, root.input) & _descendants(program, leaf)
+        on_path = ancestors(table, root.input) & _descendants(program, _sharing_gradient(program, table, leaf))
     else:
         on_path = ancestors(table, m.statement)
     return [s for s in program.statements if s.id in on_path and isinstance(s, (OpCall, Apply))]

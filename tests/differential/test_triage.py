@@ -18,6 +18,7 @@ from difftest.findings.corpus import load_case
 from difftest.findings.triage import Triage, triage
 from difftest.oracle.check import check
 from difftest.program.ir import Program
+from difftest.program.jsonio import program_from_dict
 from tests.programs import backward, leaf, op
 
 BUGS = Path(__file__).resolve().parents[2] / "corpus" / "bugs"
@@ -175,3 +176,23 @@ def test_comparisons_the_oracle_skips_are_counted_by_reason(workers: dict[str, B
     v = check(p, workers[""])
     assert v.ok, v.report()
     assert v.skipped["gradient: burn holds it, PyTorch not"] >= 1, v.skipped
+
+
+def test_a_gradient_read_through_another_read_of_the_parameter_is_localised(
+        workers: dict[str, BurnWorker]) -> None:
+    """burn's param reads are the parameter itself: the gradient observed at one read (p0) comes
+    through another (p1) that the backward reaches. The path runs through every read of the
+    parameter, so the float64 div_scalar bug is named and recognised (a 20,000-program campaign,
+    seed 301, found it as `graph` before)."""
+    program = program_from_dict({
+        "format": "difftest-program", "version": 1, "dtype": "float64", "statements": [
+            {"id": "m0", "kind": "module", "module": "linear",
+             "weight": {"shape": [1, 2], "data": [-0.9144913554191589, -0.39574575424194336]},
+             "bias": {"shape": [1], "data": [-0.669297993183136]}},
+            {"id": "p0", "kind": "param", "module": "m0", "param": "weight"},
+            {"id": "p1", "kind": "param", "module": "m0", "param": "weight"},
+            {"id": "v6", "kind": "op", "op": "div_scalar", "inputs": ["p1"], "attrs": {"scalar": 1.3543710708618164}},
+            {"id": "bw", "kind": "backward", "input": "v6"}]})
+    t = _triage(workers, program, None)
+    assert t.localisation is not None and t.localisation.where == "div_scalar", t.describe()
+    assert t.known is not None and t.known.name == "div-scalar-grad-f32-reciprocal", t.describe()
