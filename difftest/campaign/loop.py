@@ -18,8 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.findings.signature import DISMISSED
-from difftest.oracle.compare import Verdict
+from difftest.oracle.compare import DISMISSED, Verdict
 from difftest.oracle.probe_run import ProbeRun, check_with_probes
 from difftest.program.ir import Program
 from strategies import GenConfig, RandomChoices, generate

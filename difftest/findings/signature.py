@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from difftest.findings.corpus import CorpusError, iter_case_files, load_case
-from difftest.oracle.compare import Mismatch, Verdict
+from difftest.oracle.compare import DISMISSED, Mismatch, Verdict
 from difftest.program.ir import (
     Apply,
     Backward,
@@ -49,7 +49,6 @@ from difftest.program.ir import (
     value_inputs,
 )
 
-DISMISSED = ("agreement", "ill-conditioned")  # numeric verdicts that are not findings (Verdict.findings)
 MESSAGE_CHARS = 60  # of the normalised message, in the readable part
 
 _HEX = re.compile(r"\b0x[0-9a-f]+\b")
