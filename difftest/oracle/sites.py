@@ -42,6 +42,13 @@ class OpSite:
     measure: bool = False  # the op can be re-run in float32 on the same inputs (its own rounding)
     # the size of the terms the op's gradient sums, per input, from |incoming gradient|
     grad_terms: Callable[[Sequence[torch.Tensor], torch.Tensor], list[torch.Tensor]] | None = None
+    # the terms are a declaration of an elementwise op's formula (the catalog's `grad_terms` of
+    # a unary op: tanh's 1 - y**2 from the rounded y), not a sum: the noise model bounds them by
+    # the op's measured rounding (tolerance.TERMS_BOUND). The terms of reductions (softmax's
+    # g - sum(s * g)) cancel in a sum whose order is the implementation's, which PyTorch's own
+    # float32 run does not measure for burn (its softmax gradient of a constant sum is exactly
+    # 0, burn's a rounding of the terms): those stay unbounded.
+    declared_terms: bool = False
     # modules: the forward recomputed on |inputs| (detached), so that the gradients reaching the
     # module's own parameters are the magnitudes of their terms (noise.magnitude_run)
     param_path: Callable[[Sequence[torch.Tensor]], torch.Tensor] | None = None
@@ -118,7 +125,8 @@ def _op_site(op: str, ident: str, region: Region, inputs: Sequence[torch.Tensor]
     has_terms = terms is not None or accumulates
     return OpSite(ident, region, spec.tolerance, spec.family == "binary", extent,
                   magnitude if accumulates or value_terms is not None else None, measure=True,
-                  grad_terms=grad_terms if has_terms else None, dtype=site_dtype)
+                  grad_terms=grad_terms if has_terms else None,
+                  declared_terms=terms is not None and spec.family == "unary", dtype=site_dtype)
 
 
 def module_forward(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: SiteHooks,

@@ -4,6 +4,7 @@
 //! | spec | effect |
 //! |---|---|
 //! | `grad-scale:<op>:<eps>` | forward of `<op>` unchanged, its local gradient times `1 + eps` |
+//! | `grad-scale-tail:<op>:<eps>:<t>` | like `grad-scale`, only at elements whose input (the op's first, of the result's shape) has `\|x\| > t`: a derivative wrong only in a saturated tail |
 //! | `grad-sign:<op>` | gradient through `<op>` negated |
 //! | `grad-drop:<op>` | no gradient through `<op>` (its tracked result is detached) |
 //! | `flag-without-autodiff` | the `without_autodiff` cut behaves like `detach` |
@@ -37,7 +38,7 @@ use crate::value::{DynTensor, Flags};
 pub const ENV: &str = "DIFFTEST_BURN_FAULT";
 
 /// The accepted spec forms, for error messages.
-pub const FORMS: &str = "grad-scale:<op>:<eps>, grad-sign:<op>, grad-drop:<op>, \
+pub const FORMS: &str = "grad-scale:<op>:<eps>, grad-scale-tail:<op>:<eps>:<t>, grad-sign:<op>, grad-drop:<op>, \
 flag-without-autodiff, detach-like-torch, lowering:<op>=<other>[{attrs}], \
 grad-drop-input:<op>:<i>, wrong-dim:<op>, promote-trailing:<op>, value-scale:<op>:<eps>, \
 root-grad-scale:<eps>, flag-after:<detach|without_autodiff|autodiff|no_grad|inference_mode|valid>";
@@ -45,6 +46,7 @@ root-grad-scale:<eps>, flag-after:<detach|without_autodiff|autodiff|no_grad|infe
 #[derive(Clone, Debug)]
 pub enum Fault {
     GradScale { op: &'static str, eps: f64 },
+    GradScaleTail { op: &'static str, eps: f64, t: f64 },
     GradSign { op: &'static str },
     GradDrop { op: &'static str },
     FlagWithoutAutodiff,
@@ -225,6 +227,11 @@ pub fn parse(spec: &str) -> Result<Fault, String> {
             op: catalog_op_or_module(op, "grad-scale op")?,
             eps: finite_eps(eps, "grad-scale")?,
         }),
+        ["grad-scale-tail", op, eps, t] => Ok(Fault::GradScaleTail {
+            op: catalog_op(op, "grad-scale-tail op")?,
+            eps: finite_eps(eps, "grad-scale-tail")?,
+            t: finite_eps(t, "grad-scale-tail threshold")?,
+        }),
         ["value-scale", op, eps] => Ok(Fault::ValueScale {
             op: catalog_op(op, "value-scale op")?,
             eps: finite_eps(eps, "value-scale")?,
@@ -318,6 +325,37 @@ fn scale_grad<const D: usize>(y: Tensor<D>, eps: f64) -> Tensor<D> {
     y.mask_where(finite, scaled)
 }
 
+/// `y` with its gradient times `1 + eps` where `|x| > t` (`x` detached, of `y`'s shape;
+/// otherwise `y` unchanged), the forward bit-exact as in [`scale_grad`].
+fn scale_grad_tail(y: DynTensor, x: &DynTensor, eps: f64, t: f64) -> DynTensor {
+    fn masked<const D: usize>(y: Tensor<D>, x: Tensor<D>, eps: f64, t: f64) -> Tensor<D> {
+        if x.dims() != y.dims() {
+            return y;
+        }
+        let d = y.clone().detach();
+        let keep = x
+            .detach()
+            .abs()
+            .greater_elem(t)
+            .bool_and(d.clone().is_finite());
+        let delta = if eps > 0.0 {
+            (d - y.clone()).mul_scalar(-eps)
+        } else {
+            (y.clone() - d).mul_scalar(eps)
+        };
+        // `delta` is -0.0 forward in both branches, and so is the fill outside the tail:
+        // adding -0.0 keeps every y, +0.0 and -0.0 included
+        y + delta.mask_fill(keep.bool_not(), -0.0)
+    }
+    match (y, x) {
+        (DynTensor::R1(y), DynTensor::R1(x)) => DynTensor::R1(masked(y, x.clone(), eps, t)),
+        (DynTensor::R2(y), DynTensor::R2(x)) => DynTensor::R2(masked(y, x.clone(), eps, t)),
+        (DynTensor::R3(y), DynTensor::R3(x)) => DynTensor::R3(masked(y, x.clone(), eps, t)),
+        (DynTensor::R4(y), DynTensor::R4(x)) => DynTensor::R4(masked(y, x.clone(), eps, t)),
+        (y, _) => y,
+    }
+}
+
 /// `op` along the next dim of the same extent: the first `e` of `(d + 1) % rank`,
 /// `(d + 2) % rank`, … with `x[e] == x[d]` (`x` the first input's shape), or `None` (inert).
 /// Same-shape ops (softmax, cumsum, …) and gather keep their output shape; for the others the
@@ -373,6 +411,14 @@ pub fn execute_with(fault: Option<&Fault>, op: &Op, mut inputs: Vec<DynTensor>) 
             return map!(op.execute(inputs), t => t.mul_scalar(1.0 + eps));
         }
         Some(Fault::GradScale { op: target, eps }) if *target == name => Some(*eps),
+        Some(Fault::GradScaleTail { op: target, eps, t }) if *target == name => {
+            let x = inputs.first().cloned();
+            let y = op.execute(inputs);
+            return match x {
+                Some(x) if y.flags().is_tracked => scale_grad_tail(y, &x, *eps, *t),
+                _ => y,
+            };
+        }
         Some(Fault::GradSign { op: target }) if *target == name => Some(-2.0),
         Some(Fault::GradDrop { op: target }) if *target == name => {
             let y = op.execute(inputs);

@@ -11,6 +11,10 @@ fn parses_every_form() {
         Ok(Fault::GradScale { op: "tanh", eps }) if eps == 1e-3
     ));
     assert!(matches!(
+        parse("grad-scale-tail:sigmoid:1e-2:3"),
+        Ok(Fault::GradScaleTail { op: "sigmoid", eps, t }) if eps == 1e-2 && t == 3.0
+    ));
+    assert!(matches!(
         parse("grad-sign:matmul"),
         Ok(Fault::GradSign { op: "matmul" })
     ));
@@ -84,6 +88,8 @@ fn rejects_bad_specs() {
         "grad-scale:tanh:abc",
         "grad-scale:tanh:inf",
         "grad-scale:frob:1e-3",
+        "grad-scale-tail:sigmoid:1e-2",
+        "grad-scale-tail:sigmoid:1e-2:x",
         "root-grad-scale",
         "root-grad-scale:x",
         "root-grad-scale:tanh:1e-3",
@@ -169,6 +175,31 @@ fn grad_faults_keep_the_forward() {
     let drop = parse("grad-drop:tanh").unwrap();
     let y = execute_with(Some(&drop), &tanh, vec![leaf(data)]);
     assert!(!y.flags().is_tracked);
+}
+
+/// `grad-scale-tail` scales the gradient only where |x| > t, and keeps the forward bit-exact
+/// (`-0.0` included).
+#[test]
+fn grad_scale_tail_acts_in_the_tail_only() {
+    let sigmoid = Op::parse("sigmoid", &Map::new()).unwrap();
+    let data = vec![-0.0, 0.5, -4.0, 5.0];
+    let x = leaf(data.clone());
+    let clean = execute_with(None, &sigmoid, vec![x.clone()]);
+    let g_clean = grad(&x, clean.clone());
+    let fault = parse("grad-scale-tail:sigmoid:0.5:3").unwrap();
+    let x = leaf(data);
+    let y = execute_with(Some(&fault), &sigmoid, vec![x.clone()]);
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&y.read().1), bits(&clean.read().1), "forward changed");
+    let g = grad(&x, y);
+    for (i, factor) in [1.0f32, 1.0, 1.5, 1.5].into_iter().enumerate() {
+        assert!(
+            (g[i] - g_clean[i] * factor).abs() <= 1e-6 * g_clean[i].abs(),
+            "element {i}: {} vs {}",
+            g[i],
+            g_clean[i]
+        );
+    }
 }
 
 /// `root-grad-scale` scales every gradient of a backward rooted at a non-scalar value, and
