@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from difftest.program.dtypes import EPS
+from difftest.program.dtypes import DENORM_MIN, EPS
 from difftest.program.dtypes import TINY as DTYPE_TINY
 
 F32_EPS = 2.0**-23
@@ -107,10 +107,11 @@ def accumulation_noise(extent: int, dtype: str = "float32") -> float:
 
 def screen(t: float, b: float, dtype: str = "float32") -> bool:
     """Whether two results in `dtype` agree without arbitration: equal non-finite values, or
-    within SCREEN (in `dtype`'s ulps) of the larger magnitude of the two (or both below tiny)."""
+    within SCREEN (in `dtype`'s ulps) of the larger magnitude of the two, plus the floor (below
+    tiny: as much as the larger magnitude, what flushing a subnormal loses)."""
     if not (math.isfinite(t) and math.isfinite(b)):
         return t == b or (math.isnan(t) and math.isnan(b))
-    return abs(t - b) <= SCREEN * scale(dtype) * max(abs(t), abs(b)) + tiny(dtype)
+    return abs(t - b) <= SCREEN * scale(dtype) * max(abs(t), abs(b)) + floor(max(abs(t), abs(b)), 0.0, dtype)
 
 
 TERMS_ULPS = 4.0  # gradients: this many ulps of the sum of |terms| (noise.magnitude_run)
@@ -131,4 +132,13 @@ def budget(noise: float, reference: float, terms: float = 0.0, dtype: str = "flo
     from its measured noise, its own magnitude and (gradients) the magnitude of the terms it
     sums, which may cancel."""
     eps = F32_EPS * scale(dtype)
-    return NOISE_FACTOR * noise + FLOOR_ULPS * eps * abs(reference) + TERMS_ULPS * eps * terms + tiny(dtype)
+    return NOISE_FACTOR * noise + FLOOR_ULPS * eps * abs(reference) + TERMS_ULPS * eps * terms + floor(
+        reference, terms, dtype)
+
+
+def floor(reference: float, terms: float = 0.0, dtype: str = "float32") -> float:
+    """The absolute floor of an element's budget: results below `tiny` may be subnormal or
+    flushed to zero, which loses at most the size of the element or of the terms it sums (and
+    one subnormal spacing), never the whole range below tiny: a float16 gradient of 1e-5 may
+    not flip its sign under a floor of 6.1e-5."""
+    return min(tiny(dtype), max(abs(reference), terms) + DENORM_MIN[dtype])

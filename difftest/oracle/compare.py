@@ -339,7 +339,10 @@ def _values(
 def _numeric(kind: str, ident: str, i: int | None, t: TensorObs, b: TensorObs, backward: str | None,
              dtype: str = "float32") -> Mismatch | None:
     bad = [j for j, (x, y) in enumerate(zip(t.data, b.data)) if not tol.screen(x, y, dtype)]
-    if not bad:
+    # equal non-finite results pass the screen, but are still checked against float64
+    # (numerics.judge_nonfinite): where float64 is finite, both overflowed
+    both = [j for j, (x, y) in enumerate(zip(t.data, b.data)) if equal_nonfinite(x, y)]
+    if not bad and not both:
         return None
 
     def size(j: int) -> float:
@@ -348,15 +351,20 @@ def _numeric(kind: str, ident: str, i: int | None, t: TensorObs, b: TensorObs, b
             return math.inf
         return abs(x - y) / max(abs(x), abs(y), tol.TINY)
 
-    j = max(bad, key=size)
+    j = max(bad, key=size) if bad else both[0]
     x, y = t.data[j], b.data[j]
     name = "grad" if kind == "grad" else ""
     where = f"at backward {backward}; " if backward else ""
+    what = (f"{len(bad)} of {len(t.data)} element(s) differ by more than {tol.SCREEN / tol.F32_EPS:.0f} ulps"
+            if bad else f"{len(both)} of {len(t.data)} element(s) equal and not finite")
     return Mismatch(kind, ident, i, None, f"torch{'.' + name if name else ''}[{j}]={x!r}",
-                    f"burn{'.' + name if name else ''}[{j}]={y!r}",
-                    f"{where}{len(bad)} of {len(t.data)} element(s) differ by more than "
-                    f"{tol.SCREEN / tol.F32_EPS:.0f} ulps", element=j, pair=(x, y), backward=backward,
-                    elements=tuple(bad))
+                    f"burn{'.' + name if name else ''}[{j}]={y!r}", f"{where}{what}", element=j, pair=(x, y),
+                    backward=backward, elements=tuple(sorted({*bad, *both})))
+
+
+def equal_nonfinite(x: float, y: float) -> bool:
+    """Both results the same inf, or both NaN."""
+    return not math.isfinite(x) and (x == y or (math.isnan(x) and math.isnan(y)))
 
 
 def _dtypes(program: Program, obs: Observation, out: list[Mismatch]) -> None:

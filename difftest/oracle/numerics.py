@@ -9,10 +9,17 @@ reference `r` and the budget from its own measured noise `D` (noise.py):
 * both outside: the one more than SLACK times farther is wrong; comparable -> `agreement`
   (the computation is noisier than the model measured; a dismissal, with evidence);
 * non-finite: burn non-finite where PyTorch and float64 are finite -> `burn-wrong`, the reverse
-  `torch-wrong`; equal non-finite results agree;
-* `ill-conditioned` only where an op on the element's path has an input at or near a kink of its
-  own (its domain in the catalog is tagged "kink" and rejects the float64 input): there the two
-  frameworks may legitimately pick different subgradients or sides of a jump.
+  `torch-wrong`;
+* `ill-conditioned` only for an element that a kink reaches: an op on its path has an input at or
+  near a kink of its own (its domain in the catalog is tagged "kink" and rejects the float64
+  input), *and* a one-sided finite-difference check of this very element sees the kink (its
+  left and right differences disagree), *and* both results lie between the one-sided limits
+  (a subgradient, a side of a jump). An element the kink does not reach, or a result outside
+  what either side gives, is judged like any other (kinks.py).
+* equal non-finite results (which pass the screen) are checked against float64 too: the same
+  non-finite result or a float64 result beyond the dtype's range -> `agreement`; a finite
+  float64 result within the range -> `ill-conditioned` (an intermediate value overflows in
+  both): counted dismissals, never silent (judge_nonfinite).
 
 For a gradient of a leaf judged wrong, a float64 central difference of L = sum(root) with respect
 to that very element runs as evidence. It differentiates what autodiff differentiates: every value
@@ -29,21 +36,18 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-import torch
-
 from difftest.ops import tolerance as tol
-from difftest.ops.catalog import CATALOG
-from difftest.ops.domains import KINK_GAP
 from difftest.ops.value_dtypes import value_dtypes
-from difftest.oracle.compare import Mismatch, Verdict
+from difftest.oracle.compare import Mismatch, Verdict, equal_nonfinite
+from difftest.oracle.finite_diff import finite_difference
+from difftest.oracle.kinks import at_kink, near_kink
 from difftest.oracle.noise import magnitude_run, noisy_runs
 from difftest.oracle.pytorch import run as run_torch
-from difftest.oracle.sites import OpSite, SiteHooks
-from difftest.program.ir import Backward, Grad, Leaf, OpCall, Program, Statement, ancestors, is_value
+from difftest.program.dtypes import MAX
+from difftest.program.ir import Grad
 from difftest.program.observation import Observation, TensorObs
 
 SLACK = 4.0
-FD_STEPS = (1e-4, 1e-5)
 SEVERITY = {"burn-wrong": 3, "torch-wrong": 2, "ill-conditioned": 1, "agreement": 0}
 MAX_LISTED = 16  # elements listed in a mismatch's evidence
 
@@ -115,6 +119,18 @@ def judge(t: float, b: float, r: float, noise: float, kink: str | None = None,
     return "agreement", "both off the float64 result by comparable amounts (noisier than measured)"
 
 
+def judge_nonfinite(x: float, r: float, dtype: str) -> tuple[str, str]:
+    """Both frameworks gave the same non-finite `x`; the float64 result `r` says whether that
+    is the computation's own result or an intermediate overflow of `dtype` in both."""
+    if not math.isfinite(r):
+        same = x == r or (math.isnan(x) and math.isnan(r))
+        return "agreement", f"both {x}, " + ("as float64" if same else f"float64 {r}")
+    if abs(r) > MAX[dtype]:
+        return "agreement", f"both {x}: the float64 result is beyond the {dtype} range"
+    return ("ill-conditioned", f"both {x} where float64 is finite and within the {dtype} range: "
+            f"an intermediate value overflows {dtype} in both")
+
+
 def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
     """Judge every failing element of each numeric mismatch; set each mismatch's verdict (the
     most severe of its elements) and evidence in place."""
@@ -130,6 +146,13 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
             numeric[k] = replace(m, verdict="burn-wrong", detail=m.detail + "; no float64 reference",
                                  evidence={"reason": "the float64 run has no such tensor"})
             continue
+        elements = m.elements or ((m.element,) if m.element is not None else ())
+        dtype = value_dtypes(program).get(m.statement or "", program.dtype)  # the value's own (a gradient: its value's)
+        if all(equal_nonfinite(tt.data[j], bt.data[j]) for j in elements):
+            # nothing to measure noise for: float64 alone decides (no noise or magnitude runs)
+            numeric[k] = _summarise(m, [Judgement(j, *judge_nonfinite(tt.data[j], rt.data[j], dtype), tt.data[j],
+                                                  bt.data[j], rt.data[j], 0.0, 0.0) for j in elements], {})
+            continue
         if noisy is None:
             noisy = noisy_runs(program)
         samples = [s for s in (_tensor(o, m) for o in noisy) if s is not None and len(s.data) == len(rt.data)]
@@ -144,18 +167,28 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
             mt = _tensor(magnitudes, m)
             mt = mt if mt is not None and len(mt.data) == len(rt.data) else None
         judged: list[Judgement] = []
-        dtype = value_dtypes(program).get(m.statement or "", program.dtype)  # the value's own (a gradient: its value's)
-        for j in m.elements or ((m.element,) if m.element is not None else ()):
+        kink_sides: list[dict[str, Any]] = []
+        for j in elements:
             r = rt.data[j]
+            if equal_nonfinite(tt.data[j], bt.data[j]):
+                judged.append(Judgement(j, *judge_nonfinite(tt.data[j], r, dtype), tt.data[j], bt.data[j], r, 0.0, 0.0))
+                continue
             devs = [abs(s.data[j] - r) for s in samples if math.isfinite(s.data[j]) and math.isfinite(r)]
             d = max(devs, default=0.0)
             terms = abs(mt.data[j]) if mt is not None and math.isfinite(mt.data[j]) else 0.0
-            kind, reason = judge(tt.data[j], bt.data[j], r, d, kink, terms, dtype)
+            kind, reason = judge(tt.data[j], bt.data[j], r, d, None, terms, dtype)
+            if kink is not None and kind in ("burn-wrong", "torch-wrong"):
+                kind, reason, sides = at_kink(verdict, m, j, tt.data[j], bt.data[j], r,
+                                              tol.budget(d, r, terms, dtype), kink, (kind, reason))
+                if sides:
+                    kink_sides.append({"element": j, **sides})
             if not samples and failed:
                 reason += f" (no noise run measured it: {failed[0].kind}: {failed[0].message[:200]})"
             judged.append(Judgement(j, kind, reason, tt.data[j], bt.data[j], r, d,
                                     tol.budget(d, r, terms, dtype), terms))
         evidence: dict[str, Any] = {}
+        if kink_sides:
+            evidence["kink"] = {"where": kink, "elements": kink_sides[:MAX_LISTED]}
         if failed:
             evidence["noise_runs_failed"] = (f"{len(failed)} of {len(noisy)}: {failed[0].kind}: "
                                              f"{failed[0].message[:500]}")
@@ -188,124 +221,6 @@ def _summarise(m: Mismatch, judged: list[Judgement], evidence: dict[str, Any]) -
               + ", ".join(f"{v} {n}" for v, n in sorted(counts.items())))
     return replace(m, verdict=worst.verdict, detail=detail, evidence=evidence, element=worst.element,
                    pair=(worst.torch, worst.burn))
-
-
-# ---------------------------------------------------------------------- kinks on the path
-
-def path_ops(program: Program, m: Mismatch) -> list[tuple[int, OpCall]]:
-    """The ops an element's computation goes through: a value's ancestors; for a gradient, the
-    ops between the leaf and the backward root."""
-    by_id = program.by_id()
-    if m.kind == "value":
-        on_path = ancestors(by_id, m.statement or "")
-    else:
-        bw = by_id.get(m.backward or "")
-        if not isinstance(bw, Backward):
-            return []
-        on_path = {x for x in ancestors(by_id, bw.input) if (m.statement or "") in ancestors(by_id, x)}
-    return [(i, st) for i, st in enumerate(program.statements) if isinstance(st, OpCall) and st.id in on_path]
-
-
-def near_kink(program: Program, ref: Observation, m: Mismatch) -> str | None:
-    """A description of the first op on the element's path whose float64 input lies at or near
-    a kink of its own (its catalog domain is tagged "kink" and rejects the input), or None."""
-    for i, st in path_ops(program, m):
-        spec = CATALOG.get(st.op)
-        if spec is None or "kink" not in spec.domain.tags:
-            continue
-        xs = []
-        for x in st.inputs:
-            v = ref.value(x)
-            if v is None:
-                break
-            xs.append(torch.tensor(v.value.data, dtype=torch.float64).reshape(v.value.shape))
-        else:
-            if not spec.domain.predicate(xs, st.attrs):
-                return (f"{st.op} at statement {i} ({st.id}) has an input within {KINK_GAP} of its kink "
-                        f"({spec.domain.name}: {spec.domain.reason})")
-    return None
-
-
-# ---------------------------------------------------------------------- finite differences
-
-class FreezeHooks(SiteHooks):
-    """Site hooks that hold the given values constant (what autodiff does not differentiate)."""
-
-    def __init__(self, constants: dict[str, torch.Tensor]) -> None:
-        self.constants = constants
-
-    def constant(self, st: Statement) -> torch.Tensor | None:
-        c = self.constants.get(st.id)
-        return c.clone() if c is not None else None
-
-    def on_site(self, site: OpSite, inputs: Any, compute: Any) -> torch.Tensor:
-        out: torch.Tensor = compute(inputs)
-        return out
-
-
-def frozen_values(verdict: Verdict, leaf: Leaf, prefix: tuple[Statement, ...]) -> set[str]:
-    """Values that do not carry `leaf`'s gradient in PyTorch's predicted graph: constants for
-    the derivative autodiff computes (the model applies every cut, region and module rule)."""
-    states = verdict.prediction.torch.states
-    out = set()
-    for st in prefix:
-        if not is_value(st) or st.id == leaf.id:
-            continue
-        s = states.get(st.id)
-        if s is None or leaf.id not in s.sources:
-            out.add(st.id)
-    return out
-
-
-def _as_tensor(t: TensorObs) -> torch.Tensor:
-    return torch.tensor(t.data, dtype=torch.float64).reshape(t.shape)
-
-
-def finite_difference(verdict: Verdict, leaf_id: str, backward_id: str, element: int,
-                      *, freeze: bool = True) -> dict[str, Any] | None:
-    """Central differences of L = sum(root) in float64 with respect to one element of a leaf,
-    the values that autodiff treats as constants held fixed (`freeze=False` only for tests)."""
-    program = verdict.program
-    by_id = program.by_id()
-    leaf, bw = by_id.get(leaf_id), by_id.get(backward_id)
-    if not isinstance(leaf, Leaf) or not isinstance(bw, Backward) or element >= len(leaf.data):
-        return None
-    prefix = program.statements[: program.statements.index(bw)]
-    # float64 programs: the perturbed data need not be values of the program's dtype
-    base = run_torch(Program(prefix, "float64"), "float64")
-    constants: dict[str, torch.Tensor] = {}
-    if freeze:
-        for ident in frozen_values(verdict, leaf, prefix):
-            v = base.value(ident)
-            if v is not None:
-                constants[ident] = _as_tensor(v.value)
-    hooks = FreezeHooks(constants)
-
-    def loss(x: float) -> float:
-        data = list(leaf.data)
-        data[element] = x
-        stmts = tuple(replace(s, data=tuple(data)) if s is leaf else s for s in prefix)
-        v = run_torch(Program(stmts, "float64"), "float64", hooks=hooks).value(bw.input)
-        return math.fsum(v.value.data) if v else math.nan
-
-    x0 = leaf.data[element]
-    scale = max(abs(x0), 1.0)
-    l0 = loss(x0)
-    estimates: list[float] = []
-    one_sided = (math.nan, math.nan)
-    for h in FD_STEPS:
-        step = h * scale
-        lp, lm = loss(x0 + step), loss(x0 - step)
-        estimates.append((lp - lm) / (2 * step))
-        one_sided = ((lp - l0) / step, (l0 - lm) / step)
-
-    def near(a: float, b: float) -> bool:
-        return abs(a - b) <= 1e-3 * (abs(a) + abs(b)) + 1e-6
-
-    values = [*estimates, *one_sided]
-    smooth = all(math.isfinite(e) for e in values) and near(estimates[0], estimates[1]) and near(*one_sided)
-    return {"element": element, "steps": list(FD_STEPS), "estimates": estimates, "one_sided": list(one_sided),
-            "smooth": smooth, "frozen": sorted(constants)}
 
 
 def _finite_difference_check(verdict: Verdict, m: Mismatch,

@@ -20,6 +20,9 @@ EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16"
 # the smallest positive normal value (below it, results may be subnormal or flushed)
 TINY = {"float64": 2.2250738585072014e-308, "float32": 1e-37, "float16": 6.103515625e-05,
         "bfloat16": 1.1754943508222875e-38}
+# the smallest positive subnormal value (the spacing of the subnormals)
+DENORM_MIN = {"float64": 5e-324, "float32": 1.401298464324817e-45, "float16": 5.960464477539063e-08,
+              "bfloat16": 9.183549615799121e-41}
 # the largest finite value
 MAX = {"float64": 1.7976931348623157e308, "float32": 3.4028234663852886e38, "float16": 65504.0,
        "bfloat16": 3.3895313892515355e38}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -13,7 +14,7 @@ from difftest.oracle.check import check
 from difftest.oracle.compare import compare
 from difftest.oracle.model import predict
 from difftest.oracle.noise import noisy_runs
-from difftest.oracle.numerics import arbitrate, judge
+from difftest.oracle.numerics import arbitrate, judge, judge_nonfinite
 from difftest.oracle.pytorch import run as run_torch
 from difftest.program.observation import BackwardObs, Observation, TensorObs, ValueObs
 from tests.programs import backward, leaf, op, program
@@ -131,3 +132,59 @@ def test_a_noise_run_that_raises_is_reported_not_taken_for_zero_noise(monkeypatc
     m = verdict.findings[0]
     assert "4 of 4: exception: RuntimeError: boom" in m.evidence["noise_runs_failed"], m.evidence
     assert "no noise run measured it" in m.evidence["reason"], m.evidence
+
+
+def test_a_kink_decides_only_the_elements_it_reaches() -> None:
+    """relu's input 0.001 is near its kink, so a kink is on every element's path; but the
+    one-sided differences of each element agree (0.001 is far from 0 for float32 rounding), so
+    a wrong exp gradient is still burn-wrong, not dismissed as ill-conditioned wholesale."""
+    p = program(leaf("x", [0.001, 2.0, -1.5], rg=True), op("y", "relu", "x"), op("e", "exp", "y"),
+                op("s", "sum", "e"), backward("s"))
+    with BurnWorker(fault="grad-scale:exp:1e-2") as w:
+        verdict = check(p, w)
+    assert verdict.kind == "burn-wrong", verdict.report()
+    m = verdict.findings[0]
+    assert "one-sided differences agree" in m.evidence["reason"], m.evidence["reason"]
+    assert m.evidence["kink"]["elements"][0]["one_sided"]
+
+
+def test_a_kink_reaching_the_element_is_ill_conditioned_only_between_its_sides(burn_worker: BurnWorker) -> None:
+    """At relu's kink (x = 0) the one-sided differences are 1 and 0: burn's 1.0 lies between them
+    (the other subgradient), 3.0 does not."""
+    burn_obs = burn_worker.run(KINK)
+    bw = burn_obs.backwards[0]
+    g = bw.grads["x"]
+    assert g is not None
+    for value, want in ((1.0, "ill-conditioned"), (3.0, "burn-wrong")):
+        grads = {**bw.grads, "x": TensorObs(g.shape, (value, *g.data[1:]))}
+        assert _verdict(KINK, run_torch(KINK), replace(burn_obs, backwards=(BackwardObs(bw.id, grads),))) == want
+
+
+@pytest.mark.parametrize("x,r,dtype,kind", [
+    (math.inf, math.inf, "float32", "agreement"),
+    (math.nan, math.nan, "float32", "agreement"),
+    (math.inf, 1e39, "float32", "agreement"),  # beyond float32's range: both overflow the result
+    (math.inf, 1e39, "float64", "ill-conditioned"),
+    (math.nan, 0.0, "float32", "ill-conditioned"),  # inf * 0 where float64 is finite
+    (math.inf, 7e4, "float16", "agreement"),
+])
+def test_equal_non_finite_results_are_checked_against_float64(x: float, r: float, dtype: str, kind: str) -> None:
+    assert judge_nonfinite(x, r, dtype)[0] == kind
+
+
+def test_an_intermediate_overflow_in_both_is_a_counted_dismissal(burn_worker: BurnWorker) -> None:
+    """exp(100) overflows float32 in both frameworks; times 0 it is NaN in both, where float64
+    gives 0: no longer passed by the screen as equal, it is judged and counted."""
+    p = program(leaf("x", [100.0, 1.0]), op("e", "exp", "x"), op("z", "mul_scalar", "e", scalar=0.0))
+    verdict = check(p, burn_worker)
+    assert verdict.ok
+    judged = {m.statement: m.verdict for m in verdict.mismatches}
+    assert judged.get("z") == "ill-conditioned" and judged.get("e") == "agreement", verdict.report()
+
+
+def test_a_half_precision_floor_is_relative_to_the_element() -> None:
+    """Below float16's smallest normal (6.1e-5) the floor is the element's own size (what
+    flushing a subnormal loses), so a gradient of 1e-5 cannot flip its sign unnoticed."""
+    assert not tol.screen(1e-5, -1e-5, "float16")
+    assert tol.screen(1e-5, 0.0, "float16")  # flushed to zero
+    assert tol.budget(0.0, 1e-5, 0.0, "float16") < 2e-5

@@ -1,0 +1,134 @@
+"""Float64 finite differences of a program, the evidence for decisions autodiff cannot make on
+its own: the derivative of L = sum(root) with respect to one element of a leaf (a wrong gradient,
+a kink), and a value's one-sided limits when every leaf moves a little (a jump).
+
+Both differentiate what autodiff differentiates: every value that does not carry the leaf's
+gradient key in the model's prediction (values behind detach, without_autodiff, no_grad /
+inference_mode regions, valid() modules) is held constant at its unperturbed value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from difftest.oracle.compare import Verdict
+from difftest.oracle.pytorch import run as run_torch
+from difftest.oracle.sites import OpSite, SiteHooks
+from difftest.program.ir import Apply, Backward, Leaf, Program, Statement, is_value
+from difftest.program.modules import module_kind
+from difftest.program.observation import TensorObs
+from difftest.program.statements import root_module
+
+FD_STEPS = (1e-4, 1e-5)
+VALUE_STEPS = (1e-6, 1e-4)  # relative moves of every leaf for a value's one-sided limits
+
+
+class FreezeHooks(SiteHooks):
+    """Site hooks that hold the given values constant (what autodiff does not differentiate)."""
+
+    def __init__(self, constants: dict[str, torch.Tensor]) -> None:
+        self.constants = constants
+
+    def constant(self, st: Statement) -> torch.Tensor | None:
+        c = self.constants.get(st.id)
+        return c.clone() if c is not None else None
+
+    def on_site(self, site: OpSite, inputs: Any, compute: Any) -> torch.Tensor:
+        out: torch.Tensor = compute(inputs)
+        return out
+
+
+def frozen_values(verdict: Verdict, leaf: Leaf, prefix: tuple[Statement, ...]) -> set[str]:
+    """Values that do not carry `leaf`'s gradient in PyTorch's predicted graph: constants for
+    the derivative autodiff computes (the model applies every cut, region and module rule)."""
+    states = verdict.prediction.torch.states
+    out = set()
+    for st in prefix:
+        if not is_value(st) or st.id == leaf.id:
+            continue
+        s = states.get(st.id)
+        if s is None or leaf.id not in s.sources:
+            out.add(st.id)
+    return out
+
+
+def _as_tensor(t: TensorObs) -> torch.Tensor:
+    return torch.tensor(t.data, dtype=torch.float64).reshape(t.shape)
+
+
+def near(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-3 * (abs(a) + abs(b)) + 1e-6
+
+
+def finite_difference(verdict: Verdict, leaf_id: str, backward_id: str, element: int,
+                      *, freeze: bool = True) -> dict[str, Any] | None:
+    """Central differences of L = sum(root) in float64 with respect to one element of a leaf,
+    the values that autodiff treats as constants held fixed (`freeze=False` only for tests), and
+    the one-sided differences of the smallest step (`one_sided`: right, left)."""
+    program = verdict.program
+    by_id = program.by_id()
+    leaf, bw = by_id.get(leaf_id), by_id.get(backward_id)
+    if not isinstance(leaf, Leaf) or not isinstance(bw, Backward) or element >= len(leaf.data):
+        return None
+    prefix = program.statements[: program.statements.index(bw)]
+    # float64 programs: the perturbed data need not be values of the program's dtype
+    base = run_torch(Program(prefix, "float64"), "float64")
+    constants: dict[str, torch.Tensor] = {}
+    if freeze:
+        for ident in frozen_values(verdict, leaf, prefix):
+            v = base.value(ident)
+            if v is not None:
+                constants[ident] = _as_tensor(v.value)
+    hooks = FreezeHooks(constants)
+
+    def loss(x: float) -> float:
+        data = list(leaf.data)
+        data[element] = x
+        stmts = tuple(replace(s, data=tuple(data)) if s is leaf else s for s in prefix)
+        v = run_torch(Program(stmts, "float64"), "float64", hooks=hooks).value(bw.input)
+        return math.fsum(v.value.data) if v else math.nan
+
+    x0 = leaf.data[element]
+    scale = max(abs(x0), 1.0)
+    l0 = loss(x0)
+    estimates: list[float] = []
+    one_sided = (math.nan, math.nan)
+    for h in FD_STEPS:
+        step = h * scale
+        lp, lm = loss(x0 + step), loss(x0 - step)
+        estimates.append((lp - lm) / (2 * step))
+        one_sided = ((lp - l0) / step, (l0 - lm) / step)
+
+    values = [*estimates, *one_sided]
+    smooth = all(math.isfinite(e) for e in values) and near(estimates[0], estimates[1]) and near(*one_sided)
+    return {"element": element, "steps": list(FD_STEPS), "estimates": estimates, "one_sided": list(one_sided),
+            "smooth": smooth, "frozen": sorted(constants)}
+
+
+def _index_leaves(program: Program) -> set[str]:
+    """Leaves that are indices (an embedding's input): data, never moved."""
+    by_id = program.by_id()
+    return {st.input for st in program.statements
+            if isinstance(st, Apply)
+            and module_kind(root_module(program, st.module, by_id).module).index_bound is not None}
+
+
+def value_sides(program: Program, statement: str, element: int) -> list[tuple[float, float, float]]:
+    """The float64 value of one element when every leaf moves by -step and +step (relative, at
+    least that much absolute), for each of VALUE_STEPS: (left, right, step) triples. A value
+    whose left and right differences disagree sits at a kink or a jump."""
+    fixed = _index_leaves(program)
+    out = []
+    for h in VALUE_STEPS:
+        sides = []
+        for sign in (-1.0, 1.0):
+            stmts = tuple(replace(s, data=tuple(x + sign * h * max(abs(x), 1.0) for x in s.data))
+                          if isinstance(s, Leaf) and s.id not in fixed else s for s in program.statements)
+            v = run_torch(Program(stmts, "float64"), "float64").value(statement)
+            sides.append(v.value.data[element] if v is not None and element < len(v.value.data) else math.nan)
+        out.append((sides[0], sides[1], h))
+    return out

@@ -1,0 +1,113 @@
+"""Kinks, decided per element: a failing element is `ill-conditioned` only when a kink reaches it.
+
+An op on the element's path has an input at or near a kink of its own (its catalog domain is
+tagged "kink" and rejects the float64 input): the two frameworks may then pick different
+subgradients or different sides of a jump. Whether that happened at *this* element is decided
+by one-sided finite differences in float64 (finite_diff.py):
+
+* a gradient of a leaf: the right and left differences of L = sum(root) with respect to that
+  leaf element;
+* a value: the element's value when every leaf moves a little left and right.
+
+When the two sides agree, the kink does not reach the element and it is judged like any other
+(a wrong result stays wrong). When they disagree, both results must lie between the one-sided
+limits and the float64 result (within the element's budget) to be `ill-conditioned`; a result
+outside what either side gives stays a finding.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from difftest.ops.catalog import CATALOG
+from difftest.ops.domains import KINK_GAP
+from difftest.oracle.compare import Mismatch, Verdict
+from difftest.oracle.finite_diff import finite_difference, value_sides
+from difftest.program.ir import Backward, Leaf, OpCall, Program, ancestors
+from difftest.program.observation import Observation
+
+
+def path_ops(program: Program, m: Mismatch) -> list[tuple[int, OpCall]]:
+    """The ops an element's computation goes through: a value's ancestors; for a gradient, the
+    ops between the leaf and the backward root."""
+    by_id = program.by_id()
+    if m.kind == "value":
+        on_path = ancestors(by_id, m.statement or "")
+    else:
+        bw = by_id.get(m.backward or "")
+        if not isinstance(bw, Backward):
+            return []
+        on_path = {x for x in ancestors(by_id, bw.input) if (m.statement or "") in ancestors(by_id, x)}
+    return [(i, st) for i, st in enumerate(program.statements) if isinstance(st, OpCall) and st.id in on_path]
+
+
+def near_kink(program: Program, ref: Observation, m: Mismatch) -> str | None:
+    """A description of the first op on the element's path whose float64 input lies at or near
+    a kink of its own (its catalog domain is tagged "kink" and rejects the input), or None."""
+    for i, st in path_ops(program, m):
+        spec = CATALOG.get(st.op)
+        if spec is None or "kink" not in spec.domain.tags:
+            continue
+        xs = []
+        for x in st.inputs:
+            v = ref.value(x)
+            if v is None:
+                break
+            xs.append(torch.tensor(v.value.data, dtype=torch.float64).reshape(v.value.shape))
+        else:
+            if not spec.domain.predicate(xs, st.attrs):
+                return (f"{st.op} at statement {i} ({st.id}) has an input within {KINK_GAP} of its kink "
+                        f"({spec.domain.name}: {spec.domain.reason})")
+    return None
+
+
+def _sides(verdict: Verdict, m: Mismatch, element: int, r: float,
+           budget: float) -> tuple[list[float], dict[str, Any]] | None:
+    """The one-sided limits of the element that disagree (a kink reaches it), [] when they
+    agree, or None when no one-sided check applies (a gradient of a parameter)."""
+    program = verdict.program
+    if m.kind == "grad":
+        if not isinstance(program.by_id().get(m.statement or ""), Leaf):
+            return None
+        fd = finite_difference(verdict, m.statement or "", m.backward or "", element)
+        if fd is None:
+            return None
+        right, left = fd["one_sided"]
+        evidence = {"one_sided": [right, left], "steps": fd["steps"]}
+        agree = abs(right - left) <= 1e-3 * (abs(right) + abs(left)) + budget
+        if math.isfinite(right) and math.isfinite(left) and agree:
+            return [], evidence
+        return [right, left], evidence
+    limits: list[float] = []
+    evidence = {"value_sides": []}
+    for left, right, step in value_sides(program, m.statement or "", element):
+        evidence["value_sides"].append({"step": step, "left": left, "right": right})
+        dr, dl = right - r, r - left
+        if not (math.isfinite(dr) and math.isfinite(dl)) or abs(dr - dl) > 1e-3 * (abs(dr) + abs(dl)) + budget:
+            limits += [left, right]
+    return limits, evidence
+
+
+def at_kink(verdict: Verdict, m: Mismatch, element: int, t: float, b: float, r: float, budget: float,
+            kink: str, judged: tuple[str, str]) -> tuple[str, str, dict[str, Any]]:
+    """The verdict of an element judged `judged` (burn- or torch-wrong) that has a kink on its
+    path: `ill-conditioned` only when the kink reaches it and both results lie between its
+    one-sided limits; otherwise `judged`, with the one-sided evidence in the reason."""
+    sides = _sides(verdict, m, element, r, budget)
+    if sides is None:
+        return "ill-conditioned", f"{kink} (a parameter's gradient: no one-sided check)", {}
+    limits, evidence = sides
+    if not limits:
+        return judged[0], f"{judged[1]}; {kink}, but its one-sided differences agree here", evidence
+    finite = [x for x in (*limits, r) if math.isfinite(x)]
+    if len(finite) <= 1:
+        return "ill-conditioned", f"{kink}; its one-sided limits are not finite", evidence
+    lo, hi = min(finite) - budget, max(finite) + budget
+    if lo <= b <= hi and lo <= t <= hi:
+        return ("ill-conditioned", f"{kink}; its one-sided limits here differ ({min(finite):.6g} .. "
+                f"{max(finite):.6g}) and both results lie between them", evidence)
+    return (judged[0], f"{judged[1]}; {kink}, and a result lies outside its one-sided limits "
+            f"({min(finite):.6g} .. {max(finite):.6g})", evidence)
