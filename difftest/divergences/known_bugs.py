@@ -28,8 +28,8 @@ from difftest.ops.validate import infer_shapes
 from difftest.program.ir import (
     Apply,
     Backward,
+    Cut,
     Leaf,
-    Module,
     OpCall,
     Optimizer,
     Param,
@@ -159,11 +159,41 @@ def _div_scalar(st: Statement, prior: Sequence[Statement]) -> bool:
 
 
 def _hard_sigmoid(st: Statement, prior: Sequence[Statement]) -> bool:
-    return isinstance(st, OpCall) and st.op == "hard_sigmoid"
+    # burn-autodiff's default hard_sigmoid: only an op on the autodiff device (the grad region, an
+    # input there); flex's own, off it, computes in the input's dtype
+    if not (isinstance(st, OpCall) and st.op == "hard_sigmoid" and st.region == "grad"):
+        return False
+    by_id = _by_id(prior)
+    return any(_on_autodiff(x, by_id) for x in st.inputs)
 
 
-def _rms_norm(st: Statement, prior: Sequence[Statement]) -> bool:
-    return isinstance(st, Module) and st.module == "rms_norm"
+def _on_autodiff(ident: str, by_id: dict[str, Statement]) -> bool:
+    """Whether burn holds the value `ident` on the autodiff device: a leaf created there, an
+    `autodiff` cut (in any region), a grad-region `detach` or op of such a value; off it: a plain
+    leaf, a `without_autodiff` cut and anything else computed in a no_grad / inference_mode
+    region (whose inputs difftest takes without_autodiff, rule region-off-autodiff). Module forwards, parameter
+    and gradient reads count as on it (the generator then avoids what may trigger)."""
+    seen: set[str] = set()
+    stack = [ident]
+    while stack:
+        st = by_id.get(stack.pop())
+        if st is None or st.id in seen:
+            continue
+        seen.add(st.id)
+        if isinstance(st, Leaf):
+            if st.device == "autodiff":
+                return True
+        elif isinstance(st, Cut):
+            if st.cut == "autodiff":
+                return True
+            if st.region == "grad" and st.cut == "detach":
+                stack.append(st.input)
+        elif isinstance(st, OpCall):
+            if st.region == "grad":
+                stack.extend(st.inputs)
+        else:
+            return True
+    return False
 
 
 def _pow_zero(st: Statement, prior: Sequence[Statement]) -> bool:
@@ -429,8 +459,9 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "hard_sigmoid of a float64 tensor on the autodiff device is computed in float32: burn-autodiff "
         "does not override ActivationOps::hard_sigmoid, and burn-backend's default casts the input to "
         "F32 and the result back (hard_sigmoid(0.1) = 0.5166666507720947; PyTorch 0.5166666666666667). "
-        "Flex's own hard_sigmoid (the plain device) computes in f64. The generator avoids hard_sigmoid "
-        "in float64 programs.",
+        "Flex's own hard_sigmoid (the plain device) computes in f64. The generator avoids exactly that: "
+        "hard_sigmoid in the grad region of a float64 program with an input on the autodiff device; "
+        "on the plain device (a plain leaf, without_autodiff, a no_grad region) it stays under test.",
         ("corpus/bugs/hard-sigmoid-autodiff-f64-in-f32.json",
          burn_source("burn-backend", "src/backend/ops/activation.rs")),
         _hard_sigmoid,
@@ -442,11 +473,11 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "RmsNorm of a float64 input computes its root mean square in float32: burn-nn's forward casts "
         "x to DType::F32 before square().mean_dim() + epsilon, sqrt(), and casts the rms back (an upcast "
         "meant for half precision; burn-nn's norm/mod.rs upcasts only F16), so values and gradients carry "
-        "float32 rounding. The generator builds no rms_norm in float64 programs.",
+        "float32 rounding. The generator draws no RmsNorm forward in float64 programs; the module, its "
+        "transforms and parameter reads stay under test.",
         ("corpus/bugs/rms-norm-f64-rms-in-f32.json", burn_source("burn-nn", "src/modules/norm/rms.rs")),
-        _rms_norm,
+        _rms_norm_apply,
         ("float64",),
-        site=_rms_norm_apply,
         effect=Effect(("value", "grad"), error=within_f32_rounding, downstream=True),
     ),
     _bug(

@@ -13,11 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from difftest.campaign.loop import program_at
+from difftest.divergences.known_bugs import known_bug
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.corpus import load_case
 from difftest.findings.triage import Triage, triage
+from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.check import check
-from difftest.program.ir import Program
+from difftest.program.ir import Module, OpCall, Program
 from difftest.program.jsonio import program_from_dict
 from tests.programs import backward, leaf, op
 
@@ -117,6 +120,10 @@ NEIGHBOURS = [
         leaf("x", [0.1, -0.4, 0.9], rg=True), op("y", "hard_sigmoid", "x"), op("s", "sum", "y"), backward("s"),
     ), "float64"), "grad-scale:hard_sigmoid:1e-3", id="hard_sigmoid-f64-slope (hard-sigmoid-autodiff-f64-in-f32)"),
     pytest.param(Program((
+        leaf("x", [0.1, -0.4, 0.9], device="plain"), op("y", "hard_sigmoid", "x"),
+    ), "float64"), "value-scale:hard_sigmoid:1e-6",
+        id="hard_sigmoid-f64-off-autodiff (hard-sigmoid-autodiff-f64-in-f32)"),
+    pytest.param(Program((
         leaf("x", [1.5, -2.0], rg=True), op("y", "exp", "x"), op("s", "sum", "y"), backward("s"),
     )), "grad-drop:exp", id="exp-untracked (powi-zero-untracked)"),
 ]
@@ -196,3 +203,24 @@ def test_a_gradient_read_through_another_read_of_the_parameter_is_localised(
     t = _triage(workers, program, None)
     assert t.localisation is not None and t.localisation.where == "div_scalar", t.describe()
     assert t.known is not None and t.known.name == "div-scalar-grad-f32-reciprocal", t.describe()
+
+
+EXACT = ("hard-sigmoid-autodiff-f64-in-f32", "rms-norm-f64-rms-in-f32")
+
+
+def test_float64_programs_avoid_exactly_the_known_triggers() -> None:
+    """The generator avoids a known bug's exact trigger, not its neighbourhood: float64 programs
+    hold hard_sigmoid off burn's autodiff device (flex's own computes in f64) and RmsNorm modules
+    without forwards (their parameter reads and transforms), never the triggering statement."""
+    plain_hard_sigmoid = rms_modules = 0
+    for k in range(600):
+        p = program_at(8, k, profile="float64")
+        dtypes = value_dtypes(p)
+        for i, st in enumerate(p.statements):
+            # an op's inputs' dtype (a cast before it may have changed the program's)
+            dtype = dtypes.get(st.inputs[0], p.dtype) if isinstance(st, OpCall) and st.inputs else p.dtype
+            bug = known_bug(st, p.statements[:i], dtype)
+            assert bug is None or bug.name not in EXACT, (k, st, bug.name)
+            plain_hard_sigmoid += isinstance(st, OpCall) and st.op == "hard_sigmoid"
+            rms_modules += isinstance(st, Module) and st.module == "rms_norm"
+    assert plain_hard_sigmoid and rms_modules, (plain_hard_sigmoid, rms_modules)
