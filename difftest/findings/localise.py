@@ -10,7 +10,8 @@ in program order, whose one-op program fails is the statement at fault; its one-
 the finding's minimal reproducer, and its error class (`error_class`: NaN / inf, zero, sign, or
 rounding / small / large by the relative error) goes into the signature with the op and
 the mismatch kind (the inputs whose gradient is wrong are recorded beside it). If no
-candidate fails with ones, each is run again with a varied cotangent; if none fails then, the
+candidate fails with ones, each is run again with the cotangent PyTorch propagated to its result
+in the failing backward, then with a fixed varied one; if none fails then, the
 one that deviates most beyond PyTorch's own error is named as a suspect; failing that, the
 fault is in how the graph combines them (accumulation, a lost branch): `graph`.
 
@@ -24,6 +25,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from difftest.findings.cotangents import cotangents
 from difftest.ops.validate import check_program, infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.check import check
@@ -254,10 +256,12 @@ def cotangent(n: int) -> tuple[float, ...]:
 
 
 def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn_obs: Observation,
-                   *, seeded: bool = False, grads: bool = False) -> tuple[Program, dict[str, int]] | None:
+                   *, seeded: bool = False, grads: bool = False,
+                   seed: tuple[float, ...] | None = None) -> tuple[Program, dict[str, int]] | None:
     """`st` alone on the inputs PyTorch recorded for it (each a leaf that requires grad on the
     device burn had it on), and the backward of its result (seeded with ones; `seeded`: of its
-    product with the constant `cotangent`); the leaf -> input position map. None when an input
+    product with `seed`, the cotangent PyTorch propagated to it, or the constant `cotangent`);
+    the leaf -> input position map. None when an input
     was not recorded or the statement cannot stand alone. `grads`: every input is an autodiff leaf
     that requires grad, whatever device it had, so the inputs whose gradient is wrong are the
     op's, not the program's."""
@@ -300,7 +304,9 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
                 shape = infer_shapes(Program(tuple(out), dtype))["y"]
             except (ProgramError, ValueError):
                 return None
-            out.append(Leaf("ct", shape, cotangent(math.prod(shape)), "autodiff", False))
+            n = math.prod(shape)
+            out.append(Leaf("ct", shape, seed if seed is not None and len(seed) == n else cotangent(n),
+                            "autodiff", False))
             out.append(OpCall("z", "mul", ("y", "ct")))
             root = "z"
         out.append(Backward("bw", root))
@@ -338,10 +344,16 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     suspects: list[tuple[float, Statement, Program, dict[str, int], Verdict, Mismatch]] = []
     path = candidates(program, m)[:MAX_CANDIDATES]
     # first each op's own derivative (seeded with ones: nothing else in the one-op program), then
-    # its product with a varied cotangent (through one `mul`) for ops whose ones-product vanishes
-    for st, seeded in [(st, False) for st in path] + [(st, True) for st in path]:
+    # its product (through one `mul`) with the cotangent PyTorch propagated to it in the failing
+    # backward, then with a fixed varied one (ops whose ones-product vanishes, results PyTorch's
+    # backward did not reach)
+    real = cotangents(program, m.backward) if m.backward and m.kind in ("grad", "grad-presence") else {}
+    passes: list[tuple[Statement, bool, tuple[float, ...] | None]] = [(st, False, None) for st in path]
+    passes += [(st, True, real[st.id][1]) for st in path if st.id in real]
+    passes += [(st, True, None) for st in path]
+    for st, seeded, seed in passes:
         built = one_op_program(program, st, verdict.torch, verdict.burn, seeded=seeded,
-                               grads=m.kind in ("grad", "grad-presence"))
+                               grads=m.kind in ("grad", "grad-presence"), seed=seed)
         if built is None:
             continue
         p, positions = built

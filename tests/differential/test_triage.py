@@ -17,6 +17,7 @@ from difftest.campaign.loop import program_at
 from difftest.divergences.known_bugs import known_bug
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.corpus import load_case
+from difftest.findings.cotangents import cotangents
 from difftest.findings.triage import Triage, triage
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.check import check
@@ -224,3 +225,16 @@ def test_float64_programs_avoid_exactly_the_known_triggers() -> None:
             plain_hard_sigmoid += isinstance(st, OpCall) and st.op == "hard_sigmoid"
             rms_modules += isinstance(st, Module) and st.module == "rms_norm"
     assert plain_hard_sigmoid and rms_modules, (plain_hard_sigmoid, rms_modules)
+
+
+def test_the_localiser_seeds_an_op_with_the_cotangent_pytorch_propagated() -> None:
+    """In sum(mul_scalar(exp(x), 3)) the gradient reaching exp's result is 3 everywhere, and 1
+    at the scaled result; a later backward of another graph gets its own, not the first's."""
+    p = Program((leaf("x", [0.5, -1.0], rg=True), op("y", "exp", "x"), op("z", "mul_scalar", "y", scalar=3.0),
+                 op("s", "sum", "z"), backward("s", "bw1"), op("q", "square", "x"), op("t", "mul_scalar", "q",
+                 scalar=2.0), op("u", "sum", "t"), backward("u", "bw2")))
+    first = cotangents(p, "bw1")
+    assert first["y"] == ((2,), (3.0, 3.0)) and first["z"] == ((2,), (1.0, 1.0)), first
+    second = cotangents(p, "bw2")
+    assert set(second) == {"q", "t", "u"} and second["q"] == ((2,), (2.0, 2.0)), second
+    assert cotangents(p, "nope") == {}
