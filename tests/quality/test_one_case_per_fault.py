@@ -1,12 +1,16 @@
 """One bug, one finding: a single wrong derivative saves exactly one case in a campaign (one per
 place the fault is injected), named after the faulty op (difftest/findings/triage.py localises
-each finding to the op whose own computation is wrong). Run with
-`python -m pytest -m quality tests/quality/test_one_case_per_fault.py -s` (about half a minute a
-fault on 2 cores)."""
+each finding to the op whose own computation is wrong), and every fault of the detection suite
+(tests/quality/test_detection.py) saves at most two (two manifestations of one fault, such as a
+missing gradient and a wrong one). Run with
+`python -m pytest -m quality tests/quality/test_one_case_per_fault.py -s -p no:xdist` (about half
+a minute a fault on 2 cores); the table of cases per fault is written to
+`.difftest/cases-per-fault.md`."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +18,7 @@ from rich.console import Console
 
 from difftest.campaign.parallel import FuzzOptions, fuzz
 from difftest.program.modules import MODULE_KINDS
+from tests.quality.test_detection import FAULTS
 
 pytestmark = pytest.mark.quality
 
@@ -52,3 +57,30 @@ def test_a_1e3_derivative_fault_in_the_saturated_tail_is_found(op: str, tmp_path
     print(f"\ngrad-scale-tail:{op}:1e-3:3: {len(saved)} case(s) saved, named {named}; "
           f"first failing program {firsts[:1]}")
     assert op in named, named
+
+
+TABLE = Path(".difftest/cases-per-fault.md")
+ROWS: list[str] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _table() -> Iterator[None]:
+    yield
+    if ROWS:
+        TABLE.parent.mkdir(parents=True, exist_ok=True)
+        TABLE.write_text("| fault | cases saved | localised as | first failing program |\n|---|---|---|---|\n"
+                         + "\n".join(ROWS) + "\n")
+        print(f"\n{TABLE}:\n" + TABLE.read_text())
+
+
+@pytest.mark.parametrize("fault,what", FAULTS, ids=[f for f, _ in FAULTS])
+def test_each_detection_fault_saves_at_most_two_cases(fault: str, what: str, tmp_path: Path) -> None:
+    opts = FuzzOptions(seed=0, programs=1000, jobs=2, corpus=tmp_path / "corpus", fault=fault,
+                       inflight_dir=tmp_path / "inflight", live=False, progress_every=600.0)
+    summary = fuzz(opts, Console(file=open("/dev/null", "w")))
+    saved = [json.loads(Path(p).read_text()) for p in summary.saved]
+    names = sorted(f"`{c['triage']['signature']}`" for c in saved)
+    firsts = sorted(f.first for f in summary.unexplained() if f.first is not None)
+    ROWS.append(f"| `{fault}` | {len(saved)} | {', '.join(names) or '-'} | {firsts[0] if firsts else '-'} |")
+    assert saved, f"{fault} ({what}) saved nothing in 1,000 programs"
+    assert len(saved) <= 2, names
