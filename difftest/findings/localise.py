@@ -378,6 +378,35 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     return Localisation(None, "graph", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind)
 
 
+def localise_tracking(verdict: Verdict, worker: BurnWorker, m: Mismatch) -> Localisation | None:
+    """A flags finding at an op, or a backward that burn ran without the error the model
+    predicted (it did not reach what the prediction says it reaches), traced to an op that
+    drops an input's gradient: the op itself, or each op between the backward's root and the
+    leaves, run alone with every input requiring grad. The localisation of the first one-op
+    program that misses a gradient, or None (the finding keeps its statement's signature)."""
+    program = verdict.program
+    table = program.by_id()
+    st = table.get(m.statement or "")
+    if m.kind == "flags" and isinstance(st, (OpCall, Apply)):
+        path: list[Statement] = [st]
+    elif m.kind == "outcome" and isinstance(st, Backward) and (
+            verdict.burn.error is None or verdict.burn.error.statement != st.id):
+        on_path = ancestors(table, st.input)
+        path = [s for s in program.statements if s.id in on_path and isinstance(s, (OpCall, Apply))]
+    else:
+        return None
+    for s in path[:MAX_CANDIDATES]:
+        built = one_op_program(program, s, verdict.torch, verdict.burn, grads=True)
+        if built is None:
+            continue
+        p, positions = built
+        v = _judge(p, worker)
+        missing = [f for f in v.findings if f.kind == "grad-presence"] if v is not None else []
+        if v is not None and missing:
+            return _found(program, s, p, positions, v, missing[0], "fails")
+    return None
+
+
 SUSPECT_RATIO = 30.0  # burn's error over PyTorch's float32 error, median over the dismissed elements
 
 

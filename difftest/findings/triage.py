@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
-from difftest.findings.localise import LOCALISED_KINDS, Localisation, localise, mismatch_pairs, primary
+from difftest.findings.localise import (
+    LOCALISED_KINDS,
+    Localisation,
+    localise,
+    localise_tracking,
+    mismatch_pairs,
+    primary,
+)
 from difftest.findings.signature import signature_of_mismatch
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.compare import Mismatch, Verdict
@@ -141,7 +148,13 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
         shown = loc.mismatch if loc.mismatch is not None else first
         sig = localised_signature(loc, shown.framework if shown.kind == "grad-presence" else None)
     else:
-        sig = signature_of_mismatch(first, verdict.program)
+        # an op's lost tracking shows as wrong flags, a missing gradient or a backward that
+        # does not fail where it should: signed, where one can be traced, as the op's missing
+        # gradient, so that one fault makes one case (its known-bug matching stays on `first`)
+        tracked = localise_tracking(verdict, worker, first)
+        sig = (localised_signature(tracked, tracked.mismatch.framework if tracked.mismatch else None)
+               if tracked is not None
+               else signature_of_mismatch(first, verdict.program))
     faults = [fault_of(verdict, first, loc)]
     if not any(explains(b, faults[0]) for b in bugs):
         return Triage(sig, loc, None, faults)
