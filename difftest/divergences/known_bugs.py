@@ -404,9 +404,10 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "flex-sum-dim-backward-after-unit-swap-panics",
         "burn's Flex backend panics ('range end index 7 out of range for slice of length 6') in the "
         "backward of sum_dim(0) of a [1, 2, 3, 1] tensor whose result has its size-1 dims 0 and 3 "
-        "swapped; PyTorch gives ones. The same family as flex-reduce-dim-after-unit-swap-panics, in "
-        "SumDim's backward re-reducing the swapped gradient. Rare: campaigns recognise it by its site, "
-        "no trigger.",
+        "swapped; PyTorch gives ones. The same root cause as flex-reduce-dim-after-unit-swap-panics: "
+        "SumDim's backward re-reduces the swapped gradient with float_sum_dim, which takes burn-flex "
+        "ops/reduce.rs' `dim_stride == 1` branch on the strided layout. Rare: campaigns recognise it by "
+        "its site, no trigger.",
         ("corpus/bugs/flex-sum-dim-backward-after-unit-swap-panics.json",
          "corpus/bugs/flex-reduce-dim-after-unit-swap-panics.json"),
         None,

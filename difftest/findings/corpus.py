@@ -61,6 +61,21 @@ class Case:
         where = self.link or self.record.get("upstream")
         return where if isinstance(where, str) and where and where != "not reported" else None
 
+    @property
+    def root(self) -> str:
+        """The bug case whose root cause this case shares (its record's `root`): one report
+        upstream for all of them; a case without one is its own root."""
+        root = self.record.get("root")
+        return root if isinstance(root, str) and root else self.name
+
+    @property
+    def fixed_in(self) -> str | None:
+        """The first burn version its record says it no longer reproduces on (`versions_tested`:
+        an outcome that says "fixed"), or None."""
+        tested = self.record.get("versions_tested") or {}
+        fixed = [v for v, e in tested.items() if isinstance(e, dict) and "fixed" in str(e.get("outcome", ""))]
+        return min(fixed, key=parse_version) if fixed else None
+
     def expected_rule(self) -> str | None:
         return self.status.split(":", 1)[1] if self.status.startswith("divergence:") else None
 
@@ -279,7 +294,8 @@ NOT_REPORTED = "not reported"
 def _check_upstream(path: Path, doc: dict[str, Any]) -> None:
     """Optional record of a case's life upstream and across burn versions (older files have
     neither): `upstream`, an https URL of the issue or pull request or "not reported";
-    `upstream_note`, text; `versions_tested`, burn version -> {"outcome": text, "date": ISO day}
+    `upstream_note`, text; `root`, the name of the bug case whose root cause this one shares (one
+    report for the group); `versions_tested`, burn version -> {"outcome": text, "date": ISO day}
     (written by `difftest versions --record`)."""
     up = doc.get("upstream")
     if up is not None and not (up == NOT_REPORTED or (isinstance(up, str) and up.startswith("https://"))):
@@ -287,6 +303,9 @@ def _check_upstream(path: Path, doc: dict[str, Any]) -> None:
     note = doc.get("upstream_note")
     if note is not None and not isinstance(note, str):
         raise CorpusError(f"{path}: \"upstream_note\" must be text")
+    root = doc.get("root")
+    if root is not None and not (isinstance(root, str) and re.fullmatch(r"[a-z0-9][a-z0-9-]*", root)):
+        raise CorpusError(f"{path}: \"root\" must name the bug case whose root cause this one shares, got {root!r}")
     tested = doc.get("versions_tested")
     if tested is None:
         return

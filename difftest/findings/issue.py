@@ -194,6 +194,9 @@ def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] |
     if known is not None:
         lines.append(f"- declared known bug `{known[0]}`: {known[1]}")
         lines += [f"  - related: {link}" for link in known[2]]
+    if case.root != case.name:
+        lines.append(f"- the same root cause as the case `{case.root}`: report them together, as one issue "
+                     "with both programs")
     upstream = case.upstream
     note = case.record.get("upstream_note")
     if upstream:
@@ -203,4 +206,6 @@ def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] |
     tested = case.record.get("versions_tested") or {}
     if tested:
         lines.append("- burn versions tested: " + ", ".join(f"{v}: {e.get('outcome')}" for v, e in tested.items()))
+    if case.fixed_in:
+        lines.append(f"- fixed in burn {case.fixed_in}")
     return "\n".join(lines).rstrip() + "\n"

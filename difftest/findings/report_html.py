@@ -361,6 +361,9 @@ def case_section(item: CaseReport, a: str, now: dict[str, Any]) -> str:
     assert case is not None and verdict is not None and outcome is not None
     facts = [("status", f"<code>{_e(case.status)}</code>"), ("reason", _e(case.reason or "-")),
              ("upstream", _e(case.upstream) if case.upstream else '<span class="muted">not reported upstream</span>'),
+             ("root cause", "its own" if case.root == case.name else f"shared with <code>{_e(case.root)}</code>"),
+             ("fixed in", _e(f"burn {case.fixed_in}") if case.fixed_in else '<span class="muted">not fixed in a '
+              'tested version</span>'),
              ("verdict now", f"<strong>{_e(verdict.kind)}</strong>"),
              ("replay", f"{_badge(item.state)} {_lines(outcome.message.splitlines()[0])}"),
              ("rules fired", _e(", ".join(verdict.prediction.rules_fired) or "none"))]

@@ -115,3 +115,28 @@ def test_the_repository_corpus_holds_each_bug_once() -> None:
         else:
             seen[sig] = path
     assert not duplicates, "\n".join(duplicates)
+
+
+def test_every_bug_case_records_where_it_stands_upstream_and_its_root() -> None:
+    """Every bug case says where it is upstream (a URL, or "not reported" with the searches made
+    in its note), and a shared root cause names an existing bug case: the two unit-swap panics of
+    burn-flex's reduce.rs are one report."""
+    folder = Path(__file__).resolve().parents[2] / "corpus" / "bugs"
+    bugs = {p.stem: load_case(p) for p in sorted(folder.glob("*.json"))}
+    for name, case in bugs.items():
+        up = case.record.get("upstream")
+        assert up is not None, f"{name}: no upstream record"
+        if up == "not reported":
+            assert case.record.get("upstream_note"), f"{name}: 'not reported' without the searches made"
+        assert case.root in bugs and bugs[case.root].status == "bug", f"{name}: root {case.root!r}"
+    assert bugs["flex-sum-dim-backward-after-unit-swap-panics"].root == "flex-reduce-dim-after-unit-swap-panics"
+
+
+def test_a_root_must_be_a_case_name(tmp_path: Path) -> None:
+    src = Path(__file__).resolve().parents[2] / "corpus" / "bugs" / "powf-zero-base-nan-grad.json"
+    doc = json.loads(src.read_text())
+    doc["root"] = "Not A Name!"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(CorpusError, match="root"):
+        load_case(bad)
