@@ -67,12 +67,6 @@ class _Measure:
     inputs: list[torch.Tensor] = field(default_factory=list)
 
 
-def _terms_cap(err: torch.Tensor, result: torch.Tensor, dtype: str) -> torch.Tensor:
-    """The most declared terms may add at each element (tolerance.TERMS_BOUND): that many times
-    the op's own measured error `err` (in `dtype`) plus one ulp of its `result`."""
-    return tol.TERMS_BOUND * (err.abs() + tol.F32_EPS * tol.scale(dtype) * result.abs())
-
-
 def _vjp(compute: Callable[[Sequence[torch.Tensor]], torch.Tensor], xs: Sequence[torch.Tensor],
          needs: Sequence[bool], g: torch.Tensor, dtype: torch.dtype) -> list[torch.Tensor]:
     """The op's vector-Jacobian product in `dtype`, as float64, one per input that needs it."""
@@ -116,10 +110,11 @@ class _Measured(torch.autograd.Function):
             a = g64[k]
             err = _finite(ref32[k] - ref64[k]) * tol.measured_scale(m.site.dtype)
             noisy = a + err * m.hooks.uniform(a.shape) * tol.MEASURED_FACTOR
-            if terms is not None:
+            # an elementwise op's declared terms are not injected: the budget allows for them,
+            # TERMS_ULPS ulps of them, once (tolerance.py); the noise would multiply them by
+            # NOISE_FACTOR on top
+            if terms is not None and not m.site.declared_terms:
                 t = size * terms[i].to(noisy.dtype).expand_as(noisy)
-                if m.site.declared_terms:
-                    t = torch.minimum(t, _terms_cap(err, ref64[k], m.site.dtype))
                 noisy = noisy + t * m.hooks.uniform(noisy.shape)
             k += 1
             out.append(noisy)
@@ -217,35 +212,12 @@ class _Magnitude(torch.autograd.Function):
         if m.site.grad_terms is not None:
             terms = [t.expand_as(x) if t.shape != x.shape else t
                      for t, x in zip(m.site.grad_terms(m.inputs, g), m.inputs)]
-            if m.site.declared_terms:
-                terms = _bounded_terms(m, needs, g, terms)
         else:  # selections, shape ops and elementwise ops: |VJP| at the inputs themselves
             vjps = iter(_vjp(m.compute, m.inputs, needs, g, torch.float64))
             terms = [next(vjps).abs() if n else torch.zeros_like(x) for x, n in zip(m.inputs, needs)]
         out: list[torch.Tensor | None] = [None]
         out.extend(t.abs() if n else None for t, n in zip(terms, needs))
         return tuple(out)
-
-
-def _bounded_terms(m: _Measure, needs: Sequence[bool], g: torch.Tensor,
-                   terms: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Declared terms for the budget (tolerance.TERMS_ULPS ulps of them) bounded like the noise
-    runs bound them: at most |VJP| plus TERMS_BOUND times the op's own measured error (and one
-    ulp) in TERMS_ULPS ulps, and never below |VJP|."""
-    dtype = m.site.dtype
-    ref64 = iter(_vjp(m.compute, m.inputs, needs, g, torch.float64))
-    ref32 = iter(_vjp(m.compute, m.inputs, needs, g, DTYPES[tol.measured_in(dtype)]))
-    ulp = tol.TERMS_ULPS * tol.F32_EPS * tol.scale(dtype)
-    out = []
-    for t, n in zip(terms, needs):
-        if not n:
-            out.append(t)
-            continue
-        r64, r32 = next(ref64), next(ref32)
-        err = _finite(r32 - r64) * tol.measured_scale(dtype)
-        cap = r64.abs() + _terms_cap(err, r64, dtype) / ulp
-        out.append(torch.maximum(torch.minimum(t.abs(), cap), r64.abs()))
-    return out
 
 
 class MagnitudeHooks(SiteHooks):

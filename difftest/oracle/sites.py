@@ -43,11 +43,10 @@ class OpSite:
     # the size of the terms the op's gradient sums, per input, from |incoming gradient|
     grad_terms: Callable[[Sequence[torch.Tensor], torch.Tensor], list[torch.Tensor]] | None = None
     # the terms are a declaration of an elementwise op's formula (the catalog's `grad_terms` of
-    # a unary op: tanh's 1 - y**2 from the rounded y), not a sum: the noise model bounds them by
-    # the op's measured rounding (tolerance.TERMS_BOUND). The terms of reductions (softmax's
-    # g - sum(s * g)) cancel in a sum whose order is the implementation's, which PyTorch's own
-    # float32 run does not measure for burn (its softmax gradient of a constant sum is exactly
-    # 0, burn's a rounding of the terms): those stay unbounded.
+    # a unary op: tanh's 1 - y**2 from the rounded y), not a sum: they enter the budget once, as
+    # tolerance.TERMS_ULPS ulps of them, and are not injected as noise (which NOISE_FACTOR would
+    # multiply). The terms of reductions (softmax's g - sum(s * g)) cancel in a sum of an
+    # implementation-defined order and stay injected.
     declared_terms: bool = False
     # modules: the forward recomputed on |inputs| (detached), so that the gradients reaching the
     # module's own parameters are the magnitudes of their terms (noise.magnitude_run)

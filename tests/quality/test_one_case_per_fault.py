@@ -43,10 +43,10 @@ def test_a_1e4_gradient_fault_saves_exactly_one_case_naming_its_op(op: str, tmp_
 
 @pytest.mark.parametrize("op", ["sigmoid", "tanh"])
 def test_a_1e3_derivative_fault_in_the_saturated_tail_is_found(op: str, tmp_path: Path) -> None:
-    """The budgets of ops with declared gradient terms are bounded by their measured float32
-    error (ops/tolerance.py, TERMS_BOUND): a derivative wrong by 1e-3 (ten times less than the
-    2,000-program acceptance asks for) only where |x| > 3, where
-    the terms of 1 - y used to allow ~100 times the real error, is found and named."""
+    """An elementwise op's declared gradient terms enter its budget once, not multiplied by the
+    noise factor (ops/tolerance.py): a derivative wrong by 1e-3 (ten times less than the
+    2,000-program acceptance asks for) only where |x| > 3, where the terms of 1 - y used to
+    allow ~100 times the real error, is found and named."""
     corpus = tmp_path / "corpus"
     opts = FuzzOptions(seed=0, programs=2000, jobs=2, corpus=corpus, fault=f"grad-scale-tail:{op}:1e-3:3",
                        inflight_dir=tmp_path / "inflight", live=False, progress_every=60.0)
