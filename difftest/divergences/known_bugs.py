@@ -22,23 +22,23 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from difftest.divergences.bug_sites import (
+    backward_through_swapped_reduction,
+    chunk_uneven,
+    conv1d_grouped_uncropped,
+    div_scalar,
+    hard_sigmoid,
+    pow_zero,
+    powf,
+    reduce_after_unit_swap,
+    rms_norm_apply,
+    sgd_f32_hyperparameter,
+    used_leaf_backward,
+)
 from difftest.divergences.knowledge import Knowledge, burn_source
-from difftest.divergences.noops import NOOPS_BY_OP
-from difftest.ops.validate import infer_shapes
 from difftest.program.ir import (
-    Apply,
-    Backward,
-    Cut,
-    Leaf,
-    OpCall,
-    Optimizer,
-    Param,
     Program,
-    ProgramError,
     Statement,
-    Step,
-    ancestors,
-    root_module,
 )
 
 Trigger = Callable[[Statement, Sequence[Statement]], bool]  # (statement, the statements before it)
@@ -151,206 +151,6 @@ def untracked(f: Fault) -> bool:
 # ops whose burn implementation divides by a scalar (Tensor::div_scalar), whose backward then
 # multiplies by an f32 reciprocal: div_scalar itself, var / var_bias / var_mean (burn-tensor's
 # stats divide the sum of squares by n or n - 1) and softplus (divides by beta)
-DIV_SCALAR_OPS = frozenset({"div_scalar", "var", "var_bias", "var_mean", "softplus"})
-
-
-def _div_scalar(st: Statement, prior: Sequence[Statement]) -> bool:
-    return isinstance(st, OpCall) and st.op in DIV_SCALAR_OPS
-
-
-def _hard_sigmoid(st: Statement, prior: Sequence[Statement]) -> bool:
-    # burn-autodiff's default hard_sigmoid: only an op on the autodiff device (the grad region, an
-    # input there); flex's own, off it, computes in the input's dtype
-    if not (isinstance(st, OpCall) and st.op == "hard_sigmoid" and st.region == "grad"):
-        return False
-    by_id = _by_id(prior)
-    return any(_on_autodiff(x, by_id) for x in st.inputs)
-
-
-def _on_autodiff(ident: str, by_id: dict[str, Statement]) -> bool:
-    """Whether burn holds the value `ident` on the autodiff device: a leaf created there, an
-    `autodiff` cut (in any region), a grad-region `detach` or op of such a value; off it: a plain
-    leaf, a `without_autodiff` cut and anything else computed in a no_grad / inference_mode
-    region (whose inputs difftest takes without_autodiff, rule region-off-autodiff). Module forwards, parameter
-    and gradient reads count as on it (the generator then avoids what may trigger)."""
-    seen: set[str] = set()
-    stack = [ident]
-    while stack:
-        st = by_id.get(stack.pop())
-        if st is None or st.id in seen:
-            continue
-        seen.add(st.id)
-        if isinstance(st, Leaf):
-            if st.device == "autodiff":
-                return True
-        elif isinstance(st, Cut):
-            if st.cut == "autodiff":
-                return True
-            if st.region == "grad" and st.cut == "detach":
-                stack.append(st.input)
-        elif isinstance(st, OpCall):
-            if st.region == "grad":
-                stack.extend(st.inputs)
-        else:
-            return True
-    return False
-
-
-def _pow_zero(st: Statement, prior: Sequence[Statement]) -> bool:
-    # powf_scalar with an integral exponent is dispatched to powi_scalar by burn
-    return isinstance(st, OpCall) and st.op in ("powi_scalar", "powf_scalar") and st.attrs.get("exponent") == 0
-
-
-def _conv1d_grouped_uncropped(st: Statement, prior: Sequence[Statement]) -> bool:
-    # the span of a group's weight-gradient conv exceeds the kernel when the stride does not
-    # divide L + 2 padding - dilation (k - 1) - 1 (shapes read from the leaves and values before)
-    if not (isinstance(st, OpCall) and st.op == "conv1d" and st.attrs.get("groups", 1) > 1):
-        return False
-    s, p, d = st.attrs["stride"][0], st.attrs["padding"][0], st.attrs["dilation"][0]
-    if s == 1:
-        return False
-    shapes = _shapes(prior)
-    x, w = shapes.get(st.inputs[0]), shapes.get(st.inputs[1])
-    if x is None or w is None:
-        return True  # unknown shapes: avoid conservatively
-    return bool((x[-1] + 2 * p - d * (w[-1] - 1) - 1) % s != 0)
-
-
-def _shapes(prior: Sequence[Statement]) -> dict[str, tuple[int, ...]]:
-    """The shapes of the values before a statement, as far as the catalog's shape rules give them."""
-
-    try:
-        return infer_shapes(Program(tuple(prior)))
-    except ProgramError:
-        return {}
-
-
-def burn_chunk_panics(size: int, chunks: int) -> bool:
-    """Whether burn-tensor 0.22.1's `Tensor::chunk(chunks, dim)` panics on a dim of `size`: not a
-    multiple of `chunks` (and size >= chunks), it narrows `chunks - 1` pieces of size / chunks + 1
-    and the remainder, which runs past the end or is empty when fewer pieces cover the dim."""
-    if size < chunks or size % chunks == 0:
-        return False
-    step = size // chunks + 1
-    last = size % step
-    return step * (chunks - 1) + last != size or last == 0
-
-
-def _chunk_uneven(st: Statement, prior: Sequence[Statement]) -> bool:
-    if not (isinstance(st, OpCall) and st.op == "chunk"):
-        return False
-
-    source = next((s for s in prior if s.id == st.inputs[0]), None)
-    if source is None:
-        return False
-    shape = infer_shapes(Program(tuple(prior)))[source.id]
-    dim = st.attrs["dim"]
-    return 0 <= dim < len(shape) and burn_chunk_panics(shape[dim], st.attrs["chunks"])
-
-
-def _by_id(prior: Sequence[Statement]) -> dict[str, Statement]:
-    return {s.id: s for s in prior}
-
-
-def _unit_swap(st: Statement | None, prior: Sequence[Statement]) -> bool:
-    """A swap_dims, permute or transpose that moves a size-1 dim (the layout burn-flex's
-    `is_contiguous` misjudges: it ignores size-1 dims, so a reduction along a moved unit dim
-    takes its `dim_stride == 1` branch on a strided tensor)."""
-    if not isinstance(st, OpCall) or st.op not in ("swap_dims", "permute", "transpose"):
-        return False
-    shape = _shapes(prior).get(st.inputs[0])
-    if shape is None:
-        return False
-    rank = len(shape)
-    if st.op == "swap_dims":
-        d1, d2 = st.attrs.get("dim1"), st.attrs.get("dim2")
-        if not (isinstance(d1, int) and isinstance(d2, int)):
-            return False
-        perm = list(range(rank))
-        perm[d1 % rank], perm[d2 % rank] = perm[d2 % rank], perm[d1 % rank]
-    elif st.op == "transpose":
-        perm = list(range(rank))
-        if rank >= 2:
-            perm[-1], perm[-2] = perm[-2], perm[-1]
-    else:
-        perm = [int(a) % rank for a in st.attrs.get("axes", st.attrs.get("dims", ()))]
-    moved = [p for i, p in enumerate(perm) if i != p]
-    return any(shape[p] == 1 for p in moved)
-
-
-UNIT_SWAP_REDUCTIONS = frozenset({"sum_dim", "mean_dim"})
-
-
-def _reduce_after_unit_swap(st: Statement, prior: Sequence[Statement]) -> bool:
-    if not (isinstance(st, OpCall) and st.op in UNIT_SWAP_REDUCTIONS):
-        return False
-    table = _by_id(prior)
-    return _unit_swap(table.get(st.inputs[0]), [s for s in prior if s.id != st.id])
-
-
-def _backward_through_swapped_reduction(st: Statement, prior: Sequence[Statement]) -> bool:
-    """A backward whose root depends on a reduction whose result is unit-swapped (SumDim's
-    backward re-reduces the swapped gradient through the same burn-flex branch)."""
-    if not isinstance(st, Backward):
-        return False
-
-    table = _by_id(prior)
-    for ident in ancestors(table, st.input):
-        s = table[ident]
-        if _unit_swap(s, prior) and isinstance(s, OpCall):
-            source = table.get(s.inputs[0])
-            if isinstance(source, OpCall) and source.op in UNIT_SWAP_REDUCTIONS:
-                return True
-    return False
-
-
-def _used_leaf_backward(st: Statement, prior: Sequence[Statement]) -> bool:
-    """A backward rooted at a leaf of burn's graph — a require-grad leaf or a module parameter,
-    or an op burn answers with such a leaf (noops.py) — that an earlier op or module read."""
-
-    if not isinstance(st, Backward):
-        return False
-    table = _by_id(prior)
-    root = table.get(st.input)
-    while isinstance(root, OpCall) and root.op in NOOPS_BY_OP and NOOPS_BY_OP[root.op].applies(root.attrs):
-        root = table.get(root.inputs[0])
-    if isinstance(root, Param):
-        return any(isinstance(s, Apply) for s in prior)
-    return (isinstance(root, Leaf) and root.require_grad
-            and any(isinstance(s, OpCall) and root.id in s.inputs for s in prior))
-
-
-def _powf(st: Statement, prior: Sequence[Statement]) -> bool:
-    return isinstance(st, OpCall) and st.op == "powf"
-
-
-def _rms_norm_apply(st: Statement, prior: Sequence[Statement]) -> bool:
-    if not isinstance(st, Apply):
-        return False
-    try:
-        return root_module(Program(()), st.module, _by_id(prior)).module == "rms_norm"
-    except (KeyError, AssertionError):
-        return False
-
-
-def _inexact_in_f32(x: float) -> bool:
-    import struct
-
-    return float(struct.unpack("f", struct.pack("f", x))[0]) != x
-
-
-def _sgd_f32_hyperparameter(st: Statement, prior: Sequence[Statement]) -> bool:
-    """An SGD step whose momentum or weight decay is not exact in f32."""
-
-    if not isinstance(st, Step):
-        return False
-    opt = _by_id(prior).get(st.optimizer)
-    return isinstance(opt, Optimizer) and (
-        (opt.momentum != 0.0 and _inexact_in_f32(opt.momentum))
-        or (opt.weight_decay != 0.0 and _inexact_in_f32(opt.weight_decay))
-    )
-
-
 KNOWN_BUGS: tuple[KnownBug, ...] = (
     _bug(
         "powi-zero-untracked",
@@ -360,7 +160,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "backward of a loss that only depends on it panics) where PyTorch gives zeros.",
         ("corpus/bugs/powi-zero-untracked.json", "docs/semantics.md#upstream",
          burn_source("burn-backend", "src/backend/ops/tensor.rs"), "https://github.com/tracel-ai/burn/pull/5692"),
-        _pow_zero,
+        pow_zero,
         effect=Effect(("flags", "grad-presence", "outcome"), message=r"backward requires a tracked",
                       error=untracked, downstream=True),
     ),
@@ -375,7 +175,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/backward-of-used-leaf-panics.json", "docs/semantics.md#upstream",
          "https://github.com/tracel-ai/burn/pull/5645"),
         None,
-        site=_used_leaf_backward,
+        site=used_leaf_backward,
         effect=Effect(("outcome",), message=r"graph tape has already been consumed"),
     ),
     _bug(
@@ -386,7 +186,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/powf-zero-base-nan-grad.json", "docs/semantics.md#upstream",
          burn_source("burn-autodiff", "src/ops/tensor.rs"), "https://github.com/pytorch/pytorch/issues/27134"),
         None,
-        site=_powf,
+        site=powf,
         effect=Effect(("grad",), error=nan_where_base_is_zero),
     ),
     _bug(
@@ -397,7 +197,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "that campaigns only count it (its case's signature is known), so no trigger.",
         ("corpus/bugs/flex-reduce-dim-after-unit-swap-panics.json",),
         None,
-        site=_reduce_after_unit_swap,
+        site=reduce_after_unit_swap,
         effect=Effect(("outcome",), message=r"range end index \S+ out of range for slice"),
     ),
     _bug(
@@ -411,7 +211,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/flex-sum-dim-backward-after-unit-swap-panics.json",
          "corpus/bugs/flex-reduce-dim-after-unit-swap-panics.json"),
         None,
-        site=_backward_through_swapped_reduction,
+        site=backward_through_swapped_reduction,
         effect=Effect(("outcome",), message=r"range end index \S+ out of range for slice"),
     ),
     _bug(
@@ -425,7 +225,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "under test.",
         ("corpus/bugs/conv1d-grouped-weight-grad-uncropped.json",
          burn_source("burn-backend", "src/backend/ops/modules/conv.rs"), "https://github.com/tracel-ai/burn/pull/1891"),
-        _conv1d_grouped_uncropped,
+        conv1d_grouped_uncropped,
         effect=Effect(("grad",), input=(1,)),
         backward_through=(1,),
     ),
@@ -435,7 +235,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "chunks and pieces of ceil(size / chunks) cover it in fewer than chunks pieces (4 in 3: "
         "PyTorch gives [2, 2]); it assumes exactly chunks pieces. The generator avoids those sizes.",
         ("corpus/bugs/chunk-uneven-pieces-panics.json", burn_source("burn-tensor", "src/tensor/api/base.rs")),
-        _chunk_uneven,
+        chunk_uneven,
         effect=Effect(("outcome",), message=r"narrow"),
     ),
     _bug(
@@ -450,7 +250,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "only where a backward can pass through them (a tracked input, in the grad region): their "
         "forward stays under test.",
         ("corpus/bugs/div-scalar-grad-f32-reciprocal.json", burn_source("burn-autodiff", "src/ops/tensor.rs")),
-        _div_scalar,
+        div_scalar,
         ("float64",),
         effect=Effect(("grad",), error=within_f32_rounding),
         backward_through=(0,),
@@ -465,7 +265,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "on the plain device (a plain leaf, without_autodiff, a no_grad region) it stays under test.",
         ("corpus/bugs/hard-sigmoid-autodiff-f64-in-f32.json",
          burn_source("burn-backend", "src/backend/ops/activation.rs")),
-        _hard_sigmoid,
+        hard_sigmoid,
         ("float64",),
         effect=Effect(("value", "grad"), error=within_f32_rounding, downstream=True),
     ),
@@ -477,7 +277,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "float32 rounding. The generator draws no RmsNorm forward in float64 programs; the module, its "
         "transforms and parameter reads stay under test.",
         ("corpus/bugs/rms-norm-f64-rms-in-f32.json", burn_source("burn-nn", "src/modules/norm/rms.rs")),
-        _rms_norm_apply,
+        rms_norm_apply,
         ("float64",),
         effect=Effect(("value", "grad"), error=within_f32_rounding, downstream=True),
     ),
@@ -490,7 +290,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/sgd-momentum-f32-in-float64.json", burn_source("burn-optim", "src/optim/momentum.rs")),
         None,
         ("float64",),
-        site=_sgd_f32_hyperparameter,
+        site=sgd_f32_hyperparameter,
         effect=Effect(("value",), error=within_f32_rounding, downstream=True),
     ),
 )

@@ -1,0 +1,223 @@
+"""Where the known burn bugs strike: predicates on a statement and the statements before it
+(the `triggers` and `site`s of known_bugs.py), kept apart from the records they serve."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from difftest.divergences.noops import NOOPS_BY_OP
+from difftest.ops.validate import infer_shapes
+from difftest.program.ir import (
+    Apply,
+    Backward,
+    Cut,
+    Leaf,
+    OpCall,
+    Optimizer,
+    Param,
+    Program,
+    ProgramError,
+    Statement,
+    Step,
+    ancestors,
+    root_module,
+)
+
+DIV_SCALAR_OPS = frozenset({"div_scalar", "var", "var_bias", "var_mean", "softplus"})
+
+
+def div_scalar(st: Statement, prior: Sequence[Statement]) -> bool:
+    return isinstance(st, OpCall) and st.op in DIV_SCALAR_OPS
+
+
+def hard_sigmoid(st: Statement, prior: Sequence[Statement]) -> bool:
+    # burn-autodiff's default hard_sigmoid: only an op on the autodiff device (the grad region, an
+    # input there); flex's own, off it, computes in the input's dtype
+    if not (isinstance(st, OpCall) and st.op == "hard_sigmoid" and st.region == "grad"):
+        return False
+    by_id = _by_id(prior)
+    return any(_on_autodiff(x, by_id) for x in st.inputs)
+
+
+def _on_autodiff(ident: str, by_id: dict[str, Statement]) -> bool:
+    """Whether burn holds the value `ident` on the autodiff device: a leaf created there, an
+    `autodiff` cut (in any region), a grad-region `detach` or op of such a value; off it: a plain
+    leaf, a `without_autodiff` cut and anything else computed in a no_grad / inference_mode
+    region (whose inputs difftest takes without_autodiff, rule region-off-autodiff). Module forwards, parameter
+    and gradient reads count as on it (the generator then avoids what may trigger)."""
+    seen: set[str] = set()
+    stack = [ident]
+    while stack:
+        st = by_id.get(stack.pop())
+        if st is None or st.id in seen:
+            continue
+        seen.add(st.id)
+        if isinstance(st, Leaf):
+            if st.device == "autodiff":
+                return True
+        elif isinstance(st, Cut):
+            if st.cut == "autodiff":
+                return True
+            if st.region == "grad" and st.cut == "detach":
+                stack.append(st.input)
+        elif isinstance(st, OpCall):
+            if st.region == "grad":
+                stack.extend(st.inputs)
+        else:
+            return True
+    return False
+
+
+def pow_zero(st: Statement, prior: Sequence[Statement]) -> bool:
+    # powf_scalar with an integral exponent is dispatched to powi_scalar by burn
+    return isinstance(st, OpCall) and st.op in ("powi_scalar", "powf_scalar") and st.attrs.get("exponent") == 0
+
+
+def conv1d_grouped_uncropped(st: Statement, prior: Sequence[Statement]) -> bool:
+    # the span of a group's weight-gradient conv exceeds the kernel when the stride does not
+    # divide L + 2 padding - dilation (k - 1) - 1 (shapes read from the leaves and values before)
+    if not (isinstance(st, OpCall) and st.op == "conv1d" and st.attrs.get("groups", 1) > 1):
+        return False
+    s, p, d = st.attrs["stride"][0], st.attrs["padding"][0], st.attrs["dilation"][0]
+    if s == 1:
+        return False
+    shapes = _shapes(prior)
+    x, w = shapes.get(st.inputs[0]), shapes.get(st.inputs[1])
+    if x is None or w is None:
+        return True  # unknown shapes: avoid conservatively
+    return bool((x[-1] + 2 * p - d * (w[-1] - 1) - 1) % s != 0)
+
+
+def _shapes(prior: Sequence[Statement]) -> dict[str, tuple[int, ...]]:
+    """The shapes of the values before a statement, as far as the catalog's shape rules give them."""
+
+    try:
+        return infer_shapes(Program(tuple(prior)))
+    except ProgramError:
+        return {}
+
+
+def burn_chunk_panics(size: int, chunks: int) -> bool:
+    """Whether burn-tensor 0.22.1's `Tensor::chunk(chunks, dim)` panics on a dim of `size`: not a
+    multiple of `chunks` (and size >= chunks), it narrows `chunks - 1` pieces of size / chunks + 1
+    and the remainder, which runs past the end or is empty when fewer pieces cover the dim."""
+    if size < chunks or size % chunks == 0:
+        return False
+    step = size // chunks + 1
+    last = size % step
+    return step * (chunks - 1) + last != size or last == 0
+
+
+def chunk_uneven(st: Statement, prior: Sequence[Statement]) -> bool:
+    if not (isinstance(st, OpCall) and st.op == "chunk"):
+        return False
+
+    source = next((s for s in prior if s.id == st.inputs[0]), None)
+    if source is None:
+        return False
+    shape = infer_shapes(Program(tuple(prior)))[source.id]
+    dim = st.attrs["dim"]
+    return 0 <= dim < len(shape) and burn_chunk_panics(shape[dim], st.attrs["chunks"])
+
+
+def _by_id(prior: Sequence[Statement]) -> dict[str, Statement]:
+    return {s.id: s for s in prior}
+
+
+def _unit_swap(st: Statement | None, prior: Sequence[Statement]) -> bool:
+    """A swap_dims, permute or transpose that moves a size-1 dim (the layout burn-flex's
+    `is_contiguous` misjudges: it ignores size-1 dims, so a reduction along a moved unit dim
+    takes its `dim_stride == 1` branch on a strided tensor)."""
+    if not isinstance(st, OpCall) or st.op not in ("swap_dims", "permute", "transpose"):
+        return False
+    shape = _shapes(prior).get(st.inputs[0])
+    if shape is None:
+        return False
+    rank = len(shape)
+    if st.op == "swap_dims":
+        d1, d2 = st.attrs.get("dim1"), st.attrs.get("dim2")
+        if not (isinstance(d1, int) and isinstance(d2, int)):
+            return False
+        perm = list(range(rank))
+        perm[d1 % rank], perm[d2 % rank] = perm[d2 % rank], perm[d1 % rank]
+    elif st.op == "transpose":
+        perm = list(range(rank))
+        if rank >= 2:
+            perm[-1], perm[-2] = perm[-2], perm[-1]
+    else:
+        perm = [int(a) % rank for a in st.attrs.get("axes", st.attrs.get("dims", ()))]
+    moved = [p for i, p in enumerate(perm) if i != p]
+    return any(shape[p] == 1 for p in moved)
+
+
+UNIT_SWAP_REDUCTIONS = frozenset({"sum_dim", "mean_dim"})
+
+
+def reduce_after_unit_swap(st: Statement, prior: Sequence[Statement]) -> bool:
+    if not (isinstance(st, OpCall) and st.op in UNIT_SWAP_REDUCTIONS):
+        return False
+    table = _by_id(prior)
+    return _unit_swap(table.get(st.inputs[0]), [s for s in prior if s.id != st.id])
+
+
+def backward_through_swapped_reduction(st: Statement, prior: Sequence[Statement]) -> bool:
+    """A backward whose root depends on a reduction whose result is unit-swapped (SumDim's
+    backward re-reduces the swapped gradient through the same burn-flex branch)."""
+    if not isinstance(st, Backward):
+        return False
+
+    table = _by_id(prior)
+    for ident in ancestors(table, st.input):
+        s = table[ident]
+        if _unit_swap(s, prior) and isinstance(s, OpCall):
+            source = table.get(s.inputs[0])
+            if isinstance(source, OpCall) and source.op in UNIT_SWAP_REDUCTIONS:
+                return True
+    return False
+
+
+def used_leaf_backward(st: Statement, prior: Sequence[Statement]) -> bool:
+    """A backward rooted at a leaf of burn's graph — a require-grad leaf or a module parameter,
+    or an op burn answers with such a leaf (noops.py) — that an earlier op or module read."""
+
+    if not isinstance(st, Backward):
+        return False
+    table = _by_id(prior)
+    root = table.get(st.input)
+    while isinstance(root, OpCall) and root.op in NOOPS_BY_OP and NOOPS_BY_OP[root.op].applies(root.attrs):
+        root = table.get(root.inputs[0])
+    if isinstance(root, Param):
+        return any(isinstance(s, Apply) for s in prior)
+    return (isinstance(root, Leaf) and root.require_grad
+            and any(isinstance(s, OpCall) and root.id in s.inputs for s in prior))
+
+
+def powf(st: Statement, prior: Sequence[Statement]) -> bool:
+    return isinstance(st, OpCall) and st.op == "powf"
+
+
+def rms_norm_apply(st: Statement, prior: Sequence[Statement]) -> bool:
+    if not isinstance(st, Apply):
+        return False
+    try:
+        return root_module(Program(()), st.module, _by_id(prior)).module == "rms_norm"
+    except (KeyError, AssertionError):
+        return False
+
+
+def _inexact_in_f32(x: float) -> bool:
+    import struct
+
+    return float(struct.unpack("f", struct.pack("f", x))[0]) != x
+
+
+def sgd_f32_hyperparameter(st: Statement, prior: Sequence[Statement]) -> bool:
+    """An SGD step whose momentum or weight decay is not exact in f32."""
+
+    if not isinstance(st, Step):
+        return False
+    opt = _by_id(prior).get(st.optimizer)
+    return isinstance(opt, Optimizer) and (
+        (opt.momentum != 0.0 and _inexact_in_f32(opt.momentum))
+        or (opt.weight_decay != 0.0 and _inexact_in_f32(opt.weight_decay))
+    )
