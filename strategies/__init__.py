@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 from difftest.program.ir import Program
-from strategies.choices import HypothesisChoices, RandomChoices
-from strategies.config import GenConfig
-from strategies.generator import generate
+from difftest.strategies.choices import HypothesisChoices, RandomChoices
+from difftest.strategies.config import GenConfig
+from difftest.strategies.generator import generate
 
 __all__ = ["GenConfig", "HypothesisChoices", "RandomChoices", "generate", "programs", "random_programs"]
 
