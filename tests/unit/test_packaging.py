@@ -1,13 +1,15 @@
 """What installs: one top-level package, `difftest`, whose generator `difftest.strategies` is the
 folder strategies/ at the root (pyproject.toml's package-dir); the link difftest/strategies makes
-the source tree import the same way."""
+the source tree import the same way; and the public API is a small facade."""
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
 
+import difftest
 import difftest.strategies
+from difftest.oracle.check import check
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,3 +39,7 @@ def test_the_source_tree_imports_as_installed() -> None:
     assert link.is_symlink() and link.resolve() == (ROOT / "strategies").resolve()
     assert Path(difftest.strategies.__file__).resolve() == (ROOT / "strategies" / "__init__.py").resolve()
 
+
+def test_the_public_api_is_the_facade() -> None:
+    assert difftest.__all__ == ["check"] and difftest.check is check
+    assert difftest.strategies.__all__ == ["programs"]
