@@ -24,12 +24,10 @@ from difftest.program.ir import (
     Backward,
     ByKind,
     Cut,
-    Grad,
     Leaf,
     Module,
     OpCall,
     Optimizer,
-    Param,
     Program,
     Statement,
     Step,
@@ -226,17 +224,18 @@ def _optimizer_step(run: _Exec, st: Step) -> None:
 
 
 # each statement kind's step of a run: the value it defines, or None
-_STEPS: ByKind[Callable[[_Exec, Any], torch.Tensor | None]] = ByKind("PyTorch executor", {
-    Leaf: _value(_leaf),
-    OpCall: _value(_op),
-    Cut: _value(_cut),
-    Backward: _backward_step,
-    Module: _module,
-    Transform: _transform,
-    Apply: _value(_forward),
-    Param: _value(lambda run, st: module_param(run.modules[st.module], st.param)),
-    Grad: _value(lambda run, st: _grad(st, run.env, run.session)),
-    ZeroGrad: _zero_grad,
-    Optimizer: _optimizer,
-    Step: _optimizer_step,
-})
+_STEPS: ByKind[Callable[[_Exec, Any], torch.Tensor | None]] = ByKind(
+    "PyTorch executor",
+    leaf=_value(_leaf),
+    op=_value(_op),
+    cut=_value(_cut),
+    backward=_backward_step,
+    module=_module,
+    transform=_transform,
+    apply=_value(_forward),
+    param=_value(lambda run, st: module_param(run.modules[st.module], st.param)),
+    grad=_value(lambda run, st: _grad(st, run.env, run.session)),
+    zero_grad=_zero_grad,
+    optimizer=_optimizer,
+    step=_optimizer_step,
+)

@@ -18,21 +18,11 @@ from typing import TYPE_CHECKING, Any
 from difftest.divergences.states import BurnState
 from difftest.oracle.compare import DISMISSED
 from difftest.program.ir import (
-    Apply,
     Backward,
     ByKind,
     Cut,
-    Grad,
-    Leaf,
-    Module,
-    OpCall,
-    Optimizer,
-    Param,
     Region,
     Statement,
-    Step,
-    Transform,
-    ZeroGrad,
     handle_inputs,
     module_inputs,
     region_of,
@@ -136,20 +126,21 @@ def _plain_node(**kv: str | int) -> Callable[[Verdict, Statement], Node]:
     return lambda verdict, st: (f"{st.id}\n{what(st)}", dict(kv))
 
 
-_NODES: ByKind[Callable[[Verdict, Any], Node]] = ByKind("picture", {
-    Leaf: _value_node,
-    OpCall: _value_node,
-    Cut: _value_node,
-    Backward: _plain_node(shape="diamond", style="bold"),
-    Module: _handle_node(lambda st: st.module),
-    Transform: _handle_node(lambda st: st.transform),
-    Apply: _value_node,
-    Param: _value_node,
-    Grad: _value_node,
-    ZeroGrad: _plain_node(shape="note"),
-    Optimizer: _plain_node(shape="note"),
-    Step: _handle_node(lambda st: f"step lr={st.lr:g}"),
-})
+_NODES: ByKind[Callable[[Verdict, Any], Node]] = ByKind(
+    "picture",
+    leaf=_value_node,
+    op=_value_node,
+    cut=_value_node,
+    backward=_plain_node(shape="diamond", style="bold"),
+    module=_handle_node(lambda st: st.module),
+    transform=_handle_node(lambda st: st.transform),
+    apply=_value_node,
+    param=_value_node,
+    grad=_value_node,
+    zero_grad=_plain_node(shape="note"),
+    optimizer=_plain_node(shape="note"),
+    step=_handle_node(lambda st: f"step lr={st.lr:g}"),
+)
 
 
 def _edges(verdict: Verdict, st: Statement) -> list[str]:

@@ -38,18 +38,8 @@ from difftest.program.ir import (
     Apply,
     Backward,
     ByKind,
-    Cut,
-    Grad,
-    Leaf,
-    Module,
-    OpCall,
-    Optimizer,
-    Param,
     Program,
     Statement,
-    Step,
-    Transform,
-    ZeroGrad,
     ancestors,
     root_module,
     value_inputs,
@@ -97,20 +87,21 @@ def _apply_where(st: Apply, program: Program, table: dict[str, Statement]) -> st
 
 # where in a program a statement is, as a finding's signature names it (its op, the kind of cut,
 # module or transform, the parameter read)
-_WHERE: ByKind[Callable[[Any, Program, dict[str, Statement]], str]] = ByKind("signature", {
-    Leaf: lambda st, program, table: "leaf",
-    OpCall: lambda st, program, table: st.op,
-    Cut: lambda st, program, table: f"cut:{st.cut}",
-    Backward: lambda st, program, table: "backward",
-    Module: lambda st, program, table: f"module:{st.module}",
-    Transform: lambda st, program, table: f"transform:{st.transform}",
-    Apply: _apply_where,
-    Param: lambda st, program, table: f"param:{st.param}",
-    Grad: lambda st, program, table: st.kind,
-    ZeroGrad: lambda st, program, table: st.kind,
-    Optimizer: lambda st, program, table: st.kind,
-    Step: lambda st, program, table: st.kind,
-})
+_WHERE: ByKind[Callable[[Any, Program, dict[str, Statement]], str]] = ByKind(
+    "signature",
+    leaf=lambda st, program, table: "leaf",
+    op=lambda st, program, table: st.op,
+    cut=lambda st, program, table: f"cut:{st.cut}",
+    backward=lambda st, program, table: "backward",
+    module=lambda st, program, table: f"module:{st.module}",
+    transform=lambda st, program, table: f"transform:{st.transform}",
+    apply=_apply_where,
+    param=lambda st, program, table: f"param:{st.param}",
+    grad=lambda st, program, table: st.kind,
+    zero_grad=lambda st, program, table: st.kind,
+    optimizer=lambda st, program, table: st.kind,
+    step=lambda st, program, table: st.kind,
+)
 
 
 def _grad_where(m: Mapping[str, Any], program: Program) -> str | None:

@@ -14,20 +14,11 @@ from typing import TYPE_CHECKING, Any
 from difftest.divergences.states import BurnState, TorchState
 from difftest.oracle.compare import DISMISSED
 from difftest.program.ir import (
-    Apply,
     Backward,
     ByKind,
     Cut,
-    Grad,
-    Leaf,
-    Module,
     OpCall,
-    Optimizer,
-    Param,
     Statement,
-    Step,
-    Transform,
-    ZeroGrad,
     is_value,
 )
 from difftest.program.observation import TensorObs
@@ -51,20 +42,21 @@ def _region(st: OpCall | Cut) -> str:
     return f" [{st.region}]" if st.region != "grad" else ""
 
 
-_WHAT: ByKind[Callable[[Any], str]] = ByKind("table", {
-    Leaf: lambda st: "leaf" + (" rg" if st.require_grad else "") + ("" if st.device == "autodiff" else f" {st.device}"),
-    OpCall: lambda st: st.op + _region(st),
-    Cut: lambda st: st.cut + _region(st),
-    Backward: lambda st: st.kind,
-    Module: lambda st: st.kind,
-    Transform: lambda st: st.kind,
-    Apply: lambda st: f"apply {st.module}",
-    Param: lambda st: f"{st.module}.{st.param}",
-    Grad: lambda st: f"grad of {st.of} in {st.grads}",
-    ZeroGrad: lambda st: st.kind,
-    Optimizer: lambda st: st.kind,
-    Step: lambda st: st.kind,
-})
+_WHAT: ByKind[Callable[[Any], str]] = ByKind(
+    "table",
+    leaf=lambda st: "leaf" + (" rg" if st.require_grad else "") + ("" if st.device == "autodiff" else f" {st.device}"),
+    op=lambda st: st.op + _region(st),
+    cut=lambda st: st.cut + _region(st),
+    backward=lambda st: st.kind,
+    module=lambda st: st.kind,
+    transform=lambda st: st.kind,
+    apply=lambda st: f"apply {st.module}",
+    param=lambda st: f"{st.module}.{st.param}",
+    grad=lambda st: f"grad of {st.of} in {st.grads}",
+    zero_grad=lambda st: st.kind,
+    optimizer=lambda st: st.kind,
+    step=lambda st: st.kind,
+)
 
 
 def compact(flags: dict[str, bool] | None, names: tuple[str, ...]) -> str:

@@ -11,14 +11,12 @@ from difftest.ops.catalog import CATALOG
 from difftest.ops.value_dtypes import check_value_dtypes
 from difftest.program.ir import (
     Apply,
-    Backward,
     ByKind,
     Cut,
     Grad,
     Leaf,
     Module,
     OpCall,
-    Optimizer,
     Param,
     Program,
     ProgramError,
@@ -26,7 +24,6 @@ from difftest.program.ir import (
     Statement,
     Step,
     Transform,
-    ZeroGrad,
     module_inputs,
     numel,
 )
@@ -151,20 +148,21 @@ def _no_shape(run: _Shapes, i: int, st: Statement) -> None:
     """Not a value, nor a module handle."""
 
 
-_SHAPES: ByKind[Callable[[_Shapes, int, Any], None]] = ByKind("shapes", {
-    Leaf: _leaf_shape,
-    OpCall: _op_shape,
-    Cut: _cut_shape,
-    Backward: _no_shape,
-    Module: _module_root,
-    Transform: _derived_root,
-    Apply: _apply_shape,
-    Param: _param_shape,
-    Grad: _grad_shape,
-    ZeroGrad: _no_shape,
-    Optimizer: _no_shape,
-    Step: _derived_root,
-})
+_SHAPES: ByKind[Callable[[_Shapes, int, Any], None]] = ByKind(
+    "shapes",
+    leaf=_leaf_shape,
+    op=_op_shape,
+    cut=_cut_shape,
+    backward=_no_shape,
+    module=_module_root,
+    transform=_derived_root,
+    apply=_apply_shape,
+    param=_param_shape,
+    grad=_grad_shape,
+    zero_grad=_no_shape,
+    optimizer=_no_shape,
+    step=_derived_root,
+)
 
 
 def apply_shape(module: Module, x: Shape, index: int, st: Statement) -> Shape:

@@ -20,20 +20,10 @@ from difftest.ops.dtype_support import MIXED, why_unsupported
 from difftest.program.dtypes import EPS
 from difftest.program.ir import (
     Apply,
-    Backward,
     ByKind,
-    Cut,
-    Grad,
-    Leaf,
-    Module,
     OpCall,
-    Optimizer,
-    Param,
     Program,
     ProgramError,
-    Step,
-    Transform,
-    ZeroGrad,
     value_inputs,
 )
 
@@ -66,20 +56,21 @@ def _op_dtype(st: OpCall, out: dict[str, str], native: str) -> str:
 
 
 # a value's dtype from the dtypes of the values before it and the program's; None: not a value
-_DTYPE: ByKind[Callable[[Any, dict[str, str], str], str | None]] = ByKind("value dtypes", {
-    Leaf: lambda st, out, native: native,
-    OpCall: _op_dtype,
-    Cut: lambda st, out, native: out.get(st.input, native),
-    Backward: lambda st, out, native: None,
-    Module: lambda st, out, native: None,
-    Transform: lambda st, out, native: None,
-    Apply: lambda st, out, native: native,
-    Param: lambda st, out, native: native,
-    Grad: lambda st, out, native: out.get(st.of, native),
-    ZeroGrad: lambda st, out, native: None,
-    Optimizer: lambda st, out, native: None,
-    Step: lambda st, out, native: None,
-})
+_DTYPE: ByKind[Callable[[Any, dict[str, str], str], str | None]] = ByKind(
+    "value dtypes",
+    leaf=lambda st, out, native: native,
+    op=_op_dtype,
+    cut=lambda st, out, native: out.get(st.input, native),
+    backward=lambda st, out, native: None,
+    module=lambda st, out, native: None,
+    transform=lambda st, out, native: None,
+    apply=lambda st, out, native: native,
+    param=lambda st, out, native: native,
+    grad=lambda st, out, native: out.get(st.of, native),
+    zero_grad=lambda st, out, native: None,
+    optimizer=lambda st, out, native: None,
+    step=lambda st, out, native: None,
+)
 
 
 def coarsest(*dtypes: str) -> str:

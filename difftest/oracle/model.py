@@ -39,12 +39,8 @@ from difftest.program.ir import (
     Apply,
     Backward,
     ByKind,
-    Cut,
     Grad,
-    Leaf,
     Module,
-    OpCall,
-    Optimizer,
     Param,
     Program,
     Shape,
@@ -291,21 +287,22 @@ def _param_read(run: _Run, i: int, st: Param) -> Failure | None:
 
 
 # each statement kind's step of the prediction; a Failure stops it there
-_STEPS: ByKind[Callable[[_Run, int, Any], Failure | None]] = ByKind("model", {
-    Leaf: _plain_value(LEAF),
-    OpCall: _plain_value(OP),
-    Cut: _plain_value(CUT),
-    Backward: _backward_step,
-    Module: lambda run, i, st: _new_handle(run, i, st, module_handle(st), None),
-    Transform: lambda run, i, st: _new_handle(run, i, st, transform_handle(st, run.pred.modules),
+_STEPS: ByKind[Callable[[_Run, int, Any], Failure | None]] = ByKind(
+    "model",
+    leaf=_plain_value(LEAF),
+    op=_plain_value(OP),
+    cut=_plain_value(CUT),
+    backward=_backward_step,
+    module=lambda run, i, st: _new_handle(run, i, st, module_handle(st), None),
+    transform=lambda run, i, st: _new_handle(run, i, st, transform_handle(st, run.pred.modules),
                                               run.pred.modules.get(st.input)),
-    Apply: _forward,
-    Param: _param_read,
-    Grad: _grad_read,
-    ZeroGrad: _zero_grad,
-    Optimizer: lambda run, i, st: None,
-    StepStatement: _optimizer_step,
-})
+    apply=_forward,
+    param=_param_read,
+    grad=_grad_read,
+    zero_grad=_zero_grad,
+    optimizer=lambda run, i, st: None,
+    step=_optimizer_step,
+)
 
 
 def _backward(fw: Framework, i: int, st: Backward, program: Program, pred: FrameworkPrediction,

@@ -287,31 +287,32 @@ def _plain(kind: type[Statement], *fields: str) -> _Codec:
                   lambda raw, dtype: kind(id=raw["id"], **{f: raw[f] for f in fields}))
 
 
-_CODECS: ByKind[_Codec] = ByKind("JSON", {
-    Leaf: _Codec(
+_CODECS: ByKind[_Codec] = ByKind(
+    "JSON",
+    leaf=_Codec(
         lambda st: {"id": st.id, "kind": "leaf", "shape": list(st.shape), "data": encode_floats(st.data),
                     "device": st.device, "require_grad": st.require_grad},
         lambda raw, dtype: Leaf(id=raw["id"], shape=tuple(int(d) for d in raw["shape"]),
                                 data=_data(raw["data"], dtype), device=raw["device"],
                                 require_grad=bool(raw["require_grad"]))),
-    OpCall: _Codec(
+    op=_Codec(
         _op_to_dict,
         lambda raw, dtype: OpCall(id=raw["id"], op=raw["op"], inputs=tuple(raw["inputs"]),
                                   attrs=_decode_attrs(raw.get("attrs", {})), region=raw.get("region", "grad"))),
-    Cut: _Codec(
+    cut=_Codec(
         lambda st: _with_region({"id": st.id, "kind": "cut", "cut": st.cut, "input": st.input}, st),
         lambda raw, dtype: Cut(id=raw["id"], cut=raw["cut"], input=raw["input"], region=raw.get("region", "grad"))),
-    Backward: _Codec(
+    backward=_Codec(
         _backward_to_dict,
         lambda raw, dtype: Backward(id=raw["id"], input=raw["input"],
                                     retain_graph=bool(raw.get("retain_graph", False)))),
-    Module: _Codec(lambda st: _module_to_dict(st), lambda raw, dtype: _module_from_dict(raw, dtype)),
-    Transform: _plain(Transform, "transform", "input"),
-    Apply: _plain(Apply, "module", "input"),
-    Param: _plain(Param, "module", "param"),
-    Grad: _plain(Grad, "grads", "of"),
-    ZeroGrad: _plain(ZeroGrad),
-    Optimizer: _Codec(
+    module=_Codec(lambda st: _module_to_dict(st), lambda raw, dtype: _module_from_dict(raw, dtype)),
+    transform=_plain(Transform, "transform", "input"),
+    apply=_plain(Apply, "module", "input"),
+    param=_plain(Param, "module", "param"),
+    grad=_plain(Grad, "grads", "of"),
+    zero_grad=_plain(ZeroGrad),
+    optimizer=_Codec(
         lambda st: {"id": st.id, "kind": "optimizer", "optimizer": st.optimizer, "momentum": st.momentum,
                     "dampening": st.dampening, "nesterov": st.nesterov, "weight_decay": st.weight_decay},
         lambda raw, dtype: Optimizer(id=raw["id"], optimizer=raw["optimizer"],
@@ -319,12 +320,12 @@ _CODECS: ByKind[_Codec] = ByKind("JSON", {
                                      dampening=decode_float(raw.get("dampening", 0.0), "dampening"),
                                      nesterov=bool(raw.get("nesterov", False)),
                                      weight_decay=decode_float(raw.get("weight_decay", 0.0), "weight_decay"))),
-    Step: _Codec(
+    step=_Codec(
         lambda st: {"id": st.id, "kind": "step", "optimizer": st.optimizer, "module": st.module,
                     "grads": st.grads, "lr": st.lr},
         lambda raw, dtype: Step(id=raw["id"], optimizer=raw["optimizer"], module=raw["module"],
                                 grads=raw["grads"], lr=decode_float(raw["lr"], "lr"))),
-})
+)
 
 
 def program_from_json(text: str) -> Program:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Union, get_args
 
@@ -262,14 +262,15 @@ class ByKind(Generic[H]):
     built, so a new statement kind cannot be forgotten by any concern (tests/unit/test_dispatch.py
     checks every table against the kinds declared in this module)."""
 
-    def __init__(self, concern: str, handlers: Mapping[type, H]) -> None:
-        missing = [k.__name__ for k in STATEMENT_KINDS if k not in handlers]
-        unknown = [f"{k.__module__}.{k.__qualname__}" for k in handlers if k not in STATEMENT_KINDS]
+    def __init__(self, concern: str, /, **handlers: H) -> None:
+        """`handlers`: one per kind, by the kind's name in the JSON form (`leaf=`, `op=`, ...)."""
+        missing = [name for name in KIND_NAMES if name not in handlers]
+        unknown = [name for name in handlers if name not in KIND_NAMES]
         if missing or unknown:
             raise TypeError(f"{concern}: no handler for the statement kind(s) {missing}"
                             + (f"; {unknown} are not statement kinds" if unknown else ""))
         self.concern = concern
-        self.handlers: dict[type, H] = dict(handlers)
+        self.handlers: dict[type, H] = {KIND_NAMES[name]: handler for name, handler in handlers.items()}
         DISPATCH_TABLES.append(self)
 
     def of(self, st: Statement) -> H:
@@ -290,20 +291,21 @@ class Reads:
 
 
 _NOTHING = Reads()
-_READS: ByKind[Callable[[Any], Reads]] = ByKind("references", {
-    Leaf: lambda st: _NOTHING,
-    OpCall: lambda st: Reads(values=st.inputs),
-    Cut: lambda st: Reads(values=(st.input,)),
-    Backward: lambda st: Reads(values=(st.input,)),
-    Module: lambda st: _NOTHING,
-    Transform: lambda st: Reads(modules=(st.input,)),
-    Apply: lambda st: Reads(modules=(st.module,), values=(st.input,)),
-    Param: lambda st: Reads(modules=(st.module,)),
-    Grad: lambda st: Reads(handles=(st.grads, st.of)),  # a grad reads a gradient handle, not its value `of`
-    ZeroGrad: lambda st: _NOTHING,
-    Optimizer: lambda st: _NOTHING,
-    Step: lambda st: Reads(modules=(st.module,), handles=(st.optimizer, st.grads)),
-})
+_READS: ByKind[Callable[[Any], Reads]] = ByKind(
+    "references",
+    leaf=lambda st: _NOTHING,
+    op=lambda st: Reads(values=st.inputs),
+    cut=lambda st: Reads(values=(st.input,)),
+    backward=lambda st: Reads(values=(st.input,)),
+    module=lambda st: _NOTHING,
+    transform=lambda st: Reads(modules=(st.input,)),
+    apply=lambda st: Reads(modules=(st.module,), values=(st.input,)),
+    param=lambda st: Reads(modules=(st.module,)),
+    grad=lambda st: Reads(handles=(st.grads, st.of)),  # a grad reads a gradient handle, not its value `of`
+    zero_grad=lambda st: _NOTHING,
+    optimizer=lambda st: _NOTHING,
+    step=lambda st: Reads(modules=(st.module,), handles=(st.optimizer, st.grads)),
+)
 
 
 def reads(st: Statement) -> Reads:

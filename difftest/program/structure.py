@@ -21,7 +21,6 @@ from difftest.program.statements import (
     REGIONS,
     TRANSFORMS,
     VALUE_KINDS,
-    Apply,
     Backward,
     ByKind,
     Cut,
@@ -35,7 +34,6 @@ from difftest.program.statements import (
     Statement,
     Step,
     Transform,
-    ZeroGrad,
     is_value,
     module_inputs,
     numel,
@@ -209,20 +207,21 @@ def _nothing(c: _Checking, st: Statement) -> None:
 
 
 # each kind's own checks, in the order their errors are reported
-_CHECKS: ByKind[Callable[[_Checking, Any], None]] = ByKind("structure checks", {
-    Leaf: _leaf,
-    OpCall: _op,
-    Cut: _cut,
-    Backward: _nothing,
-    Module: _module,
-    Transform: _transform,
-    Apply: lambda c, st: c.module_refs(st),
-    Param: _param,
-    Grad: _grad,
-    ZeroGrad: _nothing,
-    Optimizer: _optimizer,
-    Step: _step,
-})
+_CHECKS: ByKind[Callable[[_Checking, Any], None]] = ByKind(
+    "structure checks",
+    leaf=_leaf,
+    op=_op,
+    cut=_cut,
+    backward=_nothing,
+    module=_module,
+    transform=_transform,
+    apply=lambda c, st: c.module_refs(st),
+    param=_param,
+    grad=_grad,
+    zero_grad=_nothing,
+    optimizer=_optimizer,
+    step=_step,
+)
 
 
 def _root_id(seen: dict[str, Statement], ident: str) -> str:

@@ -6,21 +6,15 @@ from collections.abc import Callable
 from typing import Any
 
 from difftest.program.ir import (
-    Apply,
     Backward,
     ByKind,
     Cut,
-    Grad,
     Leaf,
     Module,
     OpCall,
     Optimizer,
-    Param,
     Program,
     Statement,
-    Step,
-    Transform,
-    ZeroGrad,
 )
 from difftest.program.literals import fmt_data, fmt_float
 from difftest.program.modules import module_kind
@@ -74,20 +68,21 @@ def _backward(st: Backward) -> str:
     return f"{st.id}: backward({st.input}{retain})"
 
 
-_TEXT: ByKind[Callable[[Any], str]] = ByKind("text", {
-    Leaf: _leaf,
-    OpCall: _op,
-    Cut: lambda st: f"{st.id} = {st.cut}({st.input}){_region(st)}",
-    Backward: _backward,
-    Module: _module,
-    Transform: lambda st: f"{st.id}: {st.input}.{st.transform}()",
-    Apply: lambda st: f"{st.id} = {st.module}({st.input})",
-    Param: lambda st: f"{st.id} = {st.module}.{st.param}",
-    Grad: lambda st: f"{st.id} = grad({st.of}; {st.grads})",
-    ZeroGrad: lambda st: f"{st.id}: zero_grad()",
-    Optimizer: _optimizer,
-    Step: lambda st: f"{st.id}: {st.optimizer}.step({st.module}, {st.grads}, lr={fmt_float(st.lr)})",
-})
+_TEXT: ByKind[Callable[[Any], str]] = ByKind(
+    "text",
+    leaf=_leaf,
+    op=_op,
+    cut=lambda st: f"{st.id} = {st.cut}({st.input}){_region(st)}",
+    backward=_backward,
+    module=_module,
+    transform=lambda st: f"{st.id}: {st.input}.{st.transform}()",
+    apply=lambda st: f"{st.id} = {st.module}({st.input})",
+    param=lambda st: f"{st.id} = {st.module}.{st.param}",
+    grad=lambda st: f"{st.id} = grad({st.of}; {st.grads})",
+    zero_grad=lambda st: f"{st.id}: zero_grad()",
+    optimizer=_optimizer,
+    step=lambda st: f"{st.id}: {st.optimizer}.step({st.module}, {st.grads}, lr={fmt_float(st.lr)})",
+)
 
 
 def program_text(program: Program) -> str:

@@ -304,20 +304,21 @@ def _cut(s: _Script, st: Cut) -> str:
 
 
 # each statement kind's lines of the script
-_WRITERS: ByKind[Callable[[_Script, int, Any], None]] = ByKind("PyTorch reproducer", {
-    Leaf: _value(_leaf),
-    OpCall: _value(_op),
-    Cut: _value(_cut),
-    Backward: _backward,
-    Module: _module,
-    Transform: _transform,
-    Apply: _apply,
-    Param: _value(_param),
-    Grad: _grad,
-    ZeroGrad: _zero_grad,
-    Optimizer: _optimizer,
-    Step: _step,
-})
+_WRITERS: ByKind[Callable[[_Script, int, Any], None]] = ByKind(
+    "PyTorch reproducer",
+    leaf=_value(_leaf),
+    op=_value(_op),
+    cut=_value(_cut),
+    backward=_backward,
+    module=_module,
+    transform=_transform,
+    apply=_apply,
+    param=_value(_param),
+    grad=_grad,
+    zero_grad=_zero_grad,
+    optimizer=_optimizer,
+    step=_step,
+)
 
 
 def _holders(defined: list[str], handles: list[str], names: dict[str, str]) -> str:

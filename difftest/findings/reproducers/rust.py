@@ -29,8 +29,6 @@ from difftest.program.ir import (
     Shape,
     Statement,
     Step,
-    Transform,
-    ZeroGrad,
     root_module,
 )
 from difftest.program.literals import burn_options, list_literal, rust_f32, rust_f64, rust_items, wrap
@@ -288,21 +286,22 @@ def _cut(t: _Test, st: Cut) -> str:
 
 
 # each statement kind's lines of the test's body
-_WRITERS: ByKind[Callable[[_Test, Any], None]] = ByKind("burn reproducer", {
-    Leaf: _value(_leaf),
-    OpCall: _value(_op),
-    Cut: _value(_cut),
-    Backward: _backward,
-    Module: _module,
-    Transform: lambda t, st: t.body.append(f"let {t.names[st.id]} = {t.names[st.input]}."
+_WRITERS: ByKind[Callable[[_Test, Any], None]] = ByKind(
+    "burn reproducer",
+    leaf=_value(_leaf),
+    op=_value(_op),
+    cut=_value(_cut),
+    backward=_backward,
+    module=_module,
+    transform=lambda t, st: t.body.append(f"let {t.names[st.id]} = {t.names[st.input]}."
                                            f"{_RUST_TRANSFORM[st.transform]};"),
-    Apply: _apply,
-    Param: _param,
-    Grad: _grad,
-    ZeroGrad: lambda t, st: t.body.append("// zero_grad: burn's backward returns fresh gradients; nothing to clear"),
-    Optimizer: _optimizer,
-    Step: _step,
-})
+    apply=_apply,
+    param=_param,
+    grad=_grad,
+    zero_grad=lambda t, st: t.body.append("// zero_grad: burn's backward returns fresh gradients; nothing to clear"),
+    optimizer=_optimizer,
+    step=_step,
+)
 
 
 def rust_test_file(tests: Sequence[tuple[Program, str]],
