@@ -24,7 +24,10 @@ from hypothesis import HealthCheck, given, settings
 from difftest.exec.burn_worker import BurnWorker
 from difftest.oracle.check import check
 from difftest.program.ir import Program
-from strategies import GenConfig, RandomChoices, generate, programs
+from difftest.strategies import programs
+from difftest.strategies.choices import RandomChoices
+from difftest.strategies.config import GenConfig
+from difftest.strategies.generator import generate
 
 
 def _settings(n: int) -> settings:

@@ -37,7 +37,9 @@ from difftest.oracle.probe_run import check_with_probes, disagrees, screen
 from difftest.oracle.probes import root_probes
 from difftest.oracle.pytorch import run as run_torch
 from difftest.program.observation import Observation
-from strategies import GenConfig, RandomChoices, generate
+from difftest.strategies.choices import RandomChoices
+from difftest.strategies.config import GenConfig
+from difftest.strategies.generator import generate
 
 
 def main() -> None:

@@ -1,9 +1,9 @@
 """The small choice interface that program generators are written against.
 
-Hypothesis implements it with `draw` (`strategies.choices.HypothesisChoices`); campaigns use a
-seeded fast source (`strategies.choices.RandomChoices`). Generators only ever ask for these four
-things (and `note` a statistic), so the same generator shrinks under Hypothesis and runs fast
-under a plain PRNG.
+Hypothesis implements it with `draw` (`difftest.strategies.choices.HypothesisChoices`);
+campaigns use a seeded fast source (`difftest.strategies.choices.RandomChoices`). Generators only
+ever ask for these four things (and `note` a statistic), so the same generator shrinks under
+Hypothesis and runs fast under a plain PRNG.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Hypothesis strategies that grow difftest programs from the op catalog."""
+"""The program generator, `difftest.strategies` (its folder is strategies/ at the repository's
+root). Its public API is one strategy, `programs(...)`: Hypothesis grows difftest programs from
+the op catalog. The rest is internal, importable from its modules but not advertised: the
+generator (`generator.generate`), its choice sources (`choices`), its knobs and profiles
+(`config.GenConfig`), module fits and sessions; difftest's campaigns and tests import them there."""
 
 from __future__ import annotations
 
@@ -8,11 +12,11 @@ from typing import Any
 from hypothesis import strategies as st
 
 from difftest.program.ir import Program
-from strategies.choices import HypothesisChoices, RandomChoices
-from strategies.config import GenConfig
-from strategies.generator import generate
+from difftest.strategies.choices import HypothesisChoices
+from difftest.strategies.config import GenConfig
+from difftest.strategies.generator import generate
 
-__all__ = ["GenConfig", "HypothesisChoices", "RandomChoices", "generate", "programs", "random_programs"]
+__all__ = ["programs"]
 
 
 def programs(
@@ -39,10 +43,3 @@ def programs(
 
     return _programs()
 
-
-def random_programs(seed: int, cfg: GenConfig | None = None) -> Iterable[Program]:
-    """An endless stream of programs from a seeded PRNG (for campaigns)."""
-    k = 0
-    while True:
-        yield generate(RandomChoices(seed * 1_000_003 + k), cfg)
-        k += 1

@@ -12,7 +12,7 @@ from difftest.program.dtypes import FLOAT_DTYPES, check_dtype
 from difftest.program.ir import (
     MAX_RANK,
 )
-from strategies.choices import weighted
+from difftest.strategies.choices import weighted
 
 
 @dataclass(frozen=True)

@@ -52,10 +52,10 @@ from difftest.program.ir import (
     numel,
 )
 from difftest.program.shapes import ShapeError
-from strategies import module_draws, sessions
-from strategies.choices import weighted
-from strategies.config import GenConfig
-from strategies.values import _Value
+from difftest.strategies import module_draws, sessions
+from difftest.strategies.choices import weighted
+from difftest.strategies.config import GenConfig
+from difftest.strategies.values import _Value
 
 _T = TypeVar("_T")
 REGIONS: tuple[Region, ...] = ("grad", "no_grad", "inference_mode")

@@ -33,7 +33,7 @@ from difftest.memory.model import FLAT_SLACK_MIB, FRAMEWORKS, GROWS_FRACTION, MI
 from difftest.ops.catalog import CATALOG
 from difftest.oracle.model import predict
 from difftest.program.ir import Backward, Cut, CutKind, Leaf, OpCall, Program, Region, Statement
-from strategies.choices import RandomChoices
+from difftest.strategies.choices import RandomChoices
 
 SAVING_OPS: tuple[str, ...] = ("sin", "cos", "log", "abs", "square", "mul", "matmul")
 PLAIN_OPS: tuple[str, ...] = ("add", "sub", "neg", "add_scalar", "mul_scalar", "transpose")

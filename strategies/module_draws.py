@@ -15,13 +15,13 @@ from difftest.ops.domains import MAX_MAGNITUDE
 from difftest.ops.dtype_support import supported
 from difftest.program.ir import Apply, Module
 from difftest.program.modules import module_kind
-from strategies.config import GenConfig
-from strategies.module_fits import FITS, Handles, ModuleFit, handles_of
-from strategies.module_handles import param_read, transforms
-from strategies.values import _Value
+from difftest.strategies.config import GenConfig
+from difftest.strategies.module_fits import FITS, Handles, ModuleFit, handles_of
+from difftest.strategies.module_handles import param_read, transforms
+from difftest.strategies.values import _Value
 
 if TYPE_CHECKING:
-    from strategies.generator import _Builder
+    from difftest.strategies.generator import _Builder
 
 
 def _groups() -> list[tuple[str | float, list[str]]]:

@@ -27,12 +27,12 @@ from difftest.ops.nn_shapes import CONV, conv, conv_attrs
 from difftest.oracle.model import predict
 from difftest.program.ir import Apply, InlineTensor, Leaf, Module, Param, Program, numel
 from difftest.program.shapes import ShapeError
-from strategies.choices import weighted
-from strategies.module_handles import param_read, transform, transforms
-from strategies.values import _Handle, _Value
+from difftest.strategies.choices import weighted
+from difftest.strategies.module_handles import param_read, transform, transforms
+from difftest.strategies.values import _Handle, _Value
 
 if TYPE_CHECKING:
-    from strategies.generator import _Builder
+    from difftest.strategies.generator import _Builder
 
 Handles = list[tuple[str, _Handle]]
 

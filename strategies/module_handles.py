@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 from difftest.exec.torch_exec import transform_module
 from difftest.program.ir import TRANSFORMS, Module, Param, Transform
-from strategies.choices import weighted
-from strategies.values import _Handle, _Value
+from difftest.strategies.choices import weighted
+from difftest.strategies.values import _Handle, _Value
 
 if TYPE_CHECKING:
-    from strategies.generator import _Builder
+    from difftest.strategies.generator import _Builder
 
 
 def transforms(b: _Builder, handles: list[tuple[str, _Handle]]) -> None:

@@ -33,11 +33,11 @@ from difftest.program.ir import (
     ZeroGrad,
     ancestors,
 )
-from strategies.choices import weighted
-from strategies.values import _Value
+from difftest.strategies.choices import weighted
+from difftest.strategies.values import _Value
 
 if TYPE_CHECKING:
-    from strategies.generator import _Builder
+    from difftest.strategies.generator import _Builder
 
 # SGD settings, exact in float32 (burn's weight-decay penalty is an f32)
 LEARNING_RATES = (0.125, 0.0625, 0.25, 0.03125)

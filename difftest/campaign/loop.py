@@ -21,7 +21,9 @@ from difftest.exec.burn_worker import BurnWorker
 from difftest.oracle.compare import DISMISSED, Verdict
 from difftest.oracle.probe_run import ProbeRun, check_with_probes
 from difftest.program.ir import Program
-from strategies import GenConfig, RandomChoices, generate
+from difftest.strategies.choices import RandomChoices
+from difftest.strategies.config import GenConfig
+from difftest.strategies.generator import generate
 
 SEED_STRIDE = 1_000_003
 

@@ -202,7 +202,7 @@ class FuzzOptions:
     verbose: bool = False
     live: bool | None = None  # a live display (None: when the console is a terminal)
     shrink: bool = True
-    profile: str = "default"  # the generator's distribution (strategies.config.PROFILES)
+    profile: str = "default"  # the generator's distribution (difftest.strategies.config.PROFILES)
     probes: bool = True  # root probes of every passing program (difftest/oracle/probe_run.py)
 
     def source(self) -> str:

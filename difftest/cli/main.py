@@ -41,14 +41,14 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         if args.profile != "default":
             print("--dtype and --profile cannot be combined", file=sys.stderr)
             return 2
-        args.profile = args.dtype  # a dtype is a profile of the generator (strategies.config.PROFILES)
+        args.profile = args.dtype  # a dtype is a profile of the generator (difftest.strategies.config.PROFILES)
     opts = FuzzOptions(
         seed=args.seed, programs=args.programs, seconds=args.time,
         ops=tuple(args.ops.split(",")) if args.ops else None, max_statements=args.max_statements, jobs=jobs,
         shard=shard, shards=shards, corpus=Path(args.corpus), timeout=args.timeout, fault=args.fault,
         progress_every=args.progress, verbose=args.verbose, profile=args.profile, probes=not args.no_probes,
     )
-    from strategies import GenConfig
+    from difftest.strategies.config import GenConfig
 
     try:
         GenConfig(ops=opts.ops).op_specs()  # unknown ops: fail here, not in every job

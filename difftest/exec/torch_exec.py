@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import Any, Protocol
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, TypeVar
 
 import torch
 
@@ -22,13 +22,12 @@ from difftest.ops.value_dtypes import CAST_ATTR_TYPE, value_dtypes
 from difftest.program.ir import (
     Apply,
     Backward,
+    ByKind,
     Cut,
-    Grad,
     Leaf,
     Module,
     OpCall,
     Optimizer,
-    Param,
     Program,
     Statement,
     Step,
@@ -100,6 +99,22 @@ class ExecHooks(Protocol):
 AtEnd = Callable[[dict[str, torch.Tensor], dict[str, TorchModule], Session], None]  # run_torch's `at_end`
 
 
+@dataclass
+class _Exec:
+    """A run under way (`run_torch`): what each statement kind's step reads and writes."""
+
+    env: dict[str, torch.Tensor]  # the values so far
+    modules: dict[str, TorchModule]  # the module handles so far
+    session: Session
+    backwards: list[BackwardObs]
+    dt: torch.dtype  # the dtype the run creates leaves and parameters in
+    native: str  # the program's own dtype
+    dtypes: dict[str, str]  # every value's own dtype
+    run_in: str | None  # the dtype every cast runs to instead (the float64 arbiter), or None
+    hooks: ExecHooks | None
+    burn_inference: frozenset[str]
+
+
 def run_torch(program: Program, dtype: str | None = None, *, burn_inference: frozenset[str],
               hooks: ExecHooks | None = None, at_end: AtEnd | None = None) -> Observation:
     """Execute `program` in its own dtype (`dtype` None: framework "torch") or in `dtype` (the
@@ -109,94 +124,118 @@ def run_torch(program: Program, dtype: str | None = None, *, burn_inference: fro
     difftest/oracle/burn_devices.py; `difftest.oracle.pytorch.run` passes them).
     `at_end(env, modules, session)`: called on the state a run without error ends in (torch_probes.py)."""
     framework = "torch" if dtype is None else ("torch64" if dtype == "float64" else "torch")
-    dt = DTYPES[dtype or program.dtype]
-    native = program.dtype
     # every value's own dtype (cast changes it); a run in another dtype (the float64 arbiter and
     # its noise runs) runs every cast to that dtype instead: the reference skips the casts'
     # rounding, which the noise runs inject and measure at each cast as its own rounding
-    dtypes = value_dtypes(program)
-    run_in = None if dtype is None else dtype
-    env: dict[str, torch.Tensor] = {}
-    modules: dict[str, TorchModule] = {}
-    session = Session({}, {}, {})
+    run = _Exec({}, {}, Session({}, {}, {}), [], DTYPES[dtype or program.dtype], program.dtype,
+                value_dtypes(program), None if dtype is None else dtype, hooks, burn_inference)
     values: list[ValueObs] = []
-    backwards: list[BackwardObs] = []
     error: ErrorObs | None = None
     for i, st in enumerate(program.statements):
         try:
-            if isinstance(st, Backward):
-                backwards.append(_backward(st, env, modules, session))
-                continue
-            if isinstance(st, Module):
-                modules[st.id] = build_module(st, dt)
-                continue
-            if isinstance(st, Transform):
-                modules[st.id] = transform_module(modules[st.input], st.transform)
-                continue
-            if isinstance(st, ZeroGrad):
-                for t in _grad_holders(env, modules):
-                    t.grad = None
-                continue
-            if isinstance(st, Optimizer):
-                session.optimizers[st.id] = st
-                continue
-            if isinstance(st, Step):
-                modules[st.id] = _step(st, modules, session)
-                continue
-            frozen = hooks.constant(st) if hooks is not None else None
-            if frozen is not None:
-                t = frozen
-            elif isinstance(st, Apply):
-                handle = modules[st.module]
-                with burn_inference_path(handle.module, st.id in burn_inference):
-                    x = env[st.input]
-                    t = apply_module(handle, x) if hooks is None else hooks.module(st, handle, x, native)
-            elif isinstance(st, Param):
-                t = module_param(modules[st.module], st.param)
-            elif isinstance(st, Grad):
-                t = _grad(st, env, session)
-            else:
-                t = _value(st, env, dt, hooks, native, dtypes, run_in)
+            t = _STEPS.of(st)(run, st)
         except MissingGradient as e:
             error = ErrorObs("missing-gradient", str(e), i, st.id)
             break
         except Exception as e:
             error = ErrorObs("exception", f"{type(e).__name__}: {e}".strip(), i, st.id)
             break
-        env[st.id] = t
+        if t is None:  # not a value
+            continue
+        run.env[st.id] = t
         values.append(ValueObs(st.id, tensor_obs(t), flags(t)))
     if at_end is not None and error is None:
-        at_end(env, modules, session)
-    return Observation(framework, tuple(values), tuple(backwards), error)
+        at_end(run.env, run.modules, run.session)
+    return Observation(framework, tuple(values), tuple(run.backwards), error)
 
 
-def _value(st: Statement, env: dict[str, torch.Tensor], dt: torch.dtype,
-           hooks: ExecHooks | None = None, native: str = "float32", dtypes: dict[str, str] | None = None,
-           run_in: str | None = None) -> torch.Tensor:
-    if isinstance(st, Leaf):
-        t = torch.tensor(st.data, dtype=dt).reshape(st.shape).clone()  # a base, not a view
-        return t.requires_grad_(True) if st.require_grad else t
-    assert isinstance(st, (OpCall, Cut)), st
+S = TypeVar("S", bound=Statement)
+
+
+def _value(compute: Callable[[_Exec, S], torch.Tensor]) -> Callable[[_Exec, S], torch.Tensor]:
+    """The step of a value kind: `compute`, unless the hooks hold the value constant."""
+    def step(run: _Exec, st: S) -> torch.Tensor:
+        frozen = run.hooks.constant(st) if run.hooks is not None else None
+        return frozen if frozen is not None else compute(run, st)
+    return step
+
+
+def _leaf(run: _Exec, st: Leaf) -> torch.Tensor:
+    t = torch.tensor(st.data, dtype=run.dt).reshape(st.shape).clone()  # a base, not a view
+    return t.requires_grad_(True) if st.require_grad else t
+
+
+def _op(run: _Exec, st: OpCall) -> torch.Tensor:
     with region_context(st.region):
-        if isinstance(st, OpCall):
-            spec = CATALOG[st.op]
-            inputs = [env[x] for x in st.inputs]
-            attrs = st.attrs
-            if run_in is not None and any(a.type == CAST_ATTR_TYPE for a in spec.attrs):
-                own = dtypes or {}
-                if own.get(st.id) == own.get(st.inputs[0]):
-                    # a cast to its input's own dtype is that input itself, on both sides (rules
-                    # cast-same-dtype-returns-input, to-same-dtype-returns-input): so in the
-                    # arbiter's and the noise runs, where it is no op that rounds
-                    return inputs[0]
-                attrs = {k: run_in if any(a.name == k and a.type == CAST_ATTR_TYPE for a in spec.attrs) else v
-                         for k, v in attrs.items()}
-            if hooks is None:
-                return spec.lower(inputs, attrs)
+        spec = CATALOG[st.op]
+        inputs = [run.env[x] for x in st.inputs]
+        attrs = st.attrs
+        if run.run_in is not None and any(a.type == CAST_ATTR_TYPE for a in spec.attrs):
+            if run.dtypes.get(st.id) == run.dtypes.get(st.inputs[0]):
+                # a cast to its input's own dtype is that input itself, on both sides (rules
+                # cast-same-dtype-returns-input, to-same-dtype-returns-input): so in the
+                # arbiter's and the noise runs, where it is no op that rounds
+                return inputs[0]
+            attrs = {k: run.run_in if any(a.name == k and a.type == CAST_ATTR_TYPE for a in spec.attrs) else v
+                     for k, v in attrs.items()}
+        if run.hooks is None:
+            return spec.lower(inputs, attrs)
+        return run.hooks.op(st, inputs, attrs, run.dtypes, run.native)
 
-            return hooks.op(st, inputs, attrs, dtypes or {}, native)
-        assert isinstance(st, Cut), st
-        x = env[st.input]
+
+def _cut(run: _Exec, st: Cut) -> torch.Tensor:
+    with region_context(st.region):
+        x = run.env[st.input]
         if st.cut in ("detach", "without_autodiff"):
             return x.detach()
         return x  # autodiff: PyTorch has no such state; identity
+
+
+def _forward(run: _Exec, st: Apply) -> torch.Tensor:
+    handle = run.modules[st.module]
+    with burn_inference_path(handle.module, st.id in run.burn_inference):
+        x = run.env[st.input]
+        return apply_module(handle, x) if run.hooks is None else run.hooks.module(st, handle, x, run.native)
+
+
+def _backward_step(run: _Exec, st: Backward) -> None:
+    run.backwards.append(_backward(st, run.env, run.modules, run.session))
+
+
+def _zero_grad(run: _Exec, st: ZeroGrad) -> None:
+    for t in _grad_holders(run.env, run.modules):
+        t.grad = None
+
+
+def _module(run: _Exec, st: Module) -> None:
+    run.modules[st.id] = build_module(st, run.dt)
+
+
+def _transform(run: _Exec, st: Transform) -> None:
+    run.modules[st.id] = transform_module(run.modules[st.input], st.transform)
+
+
+def _optimizer(run: _Exec, st: Optimizer) -> None:
+    run.session.optimizers[st.id] = st
+
+
+def _optimizer_step(run: _Exec, st: Step) -> None:
+    run.modules[st.id] = _step(st, run.modules, run.session)
+
+
+# each statement kind's step of a run: the value it defines, or None
+_STEPS: ByKind[Callable[[_Exec, Any], torch.Tensor | None]] = ByKind(
+    "PyTorch executor",
+    leaf=_value(_leaf),
+    op=_value(_op),
+    cut=_value(_cut),
+    backward=_backward_step,
+    module=_module,
+    transform=_transform,
+    apply=_value(_forward),
+    param=_value(lambda run, st: module_param(run.modules[st.module], st.param)),
+    grad=_value(lambda run, st: _grad(st, run.env, run.session)),
+    zero_grad=_zero_grad,
+    optimizer=_optimizer,
+    step=_optimizer_step,
+)

@@ -12,23 +12,20 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from difftest.divergences.states import BurnState
 from difftest.oracle.compare import DISMISSED
 from difftest.program.ir import (
     Backward,
+    ByKind,
     Cut,
-    Module,
-    OpCall,
-    Optimizer,
+    Region,
     Statement,
-    Step,
-    Transform,
-    ZeroGrad,
     handle_inputs,
-    is_value,
     module_inputs,
+    region_of,
     value_inputs,
 )
 
@@ -86,44 +83,64 @@ def _marks(verdict: Verdict) -> dict[str, str]:
     return out
 
 
-def _region(st: Statement) -> str:
-    return st.region if isinstance(st, (OpCall, Cut)) else "grad"
-
-
 def _node(verdict: Verdict, st: Statement, mark: str | None) -> str:
-    label = f"{st.id}\n{what(st)}"
-    kv: dict[str, str | int] = {}
-    if is_value(st):
-        shape = _shape(verdict, st.id)
-        if shape:
-            label += f"\n{shape}"
-        flags = _burn_flags(verdict, st.id) or {}
-        style: list[str] = []
-        if flags.get("is_tracked"):
-            style.append("bold")
-        if flags.get("is_require_grad"):
-            kv["peripheries"] = 2
-        if flags and not flags.get("is_autodiff", True):
-            style += ["filled", "dotted"]
-            kv["fillcolor"] = "lightgrey"
-        kv["shape"] = "ellipse"
-        if style:
-            kv["style"] = ",".join(style)
-    elif isinstance(st, (Module, Transform, Step)):
-        kind = st.module if isinstance(st, Module) else st.transform if isinstance(st, Transform) else \
-            f"step lr={st.lr:g}"
-        label = f"{st.id}\n{kind}"
-        kv["shape"] = "box"
-    elif isinstance(st, (Optimizer, ZeroGrad)):
-        kv["shape"] = "note"
-    elif isinstance(st, Backward):
-        kv["shape"] = "diamond"
-        kv["style"] = "bold"
+    label, kv = _NODES.of(st)(verdict, st)
     if mark:
         label += f"\n{mark} {'finding' if mark == '!' else 'dismissed'}"
         kv["color"] = kv["fontcolor"] = "red" if mark == "!" else "orange"
         kv["penwidth"] = 2
     return f"  {_q(st.id)} {_attrs(label=label, **kv)};"
+
+
+Node = tuple[str, dict[str, str | int]]  # a node's label and its other attributes
+
+
+def _value_node(verdict: Verdict, st: Statement) -> Node:
+    """An ellipse with the value's shape, styled by burn's flags."""
+    label = f"{st.id}\n{what(st)}"
+    kv: dict[str, str | int] = {}
+    shape = _shape(verdict, st.id)
+    if shape:
+        label += f"\n{shape}"
+    flags = _burn_flags(verdict, st.id) or {}
+    style: list[str] = []
+    if flags.get("is_tracked"):
+        style.append("bold")
+    if flags.get("is_require_grad"):
+        kv["peripheries"] = 2
+    if flags and not flags.get("is_autodiff", True):
+        style += ["filled", "dotted"]
+        kv["fillcolor"] = "lightgrey"
+    kv["shape"] = "ellipse"
+    if style:
+        kv["style"] = ",".join(style)
+    return label, kv
+
+
+def _handle_node(kind: Callable[[Any], str]) -> Callable[[Verdict, Statement], Node]:
+    """A module handle: a box with its kind (module, transform, step)."""
+    return lambda verdict, st: (f"{st.id}\n{kind(st)}", {"shape": "box"})
+
+
+def _plain_node(**kv: str | int) -> Callable[[Verdict, Statement], Node]:
+    return lambda verdict, st: (f"{st.id}\n{what(st)}", dict(kv))
+
+
+_NODES: ByKind[Callable[[Verdict, Any], Node]] = ByKind(
+    "picture",
+    leaf=_value_node,
+    op=_value_node,
+    cut=_value_node,
+    backward=_plain_node(shape="diamond", style="bold"),
+    module=_handle_node(lambda st: st.module),
+    transform=_handle_node(lambda st: st.transform),
+    apply=_value_node,
+    param=_value_node,
+    grad=_value_node,
+    zero_grad=_plain_node(shape="note"),
+    optimizer=_plain_node(shape="note"),
+    step=_handle_node(lambda st: f"step lr={st.lr:g}"),
+)
 
 
 def _edges(verdict: Verdict, st: Statement) -> list[str]:
@@ -162,9 +179,9 @@ def dot(verdict: Verdict) -> str:
         f"  edge {_attrs(fontname='Helvetica', fontsize=10)};",
     ]
     # consecutive statements in the same no_grad / inference_mode region form one cluster box
-    runs: list[tuple[str, list[Statement]]] = []
+    runs: list[tuple[Region, list[Statement]]] = []
     for st in statements:
-        region = _region(st)
+        region = region_of(st)
         if runs and runs[-1][0] == region:
             runs[-1][1].append(st)
         else:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +37,9 @@ from difftest.oracle.compare import DISMISSED, Mismatch, Verdict
 from difftest.program.ir import (
     Apply,
     Backward,
-    Cut,
-    Leaf,
-    Module,
-    OpCall,
-    Param,
+    ByKind,
     Program,
-    Transform,
+    Statement,
     ancestors,
     root_module,
     value_inputs,
@@ -79,26 +75,33 @@ def _where(statement: str | None, program: Program | None) -> str:
     st = table.get(statement)
     if st is None:
         return "?"
-    if isinstance(st, OpCall):
-        return st.op
-    if isinstance(st, Cut):
-        return f"cut:{st.cut}"
-    if isinstance(st, Backward):
-        return "backward"
-    if isinstance(st, Leaf):
-        return "leaf"
-    if isinstance(st, Apply):
-        try:
-            return f"apply:{root_module(program, st.module, table).module}"
-        except (KeyError, AssertionError):
-            return "apply"
-    if isinstance(st, Param):
-        return f"param:{st.param}"
-    if isinstance(st, Module):
-        return f"module:{st.module}"
-    if isinstance(st, Transform):
-        return f"transform:{st.transform}"
-    return str(getattr(st, "kind", "?"))
+    return _WHERE.of(st)(st, program, table)
+
+
+def _apply_where(st: Apply, program: Program, table: dict[str, Statement]) -> str:
+    try:
+        return f"apply:{root_module(program, st.module, table).module}"
+    except (KeyError, AssertionError):
+        return "apply"
+
+
+# where in a program a statement is, as a finding's signature names it (its op, the kind of cut,
+# module or transform, the parameter read)
+_WHERE: ByKind[Callable[[Any, Program, dict[str, Statement]], str]] = ByKind(
+    "signature",
+    leaf=lambda st, program, table: "leaf",
+    op=lambda st, program, table: st.op,
+    cut=lambda st, program, table: f"cut:{st.cut}",
+    backward=lambda st, program, table: "backward",
+    module=lambda st, program, table: f"module:{st.module}",
+    transform=lambda st, program, table: f"transform:{st.transform}",
+    apply=_apply_where,
+    param=lambda st, program, table: f"param:{st.param}",
+    grad=lambda st, program, table: st.kind,
+    zero_grad=lambda st, program, table: st.kind,
+    optimizer=lambda st, program, table: st.kind,
+    step=lambda st, program, table: st.kind,
+)
 
 
 def _grad_where(m: Mapping[str, Any], program: Program) -> str | None:

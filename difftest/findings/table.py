@@ -8,11 +8,19 @@ from __future__ import annotations
 import io
 import math
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from difftest.divergences.states import BurnState, TorchState
 from difftest.oracle.compare import DISMISSED
-from difftest.program.ir import Apply, Backward, Cut, Grad, Leaf, OpCall, Param, Statement, is_value
+from difftest.program.ir import (
+    Backward,
+    ByKind,
+    Cut,
+    OpCall,
+    Statement,
+    is_value,
+)
 from difftest.program.observation import TensorObs
 
 if TYPE_CHECKING:
@@ -27,22 +35,28 @@ _AT_BACKWARD = re.compile(r"at backward (\S+?);")
 
 def what(st: Statement) -> str:
     """The op, or the leaf / cut kind, with the region when it is not `grad`."""
-    region = ""
-    if isinstance(st, (OpCall, Cut)) and st.region != "grad":
-        region = f" [{st.region}]"
-    if isinstance(st, Leaf):
-        return "leaf" + (" rg" if st.require_grad else "") + ("" if st.device == "autodiff" else f" {st.device}")
-    if isinstance(st, OpCall):
-        return st.op + region
-    if isinstance(st, Cut):
-        return st.cut + region
-    if isinstance(st, Apply):
-        return f"apply {st.module}"
-    if isinstance(st, Param):
-        return f"{st.module}.{st.param}"
-    if isinstance(st, Grad):
-        return f"grad of {st.of} in {st.grads}"
-    return st.kind
+    return _WHAT.of(st)(st)
+
+
+def _region(st: OpCall | Cut) -> str:
+    return f" [{st.region}]" if st.region != "grad" else ""
+
+
+_WHAT: ByKind[Callable[[Any], str]] = ByKind(
+    "table",
+    leaf=lambda st: "leaf" + (" rg" if st.require_grad else "") + ("" if st.device == "autodiff" else f" {st.device}"),
+    op=lambda st: st.op + _region(st),
+    cut=lambda st: st.cut + _region(st),
+    backward=lambda st: st.kind,
+    module=lambda st: st.kind,
+    transform=lambda st: st.kind,
+    apply=lambda st: f"apply {st.module}",
+    param=lambda st: f"{st.module}.{st.param}",
+    grad=lambda st: f"grad of {st.of} in {st.grads}",
+    zero_grad=lambda st: st.kind,
+    optimizer=lambda st: st.kind,
+    step=lambda st: st.kind,
+)
 
 
 def compact(flags: dict[str, bool] | None, names: tuple[str, ...]) -> str:

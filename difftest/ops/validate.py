@@ -3,10 +3,15 @@ element budget (docs/format.md, "Bounds")."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
 from difftest.ops.catalog import CATALOG
 from difftest.ops.value_dtypes import check_value_dtypes
 from difftest.program.ir import (
     Apply,
+    ByKind,
     Cut,
     Grad,
     Leaf,
@@ -19,6 +24,7 @@ from difftest.program.ir import (
     Statement,
     Step,
     Transform,
+    module_inputs,
     numel,
 )
 from difftest.program.modules import ModuleError, check_indices, forward_shape, module_kind
@@ -69,47 +75,94 @@ class _Budget:
             )
 
 
+@dataclass
+class _Shapes:
+    """Shape inference so far: every value's shape, and the module statement each module
+    handle derives from."""
+
+    program: Program
+    shapes: dict[str, Shape] = field(default_factory=dict)
+    roots: dict[str, Module] = field(default_factory=dict)
+
+
 def infer_shapes(program: Program, *, bounded: bool = False) -> dict[str, Shape]:
     """Shape of every value statement; raises ProgramError naming the statement. `bounded`:
     also check the element budget, statement by statement (the first offending statement is
     named, before any later shape error)."""
-    shapes: dict[str, Shape] = {}
-    roots: dict[str, Module] = {}  # module handle -> the module statement it derives from
+    run = _Shapes(program)
+    shapes = run.shapes
     budget = _Budget() if bounded else None
     for i, st in enumerate(program.statements):
-        if isinstance(st, Leaf):
-            shapes[st.id] = st.shape
-        elif isinstance(st, OpCall):
-            spec = CATALOG.get(st.op)
-            if spec is None:
-                raise ProgramError(f"unknown op {st.op!r}", i, st.id)
-            try:
-                shapes[st.id] = spec.shape([shapes[x] for x in st.inputs], st.attrs)
-            except ShapeError as e:
-                raise ProgramError(str(e), i, st.id) from e
-        elif isinstance(st, Cut):
-            shapes[st.id] = shapes[st.input]
-        elif isinstance(st, Module):
-            roots[st.id] = st
-        elif isinstance(st, Transform):
-            roots[st.id] = roots[st.input]
-        elif isinstance(st, Step):
-            roots[st.id] = roots[st.module]
-        elif isinstance(st, Grad):
-            shapes[st.id] = shapes[st.of]
-        elif isinstance(st, Apply):
-            shapes[st.id] = apply_shape(roots[st.module], shapes[st.input], i, st)
-            check_apply_input(roots[st.module], program, st, i)
-        elif isinstance(st, Param):
-            tensor = roots[st.module].tensor(st.param)
-            assert tensor is not None  # checked by the IR
-            shapes[st.id] = tensor.shape
+        _SHAPES.of(st)(run, i, st)
         if budget is not None:
             held = _tensors_held(st)
             if st.id in shapes:
                 held.append((st.op if isinstance(st, OpCall) else st.kind, numel(shapes[st.id])))
             budget.add(held, i, st)
     return shapes
+
+
+def _leaf_shape(run: _Shapes, i: int, st: Leaf) -> None:
+    run.shapes[st.id] = st.shape
+
+
+def _op_shape(run: _Shapes, i: int, st: OpCall) -> None:
+    spec = CATALOG.get(st.op)
+    if spec is None:
+        raise ProgramError(f"unknown op {st.op!r}", i, st.id)
+    try:
+        run.shapes[st.id] = spec.shape([run.shapes[x] for x in st.inputs], st.attrs)
+    except ShapeError as e:
+        raise ProgramError(str(e), i, st.id) from e
+
+
+def _apply_shape(run: _Shapes, i: int, st: Apply) -> None:
+    run.shapes[st.id] = apply_shape(run.roots[st.module], run.shapes[st.input], i, st)
+    check_apply_input(run.roots[st.module], run.program, st, i)
+
+
+def _param_shape(run: _Shapes, i: int, st: Param) -> None:
+    tensor = run.roots[st.module].tensor(st.param)
+    assert tensor is not None  # checked by the IR
+    run.shapes[st.id] = tensor.shape
+
+
+def _cut_shape(run: _Shapes, i: int, st: Cut) -> None:
+    run.shapes[st.id] = run.shapes[st.input]
+
+
+def _grad_shape(run: _Shapes, i: int, st: Grad) -> None:
+    run.shapes[st.id] = run.shapes[st.of]  # a gradient has its value's shape
+
+
+def _module_root(run: _Shapes, i: int, st: Module) -> None:
+    run.roots[st.id] = st
+
+
+def _derived_root(run: _Shapes, i: int, st: Transform | Step) -> None:
+    """A transform or a step derives from the module handle it reads."""
+    run.roots[st.id] = run.roots[module_inputs(st)[0]]
+
+
+def _no_shape(run: _Shapes, i: int, st: Statement) -> None:
+    """Not a value, nor a module handle."""
+
+
+_SHAPES: ByKind[Callable[[_Shapes, int, Any], None]] = ByKind(
+    "shapes",
+    leaf=_leaf_shape,
+    op=_op_shape,
+    cut=_cut_shape,
+    backward=_no_shape,
+    module=_module_root,
+    transform=_derived_root,
+    apply=_apply_shape,
+    param=_param_shape,
+    grad=_grad_shape,
+    zero_grad=_no_shape,
+    optimizer=_no_shape,
+    step=_derived_root,
+)
 
 
 def apply_shape(module: Module, x: Shape, index: int, st: Statement) -> Shape:

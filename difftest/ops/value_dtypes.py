@@ -12,10 +12,20 @@ Torch-free.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from difftest.ops.catalog import CATALOG
 from difftest.ops.dtype_support import MIXED, why_unsupported
 from difftest.program.dtypes import EPS
-from difftest.program.ir import Apply, Cut, Grad, Leaf, OpCall, Param, Program, ProgramError, value_inputs
+from difftest.program.ir import (
+    Apply,
+    ByKind,
+    OpCall,
+    Program,
+    ProgramError,
+    value_inputs,
+)
 
 CAST_ATTR_TYPE = "dtype"  # attributes of this type name a dtype: the op's result is in it
 
@@ -34,16 +44,33 @@ def value_dtypes(program: Program) -> dict[str, str]:
     """Every value's dtype by id (an op with inputs of mixed dtypes: its first input's)."""
     out: dict[str, str] = {}
     for st in program.statements:
-        if isinstance(st, OpCall):
-            target = _cast_target(st)
-            out[st.id] = target if target is not None else out.get(st.inputs[0], program.dtype)
-        elif isinstance(st, Cut):
-            out[st.id] = out.get(st.input, program.dtype)
-        elif isinstance(st, Grad):
-            out[st.id] = out.get(st.of, program.dtype)
-        elif isinstance(st, (Apply, Param, Leaf)):
-            out[st.id] = program.dtype
+        dtype = _DTYPE.of(st)(st, out, program.dtype)
+        if dtype is not None:
+            out[st.id] = dtype
     return out
+
+
+def _op_dtype(st: OpCall, out: dict[str, str], native: str) -> str:
+    target = _cast_target(st)
+    return target if target is not None else out.get(st.inputs[0], native)
+
+
+# a value's dtype from the dtypes of the values before it and the program's; None: not a value
+_DTYPE: ByKind[Callable[[Any, dict[str, str], str], str | None]] = ByKind(
+    "value dtypes",
+    leaf=lambda st, out, native: native,
+    op=_op_dtype,
+    cut=lambda st, out, native: out.get(st.input, native),
+    backward=lambda st, out, native: None,
+    module=lambda st, out, native: None,
+    transform=lambda st, out, native: None,
+    apply=lambda st, out, native: native,
+    param=lambda st, out, native: native,
+    grad=lambda st, out, native: out.get(st.of, native),
+    zero_grad=lambda st, out, native: None,
+    optimizer=lambda st, out, native: None,
+    step=lambda st, out, native: None,
+)
 
 
 def coarsest(*dtypes: str) -> str:

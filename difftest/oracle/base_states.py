@@ -1,10 +1,14 @@
 """The model's base predictions (model.py): the state PyTorch's autograd gives a statement's
-result, and the state burn's autodiff gives it, before any declared divergence rule applies."""
+result, and the state burn's autodiff gives it, before any declared divergence rule applies;
+and the module handle a `module` or `transform` statement defines."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
+from difftest.divergences.knowledge import Framework
 from difftest.divergences.rules import (
     burn_param_state,
     torch_param_state,
@@ -22,11 +26,14 @@ from difftest.program.ir import (
     Apply,
     Cut,
     Leaf,
+    Module,
     OpCall,
     Param,
     Shape,
     Statement,
+    Transform,
 )
+from difftest.program.modules import module_kind
 
 
 def _union(states: Sequence[State]) -> frozenset[str]:
@@ -36,29 +43,38 @@ def _union(states: Sequence[State]) -> frozenset[str]:
     return out
 
 
-def _base_torch(
-    st: Statement, inputs: tuple[State, ...], shapes: dict[str, Shape], module: ModuleState | None = None
-) -> TorchState:
+def _torch_param(st: Param, ins: list[TorchState], shapes: Mapping[str, Shape],
+                 module: ModuleState | None) -> TorchState:
+    assert module is not None
+    return torch_param_state(module, st.param, shapes[st.id])
+
+
+def _torch_apply(st: Apply, ins: list[TorchState], shapes: Mapping[str, Shape],
+                    module: ModuleState | None) -> TorchState:
+    assert module is not None
+    return _torch_forward(module, ins[0], shapes[st.id])
+
+
+def _torch_leaf(st: Leaf, ins: list[TorchState], shapes: Mapping[str, Shape],
+                module: ModuleState | None) -> TorchState:
+    key = st.id if st.require_grad else None
+    return TorchState(st.require_grad, True, False, False, key,
+                      frozenset({st.id}) if key else EMPTY, contiguous_strides(st.shape))
+
+
+def _torch_cut(st: Cut, ins: list[TorchState], shapes: Mapping[str, Shape],
+               module: ModuleState | None) -> TorchState:
+    x = ins[0]
+    if st.cut == "autodiff":
+        return x  # identity: the same tensor object
+    return TorchState(False, True, False, x.is_inference, strides=x.strides)  # detach is a view
+
+
+def _torch_op(st: OpCall, ins: list[TorchState], shapes: Mapping[str, Shape],
+              module: ModuleState | None) -> TorchState:
     """PyTorch autograd, including its view semantics: a view made inside no_grad /
     inference_mode keeps its base's requires_grad (as a leaf without grad_fn, whose gradient
     reaches nobody) and its base's inference-ness."""
-    ins = [s for s in inputs if isinstance(s, TorchState)]
-    if isinstance(st, Param):
-        assert module is not None
-        return torch_param_state(module, st.param, shapes[st.id])
-    if isinstance(st, Apply):
-        assert module is not None
-        return _torch_apply(module, ins[0], shapes[st.id])
-    if isinstance(st, Leaf):
-        key = st.id if st.require_grad else None
-        return TorchState(st.require_grad, True, False, False, key,
-                          frozenset({st.id}) if key else EMPTY, contiguous_strides(st.shape))
-    if isinstance(st, Cut):
-        x = ins[0]
-        if st.cut == "autodiff":
-            return x  # identity: the same tensor object
-        return TorchState(False, True, False, x.is_inference, strides=x.strides)  # detach is a view
-    assert isinstance(st, OpCall)
     spec = CATALOG[st.op]
     x = ins[0]
     in_shape = shapes[st.inputs[0]]
@@ -85,7 +101,7 @@ def _base_torch(
     return TorchState(False, True, False, False, strides=strides)
 
 
-def _torch_apply(m: ModuleState, x: TorchState, shape: Shape) -> TorchState:
+def _torch_forward(m: ModuleState, x: TorchState, shape: Shape) -> TorchState:
     """nn.Linear / nn.Dropout on x; a module derived from `valid` runs under torch.no_grad()."""
     const = TorchState(False, True, False, False, strides=contiguous_strides(shape))
     if m.kind == "dropout":
@@ -100,25 +116,32 @@ def _torch_apply(m: ModuleState, x: TorchState, shape: Shape) -> TorchState:
     return TorchState(True, False, True, False, None, _union([x, *params]), contiguous_strides(shape))
 
 
-def _base_burn(st: Statement, inputs: tuple[State, ...], module: ModuleState | None = None) -> BurnState:
-    """burn as if it followed PyTorch's autograd, mapped onto burn's three flags."""
-    ins = [s for s in inputs if isinstance(s, BurnState)]
-    if isinstance(st, Param):
-        assert module is not None
-        return burn_param_state(module, st.param)
-    if isinstance(st, Apply):
-        assert module is not None
-        return _burn_apply(module, ins[0])
-    if isinstance(st, Leaf):
-        ad = st.device == "autodiff"
-        key = st.id if st.require_grad else None
-        return BurnState(ad, st.require_grad, st.require_grad, key, frozenset({st.id}) if key else EMPTY)
-    if isinstance(st, Cut):
-        x = ins[0]
-        if st.cut == "autodiff":
-            return BurnState(True, x.is_tracked, x.is_require_grad, x.key, x.sources)
-        return BurnState(x.is_autodiff, False, False)  # detach and (base) without_autodiff
-    assert isinstance(st, OpCall)
+def _burn_param(st: Param, ins: list[BurnState], shapes: Mapping[str, Shape],
+                module: ModuleState | None) -> BurnState:
+    assert module is not None
+    return burn_param_state(module, st.param)
+
+
+def _burn_apply(st: Apply, ins: list[BurnState], shapes: Mapping[str, Shape],
+                   module: ModuleState | None) -> BurnState:
+    assert module is not None
+    return _burn_forward(module, ins[0])
+
+
+def _burn_leaf(st: Leaf, ins: list[BurnState], shapes: Mapping[str, Shape], module: ModuleState | None) -> BurnState:
+    ad = st.device == "autodiff"
+    key = st.id if st.require_grad else None
+    return BurnState(ad, st.require_grad, st.require_grad, key, frozenset({st.id}) if key else EMPTY)
+
+
+def _burn_cut(st: Cut, ins: list[BurnState], shapes: Mapping[str, Shape], module: ModuleState | None) -> BurnState:
+    x = ins[0]
+    if st.cut == "autodiff":
+        return BurnState(True, x.is_tracked, x.is_require_grad, x.key, x.sources)
+    return BurnState(x.is_autodiff, False, False)  # detach and (base) without_autodiff
+
+
+def _burn_op(st: OpCall, ins: list[BurnState], shapes: Mapping[str, Shape], module: ModuleState | None) -> BurnState:
     ad = any(s.is_autodiff for s in ins)
     if st.region != "grad":
         return BurnState(ad, False, False)
@@ -126,8 +149,8 @@ def _base_burn(st: Statement, inputs: tuple[State, ...], module: ModuleState | N
     return BurnState(ad, tracked, False, None, _union([s for s in ins if s.is_tracked]))
 
 
-def _burn_apply(m: ModuleState, x: BurnState) -> BurnState:
-    """PyTorch's apply (see _torch_apply) mapped onto burn's flags; the parameters are on the
+def _burn_forward(m: ModuleState, x: BurnState) -> BurnState:
+    """PyTorch's apply (see _torch_forward) mapped onto burn's flags; the parameters are on the
     autodiff device, so the output is too (a module without parameters, a group_norm built
     without affine ones, computes on its input's device)."""
     if m.kind == "dropout":
@@ -141,3 +164,63 @@ def _burn_apply(m: ModuleState, x: BurnState) -> BurnState:
     ins = [x, *(burn_param_state(m, name) for name in m.params)]
     tracked = [s for s in ins if s.is_tracked]
     return BurnState(x.is_autodiff or bool(m.params), bool(tracked), False, None, _union(tracked))
+
+
+@dataclass(frozen=True)
+class Base:
+    """A value kind's base prediction: the state PyTorch's autograd gives its result (`torch`),
+    and burn's autodiff as if it followed PyTorch's autograd, mapped onto burn's three flags
+    (`burn`); each from its inputs' states, every value's shape and the module it reads."""
+
+    torch: Callable[[Any, list[TorchState], Mapping[str, Shape], ModuleState | None], TorchState]
+    burn: Callable[[Any, list[BurnState], Mapping[str, Shape], ModuleState | None], BurnState]
+
+    def state(self, fw: Framework, st: Statement, inputs: Sequence[State], shapes: Mapping[str, Shape],
+              module: ModuleState | None) -> TorchState | BurnState:
+        if fw == "torch":
+            return self.torch(st, [s for s in inputs if isinstance(s, TorchState)], shapes, module)
+        return self.burn(st, [s for s in inputs if isinstance(s, BurnState)], shapes, module)
+
+
+# the value kinds the rules predict (the model's table, model.py, names each one's)
+LEAF = Base(_torch_leaf, _burn_leaf)
+OP = Base(_torch_op, _burn_op)
+CUT = Base(_torch_cut, _burn_cut)
+APPLY = Base(_torch_apply, _burn_apply)
+PARAM = Base(_torch_param, _burn_param)
+
+
+def module_handle(st: Module) -> ModuleState:
+    """The handle a `module` statement defines (see ModuleState)."""
+    params = tuple(name for name in module_kind(st.module).params if st.tensor(name) is not None)
+    return ModuleState(st.id, st.module, st.p, params, burn_origin=st.id)
+
+
+def transform_handle(st: Transform, modules: dict[str, ModuleState]) -> ModuleState:
+    """The handle a `transform` statement derives from its input's (see ModuleState)."""
+    m = modules[st.input]
+    new = replace(m, id=st.id)
+    t = st.transform
+    if t == "valid":  # eval(); burn: a snapshot on the plain device, configured state kept
+        return replace(new, training=False, valid=True, burn_training=False, burn_origin=None)
+    if t == "train":  # burn: back on autodiff; a require-grad parameter stays the same leaf
+        if m.requires_grad:
+            origin = st.id if m.valid else m.burn_origin
+        else:
+            origin = None
+        return replace(new, training=True, valid=False, burn_training=m.burn_configured_training,
+                       burn_origin=origin)
+    if t == "no_grad":  # requires_grad_(False); training flags untouched
+        return replace(new, requires_grad=False, no_grad=True, burn_origin=None)
+    if t == "freeze":  # requires_grad_(False) + eval(); burn: persistently
+        return replace(new, requires_grad=False, training=False, burn_training=False,
+                       burn_configured_training=False, burn_origin=None)
+    assert t == "unfreeze", t
+    # requires_grad_(True) + train(); burn: a plain-device parameter stays plain until train(),
+    # a require-grad one stays the same leaf, a detached one becomes a new leaf
+    if m.valid:
+        origin = None
+    else:
+        origin = m.burn_origin if m.requires_grad else st.id
+    return replace(new, requires_grad=True, training=True, burn_training=True, burn_configured_training=True,
+                   no_grad=False, burn_origin=origin)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from difftest.divergences.knowledge import Framework
 from difftest.divergences.rules import (
@@ -33,16 +34,17 @@ from difftest.ops.strides import contiguous_strides
 from difftest.ops.validate import infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle import sessions
-from difftest.oracle.base_states import _base_burn, _base_torch
+from difftest.oracle.base_states import APPLY, CUT, LEAF, OP, PARAM, Base, module_handle, transform_handle
 from difftest.program.ir import (
     Apply,
     Backward,
+    ByKind,
     Grad,
     Module,
-    Optimizer,
     Param,
     Program,
     Shape,
+    Statement,
     Transform,
     ZeroGrad,
     is_value,
@@ -166,6 +168,20 @@ def _incomparable_grads(burn: FrameworkPrediction, torch: FrameworkPrediction) -
 BackwardHook = Callable[[int, Backward, "FrameworkPrediction"], None]
 
 
+@dataclass
+class _Run:
+    """One framework's prediction under way (`_run`), what each statement kind's step reads."""
+
+    fw: Framework
+    program: Program
+    shapes: dict[str, Shape]
+    rules: list[Rule]
+    firings: list[Firing]
+    at_backward: BackwardHook | None
+    pred: FrameworkPrediction
+    dtypes: dict[str, str]
+
+
 def _run(
     fw: Framework, program: Program, shapes: dict[str, Shape], rules: list[Rule], firings: list[Firing],
     at_backward: BackwardHook | None = None,
@@ -173,68 +189,120 @@ def _run(
     """The framework's prediction, statement by statement; `at_backward(i, st, pred)` is called
     with the state before each backward (difftest/oracle/probes.py)."""
     pred = FrameworkPrediction(fw)
-    dtypes = value_dtypes(program)
+    run = _Run(fw, program, shapes, rules, firings, at_backward, pred, value_dtypes(program))
     for i, st in enumerate(program.statements):
-        if isinstance(st, (Module, Transform)):
-            handle = module_state(st, pred.modules)
-            source = pred.modules.get(st.input) if isinstance(st, Transform) else None
-            outcome = _apply_rules(fw, rules, firings, Step(i, st, (), handle, source), handle)
-            if isinstance(outcome, Failure):
-                pred.failure = (i, st.id, outcome)
-                return pred
-            assert isinstance(outcome, ModuleState), outcome
-            pred.modules[st.id] = outcome
-            continue
-        if isinstance(st, Backward):
-            if at_backward is not None:
-                at_backward(i, st, pred)
-            failure = _backward(fw, i, st, program, pred, rules, firings, shapes)
-            if failure is not None:
-                pred.failure = (i, st.id, failure)
-                return pred
-            continue
-        if isinstance(st, ZeroGrad):
-            pred.accumulated.clear()  # PyTorch: every .grad = None (burn keeps nothing to clear)
-            continue
-        if isinstance(st, Optimizer):
-            continue
-        if isinstance(st, StepStatement):
-            pred.modules[st.id] = _step(fw, i, st, pred, rules, firings)
-            continue
-        if isinstance(st, Grad):
-            outcome = _grad(fw, i, st, pred, rules, firings, shapes[st.id])
-            if isinstance(outcome, Failure):
-                pred.failure = (i, st.id, outcome)
-                return pred
-            assert isinstance(outcome, (TorchState, BurnState)), outcome
-            pred.states[st.id] = outcome
-            pred.base_states[st.id] = outcome
-            continue
-        inputs = tuple(pred.input_state(x) for x in value_inputs(st))
-        module = pred.modules[st.module] if isinstance(st, (Apply, Param)) else None
-        if fw == "torch":
-            base: Result = _base_torch(st, inputs, shapes, module)
-        else:
-            base = _base_burn(st, inputs, module)
-        step = Step(i, st, inputs, base, module, tuple(shapes[x] for x in value_inputs(st)),
-                    input_dtypes=tuple(dtypes.get(x, program.dtype) for x in value_inputs(st)))
-        current = _apply_rules(fw, rules, firings, step, base)
-        pred.base_states[st.id] = base
-        if isinstance(current, Failure):
-            pred.failure = (i, st.id, current)
+        failure = _STEPS.of(st)(run, i, st)
+        if failure is not None:
+            pred.failure = (i, st.id, failure)
             return pred
-        assert isinstance(current, (TorchState, BurnState)), current
-        pred.states[st.id] = current
-        own = frozenset(module_param_keys(fw, module)) if isinstance(st, Apply) and module else EMPTY
-        pred.paths[st.id] = _paths(st.id, current, value_inputs(st), pred, own)
-        if isinstance(st, Param) and isinstance(current, BurnState) and module is not None \
-                and st.param in module_kind(module.kind).burn_transposed:
-            pred.as_input[st.id] = _transposed(current)
-        if any(x in pred.nondet for x in value_inputs(st)) or (
-            isinstance(st, Apply) and module is not None and _draws_mask(module, inputs[0], current)
-        ) or (module is not None and module.diverged):
-            pred.nondet.add(st.id)
     return pred
+
+
+def _new_handle(run: _Run, i: int, st: Module | Transform, handle: ModuleState,
+                source: ModuleState | None) -> Failure | None:
+    """A module handle: its state as the rules leave it."""
+    outcome = _apply_rules(run.fw, run.rules, run.firings, Step(i, st, (), handle, source), handle)
+    if isinstance(outcome, Failure):
+        return outcome
+    assert isinstance(outcome, ModuleState), outcome
+    run.pred.modules[st.id] = outcome
+    return None
+
+
+def _backward_step(run: _Run, i: int, st: Backward) -> Failure | None:
+    if run.at_backward is not None:
+        run.at_backward(i, st, run.pred)
+    return _backward(run.fw, i, st, run.program, run.pred, run.rules, run.firings, run.shapes)
+
+
+def _zero_grad(run: _Run, i: int, st: ZeroGrad) -> None:
+    run.pred.accumulated.clear()  # PyTorch: every .grad = None (burn keeps nothing to clear)
+
+
+def _optimizer_step(run: _Run, i: int, st: StepStatement) -> None:
+    run.pred.modules[st.id] = _step(run.fw, i, st, run.pred, run.rules, run.firings)
+
+
+def _grad_read(run: _Run, i: int, st: Grad) -> Failure | None:
+    outcome = _grad(run.fw, i, st, run.pred, run.rules, run.firings, run.shapes[st.id])
+    if isinstance(outcome, Failure):
+        return outcome
+    assert isinstance(outcome, (TorchState, BurnState)), outcome
+    run.pred.states[st.id] = outcome
+    run.pred.base_states[st.id] = outcome
+    return None
+
+
+def _value(run: _Run, i: int, st: Statement, base: Base, module: ModuleState | None = None,
+           own: frozenset[str] = EMPTY) -> State | Failure:
+    """A value's state: its kind's base state with the rules on top, recorded with the
+    statements its gradients reach it through and whether it is comparable. `module`: the
+    module handle it reads, `own`: the grad keys of that module's parameters it uses."""
+    pred = run.pred
+    inputs = tuple(pred.input_state(x) for x in value_inputs(st))
+    base_state = base.state(run.fw, st, inputs, run.shapes, module)
+    step = Step(i, st, inputs, base_state, module, tuple(run.shapes[x] for x in value_inputs(st)),
+                input_dtypes=tuple(run.dtypes.get(x, run.program.dtype) for x in value_inputs(st)))
+    current = _apply_rules(run.fw, run.rules, run.firings, step, base_state)
+    pred.base_states[st.id] = base_state
+    if isinstance(current, Failure):
+        return current
+    assert isinstance(current, (TorchState, BurnState)), current
+    pred.states[st.id] = current
+    pred.paths[st.id] = _paths(st.id, current, value_inputs(st), pred, own)
+    if any(x in pred.nondet for x in value_inputs(st)) or (module is not None and module.diverged):
+        pred.nondet.add(st.id)
+    return current
+
+
+def _plain_value(base: Base) -> Callable[[_Run, int, Statement], Failure | None]:
+    """The step of a value kind that reads no module (a leaf, an op, a cut)."""
+    def step(run: _Run, i: int, st: Statement) -> Failure | None:
+        current = _value(run, i, st, base)
+        return current if isinstance(current, Failure) else None
+    return step
+
+
+def _forward(run: _Run, i: int, st: Apply) -> Failure | None:
+    """A module forward: its module's own parameters enter the paths; a dropout that draws a
+    mask makes its value not comparable."""
+    module = run.pred.modules[st.module]
+    current = _value(run, i, st, APPLY, module, frozenset(module_param_keys(run.fw, module)))
+    if isinstance(current, Failure):
+        return current
+    if _draws_mask(module, run.pred.input_state(st.input), current):
+        run.pred.nondet.add(st.id)
+    return None
+
+
+def _param_read(run: _Run, i: int, st: Param) -> Failure | None:
+    """A parameter read; later statements see burn's transposed weight as a node of its own."""
+    module = run.pred.modules[st.module]
+    current = _value(run, i, st, PARAM, module)
+    if isinstance(current, Failure):
+        return current
+    if isinstance(current, BurnState) and st.param in module_kind(module.kind).burn_transposed:
+        run.pred.as_input[st.id] = _transposed(current)
+    return None
+
+
+# each statement kind's step of the prediction; a Failure stops it there
+_STEPS: ByKind[Callable[[_Run, int, Any], Failure | None]] = ByKind(
+    "model",
+    leaf=_plain_value(LEAF),
+    op=_plain_value(OP),
+    cut=_plain_value(CUT),
+    backward=_backward_step,
+    module=lambda run, i, st: _new_handle(run, i, st, module_handle(st), None),
+    transform=lambda run, i, st: _new_handle(run, i, st, transform_handle(st, run.pred.modules),
+                                              run.pred.modules.get(st.input)),
+    apply=_forward,
+    param=_param_read,
+    grad=_grad_read,
+    zero_grad=_zero_grad,
+    optimizer=lambda run, i, st: None,
+    step=_optimizer_step,
+)
 
 
 def _backward(fw: Framework, i: int, st: Backward, program: Program, pred: FrameworkPrediction,
@@ -363,38 +431,3 @@ def _transposed(s: BurnState) -> BurnState:
     if s.is_tracked:
         return BurnState(s.is_autodiff, True, False, None, s.sources)
     return BurnState(s.is_autodiff, False, False)
-
-
-def module_state(st: Module | Transform, modules: dict[str, ModuleState]) -> ModuleState:
-    """The handle a `module` or `transform` statement defines (see ModuleState)."""
-    if isinstance(st, Module):
-        params = tuple(name for name in module_kind(st.module).params if st.tensor(name) is not None)
-        return ModuleState(st.id, st.module, st.p, params, burn_origin=st.id)
-    m = modules[st.input]
-    new = replace(m, id=st.id)
-    t = st.transform
-    if t == "valid":  # eval(); burn: a snapshot on the plain device, configured state kept
-        return replace(new, training=False, valid=True, burn_training=False, burn_origin=None)
-    if t == "train":  # burn: back on autodiff; a require-grad parameter stays the same leaf
-        if m.requires_grad:
-            origin = st.id if m.valid else m.burn_origin
-        else:
-            origin = None
-        return replace(new, training=True, valid=False, burn_training=m.burn_configured_training,
-                       burn_origin=origin)
-    if t == "no_grad":  # requires_grad_(False); training flags untouched
-        return replace(new, requires_grad=False, no_grad=True, burn_origin=None)
-    if t == "freeze":  # requires_grad_(False) + eval(); burn: persistently
-        return replace(new, requires_grad=False, training=False, burn_training=False,
-                       burn_configured_training=False, burn_origin=None)
-    assert t == "unfreeze", t
-    # requires_grad_(True) + train(); burn: a plain-device parameter stays plain until train(),
-    # a require-grad one stays the same leaf, a detached one becomes a new leaf
-    if m.valid:
-        origin = None
-    else:
-        origin = m.burn_origin if m.requires_grad else st.id
-    return replace(new, requires_grad=True, training=True, burn_training=True, burn_configured_training=True,
-                   no_grad=False, burn_origin=origin)
-
-

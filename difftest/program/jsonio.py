@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -15,8 +17,10 @@ from difftest.program.dtypes import DEFAULT_DTYPE, FLOAT_DTYPES, to_f32
 from difftest.program.ir import (
     FORMAT_NAME,
     FORMAT_VERSIONS,
+    KIND_NAMES,
     Apply,
     Backward,
+    ByKind,
     Cut,
     Grad,
     InlineTensor,
@@ -65,49 +69,7 @@ def decode_floats(xs: list[Any], where: str = "data") -> tuple[float, ...]:
 
 
 def statement_to_dict(st: Statement) -> dict[str, Any]:
-    if isinstance(st, Leaf):
-        return {
-            "id": st.id,
-            "kind": "leaf",
-            "shape": list(st.shape),
-            "data": encode_floats(st.data),
-            "device": st.device,
-            "require_grad": st.require_grad,
-        }
-    if isinstance(st, OpCall):
-        d: dict[str, Any] = {"id": st.id, "kind": "op", "op": st.op, "inputs": list(st.inputs)}
-        if st.attrs:
-            d["attrs"] = _jsonable(st.attrs)
-        if st.region != "grad":
-            d["region"] = st.region
-        return d
-    if isinstance(st, Cut):
-        d = {"id": st.id, "kind": "cut", "cut": st.cut, "input": st.input}
-        if st.region != "grad":
-            d["region"] = st.region
-        return d
-    if isinstance(st, Module):
-        return _module_to_dict(st)
-    if isinstance(st, Transform):
-        return {"id": st.id, "kind": "transform", "transform": st.transform, "input": st.input}
-    if isinstance(st, Apply):
-        return {"id": st.id, "kind": "apply", "module": st.module, "input": st.input}
-    if isinstance(st, Param):
-        return {"id": st.id, "kind": "param", "module": st.module, "param": st.param}
-    if isinstance(st, Grad):
-        return {"id": st.id, "kind": "grad", "grads": st.grads, "of": st.of}
-    if isinstance(st, ZeroGrad):
-        return {"id": st.id, "kind": "zero_grad"}
-    if isinstance(st, Optimizer):
-        return {"id": st.id, "kind": "optimizer", "optimizer": st.optimizer, "momentum": st.momentum,
-                "dampening": st.dampening, "nesterov": st.nesterov, "weight_decay": st.weight_decay}
-    if isinstance(st, Step):
-        return {"id": st.id, "kind": "step", "optimizer": st.optimizer, "module": st.module, "grads": st.grads,
-                "lr": st.lr}
-    d = {"id": st.id, "kind": "backward", "input": st.input}
-    if st.retain_graph:
-        d["retain_graph"] = True
-    return d
+    return _CODECS.of(st).write(st)
 
 
 def _tensor_to_dict(t: InlineTensor) -> dict[str, Any]:
@@ -240,49 +202,10 @@ def program_from_dict(doc: Any, *, validate: bool = True) -> Program:
 
 
 def _statement_from_dict(raw: dict[str, Any], dtype: str = DEFAULT_DTYPE) -> Statement:
-    kind = raw["kind"]
-    if kind == "leaf":
-        return Leaf(
-            id=raw["id"],
-            shape=tuple(int(d) for d in raw["shape"]),
-            data=_data(raw["data"], dtype),
-            device=raw["device"],
-            require_grad=bool(raw["require_grad"]),
-        )
-    if kind == "op":
-        return OpCall(
-            id=raw["id"],
-            op=raw["op"],
-            inputs=tuple(raw["inputs"]),
-            attrs=_decode_attrs(raw.get("attrs", {})),
-            region=raw.get("region", "grad"),
-        )
-    if kind == "cut":
-        return Cut(id=raw["id"], cut=raw["cut"], input=raw["input"], region=raw.get("region", "grad"))
-    if kind == "backward":
-        return Backward(id=raw["id"], input=raw["input"], retain_graph=bool(raw.get("retain_graph", False)))
-    if kind == "grad":
-        return Grad(id=raw["id"], grads=raw["grads"], of=raw["of"])
-    if kind == "zero_grad":
-        return ZeroGrad(id=raw["id"])
-    if kind == "optimizer":
-        return Optimizer(id=raw["id"], optimizer=raw["optimizer"],
-                         momentum=decode_float(raw.get("momentum", 0.0), "momentum"),
-                         dampening=decode_float(raw.get("dampening", 0.0), "dampening"),
-                         nesterov=bool(raw.get("nesterov", False)),
-                         weight_decay=decode_float(raw.get("weight_decay", 0.0), "weight_decay"))
-    if kind == "step":
-        return Step(id=raw["id"], optimizer=raw["optimizer"], module=raw["module"], grads=raw["grads"],
-                    lr=decode_float(raw["lr"], "lr"))
-    if kind == "module":
-        return _module_from_dict(raw, dtype)
-    if kind == "transform":
-        return Transform(id=raw["id"], transform=raw["transform"], input=raw["input"])
-    if kind == "apply":
-        return Apply(id=raw["id"], module=raw["module"], input=raw["input"])
-    if kind == "param":
-        return Param(id=raw["id"], module=raw["module"], param=raw["param"])
-    raise ValueError(f"unknown statement kind {kind!r}")
+    kind = KIND_NAMES.get(raw["kind"]) if isinstance(raw["kind"], str) else None
+    if kind is None:
+        raise ValueError(f"unknown statement kind {raw['kind']!r}")
+    return _CODECS.handlers[kind].read(raw, dtype)
 
 
 def _module_to_dict(st: Module) -> dict[str, Any]:
@@ -327,6 +250,82 @@ def _decode_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
         else:
             out[k] = v
     return out
+
+
+@dataclass(frozen=True)
+class _Codec:
+    """A statement kind's JSON form: written from the statement, read in the program's dtype."""
+
+    write: Callable[[Any], dict[str, Any]]
+    read: Callable[[dict[str, Any], str], Statement]
+
+
+def _with_region(d: dict[str, Any], st: OpCall | Cut) -> dict[str, Any]:
+    if st.region != "grad":
+        d["region"] = st.region
+    return d
+
+
+def _op_to_dict(st: OpCall) -> dict[str, Any]:
+    d: dict[str, Any] = {"id": st.id, "kind": "op", "op": st.op, "inputs": list(st.inputs)}
+    if st.attrs:
+        d["attrs"] = _jsonable(st.attrs)
+    return _with_region(d, st)
+
+
+def _backward_to_dict(st: Backward) -> dict[str, Any]:
+    d: dict[str, Any] = {"id": st.id, "kind": "backward", "input": st.input}
+    if st.retain_graph:
+        d["retain_graph"] = True
+    return d
+
+
+def _plain(kind: type[Statement], *fields: str) -> _Codec:
+    """A kind whose fields (after `id`) are names of other statements or words, written as is."""
+    name: str = kind.kind
+    return _Codec(lambda st: {"id": st.id, "kind": name, **{f: getattr(st, f) for f in fields}},
+                  lambda raw, dtype: kind(id=raw["id"], **{f: raw[f] for f in fields}))
+
+
+_CODECS: ByKind[_Codec] = ByKind(
+    "JSON",
+    leaf=_Codec(
+        lambda st: {"id": st.id, "kind": "leaf", "shape": list(st.shape), "data": encode_floats(st.data),
+                    "device": st.device, "require_grad": st.require_grad},
+        lambda raw, dtype: Leaf(id=raw["id"], shape=tuple(int(d) for d in raw["shape"]),
+                                data=_data(raw["data"], dtype), device=raw["device"],
+                                require_grad=bool(raw["require_grad"]))),
+    op=_Codec(
+        _op_to_dict,
+        lambda raw, dtype: OpCall(id=raw["id"], op=raw["op"], inputs=tuple(raw["inputs"]),
+                                  attrs=_decode_attrs(raw.get("attrs", {})), region=raw.get("region", "grad"))),
+    cut=_Codec(
+        lambda st: _with_region({"id": st.id, "kind": "cut", "cut": st.cut, "input": st.input}, st),
+        lambda raw, dtype: Cut(id=raw["id"], cut=raw["cut"], input=raw["input"], region=raw.get("region", "grad"))),
+    backward=_Codec(
+        _backward_to_dict,
+        lambda raw, dtype: Backward(id=raw["id"], input=raw["input"],
+                                    retain_graph=bool(raw.get("retain_graph", False)))),
+    module=_Codec(lambda st: _module_to_dict(st), lambda raw, dtype: _module_from_dict(raw, dtype)),
+    transform=_plain(Transform, "transform", "input"),
+    apply=_plain(Apply, "module", "input"),
+    param=_plain(Param, "module", "param"),
+    grad=_plain(Grad, "grads", "of"),
+    zero_grad=_plain(ZeroGrad),
+    optimizer=_Codec(
+        lambda st: {"id": st.id, "kind": "optimizer", "optimizer": st.optimizer, "momentum": st.momentum,
+                    "dampening": st.dampening, "nesterov": st.nesterov, "weight_decay": st.weight_decay},
+        lambda raw, dtype: Optimizer(id=raw["id"], optimizer=raw["optimizer"],
+                                     momentum=decode_float(raw.get("momentum", 0.0), "momentum"),
+                                     dampening=decode_float(raw.get("dampening", 0.0), "dampening"),
+                                     nesterov=bool(raw.get("nesterov", False)),
+                                     weight_decay=decode_float(raw.get("weight_decay", 0.0), "weight_decay"))),
+    step=_Codec(
+        lambda st: {"id": st.id, "kind": "step", "optimizer": st.optimizer, "module": st.module,
+                    "grads": st.grads, "lr": st.lr},
+        lambda raw, dtype: Step(id=raw["id"], optimizer=raw["optimizer"], module=raw["module"],
+                                grads=raw["grads"], lr=decode_float(raw["lr"], "lr"))),
+)
 
 
 def program_from_json(text: str) -> Program:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Union, get_args
 
 from difftest.program.modules import MODULE_KINDS as KIND_CATALOG
 from difftest.program.modules import module_kind
@@ -248,6 +249,69 @@ MODULE_KINDS = (Module, Transform, Step)
 SESSION_KINDS = (Grad, ZeroGrad, Optimizer, Step)  # format version 2
 
 
+STATEMENT_KINDS: tuple[type[Statement], ...] = get_args(Statement)
+KIND_NAMES: dict[str, type[Statement]] = {k.kind: k for k in STATEMENT_KINDS}  # JSON's "kind" -> its class
+
+H = TypeVar("H")
+
+
+class ByKind(Generic[H]):
+    """One concern's dispatch over the statement kinds (the JSON form, the text, the model's
+    step, the PyTorch executor, a reproducer's lines, ...): one handler per kind, looked up by
+    the statement's exact class. Every kind must have its handler, checked when the table is
+    built, so a new statement kind cannot be forgotten by any concern (tests/unit/test_dispatch.py
+    checks every table against the kinds declared in this module)."""
+
+    def __init__(self, concern: str, /, **handlers: H) -> None:
+        """`handlers`: one per kind, by the kind's name in the JSON form (`leaf=`, `op=`, ...)."""
+        missing = [name for name in KIND_NAMES if name not in handlers]
+        unknown = [name for name in handlers if name not in KIND_NAMES]
+        if missing or unknown:
+            raise TypeError(f"{concern}: no handler for the statement kind(s) {missing}"
+                            + (f"; {unknown} are not statement kinds" if unknown else ""))
+        self.concern = concern
+        self.handlers: dict[type, H] = {KIND_NAMES[name]: handler for name, handler in handlers.items()}
+        DISPATCH_TABLES.append(self)
+
+    def of(self, st: Statement) -> H:
+        """The handler of `st`'s kind."""
+        return self.handlers[type(st)]
+
+
+DISPATCH_TABLES: list[ByKind[Any]] = []  # every table built so far (tests/unit/test_dispatch.py)
+
+
+@dataclass(frozen=True)
+class Reads:
+    """The earlier statements a statement refers to, by role."""
+
+    modules: tuple[str, ...] = ()  # module handles (modules, transforms, steps)
+    values: tuple[str, ...] = ()  # the values it computes from
+    handles: tuple[str, ...] = ()  # gradients handles (backwards), optimizers, the value a grad is of
+
+
+_NOTHING = Reads()
+_READS: ByKind[Callable[[Any], Reads]] = ByKind(
+    "references",
+    leaf=lambda st: _NOTHING,
+    op=lambda st: Reads(values=st.inputs),
+    cut=lambda st: Reads(values=(st.input,)),
+    backward=lambda st: Reads(values=(st.input,)),
+    module=lambda st: _NOTHING,
+    transform=lambda st: Reads(modules=(st.input,)),
+    apply=lambda st: Reads(modules=(st.module,), values=(st.input,)),
+    param=lambda st: Reads(modules=(st.module,)),
+    grad=lambda st: Reads(handles=(st.grads, st.of)),  # a grad reads a gradient handle, not its value `of`
+    zero_grad=lambda st: _NOTHING,
+    optimizer=lambda st: _NOTHING,
+    step=lambda st: Reads(modules=(st.module,), handles=(st.optimizer, st.grads)),
+)
+
+
+def reads(st: Statement) -> Reads:
+    return _READS.of(st)(st)
+
+
 def is_value(st: Statement) -> bool:
     """Whether `st` defines a value (reported in `values`, usable as an input)."""
     return isinstance(st, VALUE_KINDS)
@@ -255,29 +319,17 @@ def is_value(st: Statement) -> bool:
 
 def value_inputs(st: Statement) -> tuple[str, ...]:
     """The values `st` computes from (a `grad` reads a gradient handle, not its value `of`)."""
-    if isinstance(st, (Leaf, Module, Param, Transform, Grad, ZeroGrad, Optimizer, Step)):
-        return ()
-    if isinstance(st, OpCall):
-        return st.inputs
-    return (st.input,)
+    return reads(st).values
 
 
 def module_inputs(st: Statement) -> tuple[str, ...]:
     """The module handles `st` reads."""
-    if isinstance(st, (Apply, Param, Step)):
-        return (st.module,)
-    if isinstance(st, Transform):
-        return (st.input,)
-    return ()
+    return reads(st).modules
 
 
 def handle_inputs(st: Statement) -> tuple[str, ...]:
     """The gradients handles (backwards) and optimizers `st` reads, and the value a `grad` is of."""
-    if isinstance(st, Grad):
-        return (st.grads, st.of)
-    if isinstance(st, Step):
-        return (st.optimizer, st.grads)
-    return ()
+    return reads(st).handles
 
 
 def ancestors(by_id: dict[str, Statement], ident: str) -> set[str]:
@@ -296,7 +348,8 @@ def ancestors(by_id: dict[str, Statement], ident: str) -> set[str]:
 def inputs_of(st: Statement) -> tuple[str, ...]:
     """Every earlier statement `st` refers to (values, module handles, gradients handles,
     optimizers)."""
-    return module_inputs(st) + value_inputs(st) + handle_inputs(st)
+    r = reads(st)
+    return r.modules + r.values + r.handles
 
 
 def region_of(st: Statement) -> Region:

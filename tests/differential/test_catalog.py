@@ -17,7 +17,9 @@ from difftest.ops.catalog import CATALOG, OPS, VARIADIC
 from difftest.ops.spec import ATTR_TYPES, OpSpec
 from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import OpCall, Program
-from strategies import GenConfig, RandomChoices, generate
+from difftest.strategies.choices import RandomChoices
+from difftest.strategies.config import GenConfig
+from difftest.strategies.generator import generate
 
 # op -> (arity, [(attribute, type), ...]): what both catalogs declare of an op's interface
 Listing = dict[str, tuple[int, list[tuple[str, str]]]]

@@ -17,7 +17,9 @@ from difftest.oracle.pytorch import run as run_torch
 from difftest.program.dtypes import FLOAT_DTYPES, round_to
 from difftest.program.ir import Backward, Leaf, OpCall, Program, ProgramError
 from difftest.program.observation import Observation
-from strategies import GenConfig, RandomChoices, generate
+from difftest.strategies.choices import RandomChoices
+from difftest.strategies.config import GenConfig
+from difftest.strategies.generator import generate
 
 OTHER_DTYPES = [d for d in FLOAT_DTYPES if d != "float32"]
 PROGRAMS_PER_OP = 3

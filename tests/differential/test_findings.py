@@ -17,7 +17,7 @@ from difftest.oracle.check import check
 from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import OpCall, Program
 from difftest.pytest_plugin import assert_agrees
-from strategies import programs
+from difftest.strategies import programs
 
 
 def test_injected_fault_leaves_one_minimal_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

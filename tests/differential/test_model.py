@@ -12,7 +12,8 @@ from difftest.findings.corpus import load_case
 from difftest.oracle.check import check
 from difftest.oracle.model import predict
 from difftest.oracle.pytorch import run as run_torch
-from strategies import RandomChoices, generate
+from difftest.strategies.choices import RandomChoices
+from difftest.strategies.generator import generate
 
 SEED = Path(__file__).resolve().parents[2] / "corpus" / "seed"
 

@@ -21,8 +21,10 @@ from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import Module, ProgramError
 from difftest.program.jsonio import program_from_dict
 from difftest.program.modules import MODULE_KINDS, NOISE_CLASSES
-from strategies import GenConfig, RandomChoices, generate
-from strategies.module_fits import FITS
+from difftest.strategies.choices import RandomChoices
+from difftest.strategies.config import GenConfig
+from difftest.strategies.generator import generate
+from difftest.strategies.module_fits import FITS
 from tests.module_programs import BATCH_NORM_FREEZE_TRAIN, BATCH_NORM_TRANSFORMS, BN, MODULE_PROGRAMS
 
 X1 = [1.0, 2.0, 4.0, 8.0, 3.0, -1.0, 0.5, 2.5]

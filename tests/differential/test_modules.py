@@ -23,7 +23,9 @@ from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import Apply, InlineTensor, Module, Param, Program, ProgramError, Transform
 from difftest.program.jsonio import program_from_dict, program_from_json, program_to_json
 from difftest.program.observation import Observation, TensorObs, ValueObs
-from strategies import GenConfig, RandomChoices, generate
+from difftest.strategies.choices import RandomChoices
+from difftest.strategies.config import GenConfig
+from difftest.strategies.generator import generate
 from tests.programs import backward, cut, leaf, op, program
 
 LINEAR_TABLE = Path(__file__).resolve().parents[2] / "corpus" / "seed" / "linear-table.json"

@@ -13,7 +13,7 @@ from difftest.oracle.numerics import max_relative_error
 from difftest.oracle.probe_run import check_with_probes
 from difftest.program.ir import Cut, Program
 from difftest.pytest_plugin import assert_agrees
-from strategies import programs
+from difftest.strategies import programs
 
 # Examples of the default run. The profile (tests/conftest.py) decides the rest: derandomized
 # without a database in CI and by default (the same programs every run), random with

@@ -33,8 +33,9 @@ from difftest.oracle.pytorch import run as run_torch
 from difftest.program.dtypes import to_f32
 from difftest.program.ir import Program
 from difftest.program.observation import Observation, TensorObs
-from strategies import GenConfig, RandomChoices, generate
-from strategies.generator import ops_of
+from difftest.strategies.choices import RandomChoices
+from difftest.strategies.config import GenConfig
+from difftest.strategies.generator import generate, ops_of
 from tests.module_programs import MODULE_PROGRAMS
 from tests.programs import backward, cut, leaf, op, program
 

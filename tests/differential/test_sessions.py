@@ -19,7 +19,9 @@ from difftest.oracle.model import predict
 from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import Backward, Grad, ProgramError, Step
 from difftest.program.jsonio import program_from_dict, program_to_dict
-from strategies import GenConfig, RandomChoices, generate
+from difftest.strategies.choices import RandomChoices
+from difftest.strategies.config import GenConfig
+from difftest.strategies.generator import generate
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSIONS = GenConfig(p_another_backward=0.6, p_training=0.25)

@@ -40,7 +40,7 @@ from difftest.memory.table import (
 )
 from difftest.program.ir import Leaf, OpCall, Program
 from difftest.pytest_plugin import memory_full
-from strategies.memory import PLAIN_OPS, QUICK, SAVING_OPS, MemoryGenConfig, memory_checks
+from difftest.strategies.memory import PLAIN_OPS, QUICK, SAVING_OPS, MemoryGenConfig, memory_checks
 from tests.programs import backward, cut, leaf, op, program
 
 pytestmark = pytest.mark.memory

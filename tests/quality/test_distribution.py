@@ -20,7 +20,10 @@ from difftest.divergences.states import BurnState, TorchState
 from difftest.ops.catalog import CATALOG
 from difftest.oracle.model import predict
 from difftest.program.ir import Backward, Leaf, OpCall, Program, value_inputs
-from strategies import GenConfig, RandomChoices, generate, programs
+from difftest.strategies import programs
+from difftest.strategies.choices import RandomChoices
+from difftest.strategies.config import GenConfig
+from difftest.strategies.generator import generate
 from tests.differential.test_property import EXAMPLES
 
 PROGRAMS = 2000

@@ -4,8 +4,8 @@ wrong gradients, and the correct build raises no false alarm.
 Run with `python -m pytest -m quality tests/quality/test_sensitivity.py -s` (not part of the
 default run; the full set takes a few minutes). Each fault is compiled into difftest-burn and
 switched on by DIFFTEST_BURN_FAULT (docs/format.md); programs come from the default generator
-(`strategies.generate`, seeded like `difftest fuzz`), the cut-heavy ones from the same generator
-with cuts weighted up, keeping only programs that contain a cut.
+(`difftest.strategies.generator.generate`, seeded like `difftest fuzz`), the cut-heavy ones from
+the same generator with cuts weighted up, keeping only programs that contain a cut.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from difftest.ops.catalog import OPS
 from difftest.oracle.check import check
 from difftest.oracle.compare import Verdict
 from difftest.program.ir import Cut, Module, OpCall, Program
-from strategies import GenConfig, RandomChoices, generate
+from difftest.strategies.choices import RandomChoices
+from difftest.strategies.config import GenConfig
+from difftest.strategies.generator import generate
 
 BUDGET = 2000  # programs
 SEED = 0

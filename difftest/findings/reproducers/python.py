@@ -4,7 +4,9 @@ flags and the gradients."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from difftest.findings.reproducers.names import count, variable_names
 from difftest.ops.catalog import CATALOG
@@ -14,6 +16,7 @@ from difftest.oracle.burn_devices import batch_norm_inference_applies
 from difftest.program.ir import (
     Apply,
     Backward,
+    ByKind,
     Cut,
     Grad,
     Leaf,
@@ -23,16 +26,20 @@ from difftest.program.ir import (
     Param,
     Program,
     Region,
+    Shape,
     Statement,
     Step,
     Transform,
     ZeroGrad,
+    region_of,
     root_module,
 )
 from difftest.program.literals import list_literal, py_f32, py_float, wrap
 from difftest.program.modules import SHARES_BUFFERS_ACROSS, module_kind
 
 __all__ = ["torch_script"]
+
+S = TypeVar("S", bound=Statement)
 
 _TORCH_PRELUDE = TORCH_NAMESPACE_SOURCE + '''
 
@@ -137,132 +144,181 @@ _TORCH_TRANSFORM = {
 _REGION_SCOPE = {"no_grad": "torch.no_grad()", "inference_mode": "torch.inference_mode()"}
 
 
-def _region(st: Statement) -> Region:
-    return st.region if isinstance(st, (OpCall, Cut)) else "grad"
+@dataclass
+class _Script:
+    """The script under way (`torch_script`): its lines and what the statements so far defined."""
+
+    program: Program
+    shapes: dict[str, Shape]
+    names: dict[str, str]  # statement id -> variable name
+    burn_inference: frozenset[str]  # batch_norm forwards that follow burn onto its inference path
+    out: list[str]
+    defined: list[str] = field(default_factory=list)  # values so far
+    handles: list[str] = field(default_factory=list)  # module handles so far (their parameters hold .grad)
+    no_grad_apply: dict[str, bool] = field(default_factory=dict)  # handle -> derived from valid (not trained since)
+    ind: str = ""  # the indent of the current statement (inside a no_grad / inference_mode scope)
+
+    def holders(self) -> str:
+        return _holders(self.defined, self.handles, self.names)
+
+    def assign(self, index: int, st: Statement, value: str, caught: str = "Exception") -> None:
+        """The value of `st` assigned in a try (an exception is the run's error), then shown."""
+        ind, var = self.ind, self.names[st.id]
+        self.out.append(f"{ind}try:")
+        self.out.append(f"{ind}    {var} = {value}")
+        self.out.append(f"{ind}except {caught} as e:")
+        self.out.append(f"{ind}    fail({index}, {st.id!r}, e)")
+        self.out.append(f"{ind}show({st.id!r}, {var})")
+        self.defined.append(st.id)
 
 
 def torch_script(program: Program, name: str | None = None) -> str:
     """A standalone PyTorch script (imports only torch) that replays `program` with the
     catalog's lowerings and prints every value, its autograd flags and the gradients."""
-    shapes = infer_shapes(program)
-    names = variable_names(program)
     kinds = [module_kind(st.module) for st in program.statements if isinstance(st, Module)]
     has_steps = any(isinstance(st, Step) for st in program.statements)
     # the classes the kinds' constructors name (BurnBatchNorm), once each
     helpers = "".join(dict.fromkeys(k.pytorch_helper for k in kinds))
     prelude = _TORCH_PRELUDE + (_TORCH_MODULE_HELPERS if kinds else "") + helpers + (
         _TORCH_STEP_HELPERS if has_steps else "")
-    handles: list[str] = []  # module handles so far (their parameters hold .grad)
     out = [f"# difftest reproducer{f' {name}' if name else ''}: PyTorch {count(program)}", prelude, ""]
-    defined: list[str] = []
+    script = _Script(program, infer_shapes(program), variable_names(program),
+                     batch_norm_inference_applies(program), out)
     scope: Region = "grad"
-    no_grad_apply: dict[str, bool] = {}  # module handle -> derived from valid (not trained since)
-    burn_inference = batch_norm_inference_applies(program)
     for index, st in enumerate(program.statements):
-        region = _region(st)
+        region = region_of(st)
         if region != scope:
             if region != "grad":
                 out.append(f"with {_REGION_SCOPE[region]}:")
             scope = region
-        ind = "    " if scope != "grad" else ""
-        var = names[st.id]
-        if isinstance(st, Backward):
-            root = names[st.input]
-            retain = ", retain_graph=True" if st.retain_graph else ""
-            out.append(f"{ind}try:")
-            out.append(f"{ind}    {var} = backward({root}, {_holders(defined, handles, names)}{retain})")
-            out.append(f"{ind}except Exception as e:")
-            out.append(f"{ind}    fail({index}, {st.id!r}, e)")
-            out.append(f"{ind}print('backward {st.id}')")
-            out.extend(f"{ind}show_grad({d!r}, {names[d]}, {var})" for d in defined)
-            continue
-        if isinstance(st, ZeroGrad):
-            out.append(f"for t in {_holders(defined, handles, names)}:")
-            out.append("    t.grad = None  # zero_grad (burn has nothing to clear)")
-            continue
-        if isinstance(st, Optimizer):
-            config = (f"dict(momentum={py_float(st.momentum)}, dampening={py_float(st.dampening)}, "
-                      f"nesterov={st.nesterov}, weight_decay={py_float(st.weight_decay)})")
-            out.append(f"{var} = {config}  # torch.optim.SGD settings")
-            out.append(f"{var}_state = None")
-            continue
-        if isinstance(st, Step):
-            opt = names[st.optimizer]
-            new = _constructor(program, st.module)
-            out.append(f"{var}, {opt}_state = sgd_step({names[st.module]}, {new}, {py_float(st.lr)}, {opt}, "
-                       f"{opt}_state)")
-            no_grad_apply[st.id] = no_grad_apply[st.module]
-            handles.append(st.id)
-            continue
-        if isinstance(st, Grad):
-            out.append(f"{ind}try:")
-            out.append(f"{ind}    {var} = gradient({names[st.grads]}, {names[st.of]})")
-            out.append(f"{ind}except LookupError as e:")
-            out.append(f"{ind}    fail({index}, {st.id!r}, e)")
-            out.append(f"{ind}show({st.id!r}, {var})")
-            defined.append(st.id)
-            continue
-        if isinstance(st, Module):
-            handles.append(st.id)
-            no_grad_apply[st.id] = False
-            out.extend(_torch_module(st, var, program.dtype))
-            continue
-        if isinstance(st, Transform):
-            handles.append(st.id)
-            src = names[st.input]
-            share = ", share_buffers=True" if st.transform in SHARES_BUFFERS_ACROSS else ""
-            out.append(f"{var} = copy_module({src}, {_constructor(program, st.input)}{share})"
-                       f"{_TORCH_TRANSFORM[st.transform]}")
-            if st.transform in ("valid", "train"):
-                no_grad_apply[st.id] = st.transform == "valid"
-            else:
-                no_grad_apply[st.id] = no_grad_apply[st.input]
-            continue
-        if isinstance(st, Apply):
-            out.append("try:")
-            kind = module_kind(root_module(program, st.module).module)
-            if kind.random:
-                out.append(f"    torch.manual_seed(0)  # as difftest's executor, before every {kind.name}")
-            # records batch-norm-trains-on-autodiff-device-only, batch-norm-freeze-survives-train
-            plain = st.id in burn_inference
-            # an embedding takes indices: the leaf of integral entries, as a LongTensor
-            long = ".long()" if kind.index_bound else ""
-            call = f"{var} = {names[st.module]}({names[st.input]}{long}{', burn_inference=True' if plain else ''})"
-            if no_grad_apply[st.module]:
-                out.append("    with torch.no_grad():  # the module derives from valid()")
-                out.append(f"        {call}")
-            else:
-                out.append(f"    {call}")
-            out.append("except Exception as e:")
-            out.append(f"    fail({index}, {st.id!r}, e)")
-            out.append(f"show({st.id!r}, {var})")
-            defined.append(st.id)
-            continue
-        if isinstance(st, Leaf):
-            data = wrap(_floats(st.data, program.dtype), ind + " " * 8)
-            expr = (f"torch.tensor([{data}], dtype=torch.{program.dtype}).reshape({list_literal(st.shape)})"
-                    ".clone()")
-            if st.require_grad:
-                expr += ".requires_grad_()"
-        elif isinstance(st, OpCall):
-            expr = CATALOG[st.op].torch_expr([names[i] for i in st.inputs], st.attrs, [shapes[i] for i in st.inputs])
-        elif isinstance(st, Param):
-            if module_kind(root_module(program, st.module).module).is_buffer(st.param):
-                expr = f"{names[st.module]}.read({st.param!r})  # burn: value_sync()"
-            else:
-                expr = f"{names[st.module]}.{st.param}"
-        else:
-            src = names[st.input]
-            expr = {"detach": f"{src}.detach()", "without_autodiff": f"{src}.detach()", "autodiff": src}[st.cut]
-            if st.cut == "autodiff":
-                out.append(f"{ind}# cut autodiff: PyTorch has no such state (identity)")
-        out.append(f"{ind}try:")
-        out.append(f"{ind}    {var} = {expr}")
-        out.append(f"{ind}except Exception as e:")
-        out.append(f"{ind}    fail({index}, {st.id!r}, e)")
-        out.append(f"{ind}show({st.id!r}, {var})")
-        defined.append(st.id)
+        script.ind = "    " if scope != "grad" else ""
+        _WRITERS.of(st)(script, index, st)
     return "\n".join(out) + "\n"
+
+
+def _backward(s: _Script, index: int, st: Backward) -> None:
+    ind, var = s.ind, s.names[st.id]
+    retain = ", retain_graph=True" if st.retain_graph else ""
+    s.out.append(f"{ind}try:")
+    s.out.append(f"{ind}    {var} = backward({s.names[st.input]}, {s.holders()}{retain})")
+    s.out.append(f"{ind}except Exception as e:")
+    s.out.append(f"{ind}    fail({index}, {st.id!r}, e)")
+    s.out.append(f"{ind}print('backward {st.id}')")
+    s.out.extend(f"{ind}show_grad({d!r}, {s.names[d]}, {var})" for d in s.defined)
+
+
+def _zero_grad(s: _Script, index: int, st: ZeroGrad) -> None:
+    s.out.append(f"for t in {s.holders()}:")
+    s.out.append("    t.grad = None  # zero_grad (burn has nothing to clear)")
+
+
+def _optimizer(s: _Script, index: int, st: Optimizer) -> None:
+    var = s.names[st.id]
+    config = (f"dict(momentum={py_float(st.momentum)}, dampening={py_float(st.dampening)}, "
+              f"nesterov={st.nesterov}, weight_decay={py_float(st.weight_decay)})")
+    s.out.append(f"{var} = {config}  # torch.optim.SGD settings")
+    s.out.append(f"{var}_state = None")
+
+
+def _step(s: _Script, index: int, st: Step) -> None:
+    opt = s.names[st.optimizer]
+    new = _constructor(s.program, st.module)
+    s.out.append(f"{s.names[st.id]}, {opt}_state = sgd_step({s.names[st.module]}, {new}, {py_float(st.lr)}, "
+                 f"{opt}, {opt}_state)")
+    s.no_grad_apply[st.id] = s.no_grad_apply[st.module]
+    s.handles.append(st.id)
+
+
+def _grad(s: _Script, index: int, st: Grad) -> None:
+    s.assign(index, st, f"gradient({s.names[st.grads]}, {s.names[st.of]})", "LookupError")
+
+
+def _module(s: _Script, index: int, st: Module) -> None:
+    s.handles.append(st.id)
+    s.no_grad_apply[st.id] = False
+    s.out.extend(_torch_module(st, s.names[st.id], s.program.dtype))
+
+
+def _transform(s: _Script, index: int, st: Transform) -> None:
+    s.handles.append(st.id)
+    share = ", share_buffers=True" if st.transform in SHARES_BUFFERS_ACROSS else ""
+    s.out.append(f"{s.names[st.id]} = copy_module({s.names[st.input]}, {_constructor(s.program, st.input)}{share})"
+                 f"{_TORCH_TRANSFORM[st.transform]}")
+    if st.transform in ("valid", "train"):
+        s.no_grad_apply[st.id] = st.transform == "valid"
+    else:
+        s.no_grad_apply[st.id] = s.no_grad_apply[st.input]
+
+
+def _apply(s: _Script, index: int, st: Apply) -> None:
+    var = s.names[st.id]
+    s.out.append("try:")
+    kind = module_kind(root_module(s.program, st.module).module)
+    if kind.random:
+        s.out.append(f"    torch.manual_seed(0)  # as difftest's executor, before every {kind.name}")
+    # records batch-norm-trains-on-autodiff-device-only, batch-norm-freeze-survives-train
+    plain = st.id in s.burn_inference
+    # an embedding takes indices: the leaf of integral entries, as a LongTensor
+    long = ".long()" if kind.index_bound else ""
+    call = f"{var} = {s.names[st.module]}({s.names[st.input]}{long}{', burn_inference=True' if plain else ''})"
+    if s.no_grad_apply[st.module]:
+        s.out.append("    with torch.no_grad():  # the module derives from valid()")
+        s.out.append(f"        {call}")
+    else:
+        s.out.append(f"    {call}")
+    s.out.append("except Exception as e:")
+    s.out.append(f"    fail({index}, {st.id!r}, e)")
+    s.out.append(f"show({st.id!r}, {var})")
+    s.defined.append(st.id)
+
+
+def _value(expr: Callable[[_Script, S], str]) -> Callable[[_Script, int, S], None]:
+    """A value computed by one expression (which may write lines before it)."""
+    def write(s: _Script, index: int, st: S) -> None:
+        s.assign(index, st, expr(s, st))
+    return write
+
+
+def _leaf(s: _Script, st: Leaf) -> str:
+    data = wrap(_floats(st.data, s.program.dtype), s.ind + " " * 8)
+    expr = (f"torch.tensor([{data}], dtype=torch.{s.program.dtype}).reshape({list_literal(st.shape)})"
+            ".clone()")
+    return expr + ".requires_grad_()" if st.require_grad else expr
+
+
+def _op(s: _Script, st: OpCall) -> str:
+    return CATALOG[st.op].torch_expr([s.names[i] for i in st.inputs], st.attrs, [s.shapes[i] for i in st.inputs])
+
+
+def _param(s: _Script, st: Param) -> str:
+    if module_kind(root_module(s.program, st.module).module).is_buffer(st.param):
+        return f"{s.names[st.module]}.read({st.param!r})  # burn: value_sync()"
+    return f"{s.names[st.module]}.{st.param}"
+
+
+def _cut(s: _Script, st: Cut) -> str:
+    src = s.names[st.input]
+    if st.cut == "autodiff":
+        s.out.append(f"{s.ind}# cut autodiff: PyTorch has no such state (identity)")
+    return {"detach": f"{src}.detach()", "without_autodiff": f"{src}.detach()", "autodiff": src}[st.cut]
+
+
+# each statement kind's lines of the script
+_WRITERS: ByKind[Callable[[_Script, int, Any], None]] = ByKind(
+    "PyTorch reproducer",
+    leaf=_value(_leaf),
+    op=_value(_op),
+    cut=_value(_cut),
+    backward=_backward,
+    module=_module,
+    transform=_transform,
+    apply=_apply,
+    param=_value(_param),
+    grad=_grad,
+    zero_grad=_zero_grad,
+    optimizer=_optimizer,
+    step=_step,
+)
 
 
 def _holders(defined: list[str], handles: list[str], names: dict[str, str]) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from difftest.findings.reproducers.names import RUST_KEYWORDS, count, variable_names
 from difftest.ops.catalog import CATALOG
@@ -15,6 +17,7 @@ from difftest.ops.value_dtypes import value_dtypes
 from difftest.program.ir import (
     Apply,
     Backward,
+    ByKind,
     Cut,
     Grad,
     Leaf,
@@ -23,15 +26,17 @@ from difftest.program.ir import (
     Optimizer,
     Param,
     Program,
+    Shape,
+    Statement,
     Step,
-    Transform,
-    ZeroGrad,
     root_module,
 )
 from difftest.program.literals import burn_options, list_literal, rust_f32, rust_f64, rust_items, wrap
 from difftest.program.modules import module_kind
 
 __all__ = ["rust_test", "rust_test_file"]
+
+S = TypeVar("S", bound=Statement)
 
 
 _RUST_TRANSFORM = {"valid": "valid()", "train": "clone().train()", "no_grad": "clone().no_grad()",
@@ -83,20 +88,40 @@ def test_name(case_name: str) -> str:
     return name
 
 
+@dataclass
+class _Test:
+    """The test under way (`rust_test`): its body's lines, what they use and what the statements
+    so far defined."""
+
+    program: Program
+    shapes: dict[str, Shape]
+    names: dict[str, str]  # statement id -> variable name
+    stepped: set[str]  # the gradients handles optimizer steps take from (declared `mut`)
+    body: list[str]
+    uses: set[str] = field(default_factory=set)  # burn::tensor items
+    nn_uses: set[str] = field(default_factory=set)  # burn::module and burn::nn items
+    optim_uses: set[str] = field(default_factory=set)  # burn::optim items
+    defined: list[str] = field(default_factory=list)  # values so far
+    weights: dict[str, str] = field(default_factory=dict)  # weight param id -> burn's [in, out] parameter
+
+    def rank(self, ident: str) -> int:
+        return len(self.shapes[ident])
+
+    def show(self, st: Statement, var: str) -> None:
+        self.body.append(f'show("{st.id}", &{var});')
+        self.defined.append(st.id)
+
+
 def rust_test(program: Program, name: str) -> str:
     """A self-contained burn `#[test]` (plain `burn::tensor` API, concrete ranks) that makes the
     same burn calls as the difftest-burn interpreter and prints values, flags and gradients."""
     if not name.isidentifier() or name in RUST_KEYWORDS:
         raise ValueError(f"test name {name!r} is not a Rust identifier")
-    shapes = infer_shapes(program)
     names = variable_names(program)
-    ranks = {k: len(v) for k, v in shapes.items()}
-    uses: set[str] = set()
     ind = "    "
     body: list[str] = []
     leaves = [s for s in program.statements if isinstance(s, Leaf)]
     modules = [s for s in program.statements if isinstance(s, Module)]
-    nn_uses: set[str] = set()
     random = [k for k in dict.fromkeys(m.module for m in modules) if module_kind(k).random]
     if random:
         body.append(f"// {' and '.join(random)} masks come from the backend's RNG, seeded as difftest-burn seeds it")
@@ -105,108 +130,11 @@ def rust_test(program: Program, name: str) -> str:
         body.append("let device = Device::flex().autodiff();")
     if any(s.device == "plain" for s in leaves):
         body.append("let plain = Device::flex();")
-    defined: list[str] = []
-    weights: dict[str, str] = {}  # weight param id -> expression of burn's [in, out] parameter
     stepped = {st.grads for st in program.statements if isinstance(st, Step)}
-    optim_uses: set[str] = set()
+    test = _Test(program, infer_shapes(program), names, stepped, body)
     for st in program.statements:
-        if isinstance(st, Backward):
-            mut = "mut " if st.id in stepped else ""
-            if st.retain_graph:
-                body.append("// retain_graph=True in PyTorch: burn has no such option")
-            body.append(f"let {mut}{names[st.id]} = {names[st.input]}.backward();")
-            body.append(f'println!("backward {st.id}");')
-            for d in defined:
-                if d in weights:
-                    body.append(f'show_grad_param("{d}", &{weights[d]}, &{names[st.id]});')
-                else:
-                    body.append(f'show_grad("{d}", &{names[d]}, &{names[st.id]});')
-            uses.add("Gradients")
-            continue
-        var = names[st.id]
-        if isinstance(st, ZeroGrad):
-            body.append("// zero_grad: burn's backward returns fresh gradients; nothing to clear")
-            continue
-        if isinstance(st, Optimizer):
-            optim_uses.add("SgdConfig")
-            config = "SgdConfig::new()"
-            if st.momentum > 0:
-                optim_uses.add("momentum::MomentumConfig")
-                config += (f".with_momentum(Some(MomentumConfig {{ momentum: {rust_f64(st.momentum)}, "
-                           f"dampening: {rust_f64(st.dampening)}, nesterov: {str(st.nesterov).lower()} }}))")
-            if st.weight_decay > 0:
-                optim_uses.add("decay::WeightDecayConfig")
-                config += f".with_weight_decay(Some(WeightDecayConfig {{ penalty: {rust_f32(st.weight_decay)} }}))"
-            body.append(f"let mut {var} = {config}.init();")
-            continue
-        if isinstance(st, Step):
-            optim_uses.add("GradientsParams")
-            handle, grads = names[st.module], names[st.grads]
-            body.append(f"let {var} = {names[st.optimizer]}.step({rust_f64(st.lr)}, {handle}.clone(), "
-                        f"GradientsParams::from_module(&mut {grads}, &{handle}));")
-            continue
-        if isinstance(st, Grad):
-            rank = ranks[st.id]
-            of = weights.get(st.of, f"{names[st.of]}")
-            transpose = ".transpose()" if st.of in weights else ""
-            body.append(f"let {var}: Tensor<{rank}> = {of}.grad(&{names[st.grads]})"
-                        f".expect(\"no gradient for {st.of} in {st.grads}\"){transpose};")
-            body.append(f'show("{st.id}", &{var});')
-            defined.append(st.id)
-            continue
-        if isinstance(st, Module):
-            kind = module_kind(st.module)
-            nn_uses.update(kind.burn_uses)
-            body.append(kind.rust(st, var, program.dtype))
-            continue
-        if isinstance(st, Transform):
-            body.append(f"let {var} = {names[st.input]}.{_RUST_TRANSFORM[st.transform]};")
-            continue
-        rank = ranks[st.id]
-        if isinstance(st, Param):
-            handle = names[st.module]
-            kind = module_kind(root_module(program, st.module).module)
-            field = f"{handle}.{kind.burn_fields[st.param]}"
-            if st.param in kind.burn_transposed:  # a matrix burn stores transposed (Linear's weight)
-                weights[st.id] = field
-                body.append(f"let {var}: Tensor<2> = {field}.transpose(); // PyTorch's layout")
-                body.append(f'show_param("{st.id}", &{weights[st.id]});')
-            else:
-                body.append(f"let {var}: Tensor<{rank}> = {field};")
-                body.append(f'show("{st.id}", &{var});')
-            defined.append(st.id)
-            continue
-        if isinstance(st, Apply):
-            # an embedding takes indices: the leaf of integral entries, as an Int tensor
-            to_int = ".int()" if module_kind(root_module(program, st.module).module).index_bound else ""
-            body.append(f"let {var}: Tensor<{rank}> = {names[st.module]}.forward({names[st.input]}.clone(){to_int});")
-            body.append(f'show("{st.id}", &{var});')
-            defined.append(st.id)
-            continue
-        if isinstance(st, Leaf):
-            dev = "device" if st.device == "autodiff" else "plain"
-            data = wrap(rust_items(st.data, program.dtype), ind)
-            expr = (f"Tensor::<{rank}>::from_data(TensorData::new(vec![{data}], {list_literal(st.shape)}), "
-                    f"{burn_options(dev, program.dtype)})")
-            if st.require_grad:
-                expr += ".require_grad()"
-        else:
-            assert isinstance(st, (OpCall, Cut)), st
-            region = st.region
-            if region != "grad":
-                body.append(f"// {region}: burn has no such scope; the inputs are taken off autodiff")
-            enter = ".without_autodiff()" if region != "grad" else ""
-            if isinstance(st, OpCall):
-                args = [f"{names[i]}.clone(){enter}" for i in st.inputs]
-                expr = CATALOG[st.op].burn_expr(args, st.attrs, [shapes[i] for i in st.inputs])
-                uses |= burn_imports(expr)
-            else:
-                assert isinstance(st, Cut), st
-                method = {"detach": "detach", "without_autodiff": "without_autodiff", "autodiff": "autodiff"}
-                expr = f"{names[st.input]}.clone(){enter}.{method[st.cut]}()"
-        body.append(f"let {var}: Tensor<{rank}> = {expr};")
-        body.append(f'show("{st.id}", &{var});')
-        defined.append(st.id)
+        _WRITERS.of(st)(test, st)
+    uses, nn_uses, optim_uses, weights = test.uses, test.nn_uses, test.optim_uses, test.weights
     imports = ["Device", "Tensor", "TensorData", *sorted(uses - {"activation"})]
     if program.dtype != "float32":
         imports.insert(1, "DType")
@@ -242,6 +170,138 @@ def rust_test(program: Program, name: str) -> str:
         out.extend(f"{ind}{part}" for part in line.split("\n"))
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def _backward(t: _Test, st: Backward) -> None:
+    names, var = t.names, t.names[st.id]
+    mut = "mut " if st.id in t.stepped else ""
+    if st.retain_graph:
+        t.body.append("// retain_graph=True in PyTorch: burn has no such option")
+    t.body.append(f"let {mut}{var} = {names[st.input]}.backward();")
+    t.body.append(f'println!("backward {st.id}");')
+    for d in t.defined:
+        if d in t.weights:
+            t.body.append(f'show_grad_param("{d}", &{t.weights[d]}, &{var});')
+        else:
+            t.body.append(f'show_grad("{d}", &{names[d]}, &{var});')
+    t.uses.add("Gradients")
+
+
+def _optimizer(t: _Test, st: Optimizer) -> None:
+    t.optim_uses.add("SgdConfig")
+    config = "SgdConfig::new()"
+    if st.momentum > 0:
+        t.optim_uses.add("momentum::MomentumConfig")
+        config += (f".with_momentum(Some(MomentumConfig {{ momentum: {rust_f64(st.momentum)}, "
+                   f"dampening: {rust_f64(st.dampening)}, nesterov: {str(st.nesterov).lower()} }}))")
+    if st.weight_decay > 0:
+        t.optim_uses.add("decay::WeightDecayConfig")
+        config += f".with_weight_decay(Some(WeightDecayConfig {{ penalty: {rust_f32(st.weight_decay)} }}))"
+    t.body.append(f"let mut {t.names[st.id]} = {config}.init();")
+
+
+def _step(t: _Test, st: Step) -> None:
+    t.optim_uses.add("GradientsParams")
+    handle, grads = t.names[st.module], t.names[st.grads]
+    t.body.append(f"let {t.names[st.id]} = {t.names[st.optimizer]}.step({rust_f64(st.lr)}, {handle}.clone(), "
+                  f"GradientsParams::from_module(&mut {grads}, &{handle}));")
+
+
+def _grad(t: _Test, st: Grad) -> None:
+    var = t.names[st.id]
+    of = t.weights.get(st.of, f"{t.names[st.of]}")
+    transpose = ".transpose()" if st.of in t.weights else ""
+    t.body.append(f"let {var}: Tensor<{t.rank(st.id)}> = {of}.grad(&{t.names[st.grads]})"
+                  f".expect(\"no gradient for {st.of} in {st.grads}\"){transpose};")
+    t.show(st, var)
+
+
+def _module(t: _Test, st: Module) -> None:
+    kind = module_kind(st.module)
+    t.nn_uses.update(kind.burn_uses)
+    t.body.append(kind.rust(st, t.names[st.id], t.program.dtype))
+
+
+def _param(t: _Test, st: Param) -> None:
+    var, handle = t.names[st.id], t.names[st.module]
+    kind = module_kind(root_module(t.program, st.module).module)
+    field = f"{handle}.{kind.burn_fields[st.param]}"
+    if st.param in kind.burn_transposed:  # a matrix burn stores transposed (Linear's weight)
+        t.weights[st.id] = field
+        t.body.append(f"let {var}: Tensor<2> = {field}.transpose(); // PyTorch's layout")
+        t.body.append(f'show_param("{st.id}", &{t.weights[st.id]});')
+        t.defined.append(st.id)
+    else:
+        t.body.append(f"let {var}: Tensor<{t.rank(st.id)}> = {field};")
+        t.show(st, var)
+
+
+def _apply(t: _Test, st: Apply) -> None:
+    var = t.names[st.id]
+    # an embedding takes indices: the leaf of integral entries, as an Int tensor
+    to_int = ".int()" if module_kind(root_module(t.program, st.module).module).index_bound else ""
+    t.body.append(f"let {var}: Tensor<{t.rank(st.id)}> = {t.names[st.module]}.forward({t.names[st.input]}.clone()"
+                  f"{to_int});")
+    t.show(st, var)
+
+
+def _value(expr: Callable[[_Test, S], str]) -> Callable[[_Test, S], None]:
+    """A value computed by one expression, then shown."""
+    def write(t: _Test, st: S) -> None:
+        var = t.names[st.id]
+        t.body.append(f"let {var}: Tensor<{t.rank(st.id)}> = {expr(t, st)};")
+        t.show(st, var)
+    return write
+
+
+def _leaf(t: _Test, st: Leaf) -> str:
+    dev = "device" if st.device == "autodiff" else "plain"
+    data = wrap(rust_items(st.data, t.program.dtype), "    ")
+    expr = (f"Tensor::<{t.rank(st.id)}>::from_data(TensorData::new(vec![{data}], {list_literal(st.shape)}), "
+            f"{burn_options(dev, t.program.dtype)})")
+    return expr + ".require_grad()" if st.require_grad else expr
+
+
+def _enter(t: _Test, st: OpCall | Cut) -> str:
+    """What an input is taken through: off autodiff in a no_grad or inference_mode region."""
+    if st.region == "grad":
+        return ""
+    t.body.append(f"// {st.region}: burn has no such scope; the inputs are taken off autodiff")
+    return ".without_autodiff()"
+
+
+def _op(t: _Test, st: OpCall) -> str:
+    enter = _enter(t, st)
+    args = [f"{t.names[i]}.clone(){enter}" for i in st.inputs]
+    expr = CATALOG[st.op].burn_expr(args, st.attrs, [t.shapes[i] for i in st.inputs])
+    t.uses |= burn_imports(expr)
+    return expr
+
+
+_CUT_METHOD = {"detach": "detach", "without_autodiff": "without_autodiff", "autodiff": "autodiff"}
+
+
+def _cut(t: _Test, st: Cut) -> str:
+    return f"{t.names[st.input]}.clone(){_enter(t, st)}.{_CUT_METHOD[st.cut]}()"
+
+
+# each statement kind's lines of the test's body
+_WRITERS: ByKind[Callable[[_Test, Any], None]] = ByKind(
+    "burn reproducer",
+    leaf=_value(_leaf),
+    op=_value(_op),
+    cut=_value(_cut),
+    backward=_backward,
+    module=_module,
+    transform=lambda t, st: t.body.append(f"let {t.names[st.id]} = {t.names[st.input]}."
+                                           f"{_RUST_TRANSFORM[st.transform]};"),
+    apply=_apply,
+    param=_param,
+    grad=_grad,
+    zero_grad=lambda t, st: t.body.append("// zero_grad: burn's backward returns fresh gradients; nothing to clear"),
+    optimizer=_optimizer,
+    step=_step,
+)
 
 
 def rust_test_file(tests: Sequence[tuple[Program, str]],
