@@ -27,9 +27,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.format == "torch":  # only the script: `difftest show CASE --format torch > repro.py`
         print(reproducers.torch_script(case.program, case.name), end="")
         return 0
-    if args.format == "rust":
-        print(reproducers.rust_test(case.program, reproducers.test_name(case.name)), end="")
-        return 0
+    if args.format == "rust" or args.cargo:
+        return _show_rust(args, case)
     print(f"# {case.name} [{case.status}] {case.reason}\n")
     print(program_text(case.program))
     one_op = _localised_program(case)
@@ -58,6 +57,30 @@ def _localised_program(case: Case) -> Program | None:
         return program_from_dict(raw)
     except (ProgramError, ValueError):
         return None  # a record written by another version: the case's program still shows it
+
+
+def _show_rust(args: argparse.Namespace, case: Case) -> int:
+    """The asserting burn test of the case (it runs the case now for what a correct burn gives),
+    printed, or (`--cargo DIR`) written as a cargo project."""
+    from difftest.findings.reproducers import expected, rust_test, test_name
+    from difftest.findings.reproducers.cargo import write_cargo
+    from difftest.oracle.check import check
+
+    worker = make_worker(args)
+    try:
+        burn = str(worker.version().get("burn", "0.22.1"))
+        verdict = check(case.program, worker)
+    finally:
+        worker.close()
+    name = test_name(case.name)
+    test = rust_test(case.program, name, expected(verdict))
+    if not args.cargo:
+        print(test, end="")
+        return 0
+    manifest = write_cargo(Path(args.cargo), name, test, burn)
+    print(f"wrote {manifest.parent}: run `cargo test --release --manifest-path {manifest}` "
+          f"(burn {burn}; it fails while the bug is there)")
+    return 0
 
 
 def _show_issue(args: argparse.Namespace, case: Case) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 
 from difftest.divergences.known_bugs import KNOWN_BUGS
 from difftest.findings.corpus import Case
-from difftest.findings.reproducers import rust_test, test_name, torch_script
+from difftest.findings.reproducers import expected, rust_test, test_name, torch_script
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.literals import fmt_data
 from difftest.program.observation import Observation, TensorObs
@@ -175,7 +175,7 @@ def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] |
     lines += ["", "Found by difftest, a differential tester of burn's autodiff against PyTorch (case "
               f"`{name}`" + (f", `{case.path.as_posix()}`" if case.path is not None else "") + ")."]
     lines += ["", "## Minimal reproducer (burn)", "", "```rust",
-              rust_test(case.program, test_name(name)).rstrip(), "```", ""]
+              rust_test(case.program, test_name(name), expected(verdict)).rstrip(), "```", ""]
     lines += ["<details><summary>The same program in PyTorch</summary>", "", "```python",
               torch_script(case.program).rstrip(), "```", "", "</details>", ""]
     lines += ["## What PyTorch gives and what burn gives", ""]

@@ -19,8 +19,9 @@ Output of both, one line per value statement and per gradient:
 
 from __future__ import annotations
 
+from difftest.findings.reproducers.expect import Expected, expected
 from difftest.findings.reproducers.names import variable_names
 from difftest.findings.reproducers.python import torch_script
 from difftest.findings.reproducers.rust import rust_test, rust_test_file, test_name
 
-__all__ = ["rust_test", "rust_test_file", "test_name", "torch_script", "variable_names"]
+__all__ = ["Expected", "expected", "rust_test", "rust_test_file", "test_name", "torch_script", "variable_names"]

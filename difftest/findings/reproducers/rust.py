@@ -1,14 +1,17 @@
 """The burn reproducer: a self-contained `#[test]` (plain `burn::tensor` API, concrete ranks)
 that makes the burn calls of the difftest-burn interpreter and prints values, flags and
-gradients."""
+gradients; given what a correct burn gives (expect.py), it also asserts them, in the manner of
+burn's own autodiff tests, so that it fails on the buggy burn and passes on a fixed one."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from difftest.findings.reproducers.expect import Check, Expected
 from difftest.findings.reproducers.names import RUST_KEYWORDS, count, variable_names
 from difftest.ops.catalog import CATALOG
 from difftest.ops.spelling import burn_imports
@@ -103,18 +106,71 @@ class _Test:
     optim_uses: set[str] = field(default_factory=set)  # burn::optim items
     defined: list[str] = field(default_factory=list)  # values so far
     weights: dict[str, str] = field(default_factory=dict)  # weight param id -> burn's [in, out] parameter
+    expect: Expected | None = None  # what to assert (None: print only)
 
     def rank(self, ident: str) -> int:
         return len(self.shapes[ident])
 
-    def show(self, st: Statement, var: str) -> None:
-        self.body.append(f'show("{st.id}", &{var});')
+    def show(self, st: Statement, var: str, suffix: str = "") -> None:
+        self.body.append(f'show{suffix}("{st.id}", &{var});')
         self.defined.append(st.id)
+        if self.expect is None:
+            return
+        flags = self.expect.flags.get(st.id)
+        if flags is not None:
+            self.body.append(f'check_flags("{st.id}", &{var}, {", ".join(str(f).lower() for f in flags)});')
+        check = self.expect.values.get(st.id)
+        if check is not None:
+            self.body.append(f'check{suffix}("{st.id}", &{var}, {_slices(check)});')
 
 
-def rust_test(program: Program, name: str) -> str:
+def _f64(x: float) -> str:
+    if math.isnan(x):
+        return "f64::NAN"
+    if math.isinf(x):
+        return "f64::INFINITY" if x > 0 else "f64::NEG_INFINITY"
+    return rust_f64(x)
+
+
+def _slices(check: Check) -> str:
+    want, tol = check
+    return f"&[{', '.join(map(_f64, want))}], &[{', '.join(map(_f64, tol))}]"
+
+
+_CHECK_HELPERS = """\
+fn close(name: &str, got: &[f64], want: &[f64], tol: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{name}: {} elements, expected {}", got.len(), want.len());
+    for (i, ((g, w), t)) in got.iter().zip(want).zip(tol).enumerate() {
+        let ok = if w.is_finite() { (g - w).abs() <= *t } else { g == w || (g.is_nan() && w.is_nan()) };
+        assert!(ok, "{name}[{i}] = {g:e}, expected {w:e} within {t:e}");
+    }
+}
+fn check_flags<const D: usize>(name: &str, t: &Tensor<D>, autodiff: bool, tracked: bool, require_grad: bool) {
+    let got = (t.is_autodiff(), t.is_tracked(), t.is_require_grad());
+    assert_eq!(got, (autodiff, tracked, require_grad), "{name}: (is_autodiff, is_tracked, is_require_grad)");
+}
+fn check<const D: usize>(name: &str, t: &Tensor<D>, want: &[f64], tol: &[f64]) {
+    close(name, &t.try_to_vec_as::<f64>().unwrap(), want, tol);
+}
+fn check_param(name: &str, raw: &Tensor<2>, want: &[f64], tol: &[f64]) {
+    check(name, &raw.clone().transpose(), want, tol);
+}"""
+
+_GRAD_HELPERS = """\
+fn check_grad<const D: usize>(name: &str, t: &Tensor<D>, grads: &Gradients, want: &[f64], tol: &[f64]) {
+    let g = t.grad(grads).unwrap_or_else(|| panic!("grad {name}: none, expected one"));
+    close(&format!("grad {name}"), &g.try_to_vec_as::<f64>().unwrap(), want, tol);
+}
+fn check_grad_param(name: &str, raw: &Tensor<2>, grads: &Gradients, want: &[f64], tol: &[f64]) {
+    let g = raw.grad(grads).unwrap_or_else(|| panic!("grad {name}: none, expected one")).transpose();
+    close(&format!("grad {name}"), &g.try_to_vec_as::<f64>().unwrap(), want, tol);
+}"""
+
+
+def rust_test(program: Program, name: str, expect: Expected | None = None) -> str:
     """A self-contained burn `#[test]` (plain `burn::tensor` API, concrete ranks) that makes the
-    same burn calls as the difftest-burn interpreter and prints values, flags and gradients."""
+    same burn calls as the difftest-burn interpreter and prints values, flags and gradients, and
+    with `expect` asserts them (expect.py; `#[should_panic]` where burn is to fail)."""
     if not name.isidentifier() or name in RUST_KEYWORDS:
         raise ValueError(f"test name {name!r} is not a Rust identifier")
     names = variable_names(program)
@@ -131,7 +187,7 @@ def rust_test(program: Program, name: str) -> str:
     if any(s.device == "plain" for s in leaves):
         body.append("let plain = Device::flex();")
     stepped = {st.grads for st in program.statements if isinstance(st, Step)}
-    test = _Test(program, infer_shapes(program), names, stepped, body)
+    test = _Test(program, infer_shapes(program), names, stepped, body, expect=expect)
     for st in program.statements:
         _WRITERS.of(st)(test, st)
     uses, nn_uses, optim_uses, weights = test.uses, test.nn_uses, test.optim_uses, test.weights
@@ -142,6 +198,8 @@ def rust_test(program: Program, name: str) -> str:
         imports.insert(0, "activation")
     allow = ["non_snake_case"] if any(v != v.lower() for v in names.values()) else []
     out = ["#[test]"]
+    if expect is not None and expect.panics:
+        out.append("#[should_panic] // burn is to fail where PyTorch's autograd does (the model's prediction)")
     if allow:
         out.append(f"#[allow({', '.join(allow)})]")
     out.append(f"fn {name}() {{")
@@ -165,6 +223,10 @@ def rust_test(program: Program, name: str) -> str:
     out.extend(f"{ind}{line}" for line in _show_helpers("Gradients" in uses, param=False, elem=elem))
     if weights:
         out.extend(f"{ind}{line}" for line in _show_helpers("Gradients" in uses, param=True, elem=elem))
+    if expect is not None:
+        out.extend(f"{ind}{line}" for line in _CHECK_HELPERS.splitlines())
+        if "Gradients" in uses:
+            out.extend(f"{ind}{line}" for line in _GRAD_HELPERS.splitlines())
     out.append("")
     for line in body:
         out.extend(f"{ind}{part}" for part in line.split("\n"))
@@ -180,10 +242,16 @@ def _backward(t: _Test, st: Backward) -> None:
     t.body.append(f"let {mut}{var} = {names[st.input]}.backward();")
     t.body.append(f'println!("backward {st.id}");')
     for d in t.defined:
-        if d in t.weights:
-            t.body.append(f'show_grad_param("{d}", &{t.weights[d]}, &{var});')
+        param = "_param" if d in t.weights else ""
+        x = t.weights.get(d, names[d])
+        t.body.append(f'show_grad{param}("{d}", &{x}, &{var});')
+        if t.expect is None or (st.id, d) not in t.expect.grads:
+            continue
+        check = t.expect.grads[(st.id, d)]
+        if check is None:
+            t.body.append(f'assert!({x}.grad(&{var}).is_none(), "grad {d}: expected none");')
         else:
-            t.body.append(f'show_grad("{d}", &{names[d]}, &{var});')
+            t.body.append(f'check_grad{param}("{d}", &{x}, &{var}, {_slices(check)});')
     t.uses.add("Gradients")
 
 
@@ -229,8 +297,7 @@ def _param(t: _Test, st: Param) -> None:
     if st.param in kind.burn_transposed:  # a matrix burn stores transposed (Linear's weight)
         t.weights[st.id] = field
         t.body.append(f"let {var}: Tensor<2> = {field}.transpose(); // PyTorch's layout")
-        t.body.append(f'show_param("{st.id}", &{t.weights[st.id]});')
-        t.defined.append(st.id)
+        t.show(st, t.weights[st.id], "_param")
     else:
         t.body.append(f"let {var}: Tensor<{t.rank(st.id)}> = {field};")
         t.show(st, var)
