@@ -38,6 +38,7 @@ an op.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from difftest.program.dtypes import EPS
@@ -111,6 +112,16 @@ def screen(t: float, b: float, dtype: str = "float32") -> bool:
     if not (math.isfinite(t) and math.isfinite(b)):
         return t == b or (math.isnan(t) and math.isnan(b))
     return abs(t - b) <= SCREEN * scale(dtype) * max(abs(t), abs(b)) + tiny(dtype)
+
+
+def screen_failures(ts: Sequence[float], bs: Sequence[float], dtype: str = "float32") -> list[int]:
+    """The indices j at which `screen(ts[j], bs[j], dtype)` fails: the same test, with its
+    finite case inline (comparisons check hundreds of elements a program); an element that is
+    not finite, or not within that bound, is decided by `screen` itself."""
+    k, floor = SCREEN * scale(dtype), tiny(dtype)
+    return [j for j, (t, b) in enumerate(zip(ts, bs))
+            if not ((d := abs(t - b)) <= k * max(abs(t), abs(b)) + floor and d != math.inf)
+            and not screen(t, b, dtype)]
 
 
 TERMS_ULPS = 4.0  # gradients: this many ulps of the sum of |terms| (noise.magnitude_run)

@@ -338,7 +338,7 @@ def _values(
 
 def _numeric(kind: str, ident: str, i: int | None, t: TensorObs, b: TensorObs, backward: str | None,
              dtype: str = "float32") -> Mismatch | None:
-    bad = [j for j, (x, y) in enumerate(zip(t.data, b.data)) if not tol.screen(x, y, dtype)]
+    bad = tol.screen_failures(t.data, b.data, dtype)
     if not bad:
         return None
 
