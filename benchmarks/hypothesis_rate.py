@@ -20,6 +20,7 @@ import time
 
 import torch
 from hypothesis import HealthCheck, given, settings
+from rss import mib, self_peak
 
 from difftest.exec.burn_worker import BurnWorker
 from difftest.oracle.check import check
@@ -88,6 +89,7 @@ def main() -> None:
     print(f"property / bare Hypothesis generation: {prop / bare_h:6.1%}")
     print(f"property / campaign:                   {prop / camp:6.1%}")
     print(f"Hypothesis / seeded bare generation:   {bare_h / bare_r:6.1%}")
+    print(f"peak resident set of this process: {mib(self_peak())}")
 
 
 if __name__ == "__main__":
