@@ -16,6 +16,7 @@ from difftest.ops.catalog import CATALOG
 from difftest.ops.dtype_support import MIXED, why_unsupported
 from difftest.program.dtypes import EPS
 from difftest.program.ir import Apply, Cut, Grad, Leaf, OpCall, Param, Program, ProgramError, value_inputs
+from difftest.program.recent import remembered
 
 CAST_ATTR_TYPE = "dtype"  # attributes of this type name a dtype: the op's result is in it
 
@@ -30,25 +31,12 @@ def _cast_target(st: OpCall) -> str | None:
     return None
 
 
-# The last programs' dtypes, by program identity (a program is immutable): a check asks for the
-# same program's dtypes dozens of times (the model, each executor run, the comparison). Each
-# entry holds its program, so the id stays its own while cached.
-_RECENT: dict[int, tuple[Program, dict[str, str]]] = {}
-_RECENT_SIZE = 16
-
-
 def value_dtypes(program: Program) -> dict[str, str]:
     """Every value's dtype by id (an op with inputs of mixed dtypes: its first input's)."""
-    hit = _RECENT.get(id(program))
-    if hit is not None and hit[0] is program:
-        return dict(hit[1])
-    out = _value_dtypes(program)
-    if len(_RECENT) >= _RECENT_SIZE:
-        del _RECENT[next(iter(_RECENT))]  # the oldest entry
-    _RECENT[id(program)] = (program, out)
-    return dict(out)
+    return dict(_value_dtypes(program))
 
 
+@remembered
 def _value_dtypes(program: Program) -> dict[str, str]:
     out: dict[str, str] = {}
     for st in program.statements:

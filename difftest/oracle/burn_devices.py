@@ -8,30 +8,15 @@ from __future__ import annotations
 from difftest.oracle.model import predict
 from difftest.program.ir import Apply, Program, root_module
 from difftest.program.modules import module_kind
-
-# The last programs' answers, by program identity (a program is immutable): an arbitration runs
-# the same program in PyTorch six times, each asking. Each entry holds its program, so the id
-# stays its own while cached.
-_RECENT: dict[int, tuple[Program, frozenset[str]]] = {}
-_RECENT_SIZE = 16
+from difftest.program.recent import remembered
 
 
+@remembered
 def batch_norm_inference_applies(program: Program) -> frozenset[str]:
     """The batch_norm forwards (apply ids; the forwards of a kind with running state) for which
     burn takes the inference path whatever PyTorch's mode says, by the model's prediction: the
     input is off burn's autodiff device, or the handle's burn training flag is off (freeze()
     survived a train())."""
-    hit = _RECENT.get(id(program))
-    if hit is not None and hit[0] is program:
-        return hit[1]
-    out = _inference_applies(program)
-    if len(_RECENT) >= _RECENT_SIZE:
-        del _RECENT[next(iter(_RECENT))]  # the oldest entry
-    _RECENT[id(program)] = (program, out)
-    return out
-
-
-def _inference_applies(program: Program) -> frozenset[str]:
     by_id = program.by_id()
     applies = [st for st in program.statements if isinstance(st, Apply)
                and module_kind(root_module(program, st.module, by_id).module).stateful]
