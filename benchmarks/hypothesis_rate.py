@@ -16,6 +16,7 @@ and the ratios between them. Measurements only: nothing here asserts a speed.
 from __future__ import annotations
 
 import argparse
+import importlib
 import time
 
 import torch
@@ -59,6 +60,7 @@ def main() -> None:
     ap.add_argument("--programs", type=int, default=2000, help="seeded programs")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    importlib.import_module("torch._dynamo")  # PyTorch imports it on the first optimizer (~1 s): not timed
     cfg = GenConfig()
     rows: list[tuple[str, int, float]] = []
 
