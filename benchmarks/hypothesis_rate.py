@@ -16,10 +16,12 @@ and the ratios between them. Measurements only: nothing here asserts a speed.
 from __future__ import annotations
 
 import argparse
+import importlib
 import time
 
 import torch
 from hypothesis import HealthCheck, given, settings
+from rss import mib, self_peak
 
 from difftest.exec.burn_worker import BurnWorker
 from difftest.oracle.check import check
@@ -61,6 +63,7 @@ def main() -> None:
     ap.add_argument("--programs", type=int, default=2000, help="seeded programs")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    importlib.import_module("torch._dynamo")  # PyTorch imports it on the first optimizer (~1 s): not timed
     cfg = GenConfig()
     rows: list[tuple[str, int, float]] = []
 
@@ -91,6 +94,7 @@ def main() -> None:
     print(f"property / bare Hypothesis generation: {prop / bare_h:6.1%}")
     print(f"property / campaign:                   {prop / camp:6.1%}")
     print(f"Hypothesis / seeded bare generation:   {bare_h / bare_r:6.1%}")
+    print(f"peak resident set of this process: {mib(self_peak())}")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ Runs the same campaign (seed, programs) with -j 1 and with -j J, without shrinki
 throw-away corpus, and prints programs/s of each: over the whole run, and after start-up (the
 time until the first job reports: fork, burn worker start; the forkserver that imports torch
 once is started by a warm-up run first). The programs are the
-same in both runs, so the ratio is the parallel speed-up. Measurements only: nothing here
-asserts a speed (on a machine shared with other work the ratio is noisy).
+same in both runs, so the ratio is the parallel speed-up. Each run also prints the peak
+resident set of its job processes and of their burn workers (sampled from /proc twice a second:
+benchmarks/rss.py). Measurements only: nothing here asserts a speed (on a machine shared with
+other work the ratio is noisy).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from rich.console import Console
+from rss import Sampler
 
 from difftest.campaign.parallel import FuzzOptions, fuzz
 from difftest.findings.summary import Summary
@@ -40,10 +43,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run(1, 1, args.seed, Path(tmp) / "warm-up")  # starts the forkserver (imports torch once)
         for jobs in (1, args.jobs):
-            s = run(jobs, args.programs, args.seed, Path(tmp) / f"corpus-{jobs}")
+            with Sampler() as sampler:
+                s = run(jobs, args.programs, args.seed, Path(tmp) / f"corpus-{jobs}")
             rows.append((jobs, s))
             print(f"-j {jobs}: {s.programs} programs in {s.seconds:.1f}s: {s.rate:.0f} programs/s "
-                  f"({s.steady_rate:.0f}/s after {s.startup:.1f}s start-up)", flush=True)
+                  f"({s.steady_rate:.0f}/s after {s.startup:.1f}s start-up); peak resident sets: "
+                  f"{sampler.line()}", flush=True)
     (_, one), (j, many) = rows
     if one.verdicts != many.verdicts:
         print(f"WARNING: verdicts differ: {dict(one.verdicts)} vs {dict(many.verdicts)}")

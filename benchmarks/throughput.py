@@ -14,17 +14,25 @@ nothing but run both executors one after the other: programs / (PyTorch time + b
 Pass 2 generates and checks the same programs the way a campaign does
 (`difftest.oracle.probe_run.check_with_probes`: burn works in its process while PyTorch runs here,
 then the probes) and prints its rate as a ratio of that ceiling, and the rate without probes
-(`difftest fuzz --no-probes`).
+(`difftest fuzz --no-probes`). On a machine shared with other work the wall-clock rates move
+with the load; the CPU time each side used per program (this process, and the burn workers, read
+from /proc) moves much less, and is printed too.
+
+Memory: every `--rss-every` programs of pass 2, the resident set of this process and of the
+burn worker (which is replaced every RECYCLE_RUNS runs, burn_worker.py) is sampled; the samples,
+and the peaks of both, are printed, so a leak shows as a resident set that grows along the run.
 Measurements only: nothing here asserts a speed.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import time
 from collections import defaultdict
 
 import torch
+from rss import children_cpu_seconds, cpu_seconds, mib, self_peak, status
 
 from difftest.divergences.rules import rules_for
 from difftest.exec.burn_worker import BurnWorker
@@ -42,12 +50,20 @@ from difftest.strategies.config import GenConfig
 from difftest.strategies.generator import generate
 
 
+def burn_cpu(worker: BurnWorker) -> float:
+    """CPU seconds every burn worker of this process has used so far: the recycled ones (waited
+    for) and the live one."""
+    return children_cpu_seconds() + (cpu_seconds(worker.pid) if worker.pid else 0.0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--programs", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rss-every", type=int, default=100, help="sample resident sets every N programs of pass 2")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    importlib.import_module("torch._dynamo")  # PyTorch imports it on the first optimizer (~1 s): not timed
     stages: dict[str, float] = defaultdict(float)
     statements = n_probes = n_screened = n_screen_failed = 0
     with BurnWorker() as worker:
@@ -84,10 +100,17 @@ def main() -> None:
                 stages[name] += b - a
             statements += len(program)
         total = time.perf_counter() - start
-        start = time.perf_counter()
+        samples: list[tuple[int, int, int | None, int, int]] = []  # (k, own RSS, worker pid, its RSS, its peak)
+        worker_peak = 0
+        start, cpu0, burn0 = time.perf_counter(), time.process_time(), burn_cpu(worker)
         for k in range(args.programs):
             check_with_probes(generate(RandomChoices(args.seed * 1_000_003 + k), GenConfig()), worker)
+            w_rss, w_hwm = status(worker.pid) if worker.pid else (0, 0)  # each worker's peak before it is recycled
+            worker_peak = max(worker_peak, w_hwm)
+            if (k + 1) % args.rss_every == 0 or k + 1 == args.programs:
+                samples.append((k + 1, status()[0], worker.pid, w_rss, w_hwm))
         campaign = time.perf_counter() - start
+        campaign_cpu, campaign_burn = time.process_time() - cpu0, burn_cpu(worker) - burn0
         start = time.perf_counter()
         for k in range(args.programs):
             check(generate(RandomChoices(args.seed * 1_000_003 + k), GenConfig()), worker)
@@ -108,6 +131,13 @@ def main() -> None:
     print(f"pass 2, campaign (generate + check, burn overlapped with PyTorch, then the probes): {rate:.0f} "
           f"programs/s = {rate / ceiling:.2f} x the ceiling; without probes {n / unprobed:.0f} programs/s "
           f"(probes cost {100 * (1 - unprobed / campaign):.0f}% of the campaign's time)")
+    print(f"pass 2 CPU: {1000 * campaign_cpu / n:.2f} ms a program here (Python, PyTorch), "
+          f"{1000 * campaign_burn / n:.2f} ms in burn workers")
+    print(f"resident sets every {args.rss_every} programs of pass 2 (program: this process / burn worker pid: "
+          "its resident set, its peak):")
+    print("  " + "; ".join(f"{k}: {mib(own)} / {pid}: {mib(w)}, {mib(h)}" for k, own, pid, w, h in samples))
+    print(f"peak resident set: this process {mib(self_peak())}, a burn worker {mib(worker_peak)} (the largest "
+          f"peak read after any program of pass 2)")
 
 
 if __name__ == "__main__":

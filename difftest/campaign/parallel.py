@@ -54,8 +54,9 @@ if TYPE_CHECKING:
     from difftest.oracle.probe_run import ProbeRun
 
 # What a job needs, imported once by the forkserver (so starting a job takes milliseconds, not
-# the seconds of importing torch in every job).
-PRELOAD = ("torch", "difftest.campaign.parallel", "difftest.campaign.loop", "difftest.oracle.check",
+# the seconds of importing torch in every job). torch._dynamo is what PyTorch imports on the
+# first optimizer a job builds (an SGD step: ~1 s of imports, measured, in every job otherwise).
+PRELOAD = ("torch", "torch._dynamo", "difftest.campaign.parallel", "difftest.campaign.loop", "difftest.oracle.check",
            "difftest.findings.shrink", "difftest.findings.corpus", "difftest.findings.signature",
            "difftest.findings.triage", "difftest.campaign.claims", "strategies")
 

@@ -362,35 +362,40 @@ class BurnWorker:
                     timeout: float | None = None) -> list[tuple[ErrorObs | None, BackwardObs | None]] | Observation:
         """`probe`, with each probe's re-rooted backward as a run reports it (its gradient
         entries; None when the run failed before it): (outcome, backward) per probe."""
-        answer = self._probe_request(program, probes, timeout, grads=True)
-        if isinstance(answer, Observation):
-            return answer
-        if "grads" not in answer:
-            return Observation("burn", error=ErrorObs(
-                "invalid-request", "the probe answer has no \"grads\" (a difftest-burn built before probes "
-                "reported gradients)"))
-        out: list[tuple[ErrorObs | None, BackwardObs | None]] = []
-        for (i, _), e, g in zip(probes, answer["outcomes"], answer["grads"], strict=True):
-            bw = program.statements[i].id
-            out.append((None if e is None else ErrorObs.from_dict(e),
-                        None if g is None else BackwardObs.from_dict({"id": bw, "grads": g})))
-        return out
+        return self.submit_probe_grads(program, probes, timeout).result()
+
+    def submit_probe_grads(self, program: Program, probes: Sequence[tuple[int, str]],
+                           timeout: float | None = None) -> PendingProbes:
+        """`probe_grads` without waiting for its answer (the caller runs PyTorch's side of the
+        probes meanwhile); `result()` of the returned handle waits. One request at a time per worker."""
+        return self._send_probe(program, probes, timeout, grads=True)
 
     def _probe_request(self, program: Program, probes: Sequence[tuple[int, str]], timeout: float | None, *,
                        grads: bool) -> dict[str, Any] | Observation:
         """The answer to a `probe` request (`grads`: with the probes' gradients), or the
         observation of its crash, hang or refusal."""
+        return self._send_probe(program, probes, timeout, grads=grads).answer()
+
+    def _send_probe(self, program: Program, probes: Sequence[tuple[int, str]], timeout: float | None, *,
+                    grads: bool) -> PendingProbes:
         doc = program_to_dict(program)
         pending = self._write_inflight(doc)
         fields: dict[str, Any] = {"program": doc, "probes": [[i, root] for i, root in probes]}
         if grads:
             fields["grads"] = True
-        answer = self._observed_request("probe", timeout, pending, **fields)
+        try:
+            rid = self._send_request("probe", **fields)
+        except (EOFError, WorkerError) as e:
+            return PendingProbes(self, program, probes, 0, timeout, pending, self._failed(e, pending, "crash"))
+        return PendingProbes(self, program, probes, rid, timeout, pending)
+
+    def _finish_probe(self, sent: PendingProbes) -> dict[str, Any] | Observation:
+        answer = self._observed_answer(sent.rid, sent.timeout, sent.inflight)
         if isinstance(answer, Observation):
             return answer
-        if pending:
-            pending.unlink(missing_ok=True)
-        self._served_one(len(probes))
+        if sent.inflight:
+            sent.inflight.unlink(missing_ok=True)
+        self._served_one(len(sent.probes))
         if not answer.get("ok"):
             err = answer.get("error") or {}
             return Observation("burn", error=ErrorObs(err.get("kind", "invalid"), err.get("message", ""),
@@ -461,3 +466,35 @@ class PendingRun:
         if self._result is None:
             self._result = self.worker._finish_run(self)
         return self._result
+
+
+class PendingProbes:
+    """A `probe` request sent to the worker whose answer has not been read yet."""
+
+    def __init__(self, worker: BurnWorker, program: Program, probes: Sequence[tuple[int, str]], rid: int,
+                 timeout: float | None, inflight: Path | None, failed: Observation | None = None) -> None:
+        self.worker, self.program, self.probes = worker, program, list(probes)
+        self.rid, self.timeout, self.inflight = rid, timeout, inflight
+        self._answer: dict[str, Any] | Observation | None = failed
+
+    def answer(self) -> dict[str, Any] | Observation:
+        """The worker's answer, or the observation of its crash, hang or refusal."""
+        if self._answer is None:
+            self._answer = self.worker._finish_probe(self)
+        return self._answer
+
+    def result(self) -> list[tuple[ErrorObs | None, BackwardObs | None]] | Observation:
+        """(outcome, backward) per probe (BurnWorker.probe_grads)."""
+        answer = self.answer()
+        if isinstance(answer, Observation):
+            return answer
+        if "grads" not in answer:
+            return Observation("burn", error=ErrorObs(
+                "invalid-request", "the probe answer has no \"grads\" (a difftest-burn built before probes "
+                "reported gradients)"))
+        out: list[tuple[ErrorObs | None, BackwardObs | None]] = []
+        for (i, _), e, g in zip(self.probes, answer["outcomes"], answer["grads"], strict=True):
+            bw = self.program.statements[i].id
+            out.append((None if e is None else ErrorObs.from_dict(e),
+                        None if g is None else BackwardObs.from_dict({"id": bw, "grads": g})))
+        return out

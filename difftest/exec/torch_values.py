@@ -34,7 +34,7 @@ def region_context(region: Region) -> Iterator[None]:
 def tensor_obs(t: torch.Tensor) -> TensorObs:
     flat = t.detach().reshape(-1)
     dtype = DTYPE_NAMES.get(flat.dtype, str(flat.dtype).removeprefix("torch."))
-    if flat.dtype != torch.float64:
+    if not flat.is_floating_point():  # a float dtype's elements are Python floats exactly as they are
         flat = flat.to(torch.float64)
     return TensorObs(tuple(t.shape), tuple(flat.tolist()), dtype)
 

@@ -38,6 +38,7 @@ an op.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from difftest.program.dtypes import DENORM_MIN, EPS
@@ -112,6 +113,16 @@ def screen(t: float, b: float, dtype: str = "float32") -> bool:
     if not (math.isfinite(t) and math.isfinite(b)):
         return t == b or (math.isnan(t) and math.isnan(b))
     return abs(t - b) <= SCREEN * scale(dtype) * max(abs(t), abs(b)) + floor(max(abs(t), abs(b)), 0.0, dtype)
+
+
+def screen_failures(ts: Sequence[float], bs: Sequence[float], dtype: str = "float32") -> list[int]:
+    """The indices j at which `screen(ts[j], bs[j], dtype)` fails: the same test, with its
+    finite case inline (comparisons check hundreds of elements a program); an element that is
+    not finite, or not within that bound, is decided by `screen` itself."""
+    k, tny, dn = SCREEN * scale(dtype), tiny(dtype), DENORM_MIN[dtype]
+    return [j for j, (t, b) in enumerate(zip(ts, bs))
+            if not ((d := abs(t - b)) <= k * (m := max(abs(t), abs(b))) + min(tny, m + dn) and d != math.inf)
+            and not screen(t, b, dtype)]
 
 
 TERMS_ULPS = 4.0  # gradients: this many ulps of the sum of |terms| (noise.magnitude_run)

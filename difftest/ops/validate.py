@@ -28,6 +28,7 @@ from difftest.program.ir import (
     numel,
 )
 from difftest.program.modules import ModuleError, check_indices, forward_shape, module_kind
+from difftest.program.recent import remembered
 from difftest.program.shapes import ShapeError
 
 # The element budget, checked before anything runs (the Rust side has the same two constants
@@ -89,6 +90,17 @@ def infer_shapes(program: Program, *, bounded: bool = False) -> dict[str, Shape]
     """Shape of every value statement; raises ProgramError naming the statement. `bounded`:
     also check the element budget, statement by statement (the first offending statement is
     named, before any later shape error)."""
+    return _shapes(program, bounded) if bounded else dict(_unbounded_shapes(program))
+
+
+@remembered
+def _unbounded_shapes(program: Program) -> dict[str, Shape]:
+    """infer_shapes without the budget, for a program asked about again and again (the model,
+    root probes)."""
+    return _shapes(program, False)
+
+
+def _shapes(program: Program, bounded: bool) -> dict[str, Shape]:
     run = _Shapes(program)
     shapes = run.shapes
     budget = _Budget() if bounded else None

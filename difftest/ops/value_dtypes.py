@@ -26,6 +26,7 @@ from difftest.program.ir import (
     ProgramError,
     value_inputs,
 )
+from difftest.program.recent import remembered
 
 CAST_ATTR_TYPE = "dtype"  # attributes of this type name a dtype: the op's result is in it
 
@@ -42,6 +43,11 @@ def _cast_target(st: OpCall) -> str | None:
 
 def value_dtypes(program: Program) -> dict[str, str]:
     """Every value's dtype by id (an op with inputs of mixed dtypes: its first input's)."""
+    return dict(_value_dtypes(program))
+
+
+@remembered
+def _value_dtypes(program: Program) -> dict[str, str]:
     out: dict[str, str] = {}
     for st in program.statements:
         dtype = _DTYPE.of(st)(st, out, program.dtype)

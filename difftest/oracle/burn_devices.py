@@ -8,8 +8,10 @@ from __future__ import annotations
 from difftest.oracle.model import predict
 from difftest.program.ir import Apply, Program, root_module
 from difftest.program.modules import module_kind
+from difftest.program.recent import remembered
 
 
+@remembered
 def batch_norm_inference_applies(program: Program) -> frozenset[str]:
     """The batch_norm forwards (apply ids; the forwards of a kind with running state) for which
     burn takes the inference path whatever PyTorch's mode says, by the model's prediction: the

@@ -338,7 +338,7 @@ def _values(
 
 def _numeric(kind: str, ident: str, i: int | None, t: TensorObs, b: TensorObs, backward: str | None,
              dtype: str = "float32") -> Mismatch | None:
-    bad = [j for j, (x, y) in enumerate(zip(t.data, b.data)) if not tol.screen(x, y, dtype)]
+    bad = tol.screen_failures(t.data, b.data, dtype)
     # equal non-finite results pass the screen, but are still checked against float64
     # (numerics.judge_nonfinite): where float64 is finite, both overflowed
     both = [j for j, (x, y) in enumerate(zip(t.data, b.data)) if equal_nonfinite(x, y)]

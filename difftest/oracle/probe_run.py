@@ -70,14 +70,37 @@ def disagrees(probe: RootProbe, outcome: ErrorObs | None) -> bool:
     return not probe.fails or outcome.index != probe.index
 
 
+Ahead = dict[int, tuple[list[str], list[ProbeResult]]]  # backward index -> (roots, PyTorch's result of each)
+
+
+def torch_ahead(program: Program, probes: Sequence[RootProbe]) -> Ahead:
+    """PyTorch's results of the probes the model predicts succeed on burn, per backward
+    (torch_probe_grads), run while burn works on the batch: they are the probes `screen` will
+    be given when burn's outcomes all agree with the model (the usual case)."""
+    roots: dict[int, list[str]] = {}
+    for p in probes:
+        if not p.fails:
+            roots.setdefault(p.index, []).append(p.root)
+    out: Ahead = {}
+    for index, rs in roots.items():
+        prefix = Program(program.statements[:index], program.dtype)
+        bw = program.statements[index]
+        assert isinstance(bw, Backward), (index, bw)
+        inference = batch_norm_inference_applies(prefix)
+        out[index] = (rs, torch_probe_grads(prefix, bw, rs, burn_inference=inference))
+    return out
+
+
 def screen(program: Program, items: Sequence[tuple[RootProbe, BackwardObs]], nondet: set[str] | frozenset[str],
-           rules: Sequence[Rule]) -> list[bool]:
+           rules: Sequence[Rule], ahead: Ahead | None = None) -> list[bool]:
     """Whether burn's gradients of each probe (its backward succeeded as predicted) pass the
     screen against PyTorch's for the same probe (`compare.screen_grads`). PyTorch runs the
     statements before each backward once for all of its probes (difftest/exec/torch_probes.py).
     A difference between the frameworks' outcomes or gradient presence is then judged against
     the model's prediction for the probe's program, as the full check would judge it (divergence
-    rules make some of them expected); a numeric one is left to the full check's arbitration."""
+    rules make some of them expected); a numeric one is left to the full check's arbitration.
+    `ahead` (torch_ahead): PyTorch's results computed beforehand, used for a backward whose
+    roots to screen are exactly those (the same run as here); any other is run here."""
     by_index: dict[int, list[int]] = {}
     for k, (p, _) in enumerate(items):
         by_index.setdefault(p.index, []).append(k)
@@ -88,7 +111,9 @@ def screen(program: Program, items: Sequence[tuple[RootProbe, BackwardObs]], non
         assert isinstance(bw, Backward), (index, bw)
         roots = [items[k][0].root for k in ks]
         inference = batch_norm_inference_applies(prefix)
-        results = torch_probe_grads(prefix, bw, roots, burn_inference=inference)
+        done = (ahead or {}).get(index)
+        results = done[1] if done is not None and done[0] == roots else torch_probe_grads(
+            prefix, bw, roots, burn_inference=inference)
         reference: list[ProbeResult] | None = None
         for j, (k, torch_result) in enumerate(zip(ks, results, strict=True)):
             p, burn_bw = items[k]
@@ -164,7 +189,9 @@ def run_probes(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | 
     run = ProbeRun(probes=len(probes))
     if not probes:
         return run
-    answer = worker.probe_grads(program, [(p.index, p.root) for p in probes])
+    pending = worker.submit_probe_grads(program, [(p.index, p.root) for p in probes])
+    ahead = torch_ahead(program, probes) if values else {}  # PyTorch's side while burn runs the batch
+    answer = pending.result()
     if isinstance(answer, Observation) and answer.error is not None and answer.error.kind == "invalid-request":
         raise WorkerError(f"difftest-burn refused the root probes of a program: {answer.error.message} "
                           "(a build without the `probe` request or its gradients? rebuild it, or run without "
@@ -184,8 +211,8 @@ def run_probes(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | 
         if to_screen and values:
             nondet = (prediction or predict(program, rules)).nondet
             run.screened = len(to_screen)
-            suspects += [p for (p, _), ok in zip(to_screen, screen(program, to_screen, nondet, rules), strict=True)
-                         if not ok]
+            passed = screen(program, to_screen, nondet, rules, ahead)
+            suspects += [p for (p, _), ok in zip(to_screen, passed, strict=True) if not ok]
             suspects.sort(key=probes.index)
     position = {id(p): k for k, p in enumerate(probes)}
     for p in suspects:

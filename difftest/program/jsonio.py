@@ -61,11 +61,14 @@ def decode_float(x: Any, where: str = "data") -> float:
 
 
 def encode_floats(xs: Any) -> list[float | str]:
-    return [encode_float(float(x)) for x in xs]
+    # a finite f is its own encoding (f - f is 0.0 exactly when f is finite): only the others
+    # go through encode_float (programs and observations carry hundreds of elements)
+    return [f if (f := float(x)) - f == 0.0 else encode_float(f) for x in xs]
 
 
 def decode_floats(xs: list[Any], where: str = "data") -> tuple[float, ...]:
-    return tuple(decode_float(x, f"{where}[{i}]") for i, x in enumerate(xs))
+    # a float is its own decoding; anything else (and an error's message) is decode_float's
+    return tuple(x if type(x) is float else decode_float(x, f"{where}[{i}]") for i, x in enumerate(xs))
 
 
 def statement_to_dict(st: Statement) -> dict[str, Any]:

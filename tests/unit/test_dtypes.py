@@ -107,3 +107,19 @@ def test_float64_rounding_is_measured_through_float32() -> None:
     assert tol.measured_in("float64") == "float32" and tol.measured_scale("float64") == 2.0**-29
     for dtype in ("float32", "float16", "bfloat16"):
         assert tol.measured_in(dtype) == dtype and tol.measured_scale(dtype) == 1.0
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_screen_failures_is_screen_element_by_element(dtype: str) -> None:
+    """`screen_failures` lists exactly the elements `screen` fails, non-finite values, signed
+    zeros, values at the screen's bound and below tiny included."""
+    rng = random.Random(5)
+    eps = tol.SCREEN * tol.scale(dtype)
+    special = [0.0, -0.0, math.inf, -math.inf, math.nan, 1e-300, -1e-300, tol.tiny(dtype), 1.7e308, -1.7e308,
+               1.0, 1.0 + eps, 1.0 + 2 * eps, 1.0 - eps, -1.0]
+    ts = [*special * len(special), *(rng.uniform(-2, 2) for _ in range(2000))]
+    bs = [*(y for y in special for _ in special), *(x * (1 + rng.choice([-1, 1]) * eps * rng.uniform(0.5, 1.5))
+                                                    for x in ts[len(special) ** 2:])]
+    want = [j for j, (t, b) in enumerate(zip(ts, bs)) if not tol.screen(t, b, dtype)]
+    assert tol.screen_failures(ts, bs, dtype) == want
+    assert 0 < len(want) < len(ts)

@@ -72,7 +72,8 @@ def test_screening_compares_the_outcome_with_the_prediction() -> None:
 
 
 class _Worker:
-    """A stand-in for BurnWorker: `probe_grads` answers `answer`."""
+    """A stand-in for BurnWorker: `probe_grads` (and the pending request of `submit_probe_grads`)
+    answers `answer`."""
 
     def __init__(self, answer: Any) -> None:
         self.answer = answer
@@ -82,6 +83,10 @@ class _Worker:
 
     def probe_grads(self, program: Program, probes: Any) -> Any:
         return self.answer(probes) if callable(self.answer) else self.answer
+
+    def submit_probe_grads(self, program: Program, probes: Any) -> Any:
+        answer = self.probe_grads(program, probes)
+        return type("Pending", (), {"result": lambda self: answer})()
 
 
 class _Verdict:
@@ -130,7 +135,7 @@ def test_a_crashed_batch_is_checked_probe_by_probe(monkeypatch: pytest.MonkeyPat
 
     # outcomes that all agree with the model, gradients that pass the screen: nothing is checked
     monkeypatch.setattr(exec_probes, "check", fake_check)
-    monkeypatch.setattr(exec_probes, "screen", lambda program, items, nondet, rules: [True for _ in items])
+    monkeypatch.setattr(exec_probes, "screen", lambda program, items, *_: [True for _ in items])
     checked.clear()
     run = run_probes(SESSION, _Worker(_as_predicted), prediction=_NO_RANDOM)  # type: ignore[arg-type]
     assert run.probes == 7 and run.screened == 3 and run.checked == 0 and run.verdict is None and not checked
@@ -141,7 +146,7 @@ def test_every_failing_probe_is_reported(monkeypatch: pytest.MonkeyPatch) -> Non
     decides, and every failing one is in `failures`, the first being the program's verdict."""
     wrong = {("bw", "x1"), ("bw", "v")}  # the probes whose gradients are wrong
     monkeypatch.setattr(exec_probes, "screen",
-                        lambda program, items, nondet, rules: [(p.backward, p.root) not in wrong for p, _ in items])
+                        lambda program, items, *_: [(p.backward, p.root) not in wrong for p, _ in items])
     verdicts: dict[Program, _Verdict] = {}
 
     def fake_check(program: Program, worker: Any, *, rules: Any = None) -> _Verdict:
@@ -162,7 +167,7 @@ def test_every_failing_probe_is_reported(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_a_probe_that_fails_only_in_the_batch_is_batch_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """A suspect whose full check passes is batch-only when burn's separate run differs from
     its batched one; when they agree, it is neither a failure nor batch-only."""
-    monkeypatch.setattr(exec_probes, "screen", lambda program, items, nondet, rules: [p.root == "x0" for p, _ in items])
+    monkeypatch.setattr(exec_probes, "screen", lambda program, items, *_: [p.root == "x0" for p, _ in items])
     same = BackwardObs("bw", {"x0": TensorObs((2,), (1.0, 1.0))})
     other = BackwardObs("bw", {"x0": TensorObs((2,), (2.0, 1.0))})
 
