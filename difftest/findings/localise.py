@@ -258,13 +258,13 @@ def cotangent(n: int) -> tuple[float, ...]:
 def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn_obs: Observation,
                    *, seeded: bool = False, grads: bool = False,
                    seed: tuple[float, ...] | None = None) -> tuple[Program, dict[str, int]] | None:
-    """`st` alone on the inputs PyTorch recorded for it (each a leaf that requires grad on the
-    device burn had it on), and the backward of its result (seeded with ones; `seeded`: of its
-    product with `seed`, the cotangent PyTorch propagated to it, or the constant `cotangent`);
-    the leaf -> input position map. None when an input
-    was not recorded or the statement cannot stand alone. `grads`: every input is an autodiff leaf
-    that requires grad, whatever device it had, so the inputs whose gradient is wrong are the
-    op's, not the program's."""
+    """`st` alone on the inputs PyTorch recorded for it (burn's where PyTorch stopped before
+    it), each a leaf that requires grad on the device burn had it on, and the backward of its
+    result (seeded with ones; `seeded`: of its product with `seed`, the cotangent PyTorch
+    propagated to it, or the constant `cotangent`); the leaf -> input position map. None when
+    an input was not recorded or the statement cannot stand alone. `grads`: every input is an
+    autodiff leaf that requires grad, whatever device it had, so the inputs whose gradient is
+    wrong are the op's, not the program's."""
     table = program.by_id()
     dtypes = value_dtypes(program)
     inputs = st.inputs if isinstance(st, OpCall) else (st.input,) if isinstance(st, Apply) else ()
@@ -279,7 +279,9 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
     for pos, ident in enumerate(inputs):
         if ident in leaf_of:
             continue
-        t, b = torch_obs.value(ident), burn_obs.value(ident)
+        # PyTorch's recorded input; burn's where PyTorch stopped before it (an error of its own)
+        b = burn_obs.value(ident)
+        t = torch_obs.value(ident) or b
         if t is None:
             return None
         on_autodiff = grads or (b.flags.get("is_autodiff", True) if b is not None else True)
@@ -379,20 +381,26 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
 
 
 def localise_tracking(verdict: Verdict, worker: BurnWorker, m: Mismatch) -> Localisation | None:
-    """A flags finding at an op, or a backward that burn ran without the error the model
-    predicted (it did not reach what the prediction says it reaches), traced to an op that
-    drops an input's gradient: the op itself, or each op between the backward's root and the
-    leaves, run alone with every input requiring grad. The localisation of the first one-op
+    """A flags finding at an op, or a backward that burn ran without the error the model (or a
+    rule, `stale-rule`) predicted (it, or an earlier backward, did not reach what the prediction
+    says), traced to an op that drops an input's gradient: the op itself, or each op that
+    backward or an earlier one reaches, run alone with every input requiring grad. The localisation of the first one-op
     program that misses a gradient, or None (the finding keeps its statement's signature)."""
     program = verdict.program
     table = program.by_id()
     st = table.get(m.statement or "")
     if m.kind == "flags" and isinstance(st, (OpCall, Apply)):
         path: list[Statement] = [st]
-    elif m.kind == "outcome" and isinstance(st, Backward) and (
+    elif m.kind in ("outcome", "stale-rule") and isinstance(st, Backward) and (
             verdict.burn.error is None or verdict.burn.error.statement != st.id):
-        on_path = ancestors(table, st.input)
-        path = [s for s in program.statements if s.id in on_path and isinstance(s, (OpCall, Apply))]
+        # what this backward reaches, and what the earlier ones consumed (a backward that should
+        # fail on a graph an earlier one consumed runs when that one missed part of it)
+        upto = program.statements[: program.statements.index(st) + 1]
+        on_path: set[str] = set()
+        for bw in upto:
+            if isinstance(bw, Backward):
+                on_path |= ancestors(table, bw.input)
+        path = [s for s in upto if s.id in on_path and isinstance(s, (OpCall, Apply))]
     else:
         return None
     for s in path[:MAX_CANDIDATES]:

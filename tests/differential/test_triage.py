@@ -238,3 +238,21 @@ def test_the_localiser_seeds_an_op_with_the_cotangent_pytorch_propagated() -> No
     second = cotangents(p, "bw2")
     assert set(second) == {"q", "t", "u"} and second["q"] == ((2,), (2.0, 2.0)), second
     assert cotangents(p, "nope") == {}
+
+
+def test_an_op_that_loses_an_input_is_one_case_however_it_shows(workers: dict[str, BurnWorker]) -> None:
+    """add dropping its first operand shows as a missing gradient, as wrong flags (its result
+    untracked), or as a later backward that runs where an earlier one should have consumed the
+    graph: all three are signed as add's missing gradient."""
+    fault = "grad-drop-input:add:0"
+    missing = _triage(workers, Program((
+        leaf("x", [0.5, 1.0], rg=True), leaf("w", [2.0, 3.0], rg=True), op("y", "add", "x", "w"),
+        op("s", "sum", "y"), backward("s"))), fault)
+    untracked = _triage(workers, Program((
+        leaf("x", [0.5, 1.0], rg=True), op("e", "exp", "x"), leaf("w", [2.0, 3.0]), op("y", "add", "e", "w"))),
+        fault)
+    runs = _triage(workers, Program((
+        leaf("x", [0.5, 1.0], rg=True), op("e", "exp", "x"), op("y", "add", "e", "x"), op("s", "sum", "y"),
+        backward("s", "bw"), backward("e", "bw1"))), fault)
+    assert missing.signature.startswith("grad-presence:burn:add:"), missing.signature
+    assert untracked.signature == missing.signature == runs.signature, (untracked.signature, runs.signature)
