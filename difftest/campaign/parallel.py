@@ -28,10 +28,9 @@ import queue
 import signal
 import threading
 import time
-import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -39,26 +38,22 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from difftest.campaign.claims import KNOWN_PREFIX, recheck, shrunk
-from difftest.campaign.loop import dismissals, run_campaign, skipped
+from difftest.campaign.claims import KNOWN_PREFIX
+from difftest.campaign.job import CRASH_ENV, JobSpec, job_main
 from difftest.divergences.known_bugs import KNOWN_BUGS
-from difftest.exec.burn_worker import BurnWorker
-from difftest.findings.corpus import case_from_verdict, save_case
+from difftest.findings.corpus import save_case
 from difftest.findings.signature import corpus_signatures
 from difftest.findings.summary import Summary, Timeline
-from difftest.findings.table import report as table_report
-from difftest.findings.triage import triage
-from difftest.oracle.compare import Verdict
 
 if TYPE_CHECKING:
-    from difftest.oracle.probe_run import ProbeRun
+    pass
 
 # What a job needs, imported once by the forkserver (so starting a job takes milliseconds, not
 # the seconds of importing torch in every job). torch._dynamo is what PyTorch imports on the
 # first optimizer a job builds (an SGD step: ~1 s of imports, measured, in every job otherwise).
 PRELOAD = ("torch", "torch._dynamo", "difftest.campaign.parallel", "difftest.campaign.loop", "difftest.oracle.check",
            "difftest.findings.shrink", "difftest.findings.corpus", "difftest.findings.signature",
-           "difftest.findings.triage", "difftest.campaign.claims", "strategies")
+           "difftest.findings.triage", "difftest.campaign.claims", "difftest.campaign.job", "difftest.strategies")
 
 
 
@@ -87,102 +82,26 @@ def parse_shard(text: str) -> tuple[int, int]:
     return i, n
 
 
-# ---------------------------------------------------------------------- jobs
-
-@dataclass(frozen=True)
-class JobSpec:
-    job: int
-    seed: int
-    start: int
-    stride: int
-    programs: int  # ignored with a deadline
-    deadline: float | None  # time.time() at which to stop (--time)
-    ops: tuple[str, ...] | None
-    max_statements: int
-    binary: str | None
-    timeout: float
-    fault: str | None
-    inflight_dir: str | None
-    known: frozenset[str]  # signatures of the corpus's cases (not saved again)
-    source: str
-    shrink: bool = True
-    verbose: bool = False
-    profile: str = "default"
-    probes: bool = True
-
-
-def _job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
-    """A job process: runs its slice of the campaign and reports every program to the parent."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C; the burn worker inherits this
-    parent = os.getppid()
-    worker = None
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-
-        inflight = Path(spec.inflight_dir) if spec.inflight_dir else None
-        worker = BurnWorker(spec.binary, timeout=spec.timeout, inflight_dir=inflight, fault=spec.fault)
-        worker.start()
-        version = worker.version()
-        known = set(spec.known)
-
-        def orphaned() -> bool:
-            return os.getppid() != parent
-
-        def claim(k: int, sig: str) -> bool:
-            results.put(("claim", spec.job, k, sig))
-            while True:
-                try:
-                    return bool(inbox.get(timeout=0.5))
-                except queue.Empty:
-                    if orphaned():
-                        return False
-
-        def on_program(k: int, verdict: Verdict, ops: dict[str, int], probed: ProbeRun) -> None:
-            probe = probed.probe
-            sig = None
-            if not verdict.ok:
-                t = triage(verdict, worker)
-                sig = f"{KNOWN_PREFIX}{t.known.name}" if t.known is not None else t.signature
-                if t.known is None and sig not in known:
-                    known.add(sig)
-                    where = f"program {k}" + (f", {probe.describe()}" if probe is not None else "")
-                    again = recheck(verdict, spec.binary, spec.timeout, spec.fault) if claim(k, sig) else None
-                    if again is not None and again != sig:
-                        # the program does not give the same finding in a fresh worker: report both
-                        # observations as flaky instead of saving a bug
-                        case = case_from_verdict(verdict, source=f"{spec.source} ({where})", burn_version=version)
-                        case.record["recheck"] = again
-                        results.put(("flaky", spec.job, k, sig, case))
-                    elif again is not None:
-                        final = shrunk(verdict, sig, worker, stop) if spec.shrink else verdict
-                        case = case_from_verdict(final, source=f"{spec.source} ({where})", burn_version=version)
-                        final_t = t if final is verdict else triage(final, worker)
-                        case.record["triage"] = final_t.to_dict()
-                        case.reason = f"{final_t.describe()}\n{case.reason}"
-                        report = table_report(final) if spec.verbose else ""
-                        results.put(("case", spec.job, k, sig, case, len(verdict.program), len(final.program),
-                                     report))
-            assert worker is not None
-            results.put(("result", spec.job, k, verdict.kind, list(verdict.prediction.rules_fired), ops,
-                         dismissals(verdict), worker.restarts, sig, *probed.counts(), skipped(verdict)))
-
-        stats = run_campaign(
-            worker, seed=spec.seed, programs=spec.programs, ops=spec.ops, max_statements=spec.max_statements,
-            profile=spec.profile, probes=spec.probes,
-            start=spec.start, stride=spec.stride, deadline=spec.deadline,
-            should_stop=lambda: stop.is_set() or orphaned(), on_program=on_program, keep_findings=False,
-        )
-        results.put(("exit", spec.job, stats.programs, stats.seconds))
-    except BaseException:
-        results.put(("error", spec.job, traceback.format_exc()))
-    finally:
-        if worker is not None:
-            worker.close()
-
-
 # ---------------------------------------------------------------------- the parent
+
+MAX_REVIVALS = 20  # times one job is started again after its process died, per campaign
+
+
+def _keep_crashed(inflight: Path | None, pid: int | None, k: int) -> Path | None:
+    """Move the programs a dead job process had in flight (its burn worker writes each before
+    sending it, named <digest>-<pid>.json) to `.difftest/crashes/`, named by the program index,
+    so the crash can be replayed (`difftest run FILE`); the first of them, or None."""
+    if inflight is None or pid is None or not inflight.is_dir():
+        return None
+    crashes = inflight.parent / "crashes"
+    kept = None
+    for path in sorted(inflight.glob(f"*-{pid}.json")):
+        crashes.mkdir(parents=True, exist_ok=True)
+        target = crashes / f"program-{k}-{path.name}"
+        path.replace(target)
+        kept = kept or target
+    return kept
+
 
 @dataclass
 class FuzzOptions:
@@ -350,7 +269,7 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
         specs.append(JobSpec(
             j, opts.seed, start, stride, n, deadline, opts.ops, opts.max_statements, opts.binary, opts.timeout,
             opts.fault, str(opts.inflight_dir) if opts.inflight_dir else None, frozenset(known), opts.source(),
-            opts.shrink, opts.verbose, opts.profile, opts.probes,
+            opts.shrink, opts.verbose, opts.profile, opts.probes, int(os.environ.get(CRASH_ENV) or -1),
         ))
     inboxes: dict[int, Any] = {}
     procs: dict[int, Any] = {}
@@ -358,6 +277,9 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
     claimed: set[str] = set()
     done: set[int] = set()
     dead_since: dict[int, float] = {}
+    last: dict[int, int] = {}  # job -> the last program index it reported
+    reported: dict[int, int] = {}  # job -> how many programs it reported
+    revived: dict[int, int] = {}  # job -> how many times it was started again after dying
     display = _Display(console, opts, console.is_terminal if opts.live is None else opts.live)
     began = time.monotonic()
     timeline = Timeline(f"seed {opts.seed}, shard {opts.shard}/{opts.shards}, {jobs} job(s)", [(0.0, 0)], every=0.5)
@@ -370,6 +292,8 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
         if tag == "result":
             (_, _, k, kind, rules, ops, dismissed, worker_restarts, sig, probes, probes_checked, batch_only,
              not_compared) = msg
+            last[j] = k
+            reported[j] = reported.get(j, 0) + 1
             summary.programs += 1
             summary.probes += probes
             summary.probes_checked += probes_checked
@@ -443,12 +367,41 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
     with _stop_signals(stop) as interrupts:
         try:
             _start_forkserver(ctx)
-            for spec in specs:
+            def launch(spec: JobSpec) -> None:
                 inboxes[spec.job] = ctx.Queue()
-                p = ctx.Process(target=_job_main, args=(spec, results, inboxes[spec.job], stop),
+                p = ctx.Process(target=job_main, args=(spec, results, inboxes[spec.job], stop),
                                 name=f"difftest-job-{spec.job}", daemon=True)
                 p.start()
                 procs[spec.job] = p
+
+            def revive(j: int, p: Any) -> None:
+                """A job process that died itself (its burn worker's crashes it survives: a crash
+                of PyTorch or Python): keep the program it was running, say so, and start it
+                again after that program, so that the rest of its slice still runs."""
+                spec = specs_by_job[j]
+                crashed = last[j] + spec.stride if j in last else spec.start
+                kept = _keep_crashed(opts.inflight_dir, p.pid, crashed)
+                left = spec.programs - reported.get(j, 0) - 1
+                again = not stop.is_set() and revived.get(j, 0) < MAX_REVIVALS and (spec.deadline or left > 0)
+                summary.errors.append(
+                    f"job {j} died (exit code {p.exitcode}) running program {crashed}: the job process itself "
+                    f"crashed (PyTorch or Python, not the burn worker); "
+                    + (f"its program: {kept}" if kept else "its program was not written")
+                    + ("; restarted after it" if again else ""))
+                display.print(summary.errors[-1])
+                if not again:
+                    done.add(j)
+                    return
+                revived[j] = revived.get(j, 0) + 1
+                specs_by_job[j] = replace(spec, start=crashed + spec.stride, programs=left)
+                last.pop(j, None)
+                reported[j] = 0
+                dead_since.pop(j, None)
+                launch(specs_by_job[j])
+
+            specs_by_job = {spec.job: spec for spec in specs}
+            for spec in specs:
+                launch(spec)
             with display:
                 while len(done) < len(procs):
                     try:
@@ -458,11 +411,9 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
                         for j, p in procs.items():
                             if j in done or p.is_alive():
                                 continue
-                            # a job that died: let its last messages arrive, then give up on it
+                            # a job that died: let its last messages arrive, then start it again
                             if now - dead_since.setdefault(j, now) > 2.0:
-                                done.add(j)
-                                summary.errors.append(f"job {j} died (exit code {p.exitcode})")
-                                display.print(summary.errors[-1])
+                                revive(j, p)
                     else:
                         handle(msg)
                     if interrupts.abandon:

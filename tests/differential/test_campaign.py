@@ -233,3 +233,27 @@ def test_ctrl_c_stops_the_jobs_and_prints_the_summary(tmp_path: Path) -> None:
     assert sum(s.verdicts.values()) == s.programs
     assert not s.verdicts.get("crash"), "Ctrl-C reached a burn worker"
     assert proc.returncode == (1 if s.saved else 0)
+
+
+def test_a_job_that_crashes_is_restarted_after_its_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A native crash of the job process itself (PyTorch, not the burn worker) loses nothing
+    but the one program, which is kept under .difftest/crashes/ and named in the summary; the
+    job is started again after it and the rest of its slice runs."""
+    monkeypatch.setenv("DIFFTEST_JOB_CRASH_AT", "6")
+    inflight = tmp_path / "state" / "inflight"
+    s = fuzz(FuzzOptions(seed=5, programs=40, jobs=2, shrink=False, corpus=tmp_path / "corpus",
+                         inflight_dir=inflight), _quiet())
+    assert s.programs == 39, s.programs  # every program but the one it died on
+    assert len(s.errors) == 1 and "running program 6" in s.errors[0] and "restarted after it" in s.errors[0], s.errors
+
+
+def test_the_program_a_dead_job_had_in_flight_is_kept(tmp_path: Path) -> None:
+    from difftest.campaign.parallel import _keep_crashed
+
+    inflight = tmp_path / "inflight"
+    inflight.mkdir()
+    (inflight / "abc-4242.json").write_text("{}")
+    (inflight / "def-7.json").write_text("{}")  # another job's
+    kept = _keep_crashed(inflight, 4242, 17)
+    assert kept == tmp_path / "crashes" / "program-17-abc-4242.json" and kept.is_file()
+    assert not (inflight / "abc-4242.json").exists() and (inflight / "def-7.json").exists()
