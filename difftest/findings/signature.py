@@ -52,6 +52,7 @@ _HASH = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b")  # dige
 _ID = re.compile(r"\b([a-z_]+)\d+\b")  # statement ids (x0, v12), NodeId(3) is handled by _NUM
 _QUOTED = re.compile(r"\"[A-Za-z_][A-Za-z0-9_]*\"")  # a quoted statement id ("bw", "bw1")
 _NUM = re.compile(r"(?:(?<![\w)\]])[-+])?(?:\d+(?:\.\d+)?|\.\d+)(?:e[-+]?\d+)?")
+_NUMS = re.compile(r"N(?:\s*,\s*N)+")
 _SPACE = re.compile(r"\s+")
 _EXIT = re.compile(r"exited with status (-?\d+)")
 
@@ -63,6 +64,8 @@ def normalize(text: str) -> str:
     text = _HASH.sub("HASH", text)
     text = _ID.sub(r"\1N", text)
     text = _NUM.sub("N", text)
+    # a list of numbers is data as much as each number (a shape's rank, a list of dims)
+    text = _NUMS.sub("N", text)
     return _SPACE.sub(" ", text).strip()
 
 

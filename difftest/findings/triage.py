@@ -38,7 +38,7 @@ from difftest.findings.localise import (
 from difftest.findings.signature import signature_of_mismatch
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.compare import Mismatch, Verdict
-from difftest.program.ir import Apply, Backward, Leaf, OpCall, Program, Statement, ancestors
+from difftest.program.ir import Apply, Backward, Leaf, OpCall, Program, Statement, ancestors, root_module
 
 if TYPE_CHECKING:
     from difftest.exec.burn_worker import BurnWorker
@@ -72,6 +72,37 @@ def localised_signature(loc: Localisation, framework: str | None) -> str:
     key = "\x1f".join((loc.verdict, fw, loc.where, loc.kind, loc.error))
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return f"{loc.verdict}:{fw}:{loc.where}:{loc.kind}:{loc.error} #{digest}"
+
+
+FORWARD_CLASSES = ("sign", "large", "small", "zero")  # a wrong value, as opposed to rounding, NaN, inf
+
+
+def forward_fault(verdict: Verdict, m: Mismatch, loc: Localisation | None) -> str | None:
+    """The signature of an op whose forward is wrong, however the data show it: a wrong value
+    (of any size or sign: which one is the data's), a wrong shape, or a panic where the model
+    predicts none, at that op (a wrong broadcasting rule shows all of them): one case per op.
+    A value off by rounding, NaN or inf keeps its own class (a precision or overflow bug is
+    another bug); None for anything else."""
+    program = verdict.program
+    where: str | None = None
+    if loc is not None and loc.kind == "value" and loc.error in FORWARD_CLASSES and loc.verdict == "burn-wrong":
+        where = loc.where
+    elif loc is None and m.kind in ("shape", "outcome") and m.framework == "burn":
+        st = program.by_id().get(m.statement or "")
+        failed_here = verdict.burn.error is not None and verdict.burn.error.statement == m.statement
+        if isinstance(st, (OpCall, Apply)) and (m.kind == "shape" or failed_here):
+            where = st.op if isinstance(st, OpCall) else f"apply:{_module_kind(program, st)}"
+    if where is None:
+        return None
+    digest = hashlib.sha256(f"forward\x1f{where}".encode()).hexdigest()[:12]
+    return f"burn-wrong:-:{where}:forward #{digest}"
+
+
+def _module_kind(program: Program, st: Apply) -> str:
+    try:
+        return root_module(program, st.module).module
+    except (KeyError, AssertionError):
+        return "?"
 
 
 def dtype_at(program: Program, st: Statement) -> str:
@@ -144,7 +175,10 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
         return Triage("pass", None, None)
     first = primary(verdict.program, findings)
     loc = localise(verdict, worker, first) if first.kind in LOCALISED_KINDS else None
-    if loc is not None:
+    forward = forward_fault(verdict, first, loc)
+    if forward is not None:
+        sig = forward
+    elif loc is not None:
         shown = loc.mismatch if loc.mismatch is not None else first
         sig = localised_signature(loc, shown.framework if shown.kind == "grad-presence" else None)
     else:
