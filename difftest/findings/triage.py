@@ -38,7 +38,18 @@ from difftest.findings.localise import (
 from difftest.findings.signature import signature_of_mismatch
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.compare import Mismatch, Verdict
-from difftest.program.ir import Apply, Backward, Leaf, OpCall, Program, Statement, ancestors, root_module
+from difftest.program.ir import (
+    Apply,
+    Backward,
+    Cut,
+    Leaf,
+    OpCall,
+    Program,
+    Statement,
+    Transform,
+    ancestors,
+    root_module,
+)
 
 if TYPE_CHECKING:
     from difftest.exec.burn_worker import BurnWorker
@@ -96,6 +107,35 @@ def forward_fault(verdict: Verdict, m: Mismatch, loc: Localisation | None) -> st
         return None
     digest = hashlib.sha256(f"forward\x1f{where}".encode()).hexdigest()[:12]
     return f"burn-wrong:-:{where}:forward #{digest}"
+
+
+def state_fault(verdict: Verdict, m: Mismatch) -> str | None:
+    """The signature of wrong flags (or a stale rule about them) by what decides them: in a
+    no_grad / inference_mode region, the region (its ops take their inputs off autodiff, so
+    their flags are the region's, whatever the op); after a `valid()` module, the transform;
+    at a cut, the cut; the flags that differ, not their values (a negated flag shows both
+    ways). None for anything else (an op's own flags keep the op's signature)."""
+    if m.kind not in ("flags", "stale-rule") or not isinstance(m.expected, dict) or not isinstance(m.observed, dict):
+        return None
+    table = verdict.program.by_id()
+    st = table.get(m.statement or "")
+    where = None
+    if isinstance(st, (OpCall, Cut)) and st.region != "grad":
+        where = f"region:{st.region}"
+    elif isinstance(st, Cut):
+        where = f"cut:{st.cut}"
+    elif isinstance(st, Apply):
+        handle = table.get(st.module)
+        while isinstance(handle, Transform):
+            if handle.transform == "valid":
+                where = "transform:valid"
+                break
+            handle = table.get(handle.input)
+    if where is None:
+        return None
+    flags = ",".join(sorted(k for k in set(m.expected) | set(m.observed) if m.expected.get(k) != m.observed.get(k)))
+    digest = hashlib.sha256(f"flags\x1f{m.framework}\x1f{where}\x1f{flags}".encode()).hexdigest()[:12]
+    return f"flags:{m.framework or '-'}:{where}:{flags} #{digest}"
 
 
 def _module_kind(program: Program, st: Apply) -> str:
@@ -176,6 +216,7 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
     first = primary(verdict.program, findings)
     loc = localise(verdict, worker, first) if first.kind in LOCALISED_KINDS else None
     forward = forward_fault(verdict, first, loc)
+    state = state_fault(verdict, first) if forward is None else None
     if forward is not None:
         sig = forward
     elif loc is not None:
@@ -188,7 +229,7 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
         tracked = localise_tracking(verdict, worker, first)
         sig = (localised_signature(tracked, tracked.mismatch.framework if tracked.mismatch else None)
                if tracked is not None
-               else signature_of_mismatch(first, verdict.program))
+               else state if state is not None else signature_of_mismatch(first, verdict.program))
     faults = [fault_of(verdict, first, loc)]
     if not any(explains(b, faults[0]) for b in bugs):
         return Triage(sig, loc, None, faults)
