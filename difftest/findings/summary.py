@@ -295,10 +295,18 @@ def print_summary(s: Summary, console: Console) -> None:
         out(f"error: {e.splitlines()[-1] if e.strip() else e}")
     new = len(s.saved)
     unexplained = s.unexplained()
+    # a signature whose first program did not reproduce in a fresh worker: its row and the
+    # flaky row it gave are one nondeterministic finding, saved under .difftest/flaky/
+    flaky = {f.signature.removeprefix("flaky:") for f in unexplained if f.signature.startswith("flaky:")}
+    earlier = [f for f in unexplained if f.path is not None and f.signature not in flaky
+               and not f.signature.startswith("flaky:") and f.path not in s.saved]
     if new:
         out(f"{new} new finding(s) saved (status \"new\"; triage: corpus/README.md)")
-    if unexplained and len(unexplained) > new:
-        out(f"{len(unexplained) - new} finding(s) no known bug explains were already in the corpus, untriaged")
+    if flaky:
+        out(f"{len(flaky)} finding(s) did not reproduce in a fresh worker (flaky: both observations of each "
+            "under .difftest/flaky/)")
+    if earlier:
+        out(f"{len(earlier)} finding(s) no known bug explains were already in the corpus, untriaged")
     if s.findings and not unexplained:
         out(f"{len(s.findings)} distinct finding(s), each explained by a known bug")
     elif not s.findings:
