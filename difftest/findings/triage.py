@@ -113,17 +113,17 @@ def state_fault(verdict: Verdict, m: Mismatch) -> str | None:
     """The signature of wrong flags (or a stale rule about them) by what decides them: in a
     no_grad / inference_mode region, the region (its ops take their inputs off autodiff, so
     their flags are the region's, whatever the op); after a `valid()` module, the transform;
-    at a cut, the cut; the flags that differ, not their values (a negated flag shows both
+    at a cut (in any region), the cut; the flags that differ, not their values (a negated flag shows both
     ways). None for anything else (an op's own flags keep the op's signature)."""
     if m.kind not in ("flags", "stale-rule") or not isinstance(m.expected, dict) or not isinstance(m.observed, dict):
         return None
     table = verdict.program.by_id()
     st = table.get(m.statement or "")
     where = None
-    if isinstance(st, (OpCall, Cut)) and st.region != "grad":
-        where = f"region:{st.region}"
-    elif isinstance(st, Cut):
+    if isinstance(st, Cut):  # a cut's result is the cut's, in a region too
         where = f"cut:{st.cut}"
+    elif isinstance(st, OpCall) and st.region != "grad":
+        where = f"region:{st.region}"
     elif isinstance(st, Apply):
         handle = table.get(st.module)
         while isinstance(handle, Transform):
