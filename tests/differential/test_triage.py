@@ -256,3 +256,24 @@ def test_an_op_that_loses_an_input_is_one_case_however_it_shows(workers: dict[st
         backward("s", "bw"), backward("e", "bw1"))), fault)
     assert missing.signature.startswith("grad-presence:burn:add:"), missing.signature
     assert untracked.signature == missing.signature == runs.signature, (untracked.signature, runs.signature)
+
+
+def test_a_wrong_forward_is_one_case_however_the_data_show_it(workers: dict[str, BurnWorker]) -> None:
+    """A wrong broadcasting rule in add shows as a panic, a wrong shape or wrong values,
+    depending on the operands' shapes: one signature, the op's forward."""
+    fault = "promote-trailing:add"
+    panic = _triage(workers, Program((leaf("x", [0.5] * 6, shape=[2, 3]), leaf("y", [1.0, 2.0, 3.0]),
+                                      op("z", "add", "x", "y"))), fault)
+    shape = _triage(workers, Program((leaf("x", [0.5, 1.5, 2.5], shape=[1, 3]), leaf("y", [1.0, 2.0, 3.0]),
+                                      op("z", "add", "x", "y"))), fault)
+    values = _triage(workers, Program((leaf("x", [0.5 * i for i in range(9)], shape=[3, 3]),
+                                       leaf("y", [1.0, 2.0, 3.0]), op("z", "add", "x", "y"))), fault)
+    assert panic.signature.startswith("burn-wrong:-:add:forward"), panic.signature
+    assert panic.signature == shape.signature == values.signature, (shape.signature, values.signature)
+
+
+def test_a_regions_flags_are_one_case_whichever_op_shows_them(workers: dict[str, BurnWorker]) -> None:
+    fault = "flag-after:no_grad"
+    sigs = {_triage(workers, Program((leaf("x", [0.5, 1.0], rg=True), op("y", name, "x", region="no_grad"))),
+                    fault).signature for name in ("exp", "neg", "sin")}
+    assert len(sigs) == 1 and next(iter(sigs)).startswith("flags:burn:region:no_grad:is_tracked"), sigs
