@@ -165,6 +165,11 @@ def mismatch_pairs(verdict: Verdict, m: Mismatch) -> list[tuple[float, float]]:
     if ref is None or seen is None or len(ref.data) != len(seen.data):
         return [m.pair[::-1]] if m.pair else []
     elements = m.elements or ((m.element,) if m.element is not None else ())
+    # the elements the arbiter judged wrong, where it listed them: the others failed only the
+    # screen (a gradient of exactly 0 off by rounding would make any relative error "large")
+    judged = {int(e["element"]) for e in (m.evidence or {}).get("elements", ())
+              if isinstance(e, dict) and e.get("verdict") == m.verdict}
+    elements = tuple(e for e in elements if e in judged) or elements
     return [(ref.data[e], seen.data[e]) for e in elements if 0 <= e < len(ref.data)]
 
 
