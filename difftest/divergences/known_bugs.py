@@ -35,7 +35,7 @@ from difftest.divergences.bug_sites import (
     sgd_f32_hyperparameter,
     used_leaf_backward,
 )
-from difftest.divergences.knowledge import Knowledge, burn_source
+from difftest.divergences.knowledge import MEASURED_ON, Knowledge, burn_source
 from difftest.program.ir import (
     Program,
     Statement,
@@ -108,9 +108,10 @@ class KnownBug:
 
 def _bug(name: str, reason: str, evidence: tuple[str, ...], triggers: Trigger | None,
          dtypes: tuple[str, ...] | None = None, *, site: Trigger | None = None,
-         effect: Effect | None = None, backward_through: tuple[int, ...] | None = None) -> KnownBug:
-    return KnownBug(Knowledge(name, "known-bug", "burn", reason, evidence), triggers, dtypes, site, effect,
-                    backward_through)
+         effect: Effect | None = None, backward_through: tuple[int, ...] | None = None,
+         burn_versions: str = MEASURED_ON) -> KnownBug:
+    return KnownBug(Knowledge(name, "known-bug", "burn", reason, evidence, burn_versions), triggers, dtypes, site,
+                    effect, backward_through)
 
 
 # ------------------------------------------------------------------ error checks
@@ -233,10 +234,13 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "chunk-uneven-pieces-panics",
         "burn's Tensor::chunk(chunks, dim) panics in narrow where the dim's size is not a multiple of "
         "chunks and pieces of ceil(size / chunks) cover it in fewer than chunks pieces (4 in 3: "
-        "PyTorch gives [2, 2]); it assumes exactly chunks pieces. The generator avoids those sizes.",
+        "PyTorch gives [2, 2]); it assumes exactly chunks pieces. The generator avoids those sizes. "
+        "Fixed in burn 0.23.0-pre.1, which computes chunk as split(size.div_ceil(chunks)) (its case "
+        "passes there: difftest versions).",
         ("corpus/bugs/chunk-uneven-pieces-panics.json", burn_source("burn-tensor", "src/tensor/api/base.rs")),
         chunk_uneven,
         effect=Effect(("outcome",), message=r"narrow"),
+        burn_versions=">=0.22.0,<0.23.0-pre.1",
     ),
     _bug(
         "div-scalar-grad-f32-reciprocal",
