@@ -291,6 +291,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
+    if args.recorded:  # what the records say, nothing run
+        from difftest.findings.versions_table import recorded_markdown
+
+        print(recorded_markdown(Path(args.corpus)), end="")
+        return 0
     from difftest.exec.burn_builds import DEFAULT_VERSIONS, parse_specs
     from difftest.findings.corpus import iter_case_files
     from difftest.findings.matrix import build_matrix, matrix_ok, record_versions_tested, render, to_json
@@ -451,6 +456,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--json", action="store_true", help="print the matrix as JSON")
     v.add_argument("--record", action="store_true",
                    help="write each bug case's outcome per version into its versions_tested")
+    v.add_argument("--recorded", action="store_true",
+                   help="print the bug cases' recorded versions_tested as Markdown (docs/versions.md); runs nothing")
     v.set_defaults(func=cmd_versions)
 
     from difftest.memory.cli import DESCRIPTION, add_arguments

@@ -9,6 +9,7 @@ import pytest
 
 from difftest.divergences import listing as knowledge_listing
 from difftest.divergences.registry import KNOWLEDGE
+from difftest.findings.versions_table import DOC, REGENERATE, recorded_markdown
 from difftest.ops import listing as ops_listing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,3 +63,9 @@ def test_evidence_links_are_relative_to_docs() -> None:
         "[burn PR #5692](https://github.com/tracel-ai/burn/pull/5692)")
     assert knowledge_listing.url_label("https://docs.rs/crate/burn-nn/0.22.1/source/src/modules/norm/rms.rs") == (
         "burn-nn 0.22.1 src/modules/norm/rms.rs")
+
+
+def test_versions_doc_is_the_recorded_matrix() -> None:
+    assert (ROOT / DOC).read_text() == recorded_markdown(ROOT / "corpus"), (
+        f"{DOC} is not the output of `difftest versions --recorded` (a bug case's record changed): "
+        f"regenerate it with `{REGENERATE}` and commit it")
