@@ -10,12 +10,14 @@ the same generator with cuts weighted up, keeping only programs that contain a c
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 import pytest
 import torch
 
 from difftest.exec.burn_worker import BurnWorker
+from difftest.findings.triage import triage
 from difftest.ops.catalog import OPS
 from difftest.oracle.check import check
 from difftest.oracle.compare import Verdict
@@ -105,12 +107,19 @@ def test_a_wrong_binary_gradient_is_found_in_programs_with_cuts(fault: str) -> N
 def test_no_false_alarm_in_20000_programs(seed: int) -> None:
     torch.set_num_threads(1)
     dismissed = 0
+    known: Counter[str] = Counter()
     with BurnWorker() as w:
         for k in range(20_000):
             v = check(generate(RandomChoices(seed * 1_000_003 + k), GenConfig()), w)
             dismissed += len(v.dismissals)
-            assert v.ok, v.report()
-    print(f"\nseed {seed}: 20000 programs, 0 findings, {dismissed} dismissals")
+            if v.ok:
+                continue
+            # a finding a known bug explains (its record's site and effect) is no false alarm
+            t = triage(v, w)
+            assert t.known is not None, f"program {k}: {t.describe()}\n{v.report()}"
+            known[t.known.name] += 1
+    print(f"\nseed {seed}: 20000 programs, 0 unexplained findings, known bugs {dict(known)}, "
+          f"{dismissed} dismissals")
 
 
 # module kinds whose forward the fault reaches (`grad-scale:<kind>:<eps>`: rust/src/fault.rs
