@@ -298,7 +298,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
         return 0
     from difftest.exec.burn_builds import DEFAULT_VERSIONS, parse_specs
     from difftest.findings.corpus import iter_case_files
-    from difftest.findings.matrix import build_matrix, matrix_ok, record_versions_tested, render, to_json
+    from difftest.findings.matrix import build_matrix, matrix_ok, record_fixes, record_versions_tested, render, to_json
 
     try:
         specs = parse_specs(args.burn or ",".join(DEFAULT_VERSIONS))
@@ -321,6 +321,8 @@ def cmd_versions(args: argparse.Namespace) -> int:
     if args.record:
         for path in record_versions_tested(columns, rows):
             print(f"recorded versions_tested in {path}", file=sys.stderr)
+        for path in record_fixes(columns, rows):
+            print(f"recorded the candidate fix in {path}", file=sys.stderr)
     if any(c.error for c in columns):
         return 2
     return 0 if matrix_ok(columns, rows) else 1
@@ -334,7 +336,7 @@ def _use_burn(spec_text: str) -> None:
     from difftest.findings.matrix import binary_burn_version
 
     spec = BurnSpec.parse(spec_text)
-    if spec.version is not None:
+    if spec.is_release:
         try:
             default = find_binary()
             if binary_burn_version(default) == spec.version:
@@ -352,9 +354,10 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 
 def _burn_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--burn", default=None, metavar="V|path:DIR",
-                        help="run against burn V (a crates.io version) or a local burn checkout, building "
-                        "difftest-burn for it if needed (cached; see `difftest versions`)")
+    parser.add_argument("--burn", default=None, metavar="V|path:DIR|patch:FILE",
+                        help="run against burn V (a crates.io version), a local burn checkout or one burn crate "
+                        "(path:DIR), or a release with a candidate fix applied (patch:FILE, see "
+                        "docs/contributing-to-burn.md), building difftest-burn for it if needed (cached)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -451,8 +454,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("paths", nargs="*", metavar="CASE|DIR")
     v.add_argument("--corpus", default="corpus")
     v.add_argument("--burn", default=None, metavar="V,V,...",
-                   help="versions: crates.io versions and/or path:DIR (a local burn checkout); "
-                   "default 0.22.0,0.22.1,0.23.0-pre.1")
+                   help="versions: crates.io versions, path:DIR (a local burn checkout or one burn crate) and/or "
+                   "patch:FILE (a candidate fix applied to a release); default 0.22.0,0.22.1,0.23.0-pre.1")
     v.add_argument("--json", action="store_true", help="print the matrix as JSON")
     v.add_argument("--record", action="store_true",
                    help="write each bug case's outcome per version into its versions_tested")
