@@ -25,10 +25,12 @@ def recorded_markdown(corpus: Path) -> str:
         "",
         f"Generated from the bug cases' `versions_tested` records by `{REGENERATE}`; the records",
         "are written by `difftest versions --record corpus/bugs`, which builds the interpreter",
-        "against each version and replays every case (docs/measurements.md).",
+        "against each version and replays every case (docs/measurements.md). A candidate fix is a",
+        "patch in `upstream/` that `difftest versions --burn patch:FILE --record` applied to the",
+        "release and replayed the corpus on (docs/contributing-to-burn.md).",
         "",
-        "| case | " + " | ".join(versions) + " | upstream | root cause |",
-        "|---|" + "---|" * len(versions) + "---|---|",
+        "| case | " + " | ".join(versions) + " | upstream | root cause | candidate fix |",
+        "|---|" + "---|" * len(versions) + "---|---|---|",
     ]
     for c in cases:
         tested = c.record.get("versions_tested") or {}
@@ -37,5 +39,9 @@ def recorded_markdown(corpus: Path) -> str:
             entry = tested.get(v)
             cells.append(f"{entry.get('outcome', '?')} ({entry.get('date', '?')})" if isinstance(entry, dict) else "-")
         root = "its own" if c.root == c.name else f"shared with `{c.root}`"
-        lines.append(f"| `{c.name}` | " + " | ".join(cells) + f" | {c.upstream or 'not reported'} | {root} |")
+        fix = c.fix
+        proved = (f"`{fix['patch']}` on {fix['burn']}: {fix['outcome']}, {fix['others']} ({fix['date']})"
+                  if fix else "-")
+        lines.append(f"| `{c.name}` | " + " | ".join(cells) + f" | {c.upstream or 'not reported'} | {root} | "
+                     f"{proved} |")
     return "\n".join(lines) + "\n"
