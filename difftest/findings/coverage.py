@@ -1,0 +1,198 @@
+"""What a set of programs reached of burn, from a coverage build's edges (exec/coverage_map.py):
+edges and source lines per burn crate and per file, and burn-autodiff's backward
+implementations (the `backward` of each node type of its `ops/*.rs`) reached or not.
+
+Backward nodes are split three ways by data, not by a list: the nodes a program reached; the
+nodes the catalog can reach (`catalog_reach`: each catalog op's own programs, run under
+coverage) that these programs did not; and the nodes no catalog op reaches. Only the nodes
+compiled into the interpreter are known at all: burn-autodiff is generic, so a node of a burn
+op the interpreter never calls is never compiled and is in no list.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from difftest.exec.coverage_map import EdgeMap
+
+COVERAGE_FORMAT = "difftest-coverage"
+COVERAGE_VERSION = 1
+AUTODIFF = "burn-autodiff"
+
+# `…::float_add::Add as burn_autodiff::ops::backward::Backward<B,2>>::backward` and the
+# `impl Backward<B,2> for …::Add` spelling; the node is the type's path after `burn_autodiff::ops::`
+_NODE_AS = re.compile(r"burn_autodiff::ops::(.+?) as burn_autodiff::ops::backward::Backward<")
+_NODE_FOR = re.compile(r"burn_autodiff::ops::backward::Backward<[^>]*> for burn_autodiff::ops::(.+?)>::backward$")
+_IMPL_BLOCK = re.compile(r"<impl [^<>]*(?:<[^<>]*(?:<[^<>]*>[^<>]*)*>[^<>]*)* for "
+                         r"[^<>]*(?:<[^<>]*(?:<[^<>]*>[^<>]*)*>)?>::")
+
+
+def node_name(function: str) -> str:
+    """A backward function's node, `module::fn::Type` (the impl blocks of its path dropped):
+    `tensor::float_add::Add`."""
+    m = _NODE_AS.search(function) or _NODE_FOR.search(function)
+    path = m[1] if m else function
+    path = _IMPL_BLOCK.sub("", path)
+    return re.sub(r"<[^<>]*>$", "", path)
+
+
+@dataclass
+class Tally:
+    """Edges and source lines of one crate or file: reached and in total."""
+
+    edges: int = 0
+    edges_total: int = 0
+    lines: int = 0
+    lines_total: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {"edges": self.edges, "edges_total": self.edges_total, "lines": self.lines,
+                "lines_total": self.lines_total}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Tally:
+        return Tally(int(d["edges"]), int(d["edges_total"]), int(d["lines"]), int(d["lines_total"]))
+
+
+@dataclass
+class Coverage:
+    """The reach of some programs (`source` says which)."""
+
+    source: str
+    programs: int
+    crates: dict[str, Tally]
+    files: dict[str, Tally]  # "crate/src/path.rs"
+    nodes_reached: list[str]
+    nodes_unreached: list[str]  # the catalog reaches them, these programs did not
+    nodes_unreachable: list[str]  # no catalog op reaches them
+    catalog_known: bool = True  # False: no catalog reach was measured (every unreached node is in nodes_unreached)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": COVERAGE_FORMAT, "version": COVERAGE_VERSION, "source": self.source,
+                "programs": self.programs, "crates": {k: t.to_dict() for k, t in self.crates.items()},
+                "files": {k: t.to_dict() for k, t in self.files.items()},
+                "backward": {"reached": self.nodes_reached, "unreached": self.nodes_unreached,
+                             "unreachable": self.nodes_unreachable, "catalog_known": self.catalog_known},
+                **self.extra}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Coverage:
+        if d.get("format") != COVERAGE_FORMAT:
+            raise ValueError(f"not a coverage summary (\"format\" must be {COVERAGE_FORMAT!r})")
+        b = d["backward"]
+        known = {"format", "version", "source", "programs", "crates", "files", "backward"}
+        return Coverage(str(d["source"]), int(d["programs"]),
+                        {k: Tally.from_dict(t) for k, t in d["crates"].items()},
+                        {k: Tally.from_dict(t) for k, t in d["files"].items()},
+                        list(b["reached"]), list(b["unreached"]), list(b["unreachable"]),
+                        bool(b.get("catalog_known", True)), {k: v for k, v in d.items() if k not in known})
+
+
+def backward_nodes(m: EdgeMap, edges: Iterable[int] | None = None) -> set[str]:
+    """The nodes whose backward has an edge among `edges` (all edges: every node compiled in)."""
+    names: dict[int, str] = {}
+    out: set[str] = set()
+    for i in range(len(m)) if edges is None else edges:
+        b = m.backward[i]
+        if b >= 0:
+            if b not in names:
+                names[b] = node_name(m.functions[b])
+            out.add(names[b])
+    return out
+
+
+def tally(m: EdgeMap, hit: Iterable[int]) -> tuple[dict[str, Tally], dict[str, Tally]]:
+    """Per burn crate and per burn file: edges and lines, reached and in total."""
+    hit_set = set(hit)
+    crates: dict[str, Tally] = defaultdict(Tally)
+    files: dict[str, Tally] = defaultdict(Tally)
+    lines_all: dict[str, set[tuple[int, int]]] = defaultdict(set)
+    lines_hit: dict[str, set[tuple[int, int]]] = defaultdict(set)
+    file_lines_all: dict[str, set[int]] = defaultdict(set)
+    file_lines_hit: dict[str, set[int]] = defaultdict(set)
+    for i, f in enumerate(m.file):
+        where = m.file_crates[f] if f >= 0 else None
+        if where is None:
+            continue
+        crate, path = where
+        key = f"{crate}/{path}"
+        reached = i in hit_set
+        for t in (crates[crate], files[key]):
+            t.edges_total += 1
+            t.edges += reached
+        if m.line[i] > 0:
+            lines_all[crate].add((f, m.line[i]))
+            file_lines_all[key].add(m.line[i])
+            if reached:
+                lines_hit[crate].add((f, m.line[i]))
+                file_lines_hit[key].add(m.line[i])
+    for crate, t in crates.items():
+        t.lines, t.lines_total = len(lines_hit[crate]), len(lines_all[crate])
+    for key, t in files.items():
+        t.lines, t.lines_total = len(file_lines_hit[key]), len(file_lines_all[key])
+    return dict(sorted(crates.items())), dict(sorted(files.items()))
+
+
+def summarise(m: EdgeMap, hit: Iterable[int], *, source: str, programs: int,
+              catalog: dict[str, set[str]] | None = None) -> Coverage:
+    """The coverage of `hit`; `catalog` (op -> nodes, from `catalog_reach`) splits the nodes not
+    reached into those the catalog reaches and those it cannot."""
+    hit = set(hit)
+    crates, files = tally(m, hit)
+    every = backward_nodes(m)
+    reached = backward_nodes(m, hit)
+    missed = every - reached
+    if catalog is None:
+        return Coverage(source, programs, crates, files, sorted(reached), sorted(missed), [], catalog_known=False)
+    reachable = set().union(*catalog.values()) if catalog else set()
+    return Coverage(source, programs, crates, files, sorted(reached), sorted(missed & reachable),
+                    sorted(missed - reachable))
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{100 * a / b:.1f}%" if b else "-"
+
+
+def print_coverage(cov: Coverage, console: Any, files: int = 0) -> None:
+    """The crate table, the `files` least-covered files with edges (0: none), and the backward
+    nodes not reached (two lists when the catalog's reach is known)."""
+    from rich.table import Table
+
+    title = f"burn coverage: {cov.source} ({cov.programs} program(s))"
+    t = Table(title=title, title_justify="left")
+    for col in ("crate", "edges", "of", "%", "lines", "of", "%"):
+        t.add_column(col, justify="left" if col == "crate" else "right")
+    total = Tally()
+    for crate, c in cov.crates.items():
+        t.add_row(crate, str(c.edges), str(c.edges_total), _pct(c.edges, c.edges_total), str(c.lines),
+                  str(c.lines_total), _pct(c.lines, c.lines_total))
+        total.edges += c.edges
+        total.edges_total += c.edges_total
+        total.lines += c.lines
+        total.lines_total += c.lines_total
+    t.add_row("all burn", str(total.edges), str(total.edges_total), _pct(total.edges, total.edges_total),
+              str(total.lines), str(total.lines_total), _pct(total.lines, total.lines_total), style="bold")
+    console.print(t)
+    if files:
+        ft = Table(title=f"the {files} files with the most edges not reached", title_justify="left")
+        for col in ("file", "edges", "of", "%", "lines", "of", "%"):
+            ft.add_column(col, justify="left" if col == "file" else "right")
+        ranked = sorted(cov.files.items(), key=lambda kv: (-(kv[1].edges_total - kv[1].edges), kv[0]))
+        for name, c in ranked[:files]:
+            ft.add_row(name, str(c.edges), str(c.edges_total), _pct(c.edges, c.edges_total), str(c.lines),
+                       str(c.lines_total), _pct(c.lines, c.lines_total))
+        console.print(ft)
+    n = len(cov.nodes_reached) + len(cov.nodes_unreached) + len(cov.nodes_unreachable)
+    console.print(f"burn-autodiff backward nodes compiled into the interpreter: {n}, reached {len(cov.nodes_reached)}")
+    if cov.catalog_known:
+        console.print(f"  the catalog reaches them, these programs did not ({len(cov.nodes_unreached)}): "
+                      + (", ".join(cov.nodes_unreached) or "none"))
+        console.print(f"  no catalog op reaches them ({len(cov.nodes_unreachable)}): "
+                      + (", ".join(cov.nodes_unreachable) or "none"))
+    else:
+        console.print(f"  not reached ({len(cov.nodes_unreached)}): " + (", ".join(cov.nodes_unreached) or "none"))
