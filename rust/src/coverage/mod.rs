@@ -58,3 +58,21 @@ pub fn map_reply() -> Result<serde_json::Value, RequestError> {
         Err(not_built())
     }
 }
+
+#[cfg(all(test, not(feature = "coverage")))]
+mod tests {
+    use crate::protocol::Worker;
+
+    #[test]
+    fn a_default_build_refuses_the_coverage_requests() {
+        let mut w = Worker::default();
+        for request in ["edges", "coverage_map"] {
+            let line = format!(r#"{{"request": "{request}", "id": 1}}"#);
+            let r = serde_json::to_value(w.handle_line(line.as_bytes())).unwrap();
+            assert_eq!(r["ok"], false, "{r}");
+            assert_eq!(r["error"]["kind"], "invalid-request", "{r}");
+            let message = r["error"]["message"].as_str().unwrap();
+            assert!(message.contains("not a coverage build"), "{r}");
+        }
+    }
+}

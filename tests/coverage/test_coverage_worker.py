@@ -1,0 +1,81 @@
+"""The coverage build's worker (rust/src/coverage/, difftest/exec/coverage_map.py): its edges
+answer is stable, a new op reaches new edges, its map attributes edges to burn's crates.
+
+Marked `coverage`: skipped unless the coverage build exists (`difftest coverage --programs 1`
+builds it once, 15-30 minutes on 2 cores, into the cache outside the repository; or
+$DIFFTEST_BURN_COVERAGE names one). The default run never builds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.coverage_map import EdgeMap, built_binary, hit_edges, load_map
+from difftest.findings.coverage import backward_nodes
+from difftest.program.ir import Program
+from difftest.strategies.choices import RandomChoices
+from difftest.strategies.config import GenConfig
+from difftest.strategies.generator import generate
+
+pytestmark = pytest.mark.coverage
+
+BINARY = built_binary()
+if BINARY is None:
+    pytest.skip("the coverage build of difftest-burn is not built: `difftest coverage --programs 1` builds it "
+                "(docs/coverage.md)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def worker() -> Iterator[BurnWorker]:
+    with BurnWorker(str(BINARY)) as w:
+        yield w
+
+
+@pytest.fixture(scope="module")
+def edge_map(worker: BurnWorker) -> EdgeMap:
+    return load_map(worker)
+
+
+def _programs(op: str, n: int, seed: int = 11) -> list[Program]:
+    cfg = replace(GenConfig(module_weight=0.0), ops=(op,))
+    return [generate(RandomChoices(seed * 1000 + k), cfg) for k in range(n)]
+
+
+def _edges(worker: BurnWorker, program: Program) -> frozenset[int]:
+    worker.run(program)
+    return hit_edges(worker)
+
+
+def test_the_edges_of_a_program_are_the_same_every_run_and_in_every_worker(worker: BurnWorker) -> None:
+    program = _programs("matmul", 1)[0]
+    first = _edges(worker, program)
+    _edges(worker, _programs("exp", 1)[0])  # counters are reset between programs
+    assert first and _edges(worker, program) == first
+    with BurnWorker(str(BINARY)) as other:
+        assert _edges(other, program) == first
+
+
+def test_an_op_no_earlier_program_called_reaches_new_edges(worker: BurnWorker, edge_map: EdgeMap) -> None:
+    seen: set[int] = set()
+    for p in _programs("exp", 8):
+        seen |= _edges(worker, p) & edge_map.burn_edges
+    new = (_edges(worker, _programs("cumsum", 1)[0]) & edge_map.burn_edges) - seen
+    assert new
+    assert any(edge_map.edge_crate[i] == "burn-autodiff" for i in new)
+
+
+def test_the_map_attributes_edges_to_burns_crates(edge_map: EdgeMap) -> None:
+    crates = {c for c in edge_map.edge_crate if c is not None}
+    assert {"burn-autodiff", "burn-flex", "burn-tensor", "burn-nn", "burn-optim", "burn-core"} <= crates
+    assert len(backward_nodes(edge_map)) > 50  # burn-autodiff's node types compiled into the interpreter
+    assert sum(c is None for c in edge_map.edge_crate) > 0  # the interpreter's own edges, not counted as burn
+
+
+def test_a_default_binary_answers_no_edges() -> None:
+    with BurnWorker() as w:
+        answer = w.request("edges")
+    assert not answer["ok"] and "not a coverage build" in answer["error"]["message"]
