@@ -45,11 +45,13 @@ def _wrapped(tmp_path: Path, *args: str) -> list[str]:
 
 def test_the_wrapper_instruments_burn_and_the_interpreter_only(tmp_path: Path) -> None:
     flag = "passes=sancov-module"
+    target = ("--target", "x86_64-unknown-linux-gnu")
     for name in ("burn_autodiff", "burn_flex", "burn_tensor", "burn_nn", "burn_optim", "burn_core", "difftest_burn"):
-        assert flag in _wrapped(tmp_path, "--crate-name", name, "--crate-type", "lib"), name
+        assert flag in _wrapped(tmp_path, "--crate-name", name, "--crate-type", "lib", *target), name
+        assert flag not in _wrapped(tmp_path, "--crate-name", name, "--crate-type", "lib"), name  # a host build
     for name in ("serde_json", "gemm", "reburn"):
-        assert flag not in _wrapped(tmp_path, "--crate-name", name, "--crate-type", "lib"), name
-    assert flag not in _wrapped(tmp_path, "--crate-name", "burn_derive", "--crate-type", "proc-macro")
+        assert flag not in _wrapped(tmp_path, "--crate-name", name, "--crate-type", "lib", *target), name
+    assert flag not in _wrapped(tmp_path, "--crate-name", "burn_derive", "--crate-type", "proc-macro", *target)
     assert _wrapped(tmp_path, "-vV") == ["-vV"]
 
 
