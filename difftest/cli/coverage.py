@@ -32,8 +32,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     c.add_argument("--programs", type=int, default=0, help="N generated programs of a campaign (with --seed)")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--campaign", default=None, metavar="JSON",
-                   help="the programs of a campaign summary (fuzz --json): regenerated from its seed and shard, "
-                   "or a guided campaign's frontier")
+                   help="the programs of a campaign summary (fuzz --json): regenerated from its seed and shard "
+                   "(with the default generator options), or a guided campaign's frontier")
     c.add_argument("--files", type=int, default=15, metavar="N", help="list the N files with most edges not reached")
     c.add_argument("--no-catalog", action="store_true",
                    help="do not measure the catalog's reach (each op's own programs; cached once per binary)")
@@ -96,16 +96,20 @@ def split_frontiers(paths: list[Path], out: Path) -> list[Path]:
 
 def _campaign_programs(path: Path) -> tuple[str, Iterator[Program], int]:
     from difftest.campaign.loop import program_at
+    from difftest.findings.summary import SUMMARY_FORMAT
 
     doc = json.loads(path.read_text())
+    if not isinstance(doc, dict) or doc.get("format") != SUMMARY_FORMAT:
+        raise ValueError(f"{path}: not a campaign summary (difftest fuzz --json)")
     guided = doc.get("guided")
     if isinstance(guided, dict) and guided.get("frontier"):
         from difftest.campaign.guided import Frontier
 
-        frontier = Frontier.load(Path(guided["frontier"]))
-        return f"the frontier of {path}", (e.program() for e in frontier.entries), len(frontier.entries)
-    if doc.get("format") != "difftest-campaign" and "programs" not in doc:
-        raise ValueError(f"{path}: not a campaign summary (difftest fuzz --json)")
+        where = Path(guided["frontier"])
+        if not where.is_absolute() and not where.exists():
+            where = path.parent / where
+        frontier = Frontier.load(where)
+        return f"the frontier {where} of {path}", (e.program() for e in frontier.entries), len(frontier.entries)
     shard, shards = (int(x) for x in str(doc.get("shard", "0/1")).split("/"))
     if doc.get("shards_merged"):
         raise ValueError(f"{path}: a merged summary; give the shards' summaries one at a time")
