@@ -77,14 +77,16 @@ def built_binary() -> Path | None:
 @dataclass
 class EdgeMap:
     """Per edge of a coverage binary: its file, line and function (indices into `files` and
-    `functions`, -1 unknown) and the burn-autodiff `backward` it lies in (-1: none)."""
+    `functions`, -1 unknown), and the file and line of the `backward` function it lies in
+    (-1 and 0: none; a burn-autodiff node's, findings/coverage.py names the node)."""
 
     files: list[str]
     functions: list[str]
     file: list[int]
     line: list[int]
     function: list[int]
-    backward: list[int]
+    backward_file: list[int]
+    backward_line: list[int]
     entries: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -93,15 +95,17 @@ class EdgeMap:
     @staticmethod
     def from_dict(d: dict[str, Any]) -> EdgeMap:
         m = EdgeMap(list(d["files"]), list(d["functions"]), list(d["file"]), list(d["line"]), list(d["function"]),
-                    list(d["backward"]), list(d.get("entries", [])))
+                    list(d["backward_file"]), list(d["backward_line"]), list(d.get("entries", [])))
         n = int(d.get("edges", len(m.file)))
-        if not (len(m.file) == len(m.line) == len(m.function) == len(m.backward) == n):
+        columns = (m.file, m.line, m.function, m.backward_file, m.backward_line)
+        if any(len(c) != n for c in columns):
             raise CoverageError(f"coverage map: columns of unequal length for {n} edges")
         return m
 
     def to_dict(self) -> dict[str, Any]:
         return {"edges": len(self), "files": self.files, "functions": self.functions, "file": self.file,
-                "line": self.line, "function": self.function, "backward": self.backward, "entries": self.entries}
+                "line": self.line, "function": self.function, "backward_file": self.backward_file,
+                "backward_line": self.backward_line, "entries": self.entries}
 
     @cached_property
     def file_crates(self) -> list[tuple[str, str] | None]:

@@ -2,42 +2,70 @@
 edges and source lines per burn crate and per file, and burn-autodiff's backward
 implementations (the `backward` of each node type of its `ops/*.rs`) reached or not.
 
-Backward nodes are split three ways by data, not by a list: the nodes a program reached; the
-nodes the catalog can reach (`catalog_reach`: each catalog op's own programs, run under
-coverage) that these programs did not; and the nodes no catalog op reaches. Only the nodes
-compiled into the interpreter are known at all: burn-autodiff is generic, so a node of a burn
-op the interpreter never calls is never compiled and is in no list.
+A node is the `impl Backward<B, N> for Type` of burn-autodiff's `src/ops/*.rs` (its source, at
+the path the line tables name); an edge belongs to the node whose impl starts last before the
+line of the edge's `backward` frame (the worker's `coverage_map`). Nodes are split three ways
+by data, not by a list: the nodes these programs reached; the nodes the catalog can reach
+(`catalog_reach`: each catalog op's own programs, run under coverage) that these programs did
+not; and the nodes no catalog op reaches. A node the interpreter never compiles (burn-autodiff
+is generic: the backward of a burn op the interpreter never calls is never monomorphised) is
+among the last, and also listed as `not_compiled`.
 """
 
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from bisect import bisect_right
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 from typing import Any
 
-from difftest.exec.coverage_map import EdgeMap
+from difftest.exec.coverage_map import EdgeMap, crate_of
 
 COVERAGE_FORMAT = "difftest-coverage"
 COVERAGE_VERSION = 1
 AUTODIFF = "burn-autodiff"
 
-# `…::float_add::Add as burn_autodiff::ops::backward::Backward<B,2>>::backward` and the
-# `impl Backward<B,2> for …::Add` spelling; the node is the type's path after `burn_autodiff::ops::`
-_NODE_AS = re.compile(r"burn_autodiff::ops::(.+?) as burn_autodiff::ops::backward::Backward<")
-_NODE_FOR = re.compile(r"burn_autodiff::ops::backward::Backward<[^>]*> for burn_autodiff::ops::(.+?)>::backward$")
-_IMPL_BLOCK = re.compile(r"<impl [^<>]*(?:<[^<>]*(?:<[^<>]*>[^<>]*)*>[^<>]*)* for "
-                         r"[^<>]*(?:<[^<>]*(?:<[^<>]*>[^<>]*)*>)?>::")
+# the header of a node's backward: `impl<B: Backend> Backward<B, 2> for Add {`
+_IMPL = re.compile(r"^\s*impl\b.*\bBackward<[^>]*>\s+for\s+([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def node_name(function: str) -> str:
-    """A backward function's node, `module::fn::Type` (the impl blocks of its path dropped):
-    `tensor::float_add::Add`."""
-    m = _NODE_AS.search(function) or _NODE_FOR.search(function)
-    path = m[1] if m else function
-    path = _IMPL_BLOCK.sub("", path)
-    return re.sub(r"<[^<>]*>$", "", path)
+@cache
+def source_nodes(path: str) -> tuple[tuple[int, str], ...]:
+    """(line, node) of each `impl … Backward<…> for Type` of a burn-autodiff `ops/` source file,
+    in line order; the node is `module::Type` (`tensor::Add`), with `@line` when the file
+    declares the type twice. Empty for a file that cannot be read."""
+    where = crate_of(path)
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return ()
+    module = where[1].removeprefix("src/ops/").removesuffix(".rs").replace("/", "::") if where else Path(path).stem
+    found = [(i + 1, m[1]) for i, line in enumerate(text.splitlines()) if (m := _IMPL.match(line))]
+    counts = Counter(name for _, name in found)
+    return tuple((n, f"{module}::{name}" + (f"@{n}" if counts[name] > 1 else "")) for n, name in found)
+
+
+def node_at(path: str, line: int) -> str | None:
+    """The node whose `impl Backward` is the last one starting at or before `line` of `path`."""
+    nodes = source_nodes(path)
+    i = bisect_right(nodes, (line, "\uffff")) - 1
+    return nodes[i][1] if i >= 0 else None
+
+
+def all_nodes(m: EdgeMap) -> set[str]:
+    """Every node declared in burn-autodiff's `src/ops/` (compiled into the interpreter or not),
+    found from the crate's source directory named by the map's files."""
+    roots = {f[: f.index("/src/") + len("/src/")] for f, w in zip(m.files, m.file_crates)
+             if w is not None and w[0] == AUTODIFF}
+    out: set[str] = set()
+    for root in roots:
+        for path in sorted(Path(root, "ops").rglob("*.rs")):
+            out.update(name for _, name in source_nodes(str(path)))
+    return out
 
 
 @dataclass
@@ -95,14 +123,13 @@ class Coverage:
 
 def backward_nodes(m: EdgeMap, edges: Iterable[int] | None = None) -> set[str]:
     """The nodes whose backward has an edge among `edges` (all edges: every node compiled in)."""
-    names: dict[int, str] = {}
     out: set[str] = set()
     for i in range(len(m)) if edges is None else edges:
-        b = m.backward[i]
-        if b >= 0:
-            if b not in names:
-                names[b] = node_name(m.functions[b])
-            out.add(names[b])
+        f = m.backward_file[i]
+        if f >= 0 and m.file_crates[f] is not None and m.file_crates[f][0] == AUTODIFF:  # type: ignore[index]
+            node = node_at(m.files[f], m.backward_line[i])
+            if node is not None:
+                out.add(node)
     return out
 
 
@@ -144,14 +171,23 @@ def summarise(m: EdgeMap, hit: Iterable[int], *, source: str, programs: int,
     reached into those the catalog reaches and those it cannot."""
     hit = set(hit)
     crates, files = tally(m, hit)
-    every = backward_nodes(m)
+    compiled = backward_nodes(m)
     reached = backward_nodes(m, hit)
-    missed = every - reached
+    missed = (all_nodes(m) | compiled) - reached
+    extra = {"not_compiled": sorted(missed - compiled)}
     if catalog is None:
-        return Coverage(source, programs, crates, files, sorted(reached), sorted(missed), [], catalog_known=False)
+        return Coverage(source, programs, crates, files, sorted(reached), sorted(missed), [], catalog_known=False,
+                        extra=extra)
     reachable = set().union(*catalog.values()) if catalog else set()
     return Coverage(source, programs, crates, files, sorted(reached), sorted(missed & reachable),
-                    sorted(missed - reachable))
+                    sorted(missed - reachable), extra=extra)
+
+
+def nodes_line(cov: Coverage) -> str:
+    n = len(cov.nodes_reached) + len(cov.nodes_unreached) + len(cov.nodes_unreachable)
+    absent = len(cov.extra.get("not_compiled", []))
+    return (f"burn-autodiff backward nodes (impl Backward in src/ops): {n} declared, {n - absent} compiled into "
+            f"the interpreter, {len(cov.nodes_reached)} reached")
 
 
 def _pct(a: int, b: int) -> str:
@@ -187,8 +223,7 @@ def print_coverage(cov: Coverage, console: Any, files: int = 0) -> None:
             ft.add_row(name, str(c.edges), str(c.edges_total), _pct(c.edges, c.edges_total), str(c.lines),
                        str(c.lines_total), _pct(c.lines, c.lines_total))
         console.print(ft)
-    n = len(cov.nodes_reached) + len(cov.nodes_unreached) + len(cov.nodes_unreachable)
-    console.print(f"burn-autodiff backward nodes compiled into the interpreter: {n}, reached {len(cov.nodes_reached)}")
+    console.print(nodes_line(cov))
     if cov.catalog_known:
         console.print(f"  the catalog reaches them, these programs did not ({len(cov.nodes_unreached)}): "
                       + (", ".join(cov.nodes_unreached) or "none"))

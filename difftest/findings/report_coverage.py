@@ -8,7 +8,7 @@ import json
 from html import escape
 from pathlib import Path
 
-from difftest.findings.coverage import COVERAGE_FORMAT, Coverage
+from difftest.findings.coverage import COVERAGE_FORMAT, Coverage, nodes_line
 
 
 def is_coverage(path: Path) -> bool:
@@ -54,9 +54,7 @@ def coverage_section(path: Path, cov: Coverage, index: int) -> str:
     out = [f'<section class="coverage" id="coverage-{index}">', f"<h2>Coverage {escape(path.as_posix())}</h2>",
            f"<p>{escape(cov.source)}: {cov.programs:,} program(s).</p>",
            "<table><tr><th>crate</th><th>edges reached</th><th></th><th></th></tr>" + "".join(rows) + "</table>"]
-    n = len(cov.nodes_reached) + len(cov.nodes_unreached) + len(cov.nodes_unreachable)
-    out.append(f"<p>burn-autodiff backward nodes compiled into the interpreter: {n}; reached "
-               f"{len(cov.nodes_reached)}.</p>")
+    out.append(f"<p>{escape(nodes_line(cov))}.</p>")
     if cov.catalog_known:
         out.append(_nodes("Never reached, though the catalog reaches them", cov.nodes_unreached))
         out.append(_nodes("Never reached: no catalog op reaches them", cov.nodes_unreachable))

@@ -3,7 +3,10 @@
 //! executable, looked up with `addr2line` in the DWARF that `object` reads from
 //! /proc/self/exe. An edge of a function inlined into another has several frames; it is
 //! attributed to the innermost frame in a burn crate's source (a path component starting with
-//! `burn` followed by `src`), else to its innermost frame.
+//! `burn` followed by `src`), else to its innermost frame. The line tables name functions
+//! without their path (`backward<2>`), so an edge inside a burn-autodiff node's `backward`
+//! (inlined helpers included) also records that frame's file and line: the node is the
+//! `impl Backward for Node` around that line of the source (difftest/findings/coverage.py).
 
 use std::collections::HashMap;
 
@@ -23,9 +26,10 @@ pub struct CoverageMap {
     pub file: Vec<i32>,
     pub line: Vec<u32>,
     pub function: Vec<i32>,
-    /// The function of the edge's frame (any, innermost first) that is the `backward` of a
-    /// burn-autodiff node (`impl Backward for Node`), or -1.
-    pub backward: Vec<i32>,
+    /// The file (-1: none) and line of the edge's innermost frame that is a `backward`
+    /// function in a burn crate: a node's backward (`impl Backward for Node`).
+    pub backward_file: Vec<i32>,
+    pub backward_line: Vec<u32>,
     /// The indices of the edges that are a function's entry block.
     pub entries: Vec<u32>,
 }
@@ -56,8 +60,9 @@ fn in_burn_crate(file: &str) -> bool {
         .any(|w| w[0].starts_with("burn") && w[1] == "src")
 }
 
+/// `backward`, `backward<2>`: the function of a `Backward` impl, as the line tables name it.
 fn is_backward(function: &str) -> bool {
-    function.contains("burn_autodiff::ops::backward::Backward<") && function.ends_with("::backward")
+    function == "backward" || function.starts_with("backward<")
 }
 
 struct Frame {
@@ -115,15 +120,18 @@ pub fn coverage_map() -> Result<CoverageMap, String> {
             ),
             None => (-1, 0, -1),
         };
-        let backward = frames
-            .iter()
-            .filter_map(|fr| fr.function.as_deref())
-            .find(|name| is_backward(name))
-            .map_or(-1, |name| functions.get(name));
+        let backward = frames.iter().find(|fr| {
+            fr.function.as_deref().is_some_and(is_backward)
+                && fr.file.as_deref().is_some_and(in_burn_crate)
+        });
+        let (bf, bl) = backward.map_or((-1, 0), |fr| {
+            (fr.file.as_deref().map_or(-1, |s| files.get(s)), fr.line)
+        });
         map.file.push(f);
         map.line.push(l);
         map.function.push(func);
-        map.backward.push(backward);
+        map.backward_file.push(bf);
+        map.backward_line.push(bl);
         if entry {
             map.entries.push(i as u32);
         }
