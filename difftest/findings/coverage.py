@@ -3,8 +3,9 @@ edges and source lines per burn crate and per file, and burn-autodiff's backward
 implementations (the `backward` of each node type of its `ops/*.rs`) reached or not.
 
 A node is the `impl Backward<B, N> for Type` of burn-autodiff's `src/ops/*.rs` (its source, at
-the path the line tables name); an edge belongs to the node whose impl starts last before the
-line of the edge's `backward` frame (the worker's `coverage_map`). Nodes are split three ways
+the path the line tables name); an edge belongs to the node whose impl block holds the line of
+the edge's backward frame (the worker's `coverage_map`: its innermost `backward` or closure
+frame in `src/ops/`). Nodes are split three ways
 by data, not by a list: the nodes these programs reached; the nodes the catalog can reach
 (`catalog_reach`: each catalog op's own programs, run under coverage) that these programs did
 not; and the nodes no catalog op reaches. A node the interpreter never compiles (burn-autodiff
@@ -33,38 +34,56 @@ AUTODIFF = "burn-autodiff"
 _IMPL = re.compile(r"^\s*impl\b.*\bBackward<[^>]*>\s+for\s+([A-Za-z_][A-Za-z0-9_]*)")
 
 
+def _block_end(lines: list[str], start: int) -> int:
+    """The 0-based line of the brace that closes the block opening on or after line `start`
+    (braces counted outside `//` comments; the end of the file if unbalanced)."""
+    depth, opened = 0, False
+    for i in range(start, len(lines)):
+        code = lines[i].split("//", 1)[0]
+        for ch in code:
+            if ch == "{":
+                depth, opened = depth + 1, True
+            elif ch == "}":
+                depth -= 1
+                if opened and depth == 0:
+                    return i
+    return len(lines) - 1
+
+
 @cache
-def source_nodes(path: str) -> tuple[tuple[int, str], ...]:
-    """(line, node) of each `impl … Backward<…> for Type` of a burn-autodiff `ops/` source file,
-    in line order; the node is `module::Type` (`tensor::Add`), with `@line` when the file
-    declares the type twice. Empty for a file that cannot be read."""
+def source_nodes(path: str) -> tuple[tuple[int, int, str], ...]:
+    """(first line, last line, node) of each `impl … Backward<…> for Type` block of a
+    burn-autodiff `ops/` source file, in line order (1-based lines); the node is `module::Type`
+    (`tensor::Add`), with `@line` when the file declares the type twice. Empty for a file that
+    cannot be read."""
     where = crate_of(path)
     try:
-        text = Path(path).read_text()
+        lines = Path(path).read_text().splitlines()
     except OSError:
         return ()
     module = where[1].removeprefix("src/ops/").removesuffix(".rs").replace("/", "::") if where else Path(path).stem
-    found = [(i + 1, m[1]) for i, line in enumerate(text.splitlines()) if (m := _IMPL.match(line))]
+    found = [(i, m[1]) for i, line in enumerate(lines) if (m := _IMPL.match(line))]
     counts = Counter(name for _, name in found)
-    return tuple((n, f"{module}::{name}" + (f"@{n}" if counts[name] > 1 else "")) for n, name in found)
+    return tuple((i + 1, _block_end(lines, i) + 1, f"{module}::{name}" + (f"@{i + 1}" if counts[name] > 1 else ""))
+                 for i, name in found)
 
 
 def node_at(path: str, line: int) -> str | None:
-    """The node whose `impl Backward` is the last one starting at or before `line` of `path`."""
+    """The node whose `impl Backward` block holds `line` of `path`."""
     nodes = source_nodes(path)
-    i = bisect_right(nodes, (line, "\uffff")) - 1
-    return nodes[i][1] if i >= 0 else None
+    i = bisect_right([n[0] for n in nodes], line) - 1
+    return nodes[i][2] if i >= 0 and line <= nodes[i][1] else None
 
 
 def all_nodes(m: EdgeMap) -> set[str]:
     """Every node declared in burn-autodiff's `src/ops/` (compiled into the interpreter or not),
     found from the crate's source directory named by the map's files."""
-    roots = {f[: f.index("/src/") + len("/src/")] for f, w in zip(m.files, m.file_crates)
+    roots = {f[: len(f) - len(w[1])] + "src" for f, w in zip(m.files, m.file_crates)
              if w is not None and w[0] == AUTODIFF}
     out: set[str] = set()
     for root in roots:
         for path in sorted(Path(root, "ops").rglob("*.rs")):
-            out.update(name for _, name in source_nodes(str(path)))
+            out.update(name for _, _, name in source_nodes(str(path)))
     return out
 
 

@@ -50,13 +50,34 @@ def _edges(worker: BurnWorker, program: Program) -> frozenset[int]:
     return hit_edges(worker)
 
 
-def test_the_edges_of_a_program_are_the_same_every_run_and_in_every_worker(worker: BurnWorker) -> None:
-    program = _programs("matmul", 1)[0]
-    first = _edges(worker, program)
-    _edges(worker, _programs("exp", 1)[0])  # counters are reset between programs
-    assert first and _edges(worker, program) == first
-    with BurnWorker(str(BINARY)) as other:
-        assert _edges(other, program) == first
+def test_the_edges_of_a_program_are_stable_across_runs_and_workers(worker: BurnWorker, edge_map: EdgeMap) -> None:
+    """The same program hits the same burn edges in every run and worker, up to a handful: a
+    worker's first program also runs burn's one-time initialisation (the device registry, the
+    config), which is why the program runs once before it is measured, and burn-autodiff keeps
+    its graph in std HashMaps, whose per-process random seeds make a few edges of their probing
+    vary (measured: 0 to 7 of about 750 edges). Guided campaigns count such an edge as new
+    once, like any other."""
+    burn = edge_map.burn_edges
+    for op in ("matmul", "softmax", "conv2d"):
+        program = _programs(op, 1)[0]
+        _edges(worker, program)  # one-time initialisation, if this worker has not run it yet
+        runs = [_edges(worker, program) & burn for _ in range(3)]
+        with BurnWorker(str(BINARY)) as other:
+            _edges(other, program)
+            runs += [_edges(other, program) & burn for _ in range(3)]
+        common = frozenset.intersection(*runs)
+        assert len(common) > 100, op
+        for run in runs:
+            assert len(run - common) <= 0.02 * len(common), (op, sorted(run - common))
+
+
+def test_counters_are_reset_between_programs(worker: BurnWorker) -> None:
+    big, small = _programs("conv2d", 1)[0], _programs("exp", 1)[0]
+    _edges(worker, small)
+    alone = _edges(worker, small)
+    _edges(worker, big)
+    after_big = _edges(worker, small)
+    assert len(after_big ^ alone) <= 0.02 * len(alone)  # not the union of both programs
 
 
 def test_an_op_no_earlier_program_called_reaches_new_edges(worker: BurnWorker, edge_map: EdgeMap) -> None:

@@ -4,9 +4,11 @@
 //! /proc/self/exe. An edge of a function inlined into another has several frames; it is
 //! attributed to the innermost frame in a burn crate's source (a path component starting with
 //! `burn` followed by `src`), else to its innermost frame. The line tables name functions
-//! without their path (`backward<2>`), so an edge inside a burn-autodiff node's `backward`
-//! (inlined helpers included) also records that frame's file and line: the node is the
-//! `impl Backward for Node` around that line of the source (difftest/findings/coverage.py).
+//! without their path (`backward<2>`, `{closure#0}<…>`), so an edge also records the file and
+//! line of its innermost frame that is a `backward` or a closure in a burn crate's `src/ops/`:
+//! a node's backward, inlined helpers included, or a closure it hands to a helper such as
+//! burn-autodiff's `unary` (a function of its own, which the closure is inlined into). The node
+//! is the `impl Backward for Node` whose lines hold that line (difftest/findings/coverage.py).
 
 use std::collections::HashMap;
 
@@ -26,8 +28,9 @@ pub struct CoverageMap {
     pub file: Vec<i32>,
     pub line: Vec<u32>,
     pub function: Vec<i32>,
-    /// The file (-1: none) and line of the edge's innermost frame that is a `backward`
-    /// function in a burn crate: a node's backward (`impl Backward for Node`).
+    /// The file (-1: none) and line of the edge's innermost frame that is a `backward` or a
+    /// closure in a burn crate's `src/ops/`: code of a node's backward (`impl Backward for
+    /// Node`) if that line lies in one.
     pub backward_file: Vec<i32>,
     pub backward_line: Vec<u32>,
     /// The indices of the edges that are a function's entry block.
@@ -60,9 +63,13 @@ fn in_burn_crate(file: &str) -> bool {
         .any(|w| w[0].starts_with("burn") && w[1] == "src")
 }
 
-/// `backward`, `backward<2>`: the function of a `Backward` impl, as the line tables name it.
-fn is_backward(function: &str) -> bool {
-    function == "backward" || function.starts_with("backward<")
+/// `backward`, `backward<2>` (the function of a `Backward` impl, as the line tables name it)
+/// or a closure, in a file of a burn crate's `src/ops/`.
+fn in_backward(function: &str, file: &str) -> bool {
+    let named = function == "backward"
+        || function.starts_with("backward<")
+        || function.starts_with("{closure#");
+    named && in_burn_crate(file) && file.contains("/src/ops/")
 }
 
 struct Frame {
@@ -120,9 +127,9 @@ pub fn coverage_map() -> Result<CoverageMap, String> {
             ),
             None => (-1, 0, -1),
         };
-        let backward = frames.iter().find(|fr| {
-            fr.function.as_deref().is_some_and(is_backward)
-                && fr.file.as_deref().is_some_and(in_burn_crate)
+        let backward = frames.iter().find(|fr| match (&fr.function, &fr.file) {
+            (Some(function), Some(file)) => in_backward(function, file),
+            _ => false,
         });
         let (bf, bl) = backward.map_or((-1, 0), |fr| {
             (fr.file.as_deref().map_or(-1, |s| files.get(s)), fr.line)
