@@ -13,9 +13,10 @@ weighs on both alike.
 
 `guided`: edges of burn-autodiff and burn-flex reached over programs by the random campaign
 (program k of the seed) and by the guided one (the same seed, `share` of the programs mutations
-of frontier entries, the frontier in a fresh temporary directory), the same budget; each
-program run on burn only (no PyTorch, no probes: the campaigns differ only in which programs
-they run). Prints the table at each checkpoint and, with --svg, writes the plot.
+of frontier entries, the frontier in a fresh temporary directory), the same budget, run in step
+on one worker; each program run on burn only (no PyTorch, no probes: the campaigns differ only
+in which programs they run). Prints both at each checkpoint and the table at the end; with
+--svg, writes the plot.
 Measurements only: nothing here asserts a figure.
 """
 
@@ -103,40 +104,39 @@ def _crate_counts(m: EdgeMap, hit: set[int]) -> dict[str, int]:
 def guided(checkpoints: list[int], seed: int, share: float, svg: Path | None) -> None:
     binary = str(coverage_binary(Console(stderr=True)))
     budget = max(checkpoints)
-    results: dict[str, list[tuple[int, dict[str, int]]]] = {}
+    every = max(budget // 40, 1)
+    points: dict[str, list[tuple[int, dict[str, int]]]] = {"random": [], "guided": []}
     with BurnWorker(binary) as worker, tempfile.TemporaryDirectory() as tmp:
         m = load_map(worker)
         totals = _crate_counts(m, set(range(len(m))))
-        for mode in ("random", "guided"):
-            hit: set[int] = set()
-            guide = Guide(Frontier.load(Path(tmp) / "frontier"), GenConfig(), seed, share, m.burn_edges)
-            points = []
-            start = time.monotonic()
-            for k in range(budget):
-                program = guide.program(k) if mode == "guided" else program_at(seed, k)
-                worker.run(program)
-                if mode == "guided":
-                    guide.observe(program, worker)
-                    hit |= guide.frontier.edges
-                else:
-                    hit |= hit_edges(worker) & m.burn_edges
-                n = k + 1
-                if n in checkpoints or n % max(budget // 20, 1) == 0:
-                    points.append((n, _crate_counts(m, hit)))
-                if n in checkpoints:
+        guide = Guide(Frontier.load(Path(tmp) / "frontier"), GenConfig(), seed, share, m.burn_edges)
+        seen: set[int] = set()
+        start = time.monotonic()
+        # both campaigns in step, one program each in turn, on one worker (its counters are
+        # reset at every run): a load change on the machine weighs on both alike
+        for k in range(budget):
+            worker.run(program_at(seed, k))
+            seen |= hit_edges(worker) & m.burn_edges
+            program = guide.program(k)
+            worker.run(program)
+            guide.observe(program, worker)
+            n = k + 1
+            if n in checkpoints or n % every == 0:
+                points["random"].append((n, _crate_counts(m, seen)))
+                points["guided"].append((n, _crate_counts(m, guide.frontier.edges)))
+            if n in checkpoints:
+                for mode in ("random", "guided"):
                     print(f"{mode:>6} {n:>6} programs: " + ", ".join(
-                        f"{c} {v} / {totals[c]}" for c, v in points[-1][1].items())
+                        f"{c} {v} / {totals[c]}" for c, v in points[mode][-1][1].items())
                         + f"  ({time.monotonic() - start:.0f}s)", flush=True)
-            results[mode] = points
-            if mode == "guided":
-                print(f"guided: {guide.stats()}, frontier {len(guide.frontier.entries)} entries")
+        print(f"guided: {guide.stats()}, frontier {len(guide.frontier.entries)} entries")
     print("\n| programs | " + " | ".join(f"{c} random | {c} guided" for c in CRATES) + " |")
     print("|---:|" + "---:|" * (2 * len(CRATES)))
-    by = {mode: dict(points) for mode, points in results.items()}
+    by = {mode: dict(p) for mode, p in points.items()}
     for n in checkpoints:
         print(f"| {n:,} | " + " | ".join(f"{by['random'][n][c]:,} | {by['guided'][n][c]:,}" for c in CRATES) + " |")
     if svg is not None:
-        series = [Series(f"{c} {mode}", tuple((float(n), float(v[c])) for n, v in results[mode]))
+        series = [Series(f"{c} {mode}", tuple((float(n), float(v[c])) for n, v in points[mode]))
                   for c in CRATES for mode in ("random", "guided")]
         svg.write_text(line_plot(series, title=f"burn edges reached, seed {seed}, guided share {share}",
                                  x_label="programs", y_label="edges") + "\n")

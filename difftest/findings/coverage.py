@@ -8,9 +8,11 @@ the edge's backward frame (the worker's `coverage_map`: its innermost `backward`
 frame in `src/ops/`). Nodes are split three ways
 by data, not by a list: the nodes these programs reached; the nodes the catalog can reach
 (`catalog_reach`: each catalog op's own programs, run under coverage) that these programs did
-not; and the nodes no catalog op reaches. A node the interpreter never compiles (burn-autodiff
-is generic: the backward of a burn op the interpreter never calls is never monomorphised) is
-among the last, and also listed as `not_compiled`.
+not; and the nodes no catalog op reaches. A node with no edge of its own is among the last and
+also listed as `no_edges`: either the interpreter never compiles it (burn-autodiff is generic:
+the backward of a burn op the interpreter never calls is never monomorphised), or its backward
+is too small to begin a basic block (an edge is placed by its block's first instruction: the
+body of `Neg`'s backward, one call inside the block of burn-autodiff's `unary` helper, has none).
 """
 
 from __future__ import annotations
@@ -193,7 +195,7 @@ def summarise(m: EdgeMap, hit: Iterable[int], *, source: str, programs: int,
     compiled = backward_nodes(m)
     reached = backward_nodes(m, hit)
     missed = (all_nodes(m) | compiled) - reached
-    extra = {"not_compiled": sorted(missed - compiled)}
+    extra = {"no_edges": sorted(missed - compiled)}
     if catalog is None:
         return Coverage(source, programs, crates, files, sorted(reached), sorted(missed), [], catalog_known=False,
                         extra=extra)
@@ -204,9 +206,9 @@ def summarise(m: EdgeMap, hit: Iterable[int], *, source: str, programs: int,
 
 def nodes_line(cov: Coverage) -> str:
     n = len(cov.nodes_reached) + len(cov.nodes_unreached) + len(cov.nodes_unreachable)
-    absent = len(cov.extra.get("not_compiled", []))
-    return (f"burn-autodiff backward nodes (impl Backward in src/ops): {n} declared, {n - absent} compiled into "
-            f"the interpreter, {len(cov.nodes_reached)} reached")
+    absent = len(cov.extra.get("no_edges", []))
+    return (f"burn-autodiff backward nodes (impl Backward in src/ops): {n} declared, {n - absent} with edges in "
+            f"the coverage build, {len(cov.nodes_reached)} reached")
 
 
 def _pct(a: int, b: int) -> str:

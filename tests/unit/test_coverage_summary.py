@@ -77,7 +77,7 @@ def test_backward_nodes_split_by_the_catalogs_reach(tmp_path: Path) -> None:
     assert cov.nodes_reached == ["tensor::Add"]
     assert cov.nodes_unreached == ["tensor::Exp"]  # the catalog reaches it, these programs did not
     assert cov.nodes_unreachable == ["module::AvgPool1D", "module::Conv2DWithBias"]  # no catalog op does
-    assert cov.extra["not_compiled"] == ["module::AvgPool1D"]
+    assert cov.extra["no_edges"] == ["module::AvgPool1D"]
     without = summarise(m, {0}, source="test", programs=1)
     assert not without.catalog_known
     assert without.nodes_unreached == ["module::AvgPool1D", "module::Conv2DWithBias", "tensor::Exp"]
