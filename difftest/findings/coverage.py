@@ -8,11 +8,12 @@ the edge's backward frame (the worker's `coverage_map`: its innermost `backward`
 frame in `src/ops/`). Nodes are split three ways
 by data, not by a list: the nodes these programs reached; the nodes the catalog can reach
 (`catalog_reach`: each catalog op's own programs, run under coverage) that these programs did
-not; and the nodes no catalog op reaches. A node with no edge of its own is among the last and
-also listed as `no_edges`: either the interpreter never compiles it (burn-autodiff is generic:
-the backward of a burn op the interpreter never calls is never monomorphised), or its backward
-is too small to begin a basic block (an edge is placed by its block's first instruction: the
-body of `Neg`'s backward, one call inside the block of burn-autodiff's `unary` helper, has none).
+not; and the nodes no catalog op reaches. A node with no edge of its own cannot be measured
+and is in none of these but listed apart (`no_edges`): either the interpreter never compiles
+it (burn-autodiff is generic: the backward of a burn op the interpreter never calls is never
+monomorphised), or its backward is too small to begin a basic block (an edge is placed by its
+block's first instruction: the body of `Neg`'s backward, one call inside the block of
+burn-autodiff's `unary` helper, has none).
 """
 
 from __future__ import annotations
@@ -194,8 +195,9 @@ def summarise(m: EdgeMap, hit: Iterable[int], *, source: str, programs: int,
     crates, files = tally(m, hit)
     compiled = backward_nodes(m)
     reached = backward_nodes(m, hit)
-    missed = (all_nodes(m) | compiled) - reached
-    extra = {"no_edges": sorted(missed - compiled)}
+    declared = all_nodes(m) | compiled
+    missed = compiled - reached
+    extra = {"no_edges": sorted(declared - compiled)}
     if catalog is None:
         return Coverage(source, programs, crates, files, sorted(reached), sorted(missed), [], catalog_known=False,
                         extra=extra)
@@ -207,7 +209,7 @@ def summarise(m: EdgeMap, hit: Iterable[int], *, source: str, programs: int,
 def nodes_line(cov: Coverage) -> str:
     n = len(cov.nodes_reached) + len(cov.nodes_unreached) + len(cov.nodes_unreachable)
     absent = len(cov.extra.get("no_edges", []))
-    return (f"burn-autodiff backward nodes (impl Backward in src/ops): {n} declared, {n - absent} with edges in "
+    return (f"burn-autodiff backward nodes (impl Backward in src/ops): {n + absent} declared, {n} with edges in "
             f"the coverage build, {len(cov.nodes_reached)} reached")
 
 
@@ -252,3 +254,6 @@ def print_coverage(cov: Coverage, console: Any, files: int = 0) -> None:
                       + (", ".join(cov.nodes_unreachable) or "none"))
     else:
         console.print(f"  not reached ({len(cov.nodes_unreached)}): " + (", ".join(cov.nodes_unreached) or "none"))
+    absent = cov.extra.get("no_edges", [])
+    console.print(f"  no edges of their own in the coverage build, not measured ({len(absent)}): "
+                  + (", ".join(absent) or "none"))

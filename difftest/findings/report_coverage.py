@@ -60,5 +60,7 @@ def coverage_section(path: Path, cov: Coverage, index: int) -> str:
         out.append(_nodes("Never reached: no catalog op reaches them", cov.nodes_unreachable))
     else:
         out.append(_nodes("Never reached", cov.nodes_unreached))
+    out.append(_nodes("No edges of their own in the coverage build (not compiled into the interpreter, or too small "
+                      "to begin a basic block): not measured", list(cov.extra.get("no_edges", []))))
     out.append("</section>")
     return "\n".join(out)
