@@ -27,7 +27,7 @@ from typing import Any
 
 from difftest.campaign.loop import program_seed
 from difftest.exec.burn_worker import BurnWorker, program_digest
-from difftest.exec.coverage_map import hit_edges
+from difftest.exec.coverage_map import CoverageError, hit_edges
 from difftest.program.ir import Program
 from difftest.program.jsonio import program_from_dict, program_to_dict
 from difftest.strategies.config import GenConfig
@@ -116,6 +116,8 @@ class Frontier:
         self.directory.mkdir(parents=True, exist_ok=True)
         name = f"{program_digest(entry.doc)}.json"
         path = self.directory / name
+        if name in self._seen or path.exists():  # the same program again (a mutation can undo itself)
+            return False
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(entry.to_dict(len(new))))
         os.replace(tmp, path)
@@ -202,7 +204,10 @@ class Guide:
         assert self._current is not None, "observe without choices"
         c, origin = self._current
         self._current = None
-        edges = hit_edges(worker)
+        try:
+            edges = hit_edges(worker)
+        except CoverageError:  # the worker died answering: the program counts as reaching nothing
+            edges = frozenset()
         if self.burn_edges is not None:
             edges = edges & self.burn_edges
         added = self.frontier.add(Entry(c.tape, c.spans, edges, origin, program_to_dict(program)))
