@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from difftest.campaign.guided import Frontier, Guide
+from difftest.campaign.loop import run_campaign
 from difftest.exec.burn_worker import BurnWorker
 from difftest.exec.coverage_map import EdgeMap, built_binary, hit_edges, load_map
 from difftest.findings.coverage import backward_nodes
@@ -100,3 +103,18 @@ def test_a_default_binary_answers_no_edges() -> None:
     with BurnWorker() as w:
         answer = w.request("edges")
     assert not answer["ok"] and "not a coverage build" in answer["error"]["message"]
+
+
+def test_a_guided_campaign_grows_its_frontier_and_resumes_it(worker: BurnWorker, edge_map: EdgeMap,
+                                                            tmp_path: Path) -> None:
+    d = tmp_path / "frontier"
+    first = Guide(Frontier.load(d), GenConfig(), seed=9, share=0.5, burn_edges=edge_map.burn_edges)
+    stats = run_campaign(worker, seed=9, programs=40, probes=False, steering=first, keep_findings=False)
+    assert stats.programs == 40 and first.frontier.entries and sum(first.mutations.values()) > 0
+    reached = set(first.frontier.edges)
+    assert reached and reached <= edge_map.burn_edges
+    again = Frontier.load(d)  # a later campaign starts from what the first reached
+    assert again.edges == reached and len(again.entries) == len(first.frontier.entries)
+    second = Guide(again, GenConfig(), seed=10, share=0.5, burn_edges=edge_map.burn_edges)
+    run_campaign(worker, seed=10, programs=20, probes=False, steering=second, keep_findings=False)
+    assert second.frontier.edges >= reached
