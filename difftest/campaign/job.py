@@ -12,12 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from difftest.campaign.claims import KNOWN_PREFIX, recheck, shrunk
+from difftest.campaign.guided import Frontier, Guide
 from difftest.campaign.loop import dismissals, run_campaign, skipped
 from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.coverage_map import load_map
 from difftest.findings.corpus import case_from_verdict
 from difftest.findings.table import report as table_report
 from difftest.findings.triage import triage
 from difftest.oracle.compare import Verdict
+from difftest.strategies.config import GenConfig
 
 if TYPE_CHECKING:
     from difftest.oracle.probe_run import ProbeRun
@@ -49,6 +52,8 @@ class JobSpec:
     profile: str = "default"
     probes: bool = True
     crash_at: int = -1  # fault injection (CRASH_ENV, read by the parent): die on reaching this program
+    frontier: str | None = None  # a guided campaign's frontier directory (campaign/guided.py)
+    guided_share: float = 0.5  # of a guided campaign's programs, mutations of frontier entries
 
 
 def job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
@@ -111,12 +116,19 @@ def job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
             results.put(("result", spec.job, k, verdict.kind, list(verdict.prediction.rules_fired), ops,
                          dismissals(verdict), worker.restarts, sig, *probed.counts(), skipped(verdict)))
 
+        guide = None
+        if spec.frontier is not None:
+            cfg = GenConfig.profile(spec.profile, ops=spec.ops, max_statements=spec.max_statements)
+            guide = Guide(Frontier.load(Path(spec.frontier)), cfg, spec.seed, spec.guided_share,
+                          load_map(worker).burn_edges)
         stats = run_campaign(
             worker, seed=spec.seed, programs=spec.programs, ops=spec.ops, max_statements=spec.max_statements,
-            profile=spec.profile, probes=spec.probes,
+            profile=spec.profile, probes=spec.probes, steering=guide,
             start=spec.start, stride=spec.stride, deadline=spec.deadline,
             should_stop=lambda: stop.is_set() or orphaned(), on_program=on_program, keep_findings=False,
         )
+        if guide is not None:
+            results.put(("guided", spec.job, guide.stats()))
         results.put(("exit", spec.job, stats.programs, stats.seconds))
     except BaseException:
         results.put(("error", spec.job, traceback.format_exc()))

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from difftest.exec.burn_worker import BurnWorker
 from difftest.oracle.compare import DISMISSED, Verdict
@@ -26,6 +27,15 @@ from difftest.strategies.config import GenConfig
 from difftest.strategies.generator import generate
 
 SEED_STRIDE = 1_000_003
+
+
+class Steering(Protocol):
+    """Where program k's choices come from, told what each program reached (a guided campaign:
+    difftest/campaign/guided.py)."""
+
+    def choices(self, k: int) -> RandomChoices: ...
+
+    def observe(self, program: Program, worker: BurnWorker) -> bool: ...
 
 
 def program_seed(seed: int, k: int) -> int:
@@ -89,6 +99,7 @@ def run_campaign(
     on_program: Callable[[int, Verdict, dict[str, int], ProbeRun], None] | None = None,
     keep_findings: bool = True,
     probes: bool = True,
+    steering: Steering | None = None,
 ) -> CampaignStats:
     """Checks programs `start`, `start + stride`, ... (`programs` of them, or until `seconds`
     have passed, or until the wall-clock `deadline` (time.time()), or until `should_stop()`).
@@ -96,7 +107,8 @@ def run_campaign(
     keeps failing verdicts out of `stats.findings` (long campaigns that report them elsewhere).
     `probes`: a program that passes is probed at the other roots its backwards could have had
     (difftest/oracle/probe_run.py); a failing probe's verdict is the program's (`ProbeRun.probe` says
-    which)."""
+    which). `steering`: program k's choices come from it (else the seeded RandomChoices of k), and
+    it observes each program after its run and probes, before `on_program`."""
 
     cfg = GenConfig.profile(profile, ops=ops, max_statements=max_statements)
     cfg.op_specs()
@@ -113,12 +125,14 @@ def run_campaign(
         if should_stop is not None and should_stop():
             break
         k = start + stride * stats.programs
-        c = RandomChoices(program_seed(seed, k))
+        c = steering.choices(k) if steering is not None else RandomChoices(program_seed(seed, k))
         program = generate(c, cfg)
         stats.programs += 1
         op_counts = {e[3:]: v for e, v in c.events.items() if e.startswith("op:")}
         stats.ops.update(op_counts)
         verdict, probed = check_with_probes(program, worker, probes=probes)
+        if steering is not None:
+            steering.observe(program, worker)
         stats.probes += probed.probes
         stats.probes_checked += probed.checked
         stats.probes_batch_only += probed.batch_only_count

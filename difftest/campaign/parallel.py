@@ -39,6 +39,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from difftest.campaign.claims import KNOWN_PREFIX
+from difftest.campaign.guided import Frontier
 from difftest.campaign.job import CRASH_ENV, JobSpec, job_main
 from difftest.divergences.known_bugs import KNOWN_BUGS
 from difftest.findings.corpus import save_case
@@ -124,6 +125,8 @@ class FuzzOptions:
     shrink: bool = True
     profile: str = "default"  # the generator's distribution (difftest.strategies.config.PROFILES)
     probes: bool = True  # root probes of every passing program (difftest/oracle/probe_run.py)
+    frontier: Path | None = None  # guided (campaign/guided.py): the frontier directory; binary a coverage build
+    guided_share: float = 0.5
 
     def source(self) -> str:
         parts = [f"difftest fuzz --seed {self.seed}"]
@@ -137,6 +140,8 @@ class FuzzOptions:
             parts.append(f"--profile {self.profile}")
         if not self.probes:
             parts.append("--no-probes")
+        if self.frontier is not None:
+            parts.append(f"--guided --frontier {self.frontier}")
         if self.fault:
             parts.append(f"--fault {self.fault}")
         return " ".join(parts)
@@ -270,6 +275,7 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
             j, opts.seed, start, stride, n, deadline, opts.ops, opts.max_statements, opts.binary, opts.timeout,
             opts.fault, str(opts.inflight_dir) if opts.inflight_dir else None, frozenset(known), opts.source(),
             opts.shrink, opts.verbose, opts.profile, opts.probes, int(os.environ.get(CRASH_ENV) or -1),
+            str(opts.frontier) if opts.frontier is not None else None, opts.guided_share,
         ))
     inboxes: dict[int, Any] = {}
     procs: dict[int, Any] = {}
@@ -343,6 +349,8 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
             display.print(f"  finding {sig}\n    program {k}, shrunk {before} -> {after} statements: {path}{note}")
             if report:
                 display.print(report)
+        elif tag == "guided":
+            summary.add_guided(msg[2])
         elif tag == "exit":
             done.add(j)
         elif tag == "error":
@@ -440,4 +448,8 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
                     p.join()
     summary.seconds = time.monotonic() - began
     timeline.close(summary.seconds, summary.programs)
+    if opts.frontier is not None:
+        frontier = Frontier.load(opts.frontier)
+        summary.guided.update(frontier=str(opts.frontier), entries=len(frontier.entries), edges=len(frontier.edges),
+                              share=opts.guided_share)
     return summary

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from difftest import __version__
 from difftest.cli.common import make_console, make_worker
+from difftest.cli.coverage import add_guided_options, guided_setup, split_frontiers
+from difftest.cli.coverage import add_parser as add_coverage
 
 if TYPE_CHECKING:
 
@@ -52,6 +54,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
 
     try:
         GenConfig(ops=opts.ops).op_specs()  # unknown ops: fail here, not in every job
+        opts.frontier, opts.guided_share = guided_setup(args)  # --guided: a coverage build, its edge map
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
@@ -81,7 +84,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     from difftest.findings.summary import merge, print_summary, write_json
 
-    paths = [Path(p) for p in args.paths]
+    paths = split_frontiers([Path(p) for p in args.paths], Path(args.frontier))  # guided campaigns' frontiers
     missing = [p for p in paths if not p.exists()]
     if missing:
         print(f"not found: {', '.join(map(str, missing))}", file=sys.stderr)
@@ -394,11 +397,13 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--fault", default=None, help="run against a deliberately faulty interpreter "
                    "(DIFFTEST_BURN_FAULT spec, docs/format.md) to measure detection power")
     _burn_option(f)
+    add_guided_options(f)
     f.set_defaults(func=cmd_fuzz)
 
     mg = sub.add_parser("merge", help="merge shard summaries (--json files) and corpus directories by signature")
     mg.add_argument("paths", nargs="+", metavar="DIR_OR_JSON")
     mg.add_argument("--json", default=None, metavar="FILE", help="also write the merged summary as JSON")
+    mg.add_argument("--frontier", default="frontier", metavar="DIR", help="where frontier directories merge to")
     mg.set_defaults(func=cmd_merge)
 
     r = sub.add_parser("replay", help="replay corpus cases and print a table")
@@ -468,6 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("memory", help="the seed's memory table, both frameworks", description=DESCRIPTION)
     add_arguments(m)
     m.set_defaults(func=cmd_memory)
+    add_coverage(sub)
     return p
 
 

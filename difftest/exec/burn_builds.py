@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from difftest.divergences.knowledge import parse_version
+from difftest.exec import coverage_build
 from difftest.exec.burn_patches import BurnPatch, PatchError, prepare
 
 CACHE_ENV = "DIFFTEST_BURN_VERSIONS_DIR"
@@ -59,6 +60,7 @@ class BurnSpec:
     version: str | None = None  # a crates.io version (exact)
     path: Path | None = None  # the directory of the `burn` crate, or of one burn crate
     patch: Path | None = None  # a candidate fix applied to `version`'s released crates
+    coverage: bool = False  # the SanitizerCoverage variant (exec/coverage_build.py)
 
     @staticmethod
     def parse(text: str) -> BurnSpec:
@@ -86,20 +88,22 @@ class BurnSpec:
 
     @property
     def is_release(self) -> bool:
-        """A crates.io release as published (no local source, no patch)."""
-        return self.path is None and self.patch is None
+        """A crates.io release as published and built as usual (no local source, no patch, no
+        instrumentation)."""
+        return self.path is None and self.patch is None and not self.coverage
 
     @property
     def label(self) -> str:
         """The build directory's name under the cache."""
+        suffix = coverage_build.LABEL_SUFFIX if self.coverage else ""
         if self.path is not None:
             digest = sha256(str(self.path).encode()).hexdigest()[:10]
-            return f"path-{self.path.name}-{digest}"
+            return f"path-{self.path.name}-{digest}{suffix}"
         if self.patch is not None:
             digest = sha256(str(self.patch).encode()).hexdigest()[:10]
-            return f"patch-{self.patch.stem}-{digest}"
+            return f"patch-{self.patch.stem}-{digest}{suffix}"
         assert self.version is not None
-        return self.version
+        return self.version + suffix
 
     @property
     def crate_name(self) -> str | None:
@@ -108,8 +112,10 @@ class BurnSpec:
 
     def __str__(self) -> str:
         if self.path is not None:
-            return f"path:{self.path}"
-        return f"patch:{self.patch}" if self.patch is not None else str(self.version)
+            text = f"path:{self.path}"
+        else:
+            text = f"patch:{self.patch}" if self.patch is not None else str(self.version)
+        return text + (coverage_build.LABEL_SUFFIX if self.coverage else "")
 
 
 def parse_specs(text: str) -> list[BurnSpec]:
@@ -242,7 +248,11 @@ def generate_manifest(spec: BurnSpec, rust: Path, pins: dict[str, str] | None = 
     lines.append("")
     if replaced:
         lines += _table("patch.crates-io", {name: {"path": str(d)} for name, d in sorted(replaced.items())})
-    for name, profile in doc.get("profile", {}).items():
+    profiles = doc.get("profile", {})
+    if spec.coverage:
+        lines += _table("features", doc.get("features", {}))
+        profiles = coverage_build.profiles(profiles)
+    for name, profile in profiles.items():
         lines += _table(f"profile.{name}", profile)
     lines += ["[workspace]", ""]
     return "\n".join(lines)
@@ -293,13 +303,14 @@ class Build:
 Progress = Callable[[str], None]  # the current line of cargo's output
 
 
-def _run_cargo(args: list[str], cwd: Path, log: Path, on_line: Progress | None) -> None:
+def _run_cargo(args: list[str], cwd: Path, log: Path, on_line: Progress | None,
+               extra_env: dict[str, str] | None = None) -> None:
     cargo = shutil.which("cargo")
     if cargo is None:
         raise BuildError("cargo not found on PATH: building difftest-burn against another burn needs a Rust "
                          "toolchain (https://rustup.rs)")
     tail: deque[str] = deque(maxlen=LOG_TAIL)
-    env = {k: v for k, v in os.environ.items() if k != "CARGO_TARGET_DIR"}
+    env = {k: v for k, v in os.environ.items() if k != "CARGO_TARGET_DIR"} | (extra_env or {})
     with log.open("a") as out:
         out.write(f"$ cargo {' '.join(args)}   (in {cwd})\n")
         out.flush()
@@ -374,8 +385,12 @@ def build(spec: BurnSpec, *, on_line: Progress | None = None, cache: Path | None
         except PatchError as e:
             raise BuildError(str(e)) from None
     release = _resolve(spec, rust, directory, log, on_line, replaced)
-    _run_cargo(["build", "--release", "--target-dir", str(directory / "target")], directory, log, on_line)
-    binary = directory / "target" / "release" / BINARY
+    target = directory / "target"
+    args, env = ["build", "--release", "--target-dir", str(target)], None
+    if spec.coverage:
+        args, env = args + coverage_build.cargo_args(), coverage_build.cargo_env(directory)
+    _run_cargo(args, directory, log, on_line, env)
+    binary = coverage_build.binary(target) if spec.coverage else target / "release" / BINARY
     if not binary.is_file():
         raise BuildError(f"cargo finished but {binary} does not exist (log: {log})")
     locked = release if spec.path is not None else locked_burn_version(directory / "Cargo.lock")

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from difftest.findings.corpus import Case, CorpusError, ReplayOutcome, iter_case_files, judge, judge_memory, load_case
+from difftest.findings.coverage import Coverage
 from difftest.findings.picture import DotMissing, dot, svg
+from difftest.findings.report_coverage import is_coverage, load_coverages
 from difftest.findings.report_html import page
 from difftest.findings.summary import SUMMARY_FORMAT, Summary, finding_case_path
 from difftest.memory.table import format_table
@@ -76,6 +78,7 @@ class Report:
     cases: list[CaseReport] = field(default_factory=list)
     versions: dict[str, Any] = field(default_factory=dict)  # what runs now (difftest, burn, torch)
     inputs: list[str] = field(default_factory=list)
+    coverages: list[tuple[Path, Coverage]] = field(default_factory=list)  # `difftest coverage --json` files
 
 
 # ---------------------------------------------------------------------- inputs
@@ -113,6 +116,11 @@ def collect(paths: list[Path]) -> tuple[list[Campaign], list[CaseReport]]:
         elif path.suffix != ".json":
             raise ReportInputError(f"{path}: expected a corpus directory, a case file (.json) or a campaign summary "
                                    "(difftest fuzz --json)")
+        elif is_coverage(path):  # a coverage section (build reads it), no cases
+            try:
+                load_coverages([path])
+            except ValueError as e:
+                raise ReportInputError(str(e)) from e
         elif _is_summary(path):
             try:
                 summary = Summary.from_dict(json.loads(path.read_text()))
@@ -195,7 +203,7 @@ def build(paths: list[Path], worker: BurnWorker,
     """Collects the inputs and replays every case with `worker`; `on_case(done, total, item)`
     after each (progress)."""
     campaigns, cases = collect(paths)
-    report = Report(campaigns, cases, _versions(worker), [p.as_posix() for p in paths])
+    report = Report(campaigns, cases, _versions(worker), [p.as_posix() for p in paths], load_coverages(paths))
     for k, item in enumerate(cases, 1):
         run_case(item, worker)
         if on_case is not None:

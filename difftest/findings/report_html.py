@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from difftest.divergences.registry import KNOWLEDGE
 from difftest.findings.issue import evidence_lines, known_bug_reason, mismatch_tensor
+from difftest.findings.report_coverage import coverage_section
 from difftest.findings.report_svg import Series, line_plot, rate_series
 from difftest.findings.reproducers import rust_test, test_name, torch_script
 from difftest.findings.summary import finding_case_path
@@ -452,12 +453,15 @@ def page(report: Report) -> str:
            _facts(versions)]
     toc = [f'<li><a href="#campaign-{k}">Campaign {_e(c.path.as_posix())}</a></li>'
            for k, c in enumerate(report.campaigns)]
+    toc += [f'<li><a href="#coverage-{k}">Coverage {_e(p.as_posix())}</a></li>' for k, (p, _) in
+            enumerate(report.coverages)]
     if report.cases:
         toc.append('<li><a href="#cases-summary">Cases</a></li>')
     toc += [f'<li><a href="#{a}">{_e(item.name)}</a> {_badge(item.state)}</li>'
             for item, a in zip(report.cases, anchors)]
     out.append("<nav><ul>" + "".join(toc) + "</ul></nav>")
     out += [campaign_section(c, by_path, k) for k, c in enumerate(report.campaigns)]
+    out += [coverage_section(p, cov, k) for k, (p, cov) in enumerate(report.coverages)]
     if report.cases:
         out.append(corpus_section(report.cases, anchors))
     out += [case_section(item, a, v) for item, a in zip(report.cases, anchors)]

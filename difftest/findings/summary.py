@@ -114,6 +114,9 @@ class Summary:
     # summaries written before it was recorded
     timelines: list[Timeline] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)  # values and gradients not compared, by reason
+    # a guided campaign (fuzz --guided): its frontier directory, entries and edges at the end,
+    # the programs it generated fresh and by each mutation, the entries it added
+    guided: dict[str, Any] = field(default_factory=dict)
 
     @property
     def rate(self) -> float:
@@ -134,6 +137,15 @@ class Summary:
         if f is None:
             f = self.findings[sig] = Finding(sig, kind)
         return f
+
+    def add_guided(self, job_stats: dict[str, Any]) -> None:
+        """Adds a job's guided counts (fresh, mutations by kind, added)."""
+        g = self.guided
+        g["fresh"] = g.get("fresh", 0) + int(job_stats.get("fresh", 0))
+        g["added"] = g.get("added", 0) + int(job_stats.get("added", 0))
+        mutations = Counter(g.get("mutations", {}))
+        mutations.update(job_stats.get("mutations", {}))
+        g["mutations"] = dict(mutations)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -160,6 +172,7 @@ class Summary:
             **({"shards_merged": self.shards_merged} if self.shards_merged else {}),
             "versions": self.versions,
             "throughput": [t.to_dict() for t in self.timelines],
+            **({"guided": self.guided} if self.guided else {}),
         }
 
     @staticmethod
@@ -185,6 +198,7 @@ class Summary:
         s.versions = dict(d.get("versions", {}))
         s.startup = float(d.get("startup_seconds", 0.0))
         s.timelines = [Timeline.from_dict(t) for t in d.get("throughput", [])]
+        s.guided = dict(d.get("guided", {}))
         return s
 
     def ordered_findings(self) -> list[Finding]:
@@ -219,6 +233,9 @@ class Summary:
             self.seed = other.seed
         self.versions = self.versions or other.versions
         self.timelines.extend(other.timelines)
+        if other.guided:
+            self.add_guided(other.guided)
+            self.guided.setdefault("frontiers", []).append(other.guided.get("frontier"))
         self.shards_merged += 1
 
 

@@ -4,6 +4,7 @@
 #[cfg(test)]
 mod batch_norm_evidence;
 mod cast_evidence;
+mod coverage;
 mod document;
 mod dtype;
 mod exec;

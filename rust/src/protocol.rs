@@ -115,6 +115,8 @@ pub enum Reply {
     MemorySession(SessionReport),
     Allocated(u64),
     Probes(probe::Probed),
+    Edges(Vec<u32>),
+    CoverageMap(Value),
 }
 
 /// One response line: `{"id": …, "ok": …, <payload fields>}`.
@@ -146,6 +148,8 @@ impl Serialize for Response {
                     map.serialize_entry("grads", grads)?;
                 }
             }
+            Ok(Reply::Edges(edges)) => map.serialize_entry("edges", edges)?,
+            Ok(Reply::CoverageMap(m)) => map.serialize_entry("coverage_map", m)?,
             Err(e) => map.serialize_entry("error", e)?,
         }
         map.end()
@@ -189,6 +193,8 @@ impl Worker {
                 let program = obj.get("program").ok_or_else(|| {
                     RequestError::new("invalid-request", "a run request needs a \"program\"")
                 })?;
+                // a coverage build's `edges` answer the edges hit since this run started
+                crate::coverage::reset();
                 run_program(program).map(Reply::Result)
             }
             "probe" => probe::handle(obj).map(Reply::Probes),
@@ -201,12 +207,14 @@ impl Worker {
             "memory" => memory::handle(obj).map(Reply::Memory),
             "memory_program" => memory::handle_program(obj).map(Reply::MemoryProgram),
             "memory_session" => memory_session::handle(obj).map(Reply::MemorySession),
+            "edges" => crate::coverage::edges_reply().map(Reply::Edges),
+            "coverage_map" => crate::coverage::map_reply().map(Reply::CoverageMap),
             "allocate" if test_requests_enabled() => allocate(obj).map(Reply::Allocated),
             other => Err(RequestError::new(
                 "invalid-request",
                 format!(
                     "unknown request {other:?} (expected run, probe, ops, version, status, \
-                     memory, memory_program or memory_session)"
+                     memory, memory_program, memory_session, edges or coverage_map)"
                 ),
             )),
         }

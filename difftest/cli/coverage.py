@@ -1,0 +1,182 @@
+"""`difftest coverage`: which of burn's code some programs reach, through a coverage build of
+the interpreter (built and cached on first use; difftest/exec/coverage_build.py).
+
+Lazy imports, as in main.py: `difftest --help` must not load torch."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from difftest.cli.common import make_console
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from difftest.program.ir import Program
+
+
+def _advance(bar: Progress, task: TaskID, done: int) -> None:
+    bar.update(task, completed=done)
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    c = sub.add_parser("coverage", help="edges and lines of burn reached by cases, a campaign's programs or N "
+                       "generated programs (a SanitizerCoverage build of difftest-burn; docs/coverage.md)")
+    c.add_argument("paths", nargs="*", metavar="CASE|DIR", help="corpus cases or directories")
+    c.add_argument("--programs", type=int, default=0, help="N generated programs of a campaign (with --seed)")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--campaign", default=None, metavar="JSON",
+                   help="the programs of a campaign summary (fuzz --json): regenerated from its seed and shard "
+                   "(with the default generator options), or a guided campaign's frontier")
+    c.add_argument("--files", type=int, default=15, metavar="N", help="list the N files with most edges not reached")
+    c.add_argument("--no-catalog", action="store_true",
+                   help="do not measure the catalog's reach (each op's own programs; cached once per binary)")
+    c.add_argument("--json", default=None, metavar="FILE", help="write the coverage as JSON (difftest report reads it)")
+    c.set_defaults(func=cmd_coverage)
+
+
+def add_guided_options(f: argparse.ArgumentParser) -> None:
+    f.add_argument("--guided", action="store_true",
+                   help="steer by burn coverage (a coverage build of difftest-burn): keep programs that reach new "
+                   "edges in --frontier and spend part of the budget mutating them (docs/coverage.md)")
+    f.add_argument("--frontier", default="frontier", metavar="DIR",
+                   help="the guided campaign's frontier directory (resumed if it exists; default frontier)")
+    f.add_argument("--guided-share", type=float, default=0.5, metavar="P",
+                   help="of the programs, mutations of frontier entries once there are entries (default 0.5)")
+
+
+def guided_setup(args: argparse.Namespace) -> tuple[Path | None, float]:
+    """`fuzz --guided`: points $DIFFTEST_BURN at the coverage build (building it if needed) and
+    computes its edge map once (the jobs read it from the cache); the frontier and the share.
+    Raises ValueError on bad options."""
+    if not args.guided:
+        return None, args.guided_share
+    import os
+
+    from rich.console import Console
+
+    from difftest.campaign.guided import Frontier, FrontierError
+    from difftest.exec.burn_builds import BuildError
+    from difftest.exec.burn_worker import BurnWorker
+    from difftest.exec.coverage_map import CoverageError, coverage_binary, load_map
+
+    if not 0.0 <= args.guided_share <= 1.0:
+        raise ValueError(f"--guided-share must be in [0, 1], got {args.guided_share}")
+    if args.burn or args.fault:
+        raise ValueError("--guided runs the coverage build of the repository's burn: not with --burn or --fault")
+    frontier = Path(args.frontier)
+    try:
+        Frontier.load(frontier)  # a bad frontier fails here, not in every job
+        binary = coverage_binary(Console(stderr=True))
+        with BurnWorker(str(binary), timeout=args.timeout) as worker:
+            load_map(worker)
+    except (FrontierError, BuildError, CoverageError) as e:
+        raise ValueError(f"--guided: {e}") from e
+    os.environ["DIFFTEST_BURN"] = str(binary)
+    return frontier, args.guided_share
+
+
+def split_frontiers(paths: list[Path], out: Path) -> list[Path]:
+    """`merge`: the frontier directories among `paths` (guided campaigns', campaign/guided.py)
+    copied into `out`; the other paths."""
+    from difftest.campaign.guided import is_frontier, merge_frontiers
+
+    frontiers = [p for p in paths if is_frontier(p) and p.resolve() != out.resolve()]
+    if frontiers:
+        n = merge_frontiers(frontiers, out)
+        print(f"frontier {out}: {n} entr(ies) added from {', '.join(map(str, frontiers))}", file=sys.stderr)
+    return [p for p in paths if p not in frontiers]
+
+
+def _campaign_programs(path: Path) -> tuple[str, Iterator[Program], int]:
+    from difftest.campaign.loop import program_at
+    from difftest.findings.summary import SUMMARY_FORMAT
+
+    doc = json.loads(path.read_text())
+    if not isinstance(doc, dict) or doc.get("format") != SUMMARY_FORMAT:
+        raise ValueError(f"{path}: not a campaign summary (difftest fuzz --json)")
+    guided = doc.get("guided")
+    if isinstance(guided, dict) and guided.get("frontier"):
+        from difftest.campaign.guided import Frontier
+
+        where = Path(guided["frontier"])
+        if not where.is_absolute() and not where.exists():
+            where = path.parent / where
+        frontier = Frontier.load(where)
+        return f"the frontier {where} of {path}", (e.program() for e in frontier.entries), len(frontier.entries)
+    shard, shards = (int(x) for x in str(doc.get("shard", "0/1")).split("/"))
+    if doc.get("shards_merged"):
+        raise ValueError(f"{path}: a merged summary; give the shards' summaries one at a time")
+    seed, n = int(doc.get("seed") or 0), int(doc["programs"])
+    return (f"campaign {path} (seed {seed}, shard {shard}/{shards})",
+            (program_at(seed, shard + shards * j) for j in range(n)), n)
+
+
+def cmd_coverage(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from difftest.campaign.loop import program_at
+    from difftest.exec.burn_builds import BuildError
+    from difftest.exec.burn_worker import BurnWorker
+    from difftest.exec.coverage_map import CoverageError, coverage_binary, load_map
+    from difftest.findings.corpus import iter_case_files, load_case
+    from difftest.findings.coverage import print_coverage, summarise
+    from difftest.findings.coverage_run import catalog_reach, run_programs
+
+    sources: list[tuple[str, Iterator[Program], int]] = []
+    if args.paths:
+        files = iter_case_files([Path(p) for p in args.paths])
+        if not files:
+            print(f"difftest coverage: no cases in {', '.join(args.paths)}", file=sys.stderr)
+            return 2
+        sources.append((f"cases {', '.join(args.paths)}", (load_case(f).program for f in files), len(files)))
+    if args.programs:
+        sources.append((f"{args.programs} programs of seed {args.seed}",
+                        (program_at(args.seed, k) for k in range(args.programs)), args.programs))
+    if args.campaign:
+        try:
+            sources.append(_campaign_programs(Path(args.campaign)))
+        except (OSError, ValueError, KeyError) as e:
+            print(f"difftest coverage: --campaign {args.campaign}: {e}", file=sys.stderr)
+            return 2
+    if not sources:
+        print("difftest coverage: give cases, --programs N or --campaign JSON", file=sys.stderr)
+        return 2
+    err = Console(stderr=True, markup=False, highlight=False)
+    try:
+        binary = coverage_binary(err)
+    except (BuildError, CoverageError, RuntimeError) as e:
+        print(f"difftest coverage: {e}", file=sys.stderr)
+        return 2
+    console = make_console()
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                   console=err, transient=True, disable=not err.is_terminal)
+    with BurnWorker(str(binary), timeout=args.timeout) as worker, bar:
+        try:
+            edge_map = load_map(worker)
+            catalog = None
+            if not args.no_catalog:
+                task = bar.add_task("catalog reach", total=None)
+                catalog = catalog_reach(worker, edge_map, lambda op, i, n: bar.update(task, completed=i, total=n))
+            hit: set[int] = set()
+            total = 0
+            for what, programs, n in sources:
+                task = bar.add_task(what[:60], total=n)
+                got, count = run_programs(worker, programs, partial(_advance, bar, task))
+                hit |= got
+                total += count
+        except CoverageError as e:
+            print(f"difftest coverage: {e}", file=sys.stderr)
+            return 2
+    cov = summarise(edge_map, hit, source="; ".join(s[0] for s in sources), programs=total, catalog=catalog)
+    print_coverage(cov, console, files=args.files)
+    if args.json:
+        Path(args.json).write_text(json.dumps(cov.to_dict(), indent=1) + "\n")
+    return 0
