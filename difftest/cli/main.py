@@ -18,6 +18,8 @@ from difftest import __version__
 from difftest.cli.common import make_console, make_worker
 from difftest.cli.coverage import add_guided_options, guided_setup, split_frontiers
 from difftest.cli.coverage import add_parser as add_coverage
+from difftest.cli.versions import add_parser as add_versions
+from difftest.cli.versions import burn_option, use_burn
 
 if TYPE_CHECKING:
 
@@ -293,74 +295,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_versions(args: argparse.Namespace) -> int:
-    if args.recorded:  # what the records say, nothing run
-        from difftest.findings.versions_table import recorded_markdown
-
-        print(recorded_markdown(Path(args.corpus)), end="")
-        return 0
-    from difftest.exec.burn_builds import DEFAULT_VERSIONS, parse_specs
-    from difftest.findings.corpus import iter_case_files
-    from difftest.findings.matrix import build_matrix, matrix_ok, record_fixes, record_versions_tested, render, to_json
-
-    try:
-        specs = parse_specs(args.burn or ",".join(DEFAULT_VERSIONS))
-    except ValueError as e:
-        print(e, file=sys.stderr)
-        return 2
-    files = iter_case_files([Path(p) for p in (args.paths or [args.corpus])])
-    if not files:
-        print(f"no corpus cases found in {', '.join(args.paths or [args.corpus])}", file=sys.stderr)
-        return 2
-    console = make_console()
-    from rich.console import Console
-
-    status_console = Console(stderr=True)
-    columns, rows = build_matrix(specs, files, timeout=args.timeout, console=status_console)
-    if args.json:
-        print(json.dumps(to_json(columns, rows), indent=2))
-    else:
-        render(columns, rows, console)
-    if args.record:
-        for path in record_versions_tested(columns, rows):
-            print(f"recorded versions_tested in {path}", file=sys.stderr)
-        for path in record_fixes(columns, rows):
-            print(f"recorded the candidate fix in {path}", file=sys.stderr)
-    if any(c.error for c in columns):
-        return 2
-    return 0 if matrix_ok(columns, rows) else 1
-
-
-def _use_burn(spec_text: str) -> None:
-    """`--burn V` / `--burn path:DIR`: points $DIFFTEST_BURN (read by every worker this
-    process and its job processes start) at that version's binary, building it if needed."""
-    from difftest.exec.burn_builds import BurnSpec, build_with_status
-    from difftest.exec.burn_worker import find_binary
-    from difftest.findings.matrix import binary_burn_version
-
-    spec = BurnSpec.parse(spec_text)
-    if spec.is_release:
-        try:
-            default = find_binary()
-            if binary_burn_version(default) == spec.version:
-                os.environ["DIFFTEST_BURN"] = default
-                return
-        except RuntimeError:
-            pass
-    os.environ["DIFFTEST_BURN"] = str(build_with_status(spec).binary)
-
-
 def cmd_memory(args: argparse.Namespace) -> int:
     from difftest.memory.cli import run
 
     return run(args)
-
-
-def _burn_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--burn", default=None, metavar="V|path:DIR|patch:FILE",
-                        help="run against burn V (a crates.io version), a local burn checkout or one burn crate "
-                        "(path:DIR), or a release with a candidate fix applied (patch:FILE, see "
-                        "docs/contributing-to-burn.md), building difftest-burn for it if needed (cached)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -396,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("-v", "--verbose", action="store_true", help="print each finding's report")
     f.add_argument("--fault", default=None, help="run against a deliberately faulty interpreter "
                    "(DIFFTEST_BURN_FAULT spec, docs/format.md) to measure detection power")
-    _burn_option(f)
+    burn_option(f)
     add_guided_options(f)
     f.set_defaults(func=cmd_fuzz)
 
@@ -410,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("paths", nargs="*")
     r.add_argument("--corpus", default="corpus")
     r.add_argument("-v", "--verbose", action="store_true", help="print each case's per-statement table")
-    _burn_option(r)
+    burn_option(r)
     r.set_defaults(func=cmd_replay)
 
     s = sub.add_parser("show", help="print a case and its PyTorch / Rust reproducers")
@@ -421,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--cargo", metavar="DIR", default=None,
                    help="write the asserting burn test as a cargo project in DIR (runs the case now); "
                         "`--format rust` prints that test")
-    _burn_option(s)
+    burn_option(s)
     s.set_defaults(func=_cmd_show)
 
     o = sub.add_parser("ops", help="list the op catalog")
@@ -441,7 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--dot", action="store_true", help="print the program and its verdict as Graphviz DOT text")
     rn.add_argument("--svg", default=None, metavar="FILE",
                     help="write the program and its verdict as an SVG picture (runs Graphviz's `dot -Tsvg`)")
-    _burn_option(rn)
+    burn_option(rn)
     rn.set_defaults(func=cmd_run)
 
     rp = sub.add_parser("report", help="one self-contained HTML report of corpora, cases and campaign summaries")
@@ -454,19 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=cmd_report)
 
 
-    v = sub.add_parser("versions", help="replay corpus cases on several burn versions (building each once) and "
-                       "print the matrix case x version")
-    v.add_argument("paths", nargs="*", metavar="CASE|DIR")
-    v.add_argument("--corpus", default="corpus")
-    v.add_argument("--burn", default=None, metavar="V,V,...",
-                   help="versions: crates.io versions, path:DIR (a local burn checkout or one burn crate) and/or "
-                   "patch:FILE (a candidate fix applied to a release); default 0.22.0,0.22.1,0.23.0-pre.1")
-    v.add_argument("--json", action="store_true", help="print the matrix as JSON")
-    v.add_argument("--record", action="store_true",
-                   help="write each bug case's outcome per version into its versions_tested")
-    v.add_argument("--recorded", action="store_true",
-                   help="print the bug cases' recorded versions_tested as Markdown (docs/versions.md); runs nothing")
-    v.set_defaults(func=cmd_versions)
+    add_versions(sub)
 
     from difftest.memory.cli import DESCRIPTION, add_arguments
 
@@ -483,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         from difftest.exec.burn_builds import BuildError
 
         try:
-            _use_burn(args.burn)
+            use_burn(args.burn)
         except (ValueError, BuildError) as e:
             print(e, file=sys.stderr)
             return 2
