@@ -5,6 +5,8 @@ Every element that failed the screen (tolerance.py) is judged on its own, agains
 reference `r` and the budget from its own measured noise `D` (noise.py):
 
 * both float32 results within budget -> `agreement` (float32 noise; a dismissal, with evidence);
+  the budget grows with the measured noise, so a mismatch whose every element is within it at
+  zero noise (a gradient's terms often allow it) is agreement without the noise runs;
 * only burn outside -> `burn-wrong`; only PyTorch outside -> `torch-wrong`;
 * both outside: the one more than SLACK times farther is wrong; comparable -> `agreement`
   (the computation is noisier than the model measured; a dismissal, with evidence);
@@ -153,12 +155,6 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
             numeric[k] = _summarise(m, [Judgement(j, *judge_nonfinite(tt.data[j], rt.data[j], dtype), tt.data[j],
                                                   bt.data[j], rt.data[j], 0.0, 0.0) for j in elements], {})
             continue
-        if noisy is None:
-            noisy = noisy_runs(program)
-        samples = [s for s in (_tensor(o, m) for o in noisy) if s is not None and len(s.data) == len(rt.data)]
-        # a noise run that raised measures nothing: say so, never let it pass as zero noise
-        failed = [o.error for o in noisy if o.error is not None and _tensor(o, m) is None]
-        kink = near_kink(program, ref, m)
         mt = None
         # a gradient, or a `grad` read of one (its value is that gradient: the same terms bound it)
         if m.kind == "grad" or isinstance(program.by_id().get(m.statement or ""), Grad):
@@ -166,6 +162,15 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
                 magnitudes = magnitude_run(program)
             mt = _tensor(magnitudes, m)
             mt = mt if mt is not None and len(mt.data) == len(rt.data) else None
+        if _agree_without_noise(tt, bt, rt, mt, elements, dtype):
+            numeric[k] = _summarise(m, [_unmeasured(j, tt, bt, rt, mt, dtype) for j in elements], {})
+            continue
+        if noisy is None:
+            noisy = noisy_runs(program)
+        samples = [s for s in (_tensor(o, m) for o in noisy) if s is not None and len(s.data) == len(rt.data)]
+        # a noise run that raised measures nothing: say so, never let it pass as zero noise
+        failed = [o.error for o in noisy if o.error is not None and _tensor(o, m) is None]
+        kink = near_kink(program, ref, m)
         judged: list[Judgement] = []
         kink_sides: list[dict[str, Any]] = []
         for j in elements:
@@ -175,7 +180,7 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
                 continue
             devs = [abs(s.data[j] - r) for s in samples if math.isfinite(s.data[j]) and math.isfinite(r)]
             d = max(devs, default=0.0)
-            terms = abs(mt.data[j]) if mt is not None and math.isfinite(mt.data[j]) else 0.0
+            terms = _terms(mt, j)
             kind, reason = judge(tt.data[j], bt.data[j], r, d, None, terms, dtype)
             if kink is not None and kind in ("burn-wrong", "torch-wrong"):
                 kind, reason, sides = at_kink(verdict, m, j, tt.data[j], bt.data[j], r,
@@ -197,6 +202,38 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
             if fd is not None:
                 evidence["finite_difference"] = fd
         numeric[k] = _summarise(m, judged, evidence)
+
+
+def _terms(mt: TensorObs | None, j: int) -> float:
+    return abs(mt.data[j]) if mt is not None and math.isfinite(mt.data[j]) else 0.0
+
+
+def _agree_without_noise(tt: TensorObs, bt: TensorObs, rt: TensorObs, mt: TensorObs | None,
+                         elements: tuple[int, ...], dtype: str) -> bool:
+    """Whether every element is `agreement` before any noise is measured: both results within
+    the budget of a zero deviation (the reference's ulps, the terms' ulps, the floor). The
+    budget only grows with the measured noise, and `judge` gives agreement whenever both are
+    within it, before any other test, so the noise runs could not change these verdicts."""
+    for j in elements:
+        t, b, r = tt.data[j], bt.data[j], rt.data[j]
+        if equal_nonfinite(t, b):
+            continue
+        budget = tol.budget(0.0, r, _terms(mt, j), dtype)
+        if not (_same(t, r, budget) and _same(b, r, budget)):
+            return False
+    return True
+
+
+def _unmeasured(j: int, tt: TensorObs, bt: TensorObs, rt: TensorObs, mt: TensorObs | None,
+                dtype: str) -> Judgement:
+    """The judgement of an element of a mismatch that `_agree_without_noise` settled (no
+    noise measured: noise 0, the budget without it)."""
+    t, b, r = tt.data[j], bt.data[j], rt.data[j]
+    if equal_nonfinite(t, b):
+        return Judgement(j, *judge_nonfinite(t, r, dtype), t, b, r, 0.0, 0.0)
+    terms = _terms(mt, j)
+    return Judgement(j, "agreement", f"both within the {dtype} budget of the float64 result before any noise "
+                     "(not measured)", t, b, r, 0.0, tol.budget(0.0, r, terms, dtype), terms)
 
 
 def _summarise(m: Mismatch, judged: list[Judgement], evidence: dict[str, Any]) -> Mismatch:
