@@ -180,12 +180,15 @@ def same_burn_result(outcome: ErrorObs | None, bw: BackwardObs | None, separate:
 
 
 def run_probes(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | None = None,
-               prediction: Prediction | None = None, values: bool = True) -> ProbeRun:
+               prediction: Prediction | None = None, values: bool = True,
+               probes: list[RootProbe] | None = None) -> ProbeRun:
     """The root probes of `program` (which passed its own check, the model's `prediction`) on
-    `worker`'s burn. `values=False`: outcomes only, no gradient screen (about half the cost)."""
+    `worker`'s burn. `values=False`: outcomes only, no gradient screen (about half the cost).
+    `probes`: its root probes as `root_probes` gives them, when the check collected them."""
     if rules is None:
         rules = rules_for(worker.burn_version())
-    probes = root_probes(program, rules)
+    if probes is None:
+        probes = root_probes(program, rules)
     run = ProbeRun(probes=len(probes))
     if not probes:
         return run
@@ -239,8 +242,9 @@ def check_with_probes(program: Program, worker: BurnWorker, *, probes: bool = Tr
     `values`: screen the gradients of the probes that succeed too (run_probes)."""
     if rules is None:
         rules = rules_for(worker.burn_version())
-    verdict = check(program, worker, rules=rules)
+    found: list[RootProbe] = []  # the root probes, collected by the check's model run
+    verdict = check(program, worker, rules=rules, probes=found if probes else None)
     if not probes or not verdict.ok:
         return verdict, ProbeRun()
-    run = run_probes(program, worker, rules=rules, prediction=verdict.prediction, values=values)
+    run = run_probes(program, worker, rules=rules, prediction=verdict.prediction, values=values, probes=found)
     return (run.verdict if run.verdict is not None else verdict), run
