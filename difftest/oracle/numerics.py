@@ -52,6 +52,8 @@ from difftest.program.observation import Observation, TensorObs
 SLACK = 4.0
 SEVERITY = {"burn-wrong": 3, "torch-wrong": 2, "ill-conditioned": 1, "agreement": 0}
 MAX_LISTED = 16  # elements listed in a mismatch's evidence
+UNMEASURED = ("none: every element is within its budget at zero noise, which the measured noise could only "
+              "widen (noise and budget are those of zero noise)")
 
 
 def _tensor(obs: Observation | None, m: Mismatch) -> TensorObs | None:
@@ -163,7 +165,8 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
             mt = _tensor(magnitudes, m)
             mt = mt if mt is not None and len(mt.data) == len(rt.data) else None
         if _agree_without_noise(tt, bt, rt, mt, elements, dtype):
-            numeric[k] = _summarise(m, [_unmeasured(j, tt, bt, rt, mt, dtype) for j in elements], {})
+            numeric[k] = _summarise(m, [_unmeasured(j, tt, bt, rt, mt, dtype) for j in elements],
+                                    {"noise_runs": UNMEASURED})
             continue
         if noisy is None:
             noisy = noisy_runs(program)
@@ -226,14 +229,17 @@ def _agree_without_noise(tt: TensorObs, bt: TensorObs, rt: TensorObs, mt: Tensor
 
 def _unmeasured(j: int, tt: TensorObs, bt: TensorObs, rt: TensorObs, mt: TensorObs | None,
                 dtype: str) -> Judgement:
-    """The judgement of an element of a mismatch that `_agree_without_noise` settled (no
-    noise measured: noise 0, the budget without it)."""
+    """The judgement of an element of a mismatch that `_agree_without_noise` settled: `judge`'s
+    at zero noise (so its reason, which the campaign's dismissal counts are keyed by, is the one
+    the measured noise would have given), with noise 0 and the budget without it; the
+    mismatch's evidence says no noise was measured (UNMEASURED)."""
     t, b, r = tt.data[j], bt.data[j], rt.data[j]
     if equal_nonfinite(t, b):
         return Judgement(j, *judge_nonfinite(t, r, dtype), t, b, r, 0.0, 0.0)
     terms = _terms(mt, j)
-    return Judgement(j, "agreement", f"both within the {dtype} budget of the float64 result before any noise "
-                     "(not measured)", t, b, r, 0.0, tol.budget(0.0, r, terms, dtype), terms)
+    kind, reason = judge(t, b, r, 0.0, None, terms, dtype)
+    assert kind == "agreement", (kind, reason)
+    return Judgement(j, kind, reason, t, b, r, 0.0, tol.budget(0.0, r, terms, dtype), terms)
 
 
 def _summarise(m: Mismatch, judged: list[Judgement], evidence: dict[str, Any]) -> Mismatch:
