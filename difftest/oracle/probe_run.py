@@ -22,15 +22,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from difftest.divergences.rules import Rule, rules_for
-from difftest.exec.burn_worker import BurnWorker, WorkerError
-from difftest.exec.torch_probes import ProbeResult, torch_probe_grads
+from difftest.exec.burn_worker import BurnWorker, PendingProbes, WorkerError
+from difftest.exec.torch_exec import BeforeBackward
+from difftest.exec.torch_probes import ProbeResult, probes_before_backwards, torch_probe_grads
 from difftest.ops import tolerance as tol
 from difftest.ops.value_dtypes import value_dtypes
-from difftest.oracle.burn_devices import batch_norm_inference_applies
+from difftest.oracle.burn_devices import batch_norm_inference_applies, stateful_forwards
 from difftest.oracle.check import check
 from difftest.oracle.compare import Mismatch, Verdict, screen_grads
-from difftest.oracle.model import Prediction, predict
-from difftest.oracle.probes import RootProbe, root_probes
+from difftest.oracle.model import BackwardHook, Prediction, predict
+from difftest.oracle.probes import RootProbe, probe_collector, root_probes
 from difftest.program.ir import Backward, Program
 from difftest.program.observation import BackwardObs, ErrorObs, Observation
 
@@ -77,18 +78,23 @@ def torch_ahead(program: Program, probes: Sequence[RootProbe]) -> Ahead:
     """PyTorch's results of the probes the model predicts succeed on burn, per backward
     (torch_probe_grads), run while burn works on the batch: they are the probes `screen` will
     be given when burn's outcomes all agree with the model (the usual case)."""
-    roots: dict[int, list[str]] = {}
-    for p in probes:
-        if not p.fails:
-            roots.setdefault(p.index, []).append(p.root)
     out: Ahead = {}
-    for index, rs in roots.items():
+    for index, rs in _ahead_roots(probes).items():
         prefix = Program(program.statements[:index], program.dtype)
         bw = program.statements[index]
         assert isinstance(bw, Backward), (index, bw)
         inference = batch_norm_inference_applies(prefix)
         out[index] = (rs, torch_probe_grads(prefix, bw, rs, burn_inference=inference))
     return out
+
+
+def _ahead_roots(probes: Sequence[RootProbe]) -> dict[int, list[str]]:
+    """The roots of the probes the model predicts succeed on burn, per backward index."""
+    roots: dict[int, list[str]] = {}
+    for p in probes:
+        if not p.fails:
+            roots.setdefault(p.index, []).append(p.root)
+    return roots
 
 
 def screen(program: Program, items: Sequence[tuple[RootProbe, BackwardObs]], nondet: set[str] | frozenset[str],
@@ -181,10 +187,13 @@ def same_burn_result(outcome: ErrorObs | None, bw: BackwardObs | None, separate:
 
 def run_probes(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | None = None,
                prediction: Prediction | None = None, values: bool = True,
-               probes: list[RootProbe] | None = None) -> ProbeRun:
+               probes: list[RootProbe] | None = None, batch: PendingProbes | None = None,
+               ahead: Ahead | None = None) -> ProbeRun:
     """The root probes of `program` (which passed its own check, the model's `prediction`) on
     `worker`'s burn. `values=False`: outcomes only, no gradient screen (about half the cost).
-    `probes`: its root probes as `root_probes` gives them, when the check collected them."""
+    What the check computed alongside (check_with_probes), when it did: `probes`, its root probes
+    as `root_probes` gives them; `batch`, their burn request, sent; `ahead`, PyTorch's results
+    as torch_ahead gives them."""
     if rules is None:
         rules = rules_for(worker.burn_version())
     if probes is None:
@@ -192,8 +201,9 @@ def run_probes(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | 
     run = ProbeRun(probes=len(probes))
     if not probes:
         return run
-    pending = worker.submit_probe_grads(program, [(p.index, p.root) for p in probes])
-    ahead = torch_ahead(program, probes) if values else {}  # PyTorch's side while burn runs the batch
+    pending = batch if batch is not None else worker.submit_probe_grads(program, [(p.index, p.root) for p in probes])
+    if ahead is None:
+        ahead = torch_ahead(program, probes) if values else {}  # PyTorch's side while burn runs the batch
     answer = pending.result()
     if isinstance(answer, Observation) and answer.error is not None and answer.error.kind == "invalid-request":
         raise WorkerError(f"difftest-burn refused the root probes of a program: {answer.error.message} "
@@ -242,9 +252,65 @@ def check_with_probes(program: Program, worker: BurnWorker, *, probes: bool = Tr
     `values`: screen the gradients of the probes that succeed too (run_probes)."""
     if rules is None:
         rules = rules_for(worker.burn_version())
-    found: list[RootProbe] = []  # the root probes, collected by the check's model run
-    verdict = check(program, worker, rules=rules, probes=found if probes else None)
-    if not probes or not verdict.ok:
+    along = _ProbesAlongside(program, worker, rules, values) if probes else None
+    verdict = check(program, worker, rules=rules, alongside=along)
+    if along is None:
         return verdict, ProbeRun()
-    run = run_probes(program, worker, rules=rules, prediction=verdict.prediction, values=values, probes=found)
+    if not verdict.ok:
+        if along.batch is not None:
+            along.batch.answer()  # the worker answers in order: read the probes' answer, unused
+        return verdict, ProbeRun()
+    run = run_probes(program, worker, rules=rules, prediction=verdict.prediction, values=values,
+                     probes=along.found, batch=along.batch, ahead=along.ahead(verdict.torch))
     return (run.verdict if run.verdict is not None else verdict), run
+
+
+@dataclass
+class _ProbesAlongside:
+    """The root probes' share of a program's check (check.Alongside), so that a campaign runs
+    neither the model nor PyTorch again for them, and burn runs the probe batch while the
+    comparison runs here: the model's burn run collects the probes (probes.probe_collector);
+    PyTorch's run of the program runs, before each backward, the backwards of the probes the
+    model predicts succeed there (torch_probes.probes_before_backwards: torch_ahead's results,
+    from the same statements); the batch is sent as soon as burn has answered the program
+    (unless its run crashed or hung: it is sent after the comparison then, if the program
+    passed). A program with a batch_norm forward leaves PyTorch's probes to torch_ahead: which
+    forwards follow burn's inference path is the model's prediction for each prefix."""
+
+    program: Program
+    worker: BurnWorker
+    rules: Sequence[Rule]
+    values: bool
+    found: list[RootProbe] = field(default_factory=list)
+    wanted: dict[int, list[str]] | None = None  # backward index -> roots PyTorch's run serves
+    served: dict[int, list[ProbeResult]] = field(default_factory=dict)
+    batch: PendingProbes | None = None
+
+    def burn_backward_hook(self) -> BackwardHook | None:
+        return probe_collector(self.program, self.rules, self.found)
+
+    def torch_backward_hook(self) -> BeforeBackward | None:
+        if not self.values or stateful_forwards(self.program):
+            return None
+        self.wanted = _ahead_roots(self.found)
+        return probes_before_backwards(self.program, dict(self.wanted), self.served) if self.wanted else None
+
+    def burn_answered(self, burn: Observation) -> None:
+        if self.found and (burn.error is None or burn.error.kind not in ("crash", "timeout")):
+            self.batch = self.worker.submit_probe_grads(self.program, [(p.index, p.root) for p in self.found])
+
+    def ahead(self, torch: Observation) -> Ahead | None:
+        """torch_ahead's results from the check's PyTorch run (None: it did not serve them). A
+        backward the run did not reach failed before it: that failure is each of its probes'
+        result, as it is in a run of the prefix."""
+        if self.wanted is None:
+            return None
+        out: Ahead = {}
+        for index, roots in self.wanted.items():
+            results = self.served.get(index)
+            if results is None and torch.error is not None and torch.error.index is not None \
+                    and torch.error.index < index:
+                results = [torch.error for _ in roots]
+            if results is not None:
+                out[index] = (roots, results)
+        return out
