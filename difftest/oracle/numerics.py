@@ -6,7 +6,9 @@ reference `r` and the budget from its own measured noise `D` (noise.py):
 
 * both float32 results within budget -> `agreement` (float32 noise; a dismissal, with evidence);
   the budget grows with the measured noise, so a mismatch whose every element is within it at
-  zero noise (a gradient's terms often allow it) is agreement without the noise runs;
+  zero noise (a gradient's terms often allow it) is agreement without the noise runs, and the
+  noise runs are made one at a time, until every element is agreement or all are made (the
+  noise in the evidence is the largest deviation of the runs made);
 * only burn outside -> `burn-wrong`; only PyTorch outside -> `torch-wrong`;
 * both outside: the one more than SLACK times farther is wrong; comparable -> `agreement`
   (the computation is noisier than the model measured; a dismissal, with evidence);
@@ -141,7 +143,7 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
     program = verdict.program
     ref = run_torch(program, "float64")
     verdict.reference = ref
-    noisy: list[Observation] | None = None
+    noisy: list[Observation] = []  # the noise runs made so far (noisy_runs, in order)
     magnitudes: Observation | None = None
     for k, m in enumerate(numeric):
         rt = _tensor(ref, m)
@@ -168,9 +170,13 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
             numeric[k] = _summarise(m, [_unmeasured(j, tt, bt, rt, mt, dtype) for j in elements],
                                     {"noise_runs": UNMEASURED})
             continue
-        if noisy is None:
-            noisy = noisy_runs(program)
-        samples = [s for s in (_tensor(o, m) for o in noisy) if s is not None and len(s.data) == len(rt.data)]
+        # the noise runs one at a time, until every element is agreement (more runs could only
+        # widen its budget: the same verdicts) or all NOISE_SAMPLES are made
+        while True:
+            samples = [s for s in (_tensor(o, m) for o in noisy) if s is not None and len(s.data) == len(rt.data)]
+            if len(noisy) >= tol.NOISE_SAMPLES or (noisy and _agree(tt, bt, rt, mt, samples, elements, dtype)):
+                break
+            noisy += noisy_runs(program, len(noisy) + 1, len(noisy))
         # a noise run that raised measures nothing: say so, never let it pass as zero noise
         failed = [o.error for o in noisy if o.error is not None and _tensor(o, m) is None]
         kink = near_kink(program, ref, m)
@@ -213,15 +219,24 @@ def _terms(mt: TensorObs | None, j: int) -> float:
 
 def _agree_without_noise(tt: TensorObs, bt: TensorObs, rt: TensorObs, mt: TensorObs | None,
                          elements: tuple[int, ...], dtype: str) -> bool:
-    """Whether every element is `agreement` before any noise is measured: both results within
-    the budget of a zero deviation (the reference's ulps, the terms' ulps, the floor). The
-    budget only grows with the measured noise, and `judge` gives agreement whenever both are
-    within it, before any other test, so the noise runs could not change these verdicts."""
+    """Whether every element is `agreement` before any noise is measured (`_agree` with no
+    noise run): both results within the budget of a zero deviation (the reference's ulps, the
+    terms' ulps, the floor)."""
+    return _agree(tt, bt, rt, mt, [], elements, dtype)
+
+
+def _agree(tt: TensorObs, bt: TensorObs, rt: TensorObs, mt: TensorObs | None, samples: list[TensorObs],
+           elements: tuple[int, ...], dtype: str) -> bool:
+    """Whether every element that is not the same non-finite value in both is `agreement`
+    with the deviation `samples` (noise runs) measure: both results within its budget. The
+    budget only grows with the deviation, and `judge` gives agreement whenever both are within
+    it, before any other test, so further noise runs could not change these verdicts."""
     for j in elements:
         t, b, r = tt.data[j], bt.data[j], rt.data[j]
         if equal_nonfinite(t, b):
             continue
-        budget = tol.budget(0.0, r, _terms(mt, j), dtype)
+        d = max((abs(s.data[j] - r) for s in samples if math.isfinite(s.data[j]) and math.isfinite(r)), default=0.0)
+        budget = tol.budget(d, r, _terms(mt, j), dtype)
         if not (_same(t, r, budget) and _same(b, r, budget)):
             return False
     return True
