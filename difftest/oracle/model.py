@@ -242,18 +242,19 @@ def _value(run: _Run, i: int, st: Statement, base: Base, module: ModuleState | N
     statements its gradients reach it through and whether it is comparable. `module`: the
     module handle it reads, `own`: the grad keys of that module's parameters it uses."""
     pred = run.pred
-    inputs = tuple(pred.input_state(x) for x in value_inputs(st))
+    reads = value_inputs(st)
+    inputs = tuple(pred.input_state(x) for x in reads)
     base_state = base.state(run.fw, st, inputs, run.shapes, module)
-    step = Step(i, st, inputs, base_state, module, tuple(run.shapes[x] for x in value_inputs(st)),
-                input_dtypes=tuple(run.dtypes.get(x, run.program.dtype) for x in value_inputs(st)))
+    step = Step(i, st, inputs, base_state, module, tuple(run.shapes[x] for x in reads),
+                input_dtypes=tuple(run.dtypes.get(x, run.program.dtype) for x in reads))
     current = _apply_rules(run.fw, run.rules, run.firings, step, base_state)
     pred.base_states[st.id] = base_state
     if isinstance(current, Failure):
         return current
     assert isinstance(current, (TorchState, BurnState)), current
     pred.states[st.id] = current
-    pred.paths[st.id] = _paths(st.id, current, value_inputs(st), pred, own)
-    if any(x in pred.nondet for x in value_inputs(st)) or (module is not None and module.diverged):
+    pred.paths[st.id] = _paths(st.id, current, reads, pred, own)
+    if any(x in pred.nondet for x in reads) or (module is not None and module.diverged):
         pred.nondet.add(st.id)
     return current
 
