@@ -21,8 +21,9 @@ class Alongside(Protocol):
     """Work done alongside a check, in its runs rather than in runs of its own (probe_run.py:
     the root probes). Each hook is asked for once, in this order."""
 
-    def burn_backward_hook(self) -> BackwardHook | None:
-        """The model's burn run's `at_burn_backward` (it must not change the prediction)."""
+    def model_hooks(self) -> tuple[BackwardHook | None, BackwardHook | None]:
+        """The model's `at_burn_backward` and `at_torch_backward` (they must not change the
+        prediction)."""
 
     def torch_backward_hook(self) -> BeforeBackward | None:
         """The PyTorch run's `before_backward` (it must leave the run's state as it found it)."""
@@ -41,7 +42,8 @@ def check(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | None 
         rules = rules_for(worker.burn_version())
     shapes = check_program(program)
     pending = worker.submit(program)  # burn runs in its process while PyTorch runs here
-    prediction = predict(program, rules, at_burn_backward=alongside.burn_backward_hook() if alongside else None)
+    at_burn, at_torch = alongside.model_hooks() if alongside is not None else (None, None)
+    prediction = predict(program, rules, at_burn_backward=at_burn, at_torch_backward=at_torch)
     torch_obs = run_torch(program, before_backward=alongside.torch_backward_hook() if alongside else None)
     burn_obs = pending.result()
     if alongside is not None:

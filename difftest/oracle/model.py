@@ -124,13 +124,14 @@ class Prediction:
 
 
 def predict(program: Program, rules: Sequence[Rule] = RULES, *,
-            at_burn_backward: BackwardHook | None = None) -> Prediction:
+            at_burn_backward: BackwardHook | None = None, at_torch_backward: BackwardHook | None = None) -> Prediction:
     """`at_burn_backward(i, st, pred)`: called with burn's state before each backward it reaches
-    (it must not change `pred`; difftest/oracle/probes.py collects the root probes there)."""
+    (it must not change `pred`; difftest/oracle/probes.py collects the root probes there);
+    `at_torch_backward` the same with PyTorch's (probe_predictions.py)."""
     shapes = infer_shapes(program)
     firings: list[Firing] = []
     burn = _run("burn", program, shapes, [r for r in rules if r.framework == "burn"], firings, at_burn_backward)
-    torch = _run("torch", program, shapes, [r for r in rules if r.framework == "torch"], firings)
+    torch = _run("torch", program, shapes, [r for r in rules if r.framework == "torch"], firings, at_torch_backward)
     incomparable = _incomparable_grads(burn, torch)
     _gradient_reads_not_comparable(program, burn, torch, incomparable)
     return Prediction(burn, torch, firings, incomparable)

@@ -30,7 +30,8 @@ from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.burn_devices import batch_norm_inference_applies, stateful_forwards
 from difftest.oracle.check import check
 from difftest.oracle.compare import Mismatch, Verdict, screen_grads
-from difftest.oracle.model import BackwardHook, Prediction, predict
+from difftest.oracle.model import BackwardHook, FrameworkPrediction, Prediction, predict
+from difftest.oracle.probe_predictions import BackwardStates, probe_prediction
 from difftest.oracle.probes import RootProbe, probe_collector, root_probes
 from difftest.program.ir import Backward, Program
 from difftest.program.observation import BackwardObs, ErrorObs, Observation
@@ -98,7 +99,8 @@ def _ahead_roots(probes: Sequence[RootProbe]) -> dict[int, list[str]]:
 
 
 def screen(program: Program, items: Sequence[tuple[RootProbe, BackwardObs]], nondet: set[str] | frozenset[str],
-           rules: Sequence[Rule], ahead: Ahead | None = None) -> list[bool]:
+           rules: Sequence[Rule], ahead: Ahead | None = None, recorded: BackwardStates | None = None,
+           main: Prediction | None = None) -> list[bool]:
     """Whether burn's gradients of each probe (its backward succeeded as predicted) pass the
     screen against PyTorch's for the same probe (`compare.screen_grads`). PyTorch runs the
     statements before each backward once for all of its probes (difftest/exec/torch_probes.py).
@@ -106,7 +108,9 @@ def screen(program: Program, items: Sequence[tuple[RootProbe, BackwardObs]], non
     the model's prediction for the probe's program, as the full check would judge it (divergence
     rules make some of them expected); a numeric one is left to the full check's arbitration.
     `ahead` (torch_ahead): PyTorch's results computed beforehand, used for a backward whose
-    roots to screen are exactly those (the same run as here); any other is run here."""
+    roots to screen are exactly those (the same run as here); any other is run here.
+    `recorded` and `main`: the model's states before each backward in its run of `program`,
+    which gave `main`, from which a probe's prediction is made (probe_predictions.py)."""
     by_index: dict[int, list[int]] = {}
     for k, (p, _) in enumerate(items):
         by_index.setdefault(p.index, []).append(k)
@@ -126,7 +130,8 @@ def screen(program: Program, items: Sequence[tuple[RootProbe, BackwardObs]], non
             probe_bw = Backward(bw.id, p.root)
             mismatches = screen_grads(prefix, probe_bw, torch_result, burn_bw, nondet)
             if mismatches and all(m.kind in ("outcome", "grad-presence", "grad") for m in mismatches):
-                prediction = predict(p.program(program), rules)
+                prediction = (probe_prediction(program, p, recorded, main, rules) if main is not None
+                              else predict(p.program(program), rules))
                 mismatches = screen_grads(prefix, probe_bw, torch_result, burn_bw, nondet, prediction)
             if mismatches and all(m.kind == "grad" for m in mismatches) and isinstance(torch_result, BackwardObs):
                 if reference is None:  # once per backward: PyTorch in float64, every root of it
@@ -188,12 +193,13 @@ def same_burn_result(outcome: ErrorObs | None, bw: BackwardObs | None, separate:
 def run_probes(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | None = None,
                prediction: Prediction | None = None, values: bool = True,
                probes: list[RootProbe] | None = None, batch: PendingProbes | None = None,
-               ahead: Ahead | None = None) -> ProbeRun:
+               ahead: Ahead | None = None, recorded: BackwardStates | None = None) -> ProbeRun:
     """The root probes of `program` (which passed its own check, the model's `prediction`) on
     `worker`'s burn. `values=False`: outcomes only, no gradient screen (about half the cost).
     What the check computed alongside (check_with_probes), when it did: `probes`, its root probes
     as `root_probes` gives them; `batch`, their burn request, sent; `ahead`, PyTorch's results
-    as torch_ahead gives them."""
+    as torch_ahead gives them; `recorded`, the model's states before each backward of its run
+    of the program that gave `prediction`."""
     if rules is None:
         rules = rules_for(worker.burn_version())
     if probes is None:
@@ -222,9 +228,10 @@ def run_probes(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | 
             elif outcome is None and bw is not None:
                 to_screen.append((p, bw))
         if to_screen and values:
-            nondet = (prediction or predict(program, rules)).nondet
+            main = prediction or predict(program, rules)
             run.screened = len(to_screen)
-            passed = screen(program, to_screen, nondet, rules, ahead)
+            passed = screen(program, to_screen, main.nondet, rules, ahead,
+                            recorded if prediction is not None else None, main)
             suspects += [p for (p, _), ok in zip(to_screen, passed, strict=True) if not ok]
             suspects.sort(key=probes.index)
     position = {id(p): k for k, p in enumerate(probes)}
@@ -261,7 +268,8 @@ def check_with_probes(program: Program, worker: BurnWorker, *, probes: bool = Tr
             along.batch.answer()  # the worker answers in order: read the probes' answer, unused
         return verdict, ProbeRun()
     run = run_probes(program, worker, rules=rules, prediction=verdict.prediction, values=values,
-                     probes=along.found, batch=along.batch, ahead=along.ahead(verdict.torch))
+                     probes=along.found, batch=along.batch, ahead=along.ahead(verdict.torch),
+                     recorded=along.recorded)
     return (run.verdict if run.verdict is not None else verdict), run
 
 
@@ -275,7 +283,9 @@ class _ProbesAlongside:
     from the same statements); the batch is sent as soon as burn has answered the program
     (unless its run crashed or hung: it is sent after the comparison then, if the program
     passed). A program with a batch_norm forward leaves PyTorch's probes to torch_ahead: which
-    forwards follow burn's inference path is the model's prediction for each prefix."""
+    forwards follow burn's inference path is the model's prediction for each prefix. The model's
+    state before each backward is recorded too, for the predictions the screen needs
+    (probe_predictions.py)."""
 
     program: Program
     worker: BurnWorker
@@ -285,9 +295,16 @@ class _ProbesAlongside:
     wanted: dict[int, list[str]] | None = None  # backward index -> roots PyTorch's run serves
     served: dict[int, list[ProbeResult]] = field(default_factory=dict)
     batch: PendingProbes | None = None
+    recorded: BackwardStates = field(default_factory=BackwardStates)  # for the probes' predictions
 
-    def burn_backward_hook(self) -> BackwardHook | None:
-        return probe_collector(self.program, self.rules, self.found)
+    def model_hooks(self) -> tuple[BackwardHook | None, BackwardHook | None]:
+        collect, record = probe_collector(self.program, self.rules, self.found), self.recorded.hook("burn")
+
+        def at_burn(i: int, st: Backward, pred: FrameworkPrediction) -> None:
+            collect(i, st, pred)
+            record(i, st, pred)
+
+        return at_burn, self.recorded.hook("torch")
 
     def torch_backward_hook(self) -> BeforeBackward | None:
         if not self.values or stateful_forwards(self.program):
