@@ -5,8 +5,9 @@ burn runs every probe of a program in one request (the worker's `probe`, with ea
 outcome and the gradients of its re-rooted backward). A probe is a *suspect* when its outcome
 differs from the model's prediction, or when it succeeded and its gradients fail the screen
 against PyTorch's (PyTorch runs the statements before each backward once, then the backward of
-each of its probes' roots; `compare.screen_grads`: the same entries and presence, dtypes,
-element-wise closeness; no model, no arbitration). Every suspect gets a full
+each of its probes' roots; in a campaign, the check's own run of the program does, and burn
+runs the batch while the check compares: `_ProbesAlongside`; `compare.screen_grads`: the same
+entries and presence, dtypes, element-wise closeness; no model, no arbitration). Every suspect gets a full
 check of its program (PyTorch, the model, arbitration), whose verdict decides, so probes raise
 no alarm a normal check would not. Every failing probe is reported; the first is the program's
 finding. A suspect whose full check passes although burn's separate run differs from its
