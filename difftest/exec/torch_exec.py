@@ -97,6 +97,8 @@ class ExecHooks(Protocol):
 
 
 AtEnd = Callable[[dict[str, torch.Tensor], dict[str, TorchModule], Session], None]  # run_torch's `at_end`
+# run_torch's `before_backward(i, env, modules, session)`
+BeforeBackward = Callable[[int, dict[str, torch.Tensor], dict[str, TorchModule], Session], None]
 
 
 @dataclass
@@ -116,13 +118,16 @@ class _Exec:
 
 
 def run_torch(program: Program, dtype: str | None = None, *, burn_inference: frozenset[str],
-              hooks: ExecHooks | None = None, at_end: AtEnd | None = None) -> Observation:
+              hooks: ExecHooks | None = None, at_end: AtEnd | None = None,
+              before_backward: BeforeBackward | None = None) -> Observation:
     """Execute `program` in its own dtype (`dtype` None: framework "torch") or in `dtype` (the
     float64 arbiter: "torch64"); a raised exception stops execution and becomes the error.
     `burn_inference`: the batch_norm forwards (apply ids) that follow burn onto its inference
     path whatever PyTorch's mode says (the oracle's model predicts them:
     difftest/oracle/burn_devices.py; `difftest.oracle.pytorch.run` passes them).
-    `at_end(env, modules, session)`: called on the state a run without error ends in (torch_probes.py)."""
+    `at_end(env, modules, session)`: called on the state a run without error ends in (torch_probes.py);
+    `before_backward(i, env, modules, session)`: called on the state before each backward
+    statement i (torch_probes.py: it must leave that state as it found it)."""
     framework = "torch" if dtype is None else ("torch64" if dtype == "float64" else "torch")
     # every value's own dtype (cast changes it); a run in another dtype (the float64 arbiter and
     # its noise runs) runs every cast to that dtype instead: the reference skips the casts'
@@ -132,6 +137,8 @@ def run_torch(program: Program, dtype: str | None = None, *, burn_inference: fro
     values: list[ValueObs] = []
     error: ErrorObs | None = None
     for i, st in enumerate(program.statements):
+        if before_backward is not None and isinstance(st, Backward):
+            before_backward(i, run.env, run.modules, run.session)
         try:
             t = _STEPS.of(st)(run, st)
         except MissingGradient as e:

@@ -17,9 +17,7 @@ def batch_norm_inference_applies(program: Program) -> frozenset[str]:
     burn takes the inference path whatever PyTorch's mode says, by the model's prediction: the
     input is off burn's autodiff device, or the handle's burn training flag is off (freeze()
     survived a train())."""
-    by_id = program.by_id()
-    applies = [st for st in program.statements if isinstance(st, Apply)
-               and module_kind(root_module(program, st.module, by_id).module).stateful]
+    applies = stateful_forwards(program)
     if not applies:
         return frozenset()
     burn = predict(program).burn
@@ -32,3 +30,11 @@ def batch_norm_inference_applies(program: Program) -> frozenset[str]:
         if off_device or frozen:
             out.add(st.id)
     return frozenset(out)
+
+
+def stateful_forwards(program: Program) -> list[Apply]:
+    """The forwards of a kind with running state (batch_norm): without any, no forward of the
+    program or of a prefix of it follows burn's inference path."""
+    by_id = program.by_id()
+    return [st for st in program.statements if isinstance(st, Apply)
+            and module_kind(root_module(program, st.module, by_id).module).stateful]

@@ -3,25 +3,49 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from difftest.divergences.rules import Rule, rules_for
 from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.torch_exec import BeforeBackward
 from difftest.ops.validate import check_program
 from difftest.oracle.compare import Verdict, compare
-from difftest.oracle.model import predict
+from difftest.oracle.model import BackwardHook, predict
 from difftest.oracle.numerics import arbitrate
 from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import Program
+from difftest.program.observation import Observation
 
 
-def check(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | None = None) -> Verdict:
+class Alongside(Protocol):
+    """Work done alongside a check, in its runs rather than in runs of its own (probe_run.py:
+    the root probes). Each hook is asked for once, in this order."""
+
+    def model_hooks(self) -> tuple[BackwardHook | None, BackwardHook | None]:
+        """The model's `at_burn_backward` and `at_torch_backward` (they must not change the
+        prediction)."""
+
+    def torch_backward_hook(self) -> BeforeBackward | None:
+        """The PyTorch run's `before_backward` (it must leave the run's state as it found it)."""
+
+    def burn_answered(self, burn: Observation) -> None:
+        """Called with burn's observation of the program, before the comparison."""
+
+
+def check(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | None = None,
+          alongside: Alongside | None = None) -> Verdict:
     """`rules`: the divergences the model applies; by default the declared ones that hold for
-    the burn version the worker was built with (a rule outside its range is not applied)."""
+    the burn version the worker was built with (a rule outside its range is not applied).
+    `alongside`: hooks into the check's model and PyTorch runs (Alongside); the verdict is the
+    same with them as without."""
     if rules is None:
         rules = rules_for(worker.burn_version())
     shapes = check_program(program)
     pending = worker.submit(program)  # burn runs in its process while PyTorch runs here
-    prediction = predict(program, rules)
-    torch_obs = run_torch(program)
+    at_burn, at_torch = alongside.model_hooks() if alongside is not None else (None, None)
+    prediction = predict(program, rules, at_burn_backward=at_burn, at_torch_backward=at_torch)
+    torch_obs = run_torch(program, before_backward=alongside.torch_backward_hook() if alongside else None)
     burn_obs = pending.result()
+    if alongside is not None:
+        alongside.burn_answered(burn_obs)
     return compare(program, shapes, prediction, torch_obs, burn_obs, arbiter=arbitrate)

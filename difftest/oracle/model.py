@@ -123,11 +123,15 @@ class Prediction:
         return seen
 
 
-def predict(program: Program, rules: Sequence[Rule] = RULES) -> Prediction:
+def predict(program: Program, rules: Sequence[Rule] = RULES, *,
+            at_burn_backward: BackwardHook | None = None, at_torch_backward: BackwardHook | None = None) -> Prediction:
+    """`at_burn_backward(i, st, pred)`: called with burn's state before each backward it reaches
+    (it must not change `pred`; difftest/oracle/probes.py collects the root probes there);
+    `at_torch_backward` the same with PyTorch's (probe_predictions.py)."""
     shapes = infer_shapes(program)
     firings: list[Firing] = []
-    burn = _run("burn", program, shapes, [r for r in rules if r.framework == "burn"], firings)
-    torch = _run("torch", program, shapes, [r for r in rules if r.framework == "torch"], firings)
+    burn = _run("burn", program, shapes, [r for r in rules if r.framework == "burn"], firings, at_burn_backward)
+    torch = _run("torch", program, shapes, [r for r in rules if r.framework == "torch"], firings, at_torch_backward)
     incomparable = _incomparable_grads(burn, torch)
     _gradient_reads_not_comparable(program, burn, torch, incomparable)
     return Prediction(burn, torch, firings, incomparable)
@@ -239,18 +243,19 @@ def _value(run: _Run, i: int, st: Statement, base: Base, module: ModuleState | N
     statements its gradients reach it through and whether it is comparable. `module`: the
     module handle it reads, `own`: the grad keys of that module's parameters it uses."""
     pred = run.pred
-    inputs = tuple(pred.input_state(x) for x in value_inputs(st))
+    reads = value_inputs(st)
+    inputs = tuple(pred.input_state(x) for x in reads)
     base_state = base.state(run.fw, st, inputs, run.shapes, module)
-    step = Step(i, st, inputs, base_state, module, tuple(run.shapes[x] for x in value_inputs(st)),
-                input_dtypes=tuple(run.dtypes.get(x, run.program.dtype) for x in value_inputs(st)))
+    step = Step(i, st, inputs, base_state, module, tuple(run.shapes[x] for x in reads),
+                input_dtypes=tuple(run.dtypes.get(x, run.program.dtype) for x in reads))
     current = _apply_rules(run.fw, run.rules, run.firings, step, base_state)
     pred.base_states[st.id] = base_state
     if isinstance(current, Failure):
         return current
     assert isinstance(current, (TorchState, BurnState)), current
     pred.states[st.id] = current
-    pred.paths[st.id] = _paths(st.id, current, value_inputs(st), pred, own)
-    if any(x in pred.nondet for x in value_inputs(st)) or (module is not None and module.diverged):
+    pred.paths[st.id] = _paths(st.id, current, reads, pred, own)
+    if any(x in pred.nondet for x in reads) or (module is not None and module.diverged):
         pred.nondet.add(st.id)
     return current
 

@@ -258,7 +258,8 @@ def program_seed(program: Program) -> int:
     return zlib.crc32(dumps(program_to_dict(program)).encode())
 
 
-def noisy_runs(program: Program, samples: int = tol.NOISE_SAMPLES) -> list[Observation]:
-    """`samples` float64 runs of `program` with rounding noise, deterministically seeded."""
+def noisy_runs(program: Program, samples: int = tol.NOISE_SAMPLES, start: int = 0) -> list[Observation]:
+    """Runs `start` to `samples` - 1 of `program`'s float64 runs with rounding noise,
+    deterministically seeded: run k is the same whichever others are made."""
     seed = program_seed(program)
-    return [run_torch(program, "float64", hooks=NoiseHooks(seed + k)) for k in range(samples)]
+    return [run_torch(program, "float64", hooks=NoiseHooks(seed + k)) for k in range(start, samples)]

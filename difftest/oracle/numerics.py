@@ -5,6 +5,10 @@ Every element that failed the screen (tolerance.py) is judged on its own, agains
 reference `r` and the budget from its own measured noise `D` (noise.py):
 
 * both float32 results within budget -> `agreement` (float32 noise; a dismissal, with evidence);
+  the budget grows with the measured noise, so a mismatch whose every element is within it at
+  zero noise (a gradient's terms often allow it) is agreement without the noise runs, and the
+  noise runs are made one at a time, until every element is agreement or all are made (the
+  noise in the evidence is the largest deviation of the runs made);
 * only burn outside -> `burn-wrong`; only PyTorch outside -> `torch-wrong`;
 * both outside: the one more than SLACK times farther is wrong; comparable -> `agreement`
   (the computation is noisier than the model measured; a dismissal, with evidence);
@@ -50,6 +54,8 @@ from difftest.program.observation import Observation, TensorObs
 SLACK = 4.0
 SEVERITY = {"burn-wrong": 3, "torch-wrong": 2, "ill-conditioned": 1, "agreement": 0}
 MAX_LISTED = 16  # elements listed in a mismatch's evidence
+UNMEASURED = ("none: every element is within its budget at zero noise, which the measured noise could only "
+              "widen (noise and budget are those of zero noise)")
 
 
 def _tensor(obs: Observation | None, m: Mismatch) -> TensorObs | None:
@@ -137,7 +143,7 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
     program = verdict.program
     ref = run_torch(program, "float64")
     verdict.reference = ref
-    noisy: list[Observation] | None = None
+    noisy: list[Observation] = []  # the noise runs made so far (noisy_runs, in order)
     magnitudes: Observation | None = None
     for k, m in enumerate(numeric):
         rt = _tensor(ref, m)
@@ -153,12 +159,6 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
             numeric[k] = _summarise(m, [Judgement(j, *judge_nonfinite(tt.data[j], rt.data[j], dtype), tt.data[j],
                                                   bt.data[j], rt.data[j], 0.0, 0.0) for j in elements], {})
             continue
-        if noisy is None:
-            noisy = noisy_runs(program)
-        samples = [s for s in (_tensor(o, m) for o in noisy) if s is not None and len(s.data) == len(rt.data)]
-        # a noise run that raised measures nothing: say so, never let it pass as zero noise
-        failed = [o.error for o in noisy if o.error is not None and _tensor(o, m) is None]
-        kink = near_kink(program, ref, m)
         mt = None
         # a gradient, or a `grad` read of one (its value is that gradient: the same terms bound it)
         if m.kind == "grad" or isinstance(program.by_id().get(m.statement or ""), Grad):
@@ -166,6 +166,20 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
                 magnitudes = magnitude_run(program)
             mt = _tensor(magnitudes, m)
             mt = mt if mt is not None and len(mt.data) == len(rt.data) else None
+        if _agree_without_noise(tt, bt, rt, mt, elements, dtype):
+            numeric[k] = _summarise(m, [_unmeasured(j, tt, bt, rt, mt, dtype) for j in elements],
+                                    {"noise_runs": UNMEASURED})
+            continue
+        # the noise runs one at a time, until every element is agreement (more runs could only
+        # widen its budget: the same verdicts) or all NOISE_SAMPLES are made
+        while True:
+            samples = [s for s in (_tensor(o, m) for o in noisy) if s is not None and len(s.data) == len(rt.data)]
+            if len(noisy) >= tol.NOISE_SAMPLES or (noisy and _agree(tt, bt, rt, mt, samples, elements, dtype)):
+                break
+            noisy += noisy_runs(program, len(noisy) + 1, len(noisy))
+        # a noise run that raised measures nothing: say so, never let it pass as zero noise
+        failed = [o.error for o in noisy if o.error is not None and _tensor(o, m) is None]
+        kink = near_kink(program, ref, m)
         judged: list[Judgement] = []
         kink_sides: list[dict[str, Any]] = []
         for j in elements:
@@ -175,7 +189,7 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
                 continue
             devs = [abs(s.data[j] - r) for s in samples if math.isfinite(s.data[j]) and math.isfinite(r)]
             d = max(devs, default=0.0)
-            terms = abs(mt.data[j]) if mt is not None and math.isfinite(mt.data[j]) else 0.0
+            terms = _terms(mt, j)
             kind, reason = judge(tt.data[j], bt.data[j], r, d, None, terms, dtype)
             if kink is not None and kind in ("burn-wrong", "torch-wrong"):
                 kind, reason, sides = at_kink(verdict, m, j, tt.data[j], bt.data[j], r,
@@ -197,6 +211,50 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
             if fd is not None:
                 evidence["finite_difference"] = fd
         numeric[k] = _summarise(m, judged, evidence)
+
+
+def _terms(mt: TensorObs | None, j: int) -> float:
+    return abs(mt.data[j]) if mt is not None and math.isfinite(mt.data[j]) else 0.0
+
+
+def _agree_without_noise(tt: TensorObs, bt: TensorObs, rt: TensorObs, mt: TensorObs | None,
+                         elements: tuple[int, ...], dtype: str) -> bool:
+    """Whether every element is `agreement` before any noise is measured (`_agree` with no
+    noise run): both results within the budget of a zero deviation (the reference's ulps, the
+    terms' ulps, the floor)."""
+    return _agree(tt, bt, rt, mt, [], elements, dtype)
+
+
+def _agree(tt: TensorObs, bt: TensorObs, rt: TensorObs, mt: TensorObs | None, samples: list[TensorObs],
+           elements: tuple[int, ...], dtype: str) -> bool:
+    """Whether every element that is not the same non-finite value in both is `agreement`
+    with the deviation `samples` (noise runs) measure: both results within its budget. The
+    budget only grows with the deviation, and `judge` gives agreement whenever both are within
+    it, before any other test, so further noise runs could not change these verdicts."""
+    for j in elements:
+        t, b, r = tt.data[j], bt.data[j], rt.data[j]
+        if equal_nonfinite(t, b):
+            continue
+        d = max((abs(s.data[j] - r) for s in samples if math.isfinite(s.data[j]) and math.isfinite(r)), default=0.0)
+        budget = tol.budget(d, r, _terms(mt, j), dtype)
+        if not (_same(t, r, budget) and _same(b, r, budget)):
+            return False
+    return True
+
+
+def _unmeasured(j: int, tt: TensorObs, bt: TensorObs, rt: TensorObs, mt: TensorObs | None,
+                dtype: str) -> Judgement:
+    """The judgement of an element of a mismatch that `_agree_without_noise` settled: `judge`'s
+    at zero noise (so its reason, which the campaign's dismissal counts are keyed by, is the one
+    the measured noise would have given), with noise 0 and the budget without it; the
+    mismatch's evidence says no noise was measured (UNMEASURED)."""
+    t, b, r = tt.data[j], bt.data[j], rt.data[j]
+    if equal_nonfinite(t, b):
+        return Judgement(j, *judge_nonfinite(t, r, dtype), t, b, r, 0.0, 0.0)
+    terms = _terms(mt, j)
+    kind, reason = judge(t, b, r, 0.0, None, terms, dtype)
+    assert kind == "agreement", (kind, reason)
+    return Judgement(j, kind, reason, t, b, r, 0.0, tol.budget(0.0, r, terms, dtype), terms)
 
 
 def _summarise(m: Mismatch, judged: list[Judgement], evidence: dict[str, Any]) -> Mismatch:

@@ -5,8 +5,9 @@ burn runs every probe of a program in one request (the worker's `probe`, with ea
 outcome and the gradients of its re-rooted backward). A probe is a *suspect* when its outcome
 differs from the model's prediction, or when it succeeded and its gradients fail the screen
 against PyTorch's (PyTorch runs the statements before each backward once, then the backward of
-each of its probes' roots; `compare.screen_grads`: the same entries and presence, dtypes,
-element-wise closeness; no model, no arbitration). Every suspect gets a full
+each of its probes' roots; in a campaign, the check's own run of the program does, and burn
+runs the batch while the check compares: `_ProbesAlongside`; `compare.screen_grads`: the same
+entries and presence, dtypes, element-wise closeness; no model, no arbitration). Every suspect gets a full
 check of its program (PyTorch, the model, arbitration), whose verdict decides, so probes raise
 no alarm a normal check would not. Every failing probe is reported; the first is the program's
 finding. A suspect whose full check passes although burn's separate run differs from its
@@ -22,15 +23,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from difftest.divergences.rules import Rule, rules_for
-from difftest.exec.burn_worker import BurnWorker, WorkerError
-from difftest.exec.torch_probes import ProbeResult, torch_probe_grads
+from difftest.exec.burn_worker import BurnWorker, PendingProbes, WorkerError
+from difftest.exec.torch_exec import BeforeBackward
+from difftest.exec.torch_probes import ProbeResult, probes_before_backwards, torch_probe_grads
 from difftest.ops import tolerance as tol
 from difftest.ops.value_dtypes import value_dtypes
-from difftest.oracle.burn_devices import batch_norm_inference_applies
+from difftest.oracle.burn_devices import batch_norm_inference_applies, stateful_forwards
 from difftest.oracle.check import check
 from difftest.oracle.compare import Mismatch, Verdict, screen_grads
-from difftest.oracle.model import Prediction, predict
-from difftest.oracle.probes import RootProbe, root_probes
+from difftest.oracle.model import BackwardHook, FrameworkPrediction, Prediction, predict
+from difftest.oracle.probe_predictions import BackwardStates, probe_prediction
+from difftest.oracle.probes import RootProbe, probe_collector, root_probes
 from difftest.program.ir import Backward, Program
 from difftest.program.observation import BackwardObs, ErrorObs, Observation
 
@@ -77,12 +80,8 @@ def torch_ahead(program: Program, probes: Sequence[RootProbe]) -> Ahead:
     """PyTorch's results of the probes the model predicts succeed on burn, per backward
     (torch_probe_grads), run while burn works on the batch: they are the probes `screen` will
     be given when burn's outcomes all agree with the model (the usual case)."""
-    roots: dict[int, list[str]] = {}
-    for p in probes:
-        if not p.fails:
-            roots.setdefault(p.index, []).append(p.root)
     out: Ahead = {}
-    for index, rs in roots.items():
+    for index, rs in _ahead_roots(probes).items():
         prefix = Program(program.statements[:index], program.dtype)
         bw = program.statements[index]
         assert isinstance(bw, Backward), (index, bw)
@@ -91,8 +90,18 @@ def torch_ahead(program: Program, probes: Sequence[RootProbe]) -> Ahead:
     return out
 
 
+def _ahead_roots(probes: Sequence[RootProbe]) -> dict[int, list[str]]:
+    """The roots of the probes the model predicts succeed on burn, per backward index."""
+    roots: dict[int, list[str]] = {}
+    for p in probes:
+        if not p.fails:
+            roots.setdefault(p.index, []).append(p.root)
+    return roots
+
+
 def screen(program: Program, items: Sequence[tuple[RootProbe, BackwardObs]], nondet: set[str] | frozenset[str],
-           rules: Sequence[Rule], ahead: Ahead | None = None) -> list[bool]:
+           rules: Sequence[Rule], ahead: Ahead | None = None, recorded: BackwardStates | None = None,
+           main: Prediction | None = None) -> list[bool]:
     """Whether burn's gradients of each probe (its backward succeeded as predicted) pass the
     screen against PyTorch's for the same probe (`compare.screen_grads`). PyTorch runs the
     statements before each backward once for all of its probes (difftest/exec/torch_probes.py).
@@ -100,7 +109,9 @@ def screen(program: Program, items: Sequence[tuple[RootProbe, BackwardObs]], non
     the model's prediction for the probe's program, as the full check would judge it (divergence
     rules make some of them expected); a numeric one is left to the full check's arbitration.
     `ahead` (torch_ahead): PyTorch's results computed beforehand, used for a backward whose
-    roots to screen are exactly those (the same run as here); any other is run here."""
+    roots to screen are exactly those (the same run as here); any other is run here.
+    `recorded` and `main`: the model's states before each backward in its run of `program`,
+    which gave `main`, from which a probe's prediction is made (probe_predictions.py)."""
     by_index: dict[int, list[int]] = {}
     for k, (p, _) in enumerate(items):
         by_index.setdefault(p.index, []).append(k)
@@ -120,7 +131,8 @@ def screen(program: Program, items: Sequence[tuple[RootProbe, BackwardObs]], non
             probe_bw = Backward(bw.id, p.root)
             mismatches = screen_grads(prefix, probe_bw, torch_result, burn_bw, nondet)
             if mismatches and all(m.kind in ("outcome", "grad-presence", "grad") for m in mismatches):
-                prediction = predict(p.program(program), rules)
+                prediction = (probe_prediction(program, p, recorded, main, rules) if main is not None
+                              else predict(p.program(program), rules))
                 mismatches = screen_grads(prefix, probe_bw, torch_result, burn_bw, nondet, prediction)
             if mismatches and all(m.kind == "grad" for m in mismatches) and isinstance(torch_result, BackwardObs):
                 if reference is None:  # once per backward: PyTorch in float64, every root of it
@@ -180,17 +192,25 @@ def same_burn_result(outcome: ErrorObs | None, bw: BackwardObs | None, separate:
 
 
 def run_probes(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | None = None,
-               prediction: Prediction | None = None, values: bool = True) -> ProbeRun:
+               prediction: Prediction | None = None, values: bool = True,
+               probes: list[RootProbe] | None = None, batch: PendingProbes | None = None,
+               ahead: Ahead | None = None, recorded: BackwardStates | None = None) -> ProbeRun:
     """The root probes of `program` (which passed its own check, the model's `prediction`) on
-    `worker`'s burn. `values=False`: outcomes only, no gradient screen (about half the cost)."""
+    `worker`'s burn. `values=False`: outcomes only, no gradient screen (about half the cost).
+    What the check computed alongside (check_with_probes), when it did: `probes`, its root probes
+    as `root_probes` gives them; `batch`, their burn request, sent; `ahead`, PyTorch's results
+    as torch_ahead gives them; `recorded`, the model's states before each backward of its run
+    of the program that gave `prediction`."""
     if rules is None:
         rules = rules_for(worker.burn_version())
-    probes = root_probes(program, rules)
+    if probes is None:
+        probes = root_probes(program, rules)
     run = ProbeRun(probes=len(probes))
     if not probes:
         return run
-    pending = worker.submit_probe_grads(program, [(p.index, p.root) for p in probes])
-    ahead = torch_ahead(program, probes) if values else {}  # PyTorch's side while burn runs the batch
+    pending = batch if batch is not None else worker.submit_probe_grads(program, [(p.index, p.root) for p in probes])
+    if ahead is None:
+        ahead = torch_ahead(program, probes) if values else {}  # PyTorch's side while burn runs the batch
     answer = pending.result()
     if isinstance(answer, Observation) and answer.error is not None and answer.error.kind == "invalid-request":
         raise WorkerError(f"difftest-burn refused the root probes of a program: {answer.error.message} "
@@ -209,9 +229,10 @@ def run_probes(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | 
             elif outcome is None and bw is not None:
                 to_screen.append((p, bw))
         if to_screen and values:
-            nondet = (prediction or predict(program, rules)).nondet
+            main = prediction or predict(program, rules)
             run.screened = len(to_screen)
-            passed = screen(program, to_screen, nondet, rules, ahead)
+            passed = screen(program, to_screen, main.nondet, rules, ahead,
+                            recorded if prediction is not None else None, main)
             suspects += [p for (p, _), ok in zip(to_screen, passed, strict=True) if not ok]
             suspects.sort(key=probes.index)
     position = {id(p): k for k, p in enumerate(probes)}
@@ -239,8 +260,75 @@ def check_with_probes(program: Program, worker: BurnWorker, *, probes: bool = Tr
     `values`: screen the gradients of the probes that succeed too (run_probes)."""
     if rules is None:
         rules = rules_for(worker.burn_version())
-    verdict = check(program, worker, rules=rules)
-    if not probes or not verdict.ok:
+    along = _ProbesAlongside(program, worker, rules, values) if probes else None
+    verdict = check(program, worker, rules=rules, alongside=along)
+    if along is None:
         return verdict, ProbeRun()
-    run = run_probes(program, worker, rules=rules, prediction=verdict.prediction, values=values)
+    if not verdict.ok:
+        if along.batch is not None:
+            along.batch.answer()  # the worker answers in order: read the probes' answer, unused
+        return verdict, ProbeRun()
+    run = run_probes(program, worker, rules=rules, prediction=verdict.prediction, values=values,
+                     probes=along.found, batch=along.batch, ahead=along.ahead(verdict.torch),
+                     recorded=along.recorded)
     return (run.verdict if run.verdict is not None else verdict), run
+
+
+@dataclass
+class _ProbesAlongside:
+    """The root probes' share of a program's check (check.Alongside), so that a campaign runs
+    neither the model nor PyTorch again for them, and burn runs the probe batch while the
+    comparison runs here: the model's burn run collects the probes (probes.probe_collector);
+    PyTorch's run of the program runs, before each backward, the backwards of the probes the
+    model predicts succeed there (torch_probes.probes_before_backwards: torch_ahead's results,
+    from the same statements); the batch is sent as soon as burn has answered the program
+    (unless its run crashed or hung: it is sent after the comparison then, if the program
+    passed). A program with a batch_norm forward leaves PyTorch's probes to torch_ahead: which
+    forwards follow burn's inference path is the model's prediction for each prefix. The model's
+    state before each backward is recorded too, for the predictions the screen needs
+    (probe_predictions.py)."""
+
+    program: Program
+    worker: BurnWorker
+    rules: Sequence[Rule]
+    values: bool
+    found: list[RootProbe] = field(default_factory=list)
+    wanted: dict[int, list[str]] | None = None  # backward index -> roots PyTorch's run serves
+    served: dict[int, list[ProbeResult]] = field(default_factory=dict)
+    batch: PendingProbes | None = None
+    recorded: BackwardStates = field(default_factory=BackwardStates)  # for the probes' predictions
+
+    def model_hooks(self) -> tuple[BackwardHook | None, BackwardHook | None]:
+        collect, record = probe_collector(self.program, self.rules, self.found), self.recorded.hook("burn")
+
+        def at_burn(i: int, st: Backward, pred: FrameworkPrediction) -> None:
+            collect(i, st, pred)
+            record(i, st, pred)
+
+        return at_burn, self.recorded.hook("torch")
+
+    def torch_backward_hook(self) -> BeforeBackward | None:
+        if not self.values or stateful_forwards(self.program):
+            return None
+        self.wanted = _ahead_roots(self.found)
+        return probes_before_backwards(self.program, dict(self.wanted), self.served) if self.wanted else None
+
+    def burn_answered(self, burn: Observation) -> None:
+        if self.found and (burn.error is None or burn.error.kind not in ("crash", "timeout")):
+            self.batch = self.worker.submit_probe_grads(self.program, [(p.index, p.root) for p in self.found])
+
+    def ahead(self, torch: Observation) -> Ahead | None:
+        """torch_ahead's results from the check's PyTorch run (None: it did not serve them). A
+        backward the run did not reach failed before it: that failure is each of its probes'
+        result, as it is in a run of the prefix."""
+        if self.wanted is None:
+            return None
+        out: Ahead = {}
+        for index, roots in self.wanted.items():
+            results = self.served.get(index)
+            if results is None and torch.error is not None and torch.error.index is not None \
+                    and torch.error.index < index:
+                results = [torch.error for _ in roots]
+            if results is not None:
+                out[index] = (roots, results)
+        return out

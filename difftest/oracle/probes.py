@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from difftest.divergences.rules import RULES, Rule
 from difftest.divergences.states import BurnState
 from difftest.ops.validate import infer_shapes
-from difftest.oracle.model import Firing, FrameworkPrediction, _backward, _run
+from difftest.oracle.model import BackwardHook, Firing, FrameworkPrediction, _backward, _run
 from difftest.program.ir import Backward, Program
 
 
@@ -47,9 +47,19 @@ def root_probes(program: Program, rules: Sequence[Rule] = RULES) -> list[RootPro
     """Every root probe of `program` with the model's prediction for burn, in program order
     (the backwards in order; before each, the tracked values in the order they were defined).
     A backward's own root is not a probe; the backwards after a predicted failure are not reached."""
+    probes: list[RootProbe] = []
+    burn_rules = [r for r in rules if r.framework == "burn"]
+    _run("burn", program, infer_shapes(program), burn_rules, [], probe_collector(program, rules, probes))
+    return probes
+
+
+def probe_collector(program: Program, rules: Sequence[Rule], probes: list[RootProbe]) -> BackwardHook:
+    """The hook of the model's burn run (`model._run`, `predict(at_burn_backward=...)`) that
+    appends `program`'s root probes to `probes` as the run reaches each backward: the probes of
+    `root_probes`, from the run the prediction makes anyway. Each probe's backward runs on a
+    copy of the state (`_copy`) with its own firings, so the run itself is not changed."""
     shapes = infer_shapes(program)
     burn_rules = [r for r in rules if r.framework == "burn"]
-    probes: list[RootProbe] = []
 
     def at_backward(i: int, st: Backward, pred: FrameworkPrediction) -> None:
         for ident, state in list(pred.states.items()):
@@ -59,8 +69,7 @@ def root_probes(program: Program, rules: Sequence[Rule] = RULES) -> list[RootPro
             failure = _backward("burn", i, Backward(st.id, ident), program, _copy(pred), burn_rules, scratch, shapes)
             probes.append(RootProbe(i, st.id, ident, failure is not None))
 
-    _run("burn", program, shapes, burn_rules, [], at_backward)
-    return probes
+    return at_backward
 
 
 def _copy(pred: FrameworkPrediction) -> FrameworkPrediction:

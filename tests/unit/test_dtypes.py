@@ -123,3 +123,20 @@ def test_screen_failures_is_screen_element_by_element(dtype: str) -> None:
     want = [j for j, (t, b) in enumerate(zip(ts, bs)) if not tol.screen(t, b, dtype)]
     assert tol.screen_failures(ts, bs, dtype) == want
     assert 0 < len(want) < len(ts)
+
+
+def test_the_comparisons_equal_non_finite_elements_are_equal_nonfinite_s() -> None:
+    """compare._numeric lists the elements where both results are the same non-finite value
+    with equal_nonfinite inline: the same elements."""
+    from itertools import product
+
+    from difftest.oracle.compare import _numeric, equal_nonfinite
+    from difftest.program.observation import TensorObs
+
+    specials = [0.0, 1.0, -2.5, math.inf, -math.inf, math.nan, 1e30, 5e-324]
+    pairs = [(x, y) for x, y in product(specials, specials) if tol.screen(x, y)]  # so only `both` is listed
+    t = TensorObs((len(pairs),), tuple(x for x, _ in pairs))
+    b = TensorObs((len(pairs),), tuple(y for _, y in pairs))
+    m = _numeric("value", "v", 0, t, b, None)
+    assert m is not None
+    assert set(m.elements) == {j for j, (x, y) in enumerate(pairs) if equal_nonfinite(x, y)} != set()

@@ -199,3 +199,44 @@ def test_campaign_summaries_count_batch_only_probes() -> None:
     back.absorb(s)
     assert back.probes_batch_only == 4
     assert ProbeRun(probes=5, checked=2, batch_only=[RootProbe(6, "bw", "x0", False)]).counts() == (5, 2, 1)
+
+
+def test_the_check_collects_the_probes_root_probes_gives_without_changing_the_prediction() -> None:
+    """`check` collects a program's probes in the model's own burn run (predict's
+    at_burn_backward): the same probes as root_probes, and the same prediction as without."""
+    from difftest.divergences.rules import RULES
+    from difftest.oracle.model import predict
+    from difftest.oracle.probes import probe_collector
+    from difftest.strategies.choices import RandomChoices
+    from difftest.strategies.config import GenConfig
+    from difftest.strategies.generator import generate
+
+    for k in range(150):
+        program = generate(RandomChoices(5_000 + k), GenConfig(p_another_backward=0.6, p_training=0.3))
+        found: list[RootProbe] = []
+        hooked = predict(program, at_burn_backward=probe_collector(program, RULES, found))
+        assert found == root_probes(program), k
+        assert hooked == predict(program), k
+
+
+def test_a_probes_prediction_from_the_programs_model_run_is_predict_of_its_program() -> None:
+    """probe_prediction (the screen's prediction for a probe's program, from the states the
+    model's run of the program recorded before each backward) equals predict of the probe's
+    program, for every probe of generated programs with several backwards."""
+    from difftest.divergences.rules import RULES
+    from difftest.oracle.model import predict
+    from difftest.oracle.probe_predictions import BackwardStates, probe_prediction
+    from difftest.strategies.choices import RandomChoices
+    from difftest.strategies.config import GenConfig
+    from difftest.strategies.generator import generate
+
+    checked = 0
+    for k in range(60):
+        program = generate(RandomChoices(9_000 + k), GenConfig(p_another_backward=0.6, p_training=0.3))
+        recorded = BackwardStates()
+        main = predict(program, at_burn_backward=recorded.hook("burn"), at_torch_backward=recorded.hook("torch"))
+        for probe in root_probes(program):
+            made = probe_prediction(program, probe, recorded, main, RULES)
+            assert made == predict(probe.program(program)), (k, probe)
+            checked += 1
+    assert checked > 300
