@@ -369,6 +369,25 @@ def _resolve(spec: BurnSpec, rust: Path, directory: Path, log: Path, on_line: Pr
                      + ", ".join(f"{n} {v}" for n, v in sorted(off.items())) + f" (see {lock}, log {log})")
 
 
+def _seed_target(target: Path, rust: Path, release: str, log: Path) -> None:
+    """A patched build starts from a copy of the default build's target directory when that
+    build is of the same release: cargo then compiles only the patched crates and what depends
+    on them (about half of a full build). The default build's directory is $CARGO_TARGET_DIR,
+    else rust/target."""
+    env = os.environ.get("CARGO_TARGET_DIR")
+    default = Path(env).expanduser() if env else rust / "target"
+    if not (default / "release").is_dir() or locked_burn_version(rust / "Cargo.lock") != release:
+        return
+    with log.open("a") as out:
+        out.write(f"seeding {target} from the default build's {default} (burn {release})\n")
+    try:
+        shutil.copytree(default, target, symlinks=True)
+    except OSError as e:  # a half-copied artifact could look fresh to cargo: start from nothing
+        shutil.rmtree(target, ignore_errors=True)
+        with log.open("a") as out:
+            out.write(f"seeding failed ({e}); building from nothing\n")
+
+
 def build(spec: BurnSpec, *, on_line: Progress | None = None, cache: Path | None = None) -> Build:
     """Builds (or finds up to date) difftest-burn against `spec`; raises BuildError."""
     rust = repository_rust_dir()
@@ -386,6 +405,8 @@ def build(spec: BurnSpec, *, on_line: Progress | None = None, cache: Path | None
             raise BuildError(str(e)) from None
     release = _resolve(spec, rust, directory, log, on_line, replaced)
     target = directory / "target"
+    if spec.patch is not None and not target.exists():
+        _seed_target(target, rust, release, log)
     args, env = ["build", "--release", "--target-dir", str(target)], None
     if spec.coverage:
         args, env = args + coverage_build.cargo_args(), coverage_build.cargo_env(directory)

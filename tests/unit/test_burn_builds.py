@@ -186,3 +186,21 @@ def test_the_upstream_patches_apply_to_their_release(patch_file: Path, tmp_path:
                     "(https://doc.rust-lang.org/cargo/commands/cargo-fetch.html)")
     crates = prepare(patch, tmp_path, lambda args, cwd: None)
     assert set(crates) == set(patch.crates)
+
+
+def test_a_patched_build_starts_from_the_default_build_of_its_release(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from difftest.exec.burn_builds import _seed_target
+
+    default = tmp_path / "default"
+    (default / "release" / "deps").mkdir(parents=True)
+    (default / "release" / "deps" / "libserde.rlib").write_text("compiled")
+    monkeypatch.setenv("CARGO_TARGET_DIR", str(default))
+    log = tmp_path / "build.log"
+    log.write_text("")
+    release = locked_burn_version(RUST / "Cargo.lock")
+    _seed_target(tmp_path / "other-release", RUST, "0.0.1", log)
+    assert not (tmp_path / "other-release").exists()  # another release shares nothing worth copying
+    _seed_target(tmp_path / "patched", RUST, release, log)
+    assert (tmp_path / "patched" / "release" / "deps" / "libserde.rlib").read_text() == "compiled"
+    assert "seeding" in log.read_text()
