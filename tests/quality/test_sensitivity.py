@@ -16,6 +16,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from difftest.campaign.claims import recheck
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.triage import triage
 from difftest.ops.catalog import OPS
@@ -32,6 +33,9 @@ SEED = 0
 GRADIENT_OPS = [o.name for o in OPS if o.tolerance.name != "step"]
 BINARY_OPS = [o.name for o in OPS if o.arity == 2]
 CUT_HEAVY = GenConfig(kind_weights=(6.0, 6.0, 1.0))
+# findings a second run does not give, in 20,000 programs of a correct build: a handful of
+# PyTorch's nondeterministic bfloat16 convolution backwards; more means something else is flaky
+MAX_FLAKY = 3
 
 
 def _campaign(fault: str, cfg: GenConfig, keep: Callable[[Program], bool] = lambda p: True,
@@ -108,6 +112,7 @@ def test_no_false_alarm_in_20000_programs(seed: int) -> None:
     torch.set_num_threads(1)
     dismissed = 0
     known: Counter[str] = Counter()
+    flaky: list[str] = []
     with BurnWorker() as w:
         for k in range(20_000):
             v = check(generate(RandomChoices(seed * 1_000_003 + k), GenConfig()), w)
@@ -116,10 +121,18 @@ def test_no_false_alarm_in_20000_programs(seed: int) -> None:
                 continue
             # a finding a known bug explains (its record's site and effect) is no false alarm
             t = triage(v, w)
-            assert t.known is not None, f"program {k}: {t.describe()}\n{v.report()}"
-            known[t.known.name] += 1
+            if t.known is not None:
+                known[t.known.name] += 1
+                continue
+            # as a campaign does (campaign/claims.py): a finding that a second run does not give
+            # is flaky, counted apart, never a pass (PyTorch 2.15's bfloat16 convolution
+            # backwards read uninitialised memory: docs/checks.md)
+            again = recheck(v, None, 60.0, None)
+            assert again != t.signature, f"program {k}: {t.describe()}\n{v.report()}"
+            flaky.append(f"program {k}: {t.signature}, then {again}")
+    assert len(flaky) <= MAX_FLAKY, "\n".join(flaky)
     print(f"\nseed {seed}: 20000 programs, 0 unexplained findings, known bugs {dict(known)}, "
-          f"{dismissed} dismissals")
+          f"{dismissed} dismissals, {len(flaky)} flaky" + "".join(f"\n  {f}" for f in flaky))
 
 
 # module kinds whose forward the fault reaches (`grad-scale:<kind>:<eps>`: rust/src/fault.rs
