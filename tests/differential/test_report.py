@@ -93,6 +93,28 @@ def test_each_case_shows_where_it_is_known_upstream(report: Path) -> None:
             assert "not reported upstream" in body, path.name
 
 
+def test_bugs_are_listed_by_root_cause_with_their_fixes(report: Path) -> None:
+    """One row per root cause (the unit of an upstream report), its cases, the release that
+    fixed it and the candidate fix difftest proved."""
+    html = report.read_text()
+    table = html.split("<h3>Bugs by root cause", 1)[1].split("</table>", 1)[0]
+    cases = [load_case(p) for p in sorted((CORPUS / "bugs").glob("*.json"))]
+    roots = {c.root for c in cases}
+    assert table.count("<tr>") - 1 == len(roots)  # the header row and one per root
+    shared = [c for c in cases if c.root != c.name]
+    assert shared, "the corpus has cases that share a root cause"
+    for c in shared:
+        row = next(r for r in table.split("<tr>") if f"<code>{c.root}</code>" in r)
+        assert c.name in row and c.root in row
+    for c in cases:
+        if c.fix is not None:
+            row = next(r for r in table.split("<tr>") if f"<code>{c.root}</code>" in r)
+            assert c.fix["patch"] in row
+        if c.fixed_in is not None:
+            row = next(r for r in table.split("<tr>") if f"<code>{c.root}</code>" in r)
+            assert c.fixed_in in row
+
+
 def test_a_nan_gradient_finding_shows_its_float64_evidence(report: Path) -> None:
     body = _sections(report.read_text())[(CORPUS / "bugs" / "powf-zero-base-nan-grad.json").as_posix()]
     assert "PyTorch float64 reference" in body and "finite difference" in body
