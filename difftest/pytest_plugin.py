@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from difftest.exec.backends import BACKEND_ENV, parse_backends
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.corpus import CorpusError, case_from_verdict, judge, load_case, replay_memory_case, save_case
 from difftest.findings.table import report as table_report
@@ -62,12 +63,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--run-versions", default="", metavar="V,V,...",
                     help="also run the tests marked versions against these burn versions (crates.io versions or "
                     "path:DIR), building difftest-burn for each (cached outside the repository; minutes each)")
+    group.addoption("--backend", default="", metavar="NAME",
+                    help="run the burn worker on this burn backend (flex, ndarray, ...; the binary must have it "
+                    "compiled in: docs/backends.md); default flex")
+    group.addoption("--run-backends", default="", metavar="B,B,...",
+                    help="also run the tests marked backends on these burn backends, building difftest-burn with "
+                    "them if needed (cached outside the repository; minutes)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: long-running; needs --run-slow")
     config.addinivalue_line("markers", "versions: builds difftest-burn against other burn versions; needs "
                             "--run-versions V,V,...")
+    config.addinivalue_line("markers", "backends: builds difftest-burn with other burn backends; needs "
+                            "--run-backends B,B,...")
+    backend = config.getoption("--backend")
+    if backend:  # every worker of this process (and its xdist workers, which configure the same way)
+        try:
+            (name,) = parse_backends(backend)
+        except ValueError as e:
+            raise pytest.UsageError(f"--backend {backend!r}: {e} (one backend)") from None
+        os.environ[BACKEND_ENV] = name
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -105,6 +121,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "versions" in item.keywords:
                 item.add_marker(skip_versions)
+    if not config.getoption("--run-backends"):
+        skip_backends = pytest.mark.skip(reason="builds difftest-burn with other burn backends: run with "
+                                         "--run-backends flex,ndarray (docs/backends.md)")
+        for item in items:
+            if "backends" in item.keywords:
+                item.add_marker(skip_backends)
     if config.getoption("--run-slow"):
         return
     full_memory = memory_full(config)

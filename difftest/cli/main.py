@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from difftest import __version__
+from difftest.cli.backends import add_backend_option, use_backends
 from difftest.cli.common import make_console, make_worker
 
 if TYPE_CHECKING:
@@ -65,11 +66,13 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     fault = f", FAULT {version.get('fault')}" if version.get("fault") else ""
     budget = f"{args.time:.0f}s" if args.time else f"{args.programs} programs"
     where = f", shard {shard}/{shards}" if shards > 1 else ""
-    print(f"difftest {__version__} fuzz: burn {version.get('burn')} (difftest-burn {version.get('difftest_burn')}"
+    print(f"difftest {__version__} fuzz: burn {version.get('burn')} on {version.get('backend', 'flex')} "
+          f"(difftest-burn {version.get('difftest_burn')}"
           f"{fault}), torch {torch.__version__}, seed {args.seed}, {budget}{where}, {jobs} job(s)", flush=True)
     summary = fuzz(opts, console)
     summary.versions = {"burn": version.get("burn"), "difftest_burn": version.get("difftest_burn"),
-                        "torch": torch.__version__, "difftest": __version__, "fault": version.get("fault")}
+                        "torch": torch.__version__, "difftest": __version__, "fault": version.get("fault"),
+                        "backend": version.get("backend", "flex")}
     print_summary(summary, console)
     if args.json:
         write_json(summary, Path(args.json))
@@ -211,6 +214,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (OSError, json.JSONDecodeError, ProgramError) as e:
         print(f"{args.file}: {e}", file=sys.stderr)
         return 2
+    if len(getattr(args, "backends", ())) > 1:
+        from difftest.cli.backends import run_on_backends
+
+        return run_on_backends(program, args.backends, args.timeout, args.json)
     worker = make_worker(args)
     try:
         verdict = check(program, worker)
@@ -291,48 +298,20 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
-    if args.recorded:  # what the records say, nothing run
-        from difftest.findings.versions_table import recorded_markdown
+    from difftest.cli.versions import cmd_versions
 
-        print(recorded_markdown(Path(args.corpus)), end="")
-        return 0
-    from difftest.exec.burn_builds import DEFAULT_VERSIONS, parse_specs
-    from difftest.findings.corpus import iter_case_files
-    from difftest.findings.matrix import build_matrix, matrix_ok, record_versions_tested, render, to_json
-
-    try:
-        specs = parse_specs(args.burn or ",".join(DEFAULT_VERSIONS))
-    except ValueError as e:
-        print(e, file=sys.stderr)
-        return 2
-    files = iter_case_files([Path(p) for p in (args.paths or [args.corpus])])
-    if not files:
-        print(f"no corpus cases found in {', '.join(args.paths or [args.corpus])}", file=sys.stderr)
-        return 2
-    console = make_console()
-    from rich.console import Console
-
-    status_console = Console(stderr=True)
-    columns, rows = build_matrix(specs, files, timeout=args.timeout, console=status_console)
-    if args.json:
-        print(json.dumps(to_json(columns, rows), indent=2))
-    else:
-        render(columns, rows, console)
-    if args.record:
-        for path in record_versions_tested(columns, rows):
-            print(f"recorded versions_tested in {path}", file=sys.stderr)
-    if any(c.error for c in columns):
-        return 2
-    return 0 if matrix_ok(columns, rows) else 1
+    return cmd_versions(args)
 
 
-def _use_burn(spec_text: str) -> None:
+def _use_burn(spec_text: str | None) -> None:
     """`--burn V` / `--burn path:DIR`: points $DIFFTEST_BURN (read by every worker this
     process and its job processes start) at that version's binary, building it if needed."""
     from difftest.exec.burn_builds import BurnSpec, build_with_status
     from difftest.exec.burn_worker import find_binary
     from difftest.findings.matrix import binary_burn_version
 
+    if not spec_text:
+        return
     spec = BurnSpec.parse(spec_text)
     if spec.version is not None:
         try:
@@ -351,7 +330,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
     return run(args)
 
 
-def _burn_option(parser: argparse.ArgumentParser) -> None:
+def _burn_option(parser: argparse.ArgumentParser, several_backends: bool = False) -> None:
+    add_backend_option(parser, several=several_backends)
     parser.add_argument("--burn", default=None, metavar="V|path:DIR",
                         help="run against burn V (a crates.io version) or a local burn checkout, building "
                         "difftest-burn for it if needed (cached; see `difftest versions`)")
@@ -433,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--dot", action="store_true", help="print the program and its verdict as Graphviz DOT text")
     rn.add_argument("--svg", default=None, metavar="FILE",
                     help="write the program and its verdict as an SVG picture (runs Graphviz's `dot -Tsvg`)")
-    _burn_option(rn)
+    _burn_option(rn, several_backends=True)
     rn.set_defaults(func=cmd_run)
 
     rp = sub.add_parser("report", help="one self-contained HTML report of corpora, cases and campaign summaries")
@@ -454,6 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="versions: crates.io versions and/or path:DIR (a local burn checkout); "
                    "default 0.22.0,0.22.1,0.23.0-pre.1")
     v.add_argument("--json", action="store_true", help="print the matrix as JSON")
+    add_backend_option(v, several=True)  # with it: the cases x backends matrix at one burn version
     v.add_argument("--record", action="store_true",
                    help="write each bug case's outcome per version into its versions_tested")
     v.add_argument("--recorded", action="store_true",
@@ -470,11 +451,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command != "versions" and getattr(args, "burn", None):
+    if args.command != "versions" and (getattr(args, "burn", None) or getattr(args, "backend", None)):
         from difftest.exec.burn_builds import BuildError
 
         try:
             _use_burn(args.burn)
+            if getattr(args, "backend", None):
+                args.backends = use_backends(args.backend, args.burn, several=args.command == "run")
         except (ValueError, BuildError) as e:
             print(e, file=sys.stderr)
             return 2

@@ -29,7 +29,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     if args.format == "rust" or args.cargo:
         return _show_rust(args, case)
-    print(f"# {case.name} [{case.status}] {case.reason}\n")
+    print(f"# {case.name} [{case.status}] {case.reason}")
+    from difftest.findings.backends import recorded_where
+
+    located = recorded_where(case)
+    print(f"# where: {located} (recorded: backends_tested)\n" if located else "")
     print(program_text(case.program))
     one_op = _localised_program(case)
     if one_op is not None:

@@ -54,6 +54,9 @@ class BurnSpec:
 
     version: str | None = None  # a crates.io version (exact)
     path: Path | None = None  # the directory of the `burn` crate
+    # extra burn backends compiled in next to Flex: cargo features of rust/Cargo.toml
+    # (`ndarray`, `wgpu`, `vulkan`, `tch`), sorted; () is the plain Flex build
+    backends: tuple[str, ...] = ()
 
     @staticmethod
     def parse(text: str) -> BurnSpec:
@@ -71,15 +74,17 @@ class BurnSpec:
 
     @property
     def label(self) -> str:
-        """The build directory's name under the cache."""
+        """The build directory's name under the cache (`0.22.1`, `0.22.1+ndarray`)."""
+        extra = "".join(f"+{b}" for b in self.backends)
         if self.path is not None:
             digest = sha256(str(self.path).encode()).hexdigest()[:10]
-            return f"path-{self.path.name}-{digest}"
+            return f"path-{self.path.name}-{digest}{extra}"
         assert self.version is not None
-        return self.version
+        return self.version + extra
 
     def __str__(self) -> str:
-        return f"path:{self.path}" if self.path is not None else str(self.version)
+        text = f"path:{self.path}" if self.path is not None else str(self.version)
+        return text + "".join(f"+{b}" for b in self.backends)
 
 
 def parse_specs(text: str) -> list[BurnSpec]:
@@ -201,6 +206,8 @@ def generate_manifest(spec: BurnSpec, rust: Path, pins: dict[str, str] | None = 
         lines += ["# the burn family at one release (optional: resolved, never built)"]
         lines += [f"{name} = {_toml_value({'version': f'={v}', 'optional': True})}" for name, v in sorted(pins.items())]
     lines.append("")
+    if spec.backends and "features" in doc:  # the backend features `cargo build --features` names
+        lines += _table("features", doc["features"])
     for name, profile in doc.get("profile", {}).items():
         lines += _table(f"profile.{name}", profile)
     lines += ["[workspace]", ""]
@@ -324,7 +331,8 @@ def build(spec: BurnSpec, *, on_line: Progress | None = None, cache: Path | None
     log.write_text(f"difftest-burn against burn {spec}, sources {rust}\n")
     start = time.monotonic()
     release = _resolve(spec, rust, directory, log, on_line)
-    _run_cargo(["build", "--release", "--target-dir", str(directory / "target")], directory, log, on_line)
+    features = ["--features", ",".join(spec.backends)] if spec.backends else []
+    _run_cargo(["build", "--release", *features, "--target-dir", str(directory / "target")], directory, log, on_line)
     binary = directory / "target" / "release" / BINARY
     if not binary.is_file():
         raise BuildError(f"cargo finished but {binary} does not exist (log: {log})")

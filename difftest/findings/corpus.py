@@ -20,6 +20,7 @@ from typing import Any
 from difftest.divergences.knowledge import parse_version
 from difftest.divergences.memory_rules import MEMORY_RULES_BY_NAME
 from difftest.divergences.rules import RULES_BY_NAME
+from difftest.exec.backends import BACKENDS
 from difftest.findings.localise import mismatch_class
 from difftest.findings.table import report as table_report
 from difftest.memory.experiment import MemoryExperiment
@@ -296,7 +297,9 @@ def _check_upstream(path: Path, doc: dict[str, Any]) -> None:
     neither): `upstream`, an https URL of the issue or pull request or "not reported";
     `upstream_note`, text; `root`, the name of the bug case whose root cause this one shares (one
     report for the group); `versions_tested`, burn version -> {"outcome": text, "date": ISO day}
-    (written by `difftest versions --record`)."""
+    (written by `difftest versions --record`); `backends_tested`, burn backend -> {"outcome": text,
+    "burn": version, "date": ISO day} (`difftest versions --backend B,B --record`;
+    findings/backends.py)."""
     up = doc.get("upstream")
     if up is not None and not (up == NOT_REPORTED or (isinstance(up, str) and up.startswith("https://"))):
         raise CorpusError(f"{path}: \"upstream\" must be an https URL or {NOT_REPORTED!r}, got {up!r}")
@@ -306,6 +309,15 @@ def _check_upstream(path: Path, doc: dict[str, Any]) -> None:
     root = doc.get("root")
     if root is not None and not (isinstance(root, str) and re.fullmatch(r"[a-z0-9][a-z0-9-]*", root)):
         raise CorpusError(f"{path}: \"root\" must name the bug case whose root cause this one shares, got {root!r}")
+    by_backend = doc.get("backends_tested")
+    if by_backend is not None:
+        if not isinstance(by_backend, dict):
+            raise CorpusError(f"{path}: \"backends_tested\" must be an object: backend -> outcome")
+        for b, entry in by_backend.items():
+            if b not in BACKENDS:
+                raise CorpusError(f"{path}: backends_tested: unknown backend {b!r} (known: {', '.join(BACKENDS)})")
+            if not isinstance(entry, dict) or not isinstance(entry.get("outcome"), str):
+                raise CorpusError(f"{path}: backends_tested[{b!r}] must be an object with an \"outcome\"")
     tested = doc.get("versions_tested")
     if tested is None:
         return

@@ -105,6 +105,8 @@ LAZY_IMPORTS = {
     # every subcommand imports what it needs when it runs: `difftest --help` starts without torch
     "difftest/cli/main.py": "*",
     "difftest/cli/show.py": "*",
+    "difftest/cli/versions.py": "*",
+    "difftest/cli/backends.py": "*",
     # an op's PyTorch lowering imports torch on first use: the catalog stays torch-free at import
     "difftest/ops/spec.py": "difftest.ops",
     # the package's facade loads `difftest.check` on first use: the program layer stays torch-free

@@ -1,0 +1,76 @@
+"""burn backends without a built interpreter: names, the build key, the layer a finding lives
+in, the `backends_tested` record, and bad `--backend` input (docs/backends.md). Runs on
+backends: tests/backends/ (--run-backends) and tests/differential/test_version.py."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from difftest.cli import main
+from difftest.exec.backends import BACKENDS, KERNEL_CRATES, extra_features, parse_backends
+from difftest.exec.burn_builds import BurnSpec, generate_manifest, repository_rust_dir
+from difftest.findings.backends import where
+from difftest.findings.corpus import CorpusError, load_case
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_backend_names_parse_in_order_without_duplicates() -> None:
+    assert parse_backends("flex, NdArray,flex") == ("flex", "ndarray")
+    for bad, needle in (("cuda", "unknown backend 'cuda'"), (",", "names no backend"), ("", "names no backend")):
+        with pytest.raises(ValueError, match=needle):
+            parse_backends(bad)
+
+
+def test_python_and_rust_name_the_same_backends() -> None:
+    rust = (ROOT / "rust" / "src" / "backend.rs").read_text()
+    named = [b for b in BACKENDS if f'=> "{b}"' in rust]
+    assert named == list(BACKENDS)
+    features = tomllib.loads((ROOT / "rust" / "Cargo.toml").read_text())["features"]
+    assert set(features) == set(BACKENDS) - {"flex"} and set(KERNEL_CRATES) == set(BACKENDS)
+    assert "default" not in features  # the default build is Flex alone
+
+
+def test_the_build_key_is_version_and_backends() -> None:
+    assert extra_features(("ndarray", "flex", "wgpu")) == ("ndarray", "wgpu")
+    plain = BurnSpec(version="0.22.1")
+    both = BurnSpec(version="0.22.1", backends=extra_features(("flex", "ndarray")))
+    assert (plain.label, str(plain)) == ("0.22.1", "0.22.1")
+    assert (both.label, str(both)) == ("0.22.1+ndarray", "0.22.1+ndarray")
+    rust = repository_rust_dir()
+    # a build without extra backends has today's manifest: no [features] table
+    assert "[features]" not in generate_manifest(plain, rust)
+    doc = tomllib.loads(generate_manifest(both, rust))
+    assert doc["features"]["ndarray"] == ["burn/ndarray"]
+
+
+def test_where_names_the_layer() -> None:
+    assert "every backend tested" in where({"flex": True, "ndarray": True})
+    alone = where({"flex": True, "ndarray": False})
+    assert "flex only" in alone and "burn-flex" in alone
+    assert "no backend" in where({"flex": False, "ndarray": False})
+    assert "the only backend tested" in where({"flex": True})
+    assert "code those backends share" in where({"flex": True, "ndarray": True, "wgpu": False})
+
+
+def test_backends_tested_is_checked(tmp_path: Path) -> None:
+    doc = json.loads((ROOT / "corpus" / "bugs" / "powi-zero-untracked.json").read_text())
+    for bad, needle in (({"cuda": {"outcome": "x"}}, "unknown backend 'cuda'"),
+                        ({"flex": "fails"}, "must be an object"), ([], "must be an object")):
+        doc["backends_tested"] = bad
+        path = tmp_path / "case.json"
+        path.write_text(json.dumps(doc))
+        with pytest.raises(CorpusError, match=needle):
+            load_case(path)
+
+
+@pytest.mark.parametrize("argv", [["fuzz", "--backend", "cuda"], ["run", "x.json", "--backend", "flex,nope"],
+                                  ["fuzz", "--backend", "flex,ndarray"]])
+def test_bad_backend_options_are_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--backend" in err and ("unknown backend" in err or "one backend" in err), err
