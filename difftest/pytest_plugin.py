@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from difftest.exec.backends import BACKEND_ENV, parse_backends
+from difftest.exec.backends import BACKEND_ENV, DEFAULT_BACKEND, binary_backends, parse_backends
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.corpus import CorpusError, case_from_verdict, judge, load_case, replay_memory_case, save_case
 from difftest.findings.table import report as table_report
@@ -25,6 +25,7 @@ from difftest.oracle.compare import Verdict, dismissal_reason
 
 ROOT_MARKER = "pyproject.toml"
 _WORKER: BurnWorker | None = None
+_BACKEND_WORKERS: dict[str, BurnWorker] = {}  # a corpus case's own backend, other than the shared worker's
 # numeric mismatches dismissed by arbitration in this test process, by reason (summed over
 # xdist workers at the end and printed in the terminal summary)
 _DISMISSALS: Counter[str] = Counter()
@@ -55,6 +56,20 @@ def shared_worker() -> BurnWorker:
         _WORKER = BurnWorker(inflight_dir=state_dir() / "inflight")
         _WORKER.start()
     return _WORKER
+
+
+def worker_for(backend: str) -> BurnWorker:
+    """A worker on `backend`: the shared one when it runs there, else one of this process's own;
+    skips the test when the binary was built without that backend."""
+    shared = shared_worker()
+    if backend == (shared.backend or DEFAULT_BACKEND):
+        return shared
+    if backend not in _BACKEND_WORKERS:
+        if backend not in binary_backends(shared.binary):
+            pytest.skip(f"runs on the {backend} backend, which {shared.binary} was built without "
+                        f"(`difftest replay CASE --backend {backend}` builds one; docs/backends.md)")
+        _BACKEND_WORKERS[backend] = BurnWorker(shared.binary, inflight_dir=state_dir() / "inflight", backend=backend)
+    return _BACKEND_WORKERS[backend]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -141,6 +156,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if _WORKER is not None:
         _WORKER.close()
         _WORKER = None
+    for w in _BACKEND_WORKERS.values():
+        w.close()
+    _BACKEND_WORKERS.clear()
 
 
 @pytest.fixture(scope="session")
@@ -274,7 +292,7 @@ class CorpusItem(pytest.Item):
                 raise CorpusFailure(f"{self.path} [{case.status}]: {outcome.message}")
             return
 
-        verdict = check(case.program, shared_worker())
+        verdict = check(case.program, worker_for(case.backend))
         note_verdict(verdict)
         outcome = judge(case, verdict)
         if not outcome.ok:

@@ -54,6 +54,42 @@ def use_backends(text: str, burn: str | None, *, several: bool) -> tuple[str, ..
     return backends
 
 
+def backend_workers(worker: BurnWorker) -> dict[str, BurnWorker]:
+    """`worker` under its backend's name, and one on each other backend its binary has (started
+    on first use): where `difftest replay` runs a case that names its backend."""
+    from difftest.exec.backends import DEFAULT_BACKEND
+    from difftest.exec.burn_worker import BurnWorker
+
+    own = worker.backend or DEFAULT_BACKEND
+    others = {b: BurnWorker(worker.binary, timeout=worker.timeout, inflight_dir=worker.inflight_dir, backend=b)
+              for b in binary_backends(worker.binary) if b != own}
+    return {own: worker, **others}
+
+
+def fit_campaign(backend: str, ops: str, profile: str) -> tuple[str, str]:
+    """A campaign's `--ops` and `--profile` on `backend`: without the ops it refuses and, when it
+    has no half precision, the dtypes it lacks (ops/backend_support.py); a dtype it lacks asked
+    for explicitly is a ValueError."""
+    from difftest.ops import catalog
+    from difftest.ops.backend_support import dtypes, unsupported_ops
+
+    has = dtypes(backend)
+    if profile in ("float16", "bfloat16", "float32", "float64") and profile not in has:
+        raise ValueError(f"--dtype {profile}: the {backend} backend runs {', '.join(has)} only "
+                         "(difftest/ops/backend_support.py)")
+    if profile == "default" and ("float16" not in has or "bfloat16" not in has):
+        profile = "no-half"
+    elif profile == "sessions" and "float16" not in has:
+        raise ValueError(f"--profile sessions draws float16 programs, which the {backend} backend does not run")
+    refused = unsupported_ops(backend)
+    if refused:
+        chosen = ops.split(",") if ops else list(catalog.CATALOG)
+        ops = ",".join(op for op in chosen if op not in refused)
+        print(f"{backend}: without {', '.join(sorted(refused))} (the backend refuses it: "
+              "difftest/ops/backend_support.py)", file=sys.stderr)
+    return ops, profile
+
+
 def _workers(backends: tuple[str, ...], timeout: float) -> dict[str, BurnWorker]:
     from difftest.exec.burn_worker import BurnWorker
 

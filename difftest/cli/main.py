@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from difftest import __version__
-from difftest.cli.backends import add_backend_option, use_backends
+from difftest.cli.backends import add_backend_option, backend_workers, use_backends
 from difftest.cli.common import make_console, make_worker
+from difftest.exec.backends import BACKEND_ENV
 
 if TYPE_CHECKING:
 
@@ -43,6 +44,14 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
             print("--dtype and --profile cannot be combined", file=sys.stderr)
             return 2
         args.profile = args.dtype  # a dtype is a profile of the generator (difftest.strategies.config.PROFILES)
+    if os.environ.get(BACKEND_ENV):  # --backend: only the dtypes and ops that backend runs
+        from difftest.cli.backends import fit_campaign
+
+        try:
+            args.ops, args.profile = fit_campaign(os.environ[BACKEND_ENV], args.ops, args.profile)
+        except ValueError as e:
+            print(e, file=sys.stderr)
+            return 2
     opts = FuzzOptions(
         seed=args.seed, programs=args.programs, seconds=args.time,
         ops=tuple(args.ops.split(",")) if args.ops else None, max_statements=args.max_statements, jobs=jobs,
@@ -111,6 +120,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     worker = make_worker(args)
+    workers = backend_workers(worker)
     failures = 0
     width = max(len(str(f)) for f in files)
     console = make_console()
@@ -133,7 +143,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
                     failures += 1
                     out(f"{f!s:<{width}}  {'?':<34}  CORRUPT: {e}")
                     continue
-                verdict = check(case.program, worker)
+                on = workers.get(case.backend)  # a case found on another backend replays there
+                if on is None:
+                    out(f"{f!s:<{width}}  {case.status:<34}  skipped: runs on {case.backend}, not compiled into "
+                        f"{worker.binary} (--backend {case.backend} builds one)")
+                    continue
+                verdict = check(case.program, on)
                 outcome = judge(case, verdict)
                 failures += not outcome.ok
                 head = outcome.message.splitlines()[0]
@@ -143,7 +158,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
                     console.print(table(verdict))
     finally:
-        worker.close()
+        for w in workers.values():
+            w.close()
     print(f"\n{len(files) - failures} passed, {failures} failed")
     return 1 if failures else 0
 
@@ -355,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--ops", default="", help="comma-separated ops to restrict to (see `difftest ops`)")
     f.add_argument("--max-statements", type=int, default=10)
-    f.add_argument("--profile", default="default", choices=["default", "sessions"],
+    f.add_argument("--profile", default="default", choices=["default", "sessions", "no-half"],
                    help="the generator's distribution: sessions makes most programs sessions (several "
                         "backwards, gradient reads, SGD training loops)")
     f.add_argument("--dtype", default=None, choices=["float32", "float64", "float16", "bfloat16"],

@@ -5,7 +5,9 @@ The pattern of outcomes says which layer the bug is in:
 
 - it shows on every backend tested: burn-autodiff, or a default implementation the backends
   share (burn-backend's default ops, the dispatch layer), not one backend's kernel;
-- on one backend only: that backend's kernel (its crate: `KERNEL_CRATES`);
+- on one backend only: that backend's own code path: its kernel (its crate: `KERNEL_CRATES`), or
+  a default implementation of burn-backend that it inherits and the others override (the
+  finding's op then shows which: NdArray's f32 `sigmoid` is burn-backend's default, for one);
 - on some, not all: code those backends share and the others override.
 
 `backends_tested` in a bug case records it (written by `difftest versions --backend …
@@ -89,8 +91,8 @@ def where(fails: Mapping[str, bool]) -> str:
         return (f"shows on every backend tested ({', '.join(shown)}): burn-autodiff or a default implementation "
                 "the backends share (burn-backend), not one backend's kernel")
     if len(shown) == 1:
-        return (f"shows on {shown[0]} only (not on {', '.join(clean)}): {shown[0]}'s kernel, in "
-                f"{KERNEL_CRATES[shown[0]]}")
+        return (f"shows on {shown[0]} only (not on {', '.join(clean)}): {shown[0]}'s own code path: its kernel "
+                f"in {KERNEL_CRATES[shown[0]]}, or a burn-backend default op it inherits and the others override")
     return (f"shows on {', '.join(shown)}, not on {', '.join(clean)}: code those backends share and the others "
             "override")
 
@@ -111,7 +113,10 @@ def record_backends_tested(path: Path, cells: Sequence[BackendCell], burn: str) 
     doc = json.loads(path.read_text())
     tested = dict(doc.get("backends_tested") or {})
     for c in cells:
-        tested[c.backend] = {"outcome": c.outcome, "burn": burn, "date": today}
+        entry = {"outcome": c.outcome, "burn": burn, "date": today}
+        if c.outcome not in ("fails as recorded", "passes"):  # how it fails there, in a line
+            entry["detail"] = c.detail
+        tested[c.backend] = entry
     ordered = dict(sorted(tested.items(), key=lambda kv: BACKENDS.index(kv[0]) if kv[0] in BACKENDS else 99))
     if ordered == doc.get("backends_tested"):
         return False

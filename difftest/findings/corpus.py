@@ -20,7 +20,7 @@ from typing import Any
 from difftest.divergences.knowledge import parse_version
 from difftest.divergences.memory_rules import MEMORY_RULES_BY_NAME
 from difftest.divergences.rules import RULES_BY_NAME
-from difftest.exec.backends import BACKENDS
+from difftest.exec.backends import BACKENDS, DEFAULT_BACKEND
 from difftest.findings.localise import mismatch_class
 from difftest.findings.table import report as table_report
 from difftest.memory.experiment import MemoryExperiment
@@ -61,6 +61,12 @@ class Case:
         None where the case says it is not reported."""
         where = self.link or self.record.get("upstream")
         return where if isinstance(where, str) and where and where != "not reported" else None
+
+    @property
+    def backend(self) -> str:
+        """The burn backend the case runs on (its record's `backend`; Flex without one)."""
+        b = self.record.get("backend")
+        return b if isinstance(b, str) else DEFAULT_BACKEND
 
     @property
     def root(self) -> str:
@@ -182,6 +188,9 @@ def case_from_verdict(verdict: Verdict, *, source: str, burn_version: dict[str, 
         "found": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "source": source,
     }
+    backend = (burn_version or {}).get("backend")
+    if isinstance(backend, str) and backend != DEFAULT_BACKEND:  # found on another backend: replayed there
+        record["backend"] = backend
     return Case(verdict.program, "new", reason, None, program_hash(verdict.program), None, record)
 
 
@@ -297,7 +306,8 @@ def _check_upstream(path: Path, doc: dict[str, Any]) -> None:
     neither): `upstream`, an https URL of the issue or pull request or "not reported";
     `upstream_note`, text; `root`, the name of the bug case whose root cause this one shares (one
     report for the group); `versions_tested`, burn version -> {"outcome": text, "date": ISO day}
-    (written by `difftest versions --record`); `backends_tested`, burn backend -> {"outcome": text,
+    (written by `difftest versions --record`); `backend`, the burn backend the case runs on (default
+    flex; a campaign on another backend writes it); `backends_tested`, burn backend -> {"outcome": text,
     "burn": version, "date": ISO day} (`difftest versions --backend B,B --record`;
     findings/backends.py)."""
     up = doc.get("upstream")
@@ -309,6 +319,8 @@ def _check_upstream(path: Path, doc: dict[str, Any]) -> None:
     root = doc.get("root")
     if root is not None and not (isinstance(root, str) and re.fullmatch(r"[a-z0-9][a-z0-9-]*", root)):
         raise CorpusError(f"{path}: \"root\" must name the bug case whose root cause this one shares, got {root!r}")
+    if "backend" in doc and doc["backend"] not in BACKENDS:
+        raise CorpusError(f"{path}: \"backend\" must be one of {', '.join(BACKENDS)}, got {doc['backend']!r}")
     by_backend = doc.get("backends_tested")
     if by_backend is not None:
         if not isinstance(by_backend, dict):

@@ -1,6 +1,6 @@
 """burn backends without a built interpreter: names, the build key, the layer a finding lives
 in, the `backends_tested` record, and bad `--backend` input (docs/backends.md). Runs on
-backends: tests/backends/ (--run-backends) and tests/differential/test_version.py."""
+backends: tests/backends/ (--run-backends) and tests/differential/test_backend_choice.py."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from difftest.exec.backends import BACKENDS, KERNEL_CRATES, extra_features, pars
 from difftest.exec.burn_builds import BurnSpec, generate_manifest, repository_rust_dir
 from difftest.findings.backends import where
 from difftest.findings.corpus import CorpusError, load_case
+from difftest.ops.backend_support import UNSUPPORTED_OPS, dtypes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,14 +52,23 @@ def test_the_build_key_is_version_and_backends() -> None:
 def test_where_names_the_layer() -> None:
     assert "every backend tested" in where({"flex": True, "ndarray": True})
     alone = where({"flex": True, "ndarray": False})
-    assert "flex only" in alone and "burn-flex" in alone
+    assert "flex only" in alone and "burn-flex" in alone and "default op it inherits" in alone
     assert "no backend" in where({"flex": False, "ndarray": False})
     assert "the only backend tested" in where({"flex": True})
     assert "code those backends share" in where({"flex": True, "ndarray": True, "wgpu": False})
 
 
-def test_backends_tested_is_checked(tmp_path: Path) -> None:
+def test_a_case_names_its_backend_and_backends_tested_is_checked(tmp_path: Path) -> None:
     doc = json.loads((ROOT / "corpus" / "bugs" / "powi-zero-untracked.json").read_text())
+    doc["backend"] = "ndarray"
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(doc))
+    assert load_case(path).backend == "ndarray"  # a case found on NdArray replays there
+    doc["backend"] = "cuda"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CorpusError, match='"backend" must be one of'):
+        load_case(path)
+    del doc["backend"]
     for bad, needle in (({"cuda": {"outcome": "x"}}, "unknown backend 'cuda'"),
                         ({"flex": "fails"}, "must be an object"), ([], "must be an object")):
         doc["backends_tested"] = bad
@@ -74,3 +84,13 @@ def test_bad_backend_options_are_refused(argv: list[str], capsys: pytest.Capture
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "--backend" in err and ("unknown backend" in err or "one backend" in err), err
+
+
+def test_backend_support_names_catalog_ops_and_known_dtypes() -> None:
+    from difftest.ops.catalog import CATALOG
+    from difftest.program.dtypes import FLOAT_DTYPES
+
+    for backend, ops in UNSUPPORTED_OPS.items():
+        assert backend in BACKENDS and set(ops) <= set(CATALOG), ops
+        assert set(dtypes(backend)) <= set(FLOAT_DTYPES) and "float32" in dtypes(backend)
+    assert dtypes("flex") == FLOAT_DTYPES
