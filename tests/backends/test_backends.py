@@ -4,8 +4,9 @@ Marked `backends`: skipped unless `pytest --run-backends flex,ndarray tests/back
 The build (burn 0.22.1 with the named backends) is made once into the cache outside the
 repository (minutes; later runs find it). Checked: the binary has the backends and every worker
 runs on the one it is asked for; every seed and findings case is judged as on Flex on each
-backend; each bug case shows on each backend the way its `backends_tested` record says (the
-layer `difftest show` reports from it).
+backend, or refused as ops/backend_support.py records (which this measures); each bug case
+shows on each backend the way its `backends_tested` record says (the layer `difftest show`
+reports from it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from difftest.exec.burn_builds import BurnSpec, build
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.backends import case_cell
 from difftest.findings.corpus import iter_case_files, load_case
+from difftest.ops.backend_support import dtypes, unsupported_ops
 from difftest.oracle.check import check
+from difftest.program.ir import Program
+from difftest.program.statements import OpCall
 
 pytestmark = pytest.mark.backends
 
@@ -62,11 +66,27 @@ def test_passing_and_divergence_cases_hold_on_every_backend(path: Path, workers:
     case = load_case(path)
     if case.memory is not None:
         pytest.skip("a memory case measures RSS in fresh processes (tests/memory)")
-    cells = [case_cell(case, b, check(case.program, w)) for b, w in workers.items()]
-    assert all(c.ok for c in cells), [c.to_dict() for c in cells if not c.ok]
+    for b, w in workers.items():
+        verdict = check(case.program, w)
+        refused = _refusal(case.program, b)
+        if refused is None:
+            cell = case_cell(case, b, verdict)
+            assert cell.ok, cell.to_dict()
+        else:  # the backend refuses the program: the refusal ops/backend_support.py records, measured
+            assert verdict.burn.error is not None and refused in verdict.burn.error.message, (b, verdict.burn.error)
 
 
-@pytest.mark.parametrize("path", _cases("bugs"), ids=lambda p: p.stem)
+def _refusal(program: Program, backend: str) -> str | None:
+    """The panic message `backend` refuses the program with (its dtype, or an op it refuses,
+    backward included), or None when it runs it."""
+    if program.dtype not in dtypes(backend):
+        return "Unsupported dtype"
+    refused = unsupported_ops(backend)
+    ops = [s.op for s in program.statements if isinstance(s, OpCall) and s.op in refused]
+    return refused[ops[0]][0] if ops else None
+
+
+@pytest.mark.parametrize("path", _cases("bugs", "backends"), ids=lambda p: p.stem)
 def test_bug_cases_show_where_recorded(path: Path, workers: dict[str, BurnWorker]) -> None:
     case = load_case(path)
     recorded = case.record.get("backends_tested") or {}
