@@ -42,8 +42,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.format == "all":
         print("\n# ---- PyTorch reproducer ----")
         print(reproducers.torch_script(case.program))
+        from difftest.findings.backends import rust_on_backend
+
         print("\n// ---- burn reproducer (Rust #[test]) ----")
-        print(reproducers.rust_test(case.program, reproducers.test_name(case.name)))
+        print(rust_on_backend(reproducers.rust_test(case.program, reproducers.test_name(case.name)), case.backend))
     return 0
 
 

@@ -124,3 +124,22 @@ def record_backends_tested(path: Path, cells: Sequence[BackendCell], burn: str) 
     path.write_text(dumps(doc, indent=2) + "\n")
     return True
 
+
+
+# how the burn reproducer (findings/reproducers/rust.py, written for Flex) spells each backend's device
+DEVICES = {
+    "flex": "Device::flex()",
+    "ndarray": "Device::ndarray()",
+    "wgpu": "Device::wgpu(burn::tensor::DeviceKind::DefaultDevice)",
+    "vulkan": "Device::vulkan(burn::tensor::DeviceKind::DefaultDevice)",
+    "tch": "Device::libtorch()",
+}
+
+
+def rust_on_backend(test: str, backend: str) -> str:
+    """The burn reproducer of a case on `backend`: its devices that backend's (the test then
+    needs burn's cargo feature of that name, and `#[allow(deprecated)]` for NdArray and tch)."""
+    if backend == "flex":
+        return test
+    note = f"// on the {backend} backend: burn's `{backend}` cargo feature\n#[allow(deprecated)]\n"
+    return note + test.replace(DEVICES["flex"], DEVICES[backend])
