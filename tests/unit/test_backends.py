@@ -94,3 +94,25 @@ def test_backend_support_names_catalog_ops_and_known_dtypes() -> None:
         assert backend in BACKENDS and set(ops) <= set(CATALOG), ops
         assert set(dtypes(backend)) <= set(FLOAT_DTYPES) and "float32" in dtypes(backend)
     assert dtypes("flex") == FLOAT_DTYPES
+
+
+def test_a_campaign_on_ndarray_draws_only_what_it_runs() -> None:
+    from difftest.cli.backends import fit_campaign
+    from difftest.ops.catalog import CATALOG
+
+    ops, profile = fit_campaign("ndarray", "", "default")
+    assert profile == "no-half"
+    assert set(ops.split(",")) == set(CATALOG) - set(UNSUPPORTED_OPS["ndarray"])
+    assert fit_campaign("flex", "", "default") == ("", "default")
+    assert fit_campaign("ndarray", "exp,cast", "float64") == ("exp", "float64")
+    with pytest.raises(ValueError, match="runs float32, float64 only"):
+        fit_campaign("ndarray", "", "float16")
+
+
+def test_the_burn_reproducer_of_a_case_on_another_backend_uses_its_device() -> None:
+    from difftest.findings.backends import rust_on_backend
+
+    test = "#[test]\nfn t() {\n    let device = Device::flex().autodiff();\n}\n"
+    assert rust_on_backend(test, "flex") == test
+    on = rust_on_backend(test, "ndarray")
+    assert "Device::ndarray().autodiff()" in on and "Device::flex()" not in on and "#[allow(deprecated)]" in on
