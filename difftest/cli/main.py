@@ -329,7 +329,7 @@ def _use_burn(spec_text: str | None) -> None:
     if not spec_text:
         return
     spec = BurnSpec.parse(spec_text)
-    if spec.version is not None:
+    if spec.is_release:
         try:
             default = find_binary()
             if binary_burn_version(default) == spec.version:
@@ -348,9 +348,10 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 def _burn_option(parser: argparse.ArgumentParser, several_backends: bool = False) -> None:
     add_backend_option(parser, several=several_backends)
-    parser.add_argument("--burn", default=None, metavar="V|path:DIR",
-                        help="run against burn V (a crates.io version) or a local burn checkout, building "
-                        "difftest-burn for it if needed (cached; see `difftest versions`)")
+    parser.add_argument("--burn", default=None, metavar="V|path:DIR|patch:FILE",
+                        help="run against burn V (a crates.io version), a local burn checkout or one burn crate "
+                        "(path:DIR), or a release with a candidate fix applied (patch:FILE, see "
+                        "docs/contributing-to-burn.md), building difftest-burn for it if needed (cached)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -447,8 +448,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("paths", nargs="*", metavar="CASE|DIR")
     v.add_argument("--corpus", default="corpus")
     v.add_argument("--burn", default=None, metavar="V,V,...",
-                   help="versions: crates.io versions and/or path:DIR (a local burn checkout); "
-                   "default 0.22.0,0.22.1,0.23.0-pre.1")
+                   help="versions: crates.io versions, path:DIR (a local burn checkout or one burn crate) and/or "
+                   "patch:FILE (a candidate fix applied to a release); default 0.22.0,0.22.1,0.23.0-pre.1")
     v.add_argument("--json", action="store_true", help="print the matrix as JSON")
     add_backend_option(v, several=True)  # with it: the cases x backends matrix at one burn version
     v.add_argument("--record", action="store_true",

@@ -90,14 +90,23 @@ def _show_rust(args: argparse.Namespace, case: Case) -> int:
 
 
 def _show_issue(args: argparse.Namespace, case: Case) -> int:
+    """One report per root cause: the cases beside this one that share its root are checked
+    and reported with it."""
+    import sys
+
+    from difftest.findings.corpus import same_root
     from difftest.findings.issue import issue_markdown
     from difftest.oracle.check import check
 
+    others, problems = same_root(case)
+    for problem in problems:
+        print(f"warning: not read while looking for cases of the same root cause: {problem}", file=sys.stderr)
     worker = make_worker(args)
     try:
         burn_versions = worker.version()
         verdict = check(case.program, worker)
+        group = [(other, check(other.program, worker)) for other in others]
     finally:
         worker.close()
-    print(issue_markdown(case, verdict, burn_versions), end="")
+    print(issue_markdown(case, verdict, burn_versions, group), end="")
     return 0

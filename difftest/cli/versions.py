@@ -19,7 +19,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
         return 0
     from difftest.exec.burn_builds import DEFAULT_VERSIONS, parse_specs
     from difftest.findings.corpus import iter_case_files
-    from difftest.findings.matrix import build_matrix, matrix_ok, record_versions_tested, render, to_json
+    from difftest.findings.matrix import build_matrix, matrix_ok, record_fixes, record_versions_tested, render, to_json
 
     try:
         specs = parse_specs(args.burn or ",".join(DEFAULT_VERSIONS))
@@ -46,6 +46,8 @@ def cmd_versions(args: argparse.Namespace) -> int:
     if args.record:
         for path in record_versions_tested(columns, rows):
             print(f"recorded versions_tested in {path}", file=sys.stderr)
+        for path in record_fixes(columns, rows):
+            print(f"recorded the candidate fix in {path}", file=sys.stderr)
     if any(c.error for c in columns):
         return 2
     return 0 if matrix_ok(columns, rows) else 1

@@ -1,5 +1,8 @@
-"""difftest-burn built against a chosen burn: a crates.io release (`0.22.0`) or a local
-checkout (`path:DIR`), from the one interpreter source in `rust/`.
+"""difftest-burn built against a chosen burn: a crates.io release (`0.22.0`), a local
+checkout (`path:DIR`: the `burn` crate, a workspace root, or one burn crate such as a copy of
+burn-autodiff, which then replaces that crate of its release), or a release with a candidate
+fix applied (`patch:FILE`, see `difftest.exec.burn_patches`), from the one interpreter source
+in `rust/`.
 
 For each requested burn, a build directory outside the repository (`<cache>/<label>/`, the
 cache being $DIFFTEST_BURN_VERSIONS_DIR or ~/.cache/difftest/burn-versions) holds a generated
@@ -36,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from difftest.divergences.knowledge import parse_version
+from difftest.exec.burn_patches import BurnPatch, PatchError, prepare
 
 CACHE_ENV = "DIFFTEST_BURN_VERSIONS_DIR"
 BINARY = "difftest-burn"
@@ -53,7 +57,8 @@ class BurnSpec:
     """One requested burn: a crates.io version, or a local checkout (`path:DIR`)."""
 
     version: str | None = None  # a crates.io version (exact)
-    path: Path | None = None  # the directory of the `burn` crate
+    path: Path | None = None  # the directory of the `burn` crate, or of one burn crate
+    patch: Path | None = None  # a candidate fix applied to `version`'s released crates
     # extra burn backends compiled in next to Flex: cargo features of rust/Cargo.toml
     # (`ndarray`, `wgpu`, `vulkan`, `tch`), sorted; () is the plain Flex build
     backends: tuple[str, ...] = ()
@@ -66,11 +71,26 @@ class BurnSpec:
             if not raw:
                 raise ValueError("--burn path: needs a directory (path:DIR)")
             return BurnSpec(path=_burn_crate_dir(Path(raw).expanduser()))
+        if text.startswith("patch:"):
+            raw = text[len("patch:"):].strip()
+            if not raw:
+                raise ValueError("--burn patch: needs a patch file (patch:FILE)")
+            try:
+                patch = BurnPatch.read(Path(raw))
+            except PatchError as e:
+                raise ValueError(str(e)) from None
+            return BurnSpec(version=patch.release, patch=patch.file)
         try:
             parse_version(text)
         except ValueError as e:
-            raise ValueError(f"--burn {text!r}: {e}; or path:DIR for a local burn checkout") from None
+            raise ValueError(f"--burn {text!r}: {e}; or path:DIR for a local burn checkout, patch:FILE for a "
+                             "fix applied to a release") from None
         return BurnSpec(version=text)
+
+    @property
+    def is_release(self) -> bool:
+        """A crates.io release as published (no local source, no patch)."""
+        return self.path is None and self.patch is None
 
     @property
     def label(self) -> str:
@@ -79,12 +99,22 @@ class BurnSpec:
         if self.path is not None:
             digest = sha256(str(self.path).encode()).hexdigest()[:10]
             return f"path-{self.path.name}-{digest}{extra}"
+        if self.patch is not None:
+            digest = sha256(str(self.patch).encode()).hexdigest()[:10]
+            return f"patch-{self.patch.stem}-{digest}{extra}"
         assert self.version is not None
         return self.version + extra
 
+    @property
+    def crate_name(self) -> str | None:
+        """The package name of a `path:` source (`burn`, or the burn crate it replaces)."""
+        return _package_name(self.path / "Cargo.toml") if self.path is not None else None
+
     def __str__(self) -> str:
-        text = f"path:{self.path}" if self.path is not None else str(self.version)
-        return text + "".join(f"+{b}" for b in self.backends)
+        extra = "".join(f"+{b}" for b in self.backends)
+        if self.path is not None:
+            return f"path:{self.path}{extra}"
+        return (f"patch:{self.patch}" if self.patch is not None else str(self.version)) + extra
 
 
 def parse_specs(text: str) -> list[BurnSpec]:
@@ -102,13 +132,16 @@ def parse_specs(text: str) -> list[BurnSpec]:
 
 
 def _burn_crate_dir(d: Path) -> Path:
-    """The `burn` crate of a checkout: DIR itself, or DIR/crates/burn for a workspace root."""
+    """The crate a `path:` names: DIR itself when it is `burn` or another burn crate (a
+    patched copy of burn-autodiff, say), or DIR/crates/burn for a workspace root."""
     d = d.resolve()
     for candidate in (d, d / "crates" / "burn"):
         manifest = candidate / "Cargo.toml"
-        if manifest.is_file() and _package_name(manifest) == "burn":
+        name = _package_name(manifest) if manifest.is_file() else None
+        if name is not None and (name == "burn" or (candidate == d and name.startswith("burn-"))):
             return candidate
-    raise ValueError(f"path:{d}: no Cargo.toml of the `burn` crate there or in {d / 'crates' / 'burn'}")
+    raise ValueError(f"path:{d}: no Cargo.toml of the `burn` crate (or of one burn-* crate) there or in "
+                     f"{d / 'crates' / 'burn'}")
 
 
 def _package_name(manifest: Path) -> str | None:
@@ -172,9 +205,11 @@ def _table(name: str, entries: dict[str, Any]) -> list[str]:
     return [f"[{name}]", *(f"{k} = {_toml_value(v)}" for k, v in entries.items()), ""]
 
 
-def generate_manifest(spec: BurnSpec, rust: Path, pins: dict[str, str] | None = None) -> str:
+def generate_manifest(spec: BurnSpec, rust: Path, pins: dict[str, str] | None = None,
+                      replaced: dict[str, Path] | None = None) -> str:
     """The Cargo.toml of `spec`'s build: rust/Cargo.toml's package, dependencies and release
-    profile, with burn replaced and the sources referenced by absolute path."""
+    profile, with burn replaced and the sources referenced by absolute path. `replaced` are
+    burn crates taken from local copies instead of the registry (`[patch.crates-io]`)."""
     doc = tomllib.loads((rust / "Cargo.toml").read_text())
     package = dict(doc["package"])
     package["build"] = str(rust / "build.rs")
@@ -187,8 +222,12 @@ def generate_manifest(spec: BurnSpec, rust: Path, pins: dict[str, str] | None = 
     if not isinstance(burn, dict):
         raise BuildError(f"{rust / 'Cargo.toml'}: the burn dependency must be a table (version and features)")
     burn = {k: v for k, v in burn.items() if k not in ("version", "path", "git", "branch", "tag", "rev")}
-    if spec.path is not None:
+    replaced = dict(replaced or {})
+    if spec.path is not None and spec.crate_name == "burn":
         deps["burn"] = {"path": str(spec.path), **burn}
+    elif spec.path is not None:
+        replaced[str(spec.crate_name)] = spec.path
+        deps["burn"] = {"version": f"={_package_version(spec.path / 'Cargo.toml')}", **burn}
     else:
         deps["burn"] = {"version": f"={spec.version}", **burn}
     lines = [
@@ -206,6 +245,8 @@ def generate_manifest(spec: BurnSpec, rust: Path, pins: dict[str, str] | None = 
         lines += ["# the burn family at one release (optional: resolved, never built)"]
         lines += [f"{name} = {_toml_value({'version': f'={v}', 'optional': True})}" for name, v in sorted(pins.items())]
     lines.append("")
+    if replaced:
+        lines += _table("patch.crates-io", {name: {"path": str(d)} for name, d in sorted(replaced.items())})
     if spec.backends and "features" in doc:  # the backend features `cargo build --features` names
         lines += _table("features", doc["features"])
     for name, profile in doc.get("profile", {}).items():
@@ -290,7 +331,8 @@ def _run_cargo(args: list[str], cwd: Path, log: Path, on_line: Progress | None) 
                          f"full log: {log}")
 
 
-def _resolve(spec: BurnSpec, rust: Path, directory: Path, log: Path, on_line: Progress | None) -> str:
+def _resolve(spec: BurnSpec, rust: Path, directory: Path, log: Path, on_line: Progress | None,
+             replaced: dict[str, Path] | None = None) -> str:
     """Writes the manifest and a lock with the whole burn family at spec's release; returns
     the release."""
     lock = directory / "Cargo.lock"
@@ -303,10 +345,11 @@ def _resolve(spec: BurnSpec, rust: Path, directory: Path, log: Path, on_line: Pr
     if previous is not None:  # the pins of the last build: usually one round
         pins = {m[1]: release for m in re.finditer(r'^(burn[a-z0-9-]*) = \{ version = "=[^"]+", optional = true',
                                                    previous, re.MULTILINE)}
-    if previous is not None and generate_manifest(spec, rust, pins) == previous and not _off_release(lock, release):
+    unchanged = previous is not None and generate_manifest(spec, rust, pins, replaced) == previous
+    if unchanged and not _off_release(lock, release):
         return release  # resolved by an earlier build: nothing to ask the registry
     for _ in range(PIN_ROUNDS):
-        text = generate_manifest(spec, rust, pins)
+        text = generate_manifest(spec, rust, pins, replaced)
         if text != previous:
             manifest.write_text(text)
             previous = text
@@ -330,7 +373,14 @@ def build(spec: BurnSpec, *, on_line: Progress | None = None, cache: Path | None
     log = directory / "build.log"
     log.write_text(f"difftest-burn against burn {spec}, sources {rust}\n")
     start = time.monotonic()
-    release = _resolve(spec, rust, directory, log, on_line)
+    replaced = None
+    if spec.patch is not None:
+        try:
+            replaced = prepare(BurnPatch.read(spec.patch), directory,
+                               lambda args, cwd: _run_cargo(args, cwd, log, on_line))
+        except PatchError as e:
+            raise BuildError(str(e)) from None
+    release = _resolve(spec, rust, directory, log, on_line, replaced)
     features = ["--features", ",".join(spec.backends)] if spec.backends else []
     _run_cargo(["build", "--release", *features, "--target-dir", str(directory / "target")], directory, log, on_line)
     binary = directory / "target" / "release" / BINARY

@@ -33,7 +33,7 @@ from difftest.oracle.check import check
 from difftest.oracle.compare import Verdict
 
 Outcome = Literal["pass", "regression", "fails as recorded", "fails differently", "fixed", "explained",
-                  "not needed", "stale"]
+                  "not needed", "stale", "not fixed"]
 
 
 @dataclass(frozen=True)
@@ -63,9 +63,13 @@ def known_bug_of(case: Case, bugs: Sequence[KnownBug] = KNOWN_BUGS) -> KnownBug 
 
 
 def judge_on(case: Case, worker: BurnWorker, version: str | None = None, *, rules: Sequence[Rule] = RULES,
-             memory_rules: Sequence[MemoryRule] = MEMORY_RULES, bugs: Sequence[KnownBug] = KNOWN_BUGS) -> Cell:
+             memory_rules: Sequence[MemoryRule] = MEMORY_RULES, bugs: Sequence[KnownBug] = KNOWN_BUGS,
+             patch: str | None = None) -> Cell:
     """Runs `case` on the worker's burn and judges it for `version` (default: the version the
     worker reports). `rules`, `memory_rules`, `bugs`: the declared knowledge to judge against.
+    `patch`: the worker's burn is `version` with the candidate fix of that name applied
+    (`upstream/<patch>.patch`), which is meant to fix the bug case of that name and the cases
+    whose `root` it is, and nothing else.
 
     A case that the rules declared for the version do not explain is run once more with every
     declared rule: when that explains it, the rules it needed outside their ranges are stale
@@ -75,7 +79,7 @@ def judge_on(case: Case, worker: BurnWorker, version: str | None = None, *, rule
         return _judge_memory_case(case, version, memory_rules)
 
     active = rules_for(version, rules)
-    cell = _classify(case, check(case.program, worker, rules=active), version, rules, active, bugs)
+    cell = _classify(case, check(case.program, worker, rules=active), version, rules, active, bugs, patch)
     outside = {r.name for r in rules} - {r.name for r in active}
     if cell.ok or not outside:
         return cell
@@ -98,10 +102,14 @@ def _declared(rules: Sequence[Rule], name: str) -> Rule:
 
 
 def _classify(case: Case, verdict: Verdict, version: str, rules: Sequence[Rule], active: Sequence[Rule],
-              bugs: Sequence[KnownBug]) -> Cell:
+              bugs: Sequence[KnownBug], patch: str | None = None) -> Cell:
     """The cell of `case` given its verdict under the rules `active` (of the declared `rules`)."""
     fired = tuple(verdict.prediction.rules_fired)
     first = verdict.findings[0].line().splitlines()[0] if verdict.findings else ""
+    if patch is not None and case.status == "bug":
+        patched = _classify_patched(case, verdict, patch, first, fired)
+        if patched is not None:
+            return patched
     if case.status == "pass":
         if verdict.ok:
             return Cell("pass", True, "pass", "passes", fired)
@@ -140,6 +148,22 @@ def _classify(case: Case, verdict: Verdict, version: str, rules: Sequence[Rule],
         return Cell("fails as recorded", False, "fails as recorded",
                     f"still fails on {version}, which the record excludes{where}", fired)
     return Cell("fails as recorded", True, "fails as recorded", f"fails as recorded ({verdict.kind})", fired)
+
+
+def _classify_patched(case: Case, verdict: Verdict, patch: str, first: str, fired: tuple[str, ...]) -> Cell | None:
+    """A bug case on a burn with a candidate fix applied: its own bug (the patch's name is the
+    case's or its root's) must be fixed; another bug it fixes is a side effect worth a look.
+    None: judged as on the release (another bug, still failing)."""
+    target = patch in (case.name, case.root)
+    if verdict.ok:
+        if target:
+            return Cell("fixed", True, f"fixed by {patch}", f"passes with {patch} applied", fired)
+        return Cell("fixed", False, f"fixed by {patch}", f"passes with {patch} applied, which is meant for "
+                    "another bug: a side effect of the patch to understand", fired)
+    if target:
+        return Cell("not fixed", False, "NOT fixed", f"still fails with {patch} applied, which is meant to fix "
+                    f"it: {first}", fired)
+    return None
 
 
 def _judge_memory_case(case: Case, version: str, memory_rules: Sequence[MemoryRule]) -> Cell:

@@ -83,6 +83,13 @@ class Case:
         fixed = [v for v, e in tested.items() if isinstance(e, dict) and "fixed" in str(e.get("outcome", ""))]
         return min(fixed, key=parse_version) if fixed else None
 
+    @property
+    def fix(self) -> dict[str, str] | None:
+        """The candidate fix difftest proved on this bug (its record's `fix`, written by
+        `difftest versions --burn patch:FILE --record`): patch, burn, outcome, others, date."""
+        fix = self.record.get("fix")
+        return {k: str(v) for k, v in fix.items()} if isinstance(fix, dict) else None
+
     def expected_rule(self) -> str | None:
         return self.status.split(":", 1)[1] if self.status.startswith("divergence:") else None
 
@@ -301,35 +308,38 @@ def _check_expect(path: Path, expect: Any) -> None:
 NOT_REPORTED = "not reported"
 
 
+FIX_FIELDS = ("patch", "burn", "outcome", "others", "date")
+TITLE_MAX = 120
+
+
 def _check_upstream(path: Path, doc: dict[str, Any]) -> None:
     """Optional record of a case's life upstream and across burn versions (older files have
     neither): `upstream`, an https URL of the issue or pull request or "not reported";
-    `upstream_note`, text; `root`, the name of the bug case whose root cause this one shares (one
-    report for the group); `versions_tested`, burn version -> {"outcome": text, "date": ISO day}
-    (written by `difftest versions --record`); `backend`, the burn backend the case runs on (default
-    flex; a campaign on another backend writes it); `backends_tested`, burn backend -> {"outcome": text,
-    "burn": version, "date": ISO day} (`difftest versions --backend B,B --record`;
-    findings/backends.py)."""
+    `upstream_note`, text; `title`, the bug report's title; `root`, the name of the bug case
+    whose root cause this one shares (one report for the group); `versions_tested`, burn
+    version -> {"outcome": text, "date": ISO day}
+    (written by `difftest versions --record`); `fix`, the candidate fix proved on the bug
+    ({"patch", "burn", "outcome", "others", "date"}, written by the same command on a
+    `patch:FILE` build); `backend`, the burn backend the case runs on (default flex; a campaign
+    on another backend writes it); `backends_tested`, burn backend -> {"outcome": text, "burn":
+    version, "date": ISO day} (`difftest versions --backend B,B --record`; findings/backends.py)."""
     up = doc.get("upstream")
     if up is not None and not (up == NOT_REPORTED or (isinstance(up, str) and up.startswith("https://"))):
         raise CorpusError(f"{path}: \"upstream\" must be an https URL or {NOT_REPORTED!r}, got {up!r}")
+    given = doc.get("title")
+    if given is not None and not (isinstance(given, str) and 0 < len(given.strip()) <= TITLE_MAX):
+        raise CorpusError(f"{path}: \"title\" (the bug report's title) must be text of 1 to {TITLE_MAX} "
+                          f"characters, got {given!r}")
     note = doc.get("upstream_note")
     if note is not None and not isinstance(note, str):
         raise CorpusError(f"{path}: \"upstream_note\" must be text")
     root = doc.get("root")
     if root is not None and not (isinstance(root, str) and re.fullmatch(r"[a-z0-9][a-z0-9-]*", root)):
         raise CorpusError(f"{path}: \"root\" must name the bug case whose root cause this one shares, got {root!r}")
-    if "backend" in doc and doc["backend"] not in BACKENDS:
-        raise CorpusError(f"{path}: \"backend\" must be one of {', '.join(BACKENDS)}, got {doc['backend']!r}")
-    by_backend = doc.get("backends_tested")
-    if by_backend is not None:
-        if not isinstance(by_backend, dict):
-            raise CorpusError(f"{path}: \"backends_tested\" must be an object: backend -> outcome")
-        for b, entry in by_backend.items():
-            if b not in BACKENDS:
-                raise CorpusError(f"{path}: backends_tested: unknown backend {b!r} (known: {', '.join(BACKENDS)})")
-            if not isinstance(entry, dict) or not isinstance(entry.get("outcome"), str):
-                raise CorpusError(f"{path}: backends_tested[{b!r}] must be an object with an \"outcome\"")
+    fix = doc.get("fix")
+    if fix is not None and not (isinstance(fix, dict) and all(isinstance(fix.get(k), str) for k in FIX_FIELDS)):
+        raise CorpusError(f"{path}: \"fix\" must be an object with text fields {', '.join(FIX_FIELDS)}, got {fix!r}")
+    _check_backend_fields(path, doc)
     tested = doc.get("versions_tested")
     if tested is None:
         return
@@ -343,6 +353,22 @@ def _check_upstream(path: Path, doc: dict[str, Any]) -> None:
             raise CorpusError(f"{path}: versions_tested: {e}") from None
         if not isinstance(entry, dict) or not isinstance(entry.get("outcome"), str):
             raise CorpusError(f"{path}: versions_tested[{version!r}] must be an object with an \"outcome\"")
+
+
+def _check_backend_fields(path: Path, doc: dict[str, Any]) -> None:
+    """`backend` names a burn backend; `backends_tested` maps backends to outcomes."""
+    if "backend" in doc and doc["backend"] not in BACKENDS:
+        raise CorpusError(f"{path}: \"backend\" must be one of {', '.join(BACKENDS)}, got {doc['backend']!r}")
+    by_backend = doc.get("backends_tested")
+    if by_backend is None:
+        return
+    if not isinstance(by_backend, dict):
+        raise CorpusError(f"{path}: \"backends_tested\" must be an object: backend -> outcome")
+    for b, entry in by_backend.items():
+        if b not in BACKENDS:
+            raise CorpusError(f"{path}: backends_tested: unknown backend {b!r} (known: {', '.join(BACKENDS)})")
+        if not isinstance(entry, dict) or not isinstance(entry.get("outcome"), str):
+            raise CorpusError(f"{path}: backends_tested[{b!r}] must be an object with an \"outcome\"")
 
 
 def _load_memory_case(path: Path, doc: dict[str, Any]) -> Case:
@@ -370,6 +396,27 @@ def _load_memory_case(path: Path, doc: dict[str, Any]) -> Case:
         record,
         experiment,
     )
+
+
+def same_root(case: Case) -> tuple[list[Case], list[str]]:
+    """The other bug cases beside `case` (its directory) that share its root cause
+    (`Case.root`), and the files there that could not be read (path: error), which the
+    caller reports rather than drops."""
+    if case.path is None or case.status != "bug":
+        return [], []
+    members: list[Case] = []
+    problems: list[str] = []
+    for f in sorted(case.path.parent.glob("*.json")):
+        if f.resolve() == case.path.resolve():
+            continue
+        try:
+            other = load_case(f)
+        except CorpusError as e:
+            problems.append(str(e))
+            continue
+        if other.status == "bug" and other.root == case.root:
+            members.append(other)
+    return members, problems
 
 
 def iter_case_files(paths: list[Path]) -> list[Path]:

@@ -28,9 +28,18 @@ TITLE_LIMIT = 100
 
 
 def title(case: Case) -> str:
-    """The reason's first clause (without a leading `burn:`), else the case name."""
-    text = re.sub(r"^\s*burn\s*:\s*", "", case.reason or "").strip()
-    text = re.split(r" \(|; |\. ", text, maxsplit=1)[0].strip().rstrip(".")
+    """The case's `title`, else the reason's first clause (without a leading `burn:`), else
+    the case name."""
+    given = case.record.get("title")
+    if isinstance(given, str) and given.strip():
+        return given.strip()
+    text = re.sub(r"^\s*burn\s*(\([^)]*\)\s*)?:\s*", "", case.reason or "").strip()
+    text = re.split(r"; |\. |: ", text, maxsplit=1)[0].strip().rstrip(".")  # the first clause
+    if len(text) > TITLE_LIMIT:  # drop a parenthesis that is not part of a formula, if that is enough
+        cuts = [m.start() for m in re.finditer(r" \(", text[:TITLE_LIMIT + 1])
+                if not re.search(r"[-+*/=<>^]$", text[:m.start()])]
+        if cuts:
+            text = text[:cuts[-1]]
     if not text:
         return f"autodiff: {case.name or 'difftest finding'}"
     if len(text) > TITLE_LIMIT:
@@ -164,48 +173,74 @@ def known_bug_reason(case: Case) -> tuple[str, str, list[str]] | None:
     return None
 
 
-def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] | None = None) -> str:
+def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] | None = None,
+                   group: list[tuple[Case, Verdict]] | None = None) -> str:
     """The report; `verdict` is the case's program checked now, `burn_versions` what
-    `difftest-burn` reports (`BurnWorker().version()`)."""
-    name = case.name or "difftest_case"
-    lines = [f"# {title(case)}", ""]
-    lines += ["## Versions", ""] + _version_rows(case, burn_versions) + [""]
+    `difftest-burn` reports (`BurnWorker().version()`). `group`: the other bug cases that share
+    the case's root cause (`Case.root`), each with its verdict now: one report with every
+    program, the root's reason first."""
+    members = sorted([(case, verdict), *(group or [])], key=lambda cv: cv[0].name != case.root)
+    root = members[0][0]
+    lines = [f"# {title(root)}", ""]
+    lines += ["## Versions", ""] + _version_rows(root, burn_versions) + [""]
     lines += ["## Description", ""]
-    lines.append(case.reason or "(the case records no reason)")
-    lines += ["", "Found by difftest, a differential tester of burn's autodiff against PyTorch (case "
-              f"`{name}`" + (f", `{case.path.as_posix()}`" if case.path is not None else "") + ")."]
-    lines += ["", "## Minimal reproducer (burn)", "", "```rust",
-              rust_test(case.program, test_name(name), expected(verdict)).rstrip(), "```", ""]
-    lines += ["<details><summary>The same program in PyTorch</summary>", "", "```python",
-              torch_script(case.program).rstrip(), "```", "", "</details>", ""]
-    lines += ["## What PyTorch gives and what burn gives", ""]
-    findings = verdict.findings
-    if not findings:
-        lines += ["With the versions above the case no longer reproduces: burn agrees with PyTorch "
-                  "(the bug may be fixed).", ""]
-    for n, m in enumerate(findings, 1):
-        lines += _mismatch_section(verdict, m, n)
+    lines.append(root.reason or "(the case records no reason)")
+    if len(members) > 1:
+        lines += ["", f"The same root cause shows in {len(members)} programs, one test each below:"]
+        lines += [f"- `{c.name}`: {c.reason or '(no reason recorded)'}" for c, _ in members[1:]]
+    where = ", ".join(f"`{c.name}`" + (f" (`{c.path.as_posix()}`)" if c.path is not None else "") for c, _ in members)
+    lines += ["", "Found by difftest, a differential tester of burn's autodiff against PyTorch (case"
+              f"{'s' if len(members) > 1 else ''} {where})."]
+    for c, v in members:
+        head = " (burn)" if len(members) == 1 else f" (burn): `{c.name}`"
+        lines += ["", f"## Minimal reproducer{head}", "", "```rust",
+                  rust_test(c.program, test_name(c.name or "difftest_case"), expected(v)).rstrip(), "```", ""]
+        lines += ["<details><summary>The same program in PyTorch</summary>", "", "```python",
+                  torch_script(c.program).rstrip(), "```", "", "</details>"]
+    lines += ["", "## What PyTorch gives and what burn gives", ""]
+    for c, v in members:
+        if len(members) > 1:
+            lines += [f"### `{c.name}`", ""]
+        if not v.findings:
+            lines += ["With the versions above the case no longer reproduces: burn agrees with PyTorch "
+                      "(the bug may be fixed).", ""]
+        for n, m in enumerate(v.findings, 1):
+            lines += _mismatch_section(v, m, n)
     lines += ["## Why this is a bug", ""]
-    lines.append(f"- verdict: **{verdict.kind}** ({len(findings)} finding mismatch"
-                 f"{'es' if len(findings) != 1 else ''})")
-    for m in findings:
-        lines += evidence_lines(m)
-    known = known_bug_reason(case)
+    for c, v in members:
+        named = "" if len(members) == 1 else f" (`{c.name}`)"
+        lines.append(f"- verdict{named}: **{v.kind}** ({len(v.findings)} finding mismatch"
+                     f"{'es' if len(v.findings) != 1 else ''})")
+        for m in v.findings:
+            lines += evidence_lines(m)
+    lines += _record_lines(root, case)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _record_lines(root: Case, case: Case) -> list[str]:
+    """What the root's record says about the bug: the declared known bug, upstream, the
+    versions tested, fixed-in, the candidate fix difftest proved."""
+    lines = []
+    known = known_bug_reason(root) or known_bug_reason(case)
     if known is not None:
         lines.append(f"- declared known bug `{known[0]}`: {known[1]}")
         lines += [f"  - related: {link}" for link in known[2]]
-    if case.root != case.name:
+    if case.root != case.name and root is case:
         lines.append(f"- the same root cause as the case `{case.root}`: report them together, as one issue "
                      "with both programs")
-    upstream = case.upstream
-    note = case.record.get("upstream_note")
+    upstream = root.upstream
+    note = root.record.get("upstream_note")
     if upstream:
         lines.append(f"- upstream: {upstream}" + (f" ({note})" if note else ""))
     else:
         lines.append("- upstream: not reported upstream yet" + (f" ({note})" if note else ""))
-    tested = case.record.get("versions_tested") or {}
+    tested = root.record.get("versions_tested") or {}
     if tested:
         lines.append("- burn versions tested: " + ", ".join(f"{v}: {e.get('outcome')}" for v, e in tested.items()))
-    if case.fixed_in:
-        lines.append(f"- fixed in burn {case.fixed_in}")
-    return "\n".join(lines).rstrip() + "\n"
+    if root.fixed_in:
+        lines.append(f"- fixed in burn {root.fixed_in}")
+    fix = root.fix
+    if fix is not None:
+        lines.append(f"- candidate fix: `{fix['patch']}`, applied to burn {fix['burn']} by difftest: "
+                     f"{fix['outcome']}; {fix['others']} ({fix['date']})")
+    return lines

@@ -54,6 +54,8 @@ class Column:
     def label(self) -> str:
         if self.spec.path is not None:
             return f"path ({self.burn or '?'})"
+        if self.spec.patch is not None:
+            return f"{self.spec.version}+{self.spec.patch.stem}"
         return str(self.spec.version)
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,7 +91,7 @@ def _binary_env(binary: str) -> Iterator[None]:
 def resolve_column(spec: BurnSpec, default_binary: str | None, default_version: str | None, console: Any) -> Column:
     """Finds or builds the binary of one version (the default build when it is that version)."""
     col = Column(spec)
-    if spec.version is not None and spec.version == default_version and default_binary is not None:
+    if spec.is_release and spec.version == default_version and default_binary is not None:
         col.binary, col.burn, col.source = default_binary, default_version, "default build"
         return col
     try:
@@ -126,7 +128,8 @@ def run_column(col: Column, rows: list[Row], *, timeout: float, inflight: Path, 
             for row in rows:
                 bar.advance(task)
                 if row.case is not None:
-                    row.cells[col.label] = judge_on(row.case, worker, col.burn)
+                    patch = col.spec.patch.stem if col.spec.patch is not None else None
+                    row.cells[col.label] = judge_on(row.case, worker, col.burn, patch=patch)
     finally:
         worker.close()
 
@@ -219,13 +222,52 @@ def record_versions_tested(columns: list[Column], rows: list[Row]) -> list[Path]
         doc = json.loads(r.path.read_text())
         tested = dict(doc.get("versions_tested") or {})
         for c in columns:
-            if c.label in r.cells and c.burn is not None and c.spec.path is None:
+            if c.label in r.cells and c.burn is not None and c.spec.is_release:
                 tested[c.burn] = {"outcome": r.cells[c.label].text, "date": today}
         if tested != doc.get("versions_tested"):
             doc["versions_tested"] = dict(sorted(tested.items(), key=lambda kv: _version_key(kv[0])))
             r.path.write_text(dumps(doc, indent=2) + "\n")
             changed.append(r.path)
     return changed
+
+
+def record_fixes(columns: list[Column], rows: list[Row]) -> list[Path]:
+    """For each column built with a candidate fix (`patch:FILE`), writes into the bug cases it
+    is meant for (the case named like the patch, and the cases whose `root` that is) a `fix`
+    record: the patch, the release it was applied to, whether the case passes with it, and
+    what it did to every other case of the run; returns the files changed."""
+    today = _dt.datetime.now(_dt.UTC).date().isoformat()
+    changed = []
+    for c in columns:
+        if c.spec.patch is None or c.burn is None:
+            continue
+        stem = c.spec.patch.stem
+        targets = [r for r in rows if r.case is not None and r.case.status == "bug" and c.label in r.cells
+                   and stem in (r.case.name, r.case.root)]
+        others = [r for r in rows if r not in targets and c.label in r.cells]
+        moved = [r.case.name for r in others if r.case is not None and not r.cells[c.label].ok]
+        for r in targets:
+            doc = json.loads(r.path.read_text())
+            cell = r.cells[c.label]
+            doc["fix"] = {
+                "patch": _shown_path(c.spec.patch), "burn": c.burn,
+                "outcome": "fixed" if cell.ok else cell.text,
+                "others": (f"{len(others)} other cases as on {c.burn}" if not moved
+                           else f"{len(moved)} of {len(others)} other cases changed: {', '.join(moved)}"),
+                "date": today,
+            }
+            r.path.write_text(dumps(doc, indent=2) + "\n")
+            changed.append(r.path)
+    return changed
+
+
+def _shown_path(path: Path) -> str:
+    """A path relative to the working directory when it is below it (how the repository
+    names its own files), else absolute."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _version_key(text: str) -> Any:

@@ -252,8 +252,37 @@ def corpus_section(cases: Sequence[CaseReport], anchors: Sequence[str]) -> str:
         listing.append([f'<a href="#{a}">{_e(item.path.as_posix())}</a>', _e(status), _badge(item.state),
                         _e(outcome.splitlines()[0] if outcome else "")])
     out.append(_table(["case", "status", "replay", "outcome"], listing))
+    out += _bugs_by_root(cases, anchors)
     out.append("</section>")
     return "\n".join(out)
+
+
+def _bugs_by_root(cases: Sequence[CaseReport], anchors: Sequence[str]) -> list[str]:
+    """One row per root cause of the bug cases (the unit of an upstream report): its cases,
+    where it is reported, the release that fixed it, the candidate fix difftest proved."""
+    roots: dict[str, list[tuple[CaseReport, str]]] = {}
+    for item, a in zip(cases, anchors):
+        if item.case is not None and item.case.status == "bug":
+            roots.setdefault(item.case.root, []).append((item, a))
+    if not roots:
+        return []
+    rows = []
+    for root, members in roots.items():
+        members.sort(key=lambda m: m[0].name != root)
+        head = members[0][0].case
+        assert head is not None
+        links = ", ".join(f'<a href="#{a}">{_e(item.name)}</a> {_badge(item.state)}' for item, a in members)
+        fix = head.fix
+        rows.append([
+            f"<code>{_e(root)}</code>", links,
+            _e(head.upstream) if head.upstream else '<span class="muted">not reported</span>',
+            _e(head.fixed_in) if head.fixed_in else '<span class="muted">-</span>',
+            (f"<code>{_e(fix['patch'])}</code> on {_e(fix['burn'])}: {_e(fix['outcome'])}; {_e(fix['others'])}"
+             if fix else '<span class="muted">none</span>'),
+        ])
+    return [f"<h3>Bugs by root cause ({len(roots)} report(s) upstream for "
+            f"{sum(len(m) for m in roots.values())} bug case(s))</h3>",
+            _table(["root cause", "cases", "upstream", "fixed in", "candidate fix"], rows)]
 
 
 def _badge(state: str, prefix: str = "") -> str:
@@ -364,6 +393,8 @@ def case_section(item: CaseReport, a: str, now: dict[str, Any]) -> str:
              ("root cause", "its own" if case.root == case.name else f"shared with <code>{_e(case.root)}</code>"),
              ("fixed in", _e(f"burn {case.fixed_in}") if case.fixed_in else '<span class="muted">not fixed in a '
               'tested version</span>'),
+             *([("candidate fix", _e(f"{case.fix['patch']} on burn {case.fix['burn']}: {case.fix['outcome']}; "
+                                     f"{case.fix['others']} ({case.fix['date']})"))] if case.fix else []),
              ("verdict now", f"<strong>{_e(verdict.kind)}</strong>"),
              ("replay", f"{_badge(item.state)} {_lines(outcome.message.splitlines()[0])}"),
              ("rules fired", _e(", ".join(verdict.prediction.rules_fired) or "none"))]

@@ -116,6 +116,23 @@ def test_a_bug_case_still_failing_where_declared_fixed_is_flagged(burn_worker: B
     assert "excludes" in cell.detail
 
 
+def test_a_candidate_fix_must_fix_its_own_bug_and_only_it(burn_worker: BurnWorker) -> None:
+    """Judged as if the worker's burn had the patch `name` applied: the released burn still
+    fails the patch's own case (not fixed), fails another bug as recorded, and a bug case that
+    passes with a patch meant for another bug is a side effect to look at."""
+    case = load_case(POWI)
+    cell = judge_on(case, burn_worker, patch=case.name)
+    assert (cell.outcome, cell.ok, cell.text) == ("not fixed", False, "NOT fixed")
+    cell = judge_on(case, burn_worker, patch="another-bug")
+    assert (cell.outcome, cell.ok) == ("fails as recorded", True)
+    version = burn_worker.burn_version()
+    passing, bugs = _as_bug(PASSES, f"<{version}")
+    cell = judge_on(passing, burn_worker, bugs=bugs, patch=passing.name)  # type: ignore[arg-type]
+    assert (cell.outcome, cell.ok, cell.text) == ("fixed", True, f"fixed by {passing.name}")
+    cell = judge_on(passing, burn_worker, bugs=bugs, patch="another-bug")  # type: ignore[arg-type]
+    assert (cell.outcome, cell.ok) == ("fixed", False) and "side effect" in cell.detail
+
+
 def test_versions_command_on_the_default_build(capsys: pytest.CaptureFixture[str], burn_worker: BurnWorker) -> None:
     from difftest.cli import main
 

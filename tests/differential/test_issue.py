@@ -44,3 +44,26 @@ def test_cli_issue(capsys: pytest.CaptureFixture[str], burn_worker: BurnWorker) 
     assert main(["show", str(POWI), "--issue"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# x.powi_scalar(0)") and "```rust\n#[test]" in out and PANIC in out
+
+
+def test_cases_of_one_root_cause_make_one_report(burn_worker: BurnWorker) -> None:
+    """The two unit-swap cases share burn-flex's reduce.rs branch: reporting either gives one
+    issue, titled by the root, with both programs as tests."""
+    from difftest.findings.corpus import same_root
+
+    root = load_case(ROOT / "corpus" / "bugs" / "flex-reduce-dim-after-unit-swap-panics.json")
+    follower = load_case(ROOT / "corpus" / "bugs" / "flex-sum-dim-backward-after-unit-swap-panics.json")
+    assert follower.root == root.name
+    others, problems = same_root(follower)
+    assert [c.name for c in others] == [root.name] and problems == []
+    texts = []
+    for case, other in ((follower, root), (root, follower)):
+        group = [(other, check(other.program, burn_worker))]
+        texts.append(issue_markdown(case, check(case.program, burn_worker), burn_worker.version(), group))
+    assert texts[0] == texts[1]
+    text = texts[0]
+    assert text.startswith(f"# {title(root)}\n")
+    assert text.count("```rust\n#[test]\n") == 2
+    assert text.index("fn flex_reduce_dim_after_unit_swap_panics()") < text.index(
+        "fn flex_sum_dim_backward_after_unit_swap_panics()")
+    assert "The same root cause shows in 2 programs" in text

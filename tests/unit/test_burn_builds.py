@@ -17,6 +17,7 @@ from difftest.exec.burn_builds import (
     parse_specs,
     repository_rust_dir,
 )
+from difftest.exec.burn_patches import BurnPatch, PatchError, prepare
 
 ROOT = Path(__file__).resolve().parents[2]
 RUST = ROOT / "rust"
@@ -78,3 +79,110 @@ def test_lock_reading(tmp_path: Path) -> None:
     assert locked_burn_version(lock) == "0.22.0"
     assert _off_release(lock, "0.22.0") == {"burn-core": "0.22.1"}
     assert locked_burn_version(RUST / "Cargo.lock") == "0.22.1"  # the default build
+
+
+# ------------------------------------------------------------------ candidate fixes (patch:FILE)
+
+PATCH_TEXT = """A fix, with its release named before the diff
+burn: 0.22.1
+
+diff --git a/crates/burn-foo/src/lib.rs b/crates/burn-foo/src/lib.rs
+--- a/crates/burn-foo/src/lib.rs
++++ b/crates/burn-foo/src/lib.rs
+@@ -1,3 +1,3 @@
+ pub fn one() -> u32 {
+-    2
++    1
+ }
+"""
+
+
+def _fake_registry(home: Path, name: str, version: str, body: str) -> Path:
+    crate = home / "registry" / "src" / "index.crates.io-test" / f"{name}-{version}"
+    (crate / "src").mkdir(parents=True)
+    (crate / "Cargo.toml").write_text(f'[package]\nname = "{name}"\nversion = "{version}"\n')
+    (crate / "src" / "lib.rs").write_text(body)
+    return crate
+
+
+def test_a_patch_names_its_release_and_only_burn_crates(tmp_path: Path) -> None:
+    good = tmp_path / "fix.patch"
+    good.write_text(PATCH_TEXT)
+    patch = BurnPatch.read(good)
+    assert (patch.release, patch.crates) == ("0.22.1", ("burn-foo",))
+    spec = BurnSpec.parse(f"patch:{good}")
+    assert (spec.version, spec.patch, spec.is_release) == ("0.22.1", good.resolve(), False)
+    assert spec.label.startswith("patch-fix-") and str(spec) == f"patch:{good.resolve()}"
+    assert BurnSpec(version="0.22.1").is_release
+    bad = {
+        "no release": PATCH_TEXT.replace("burn: 0.22.1\n", ""),
+        "bad release": PATCH_TEXT.replace("burn: 0.22.1", "burn: 0.22.x"),
+        "no diff": "burn: 0.22.1\njust text\n",
+        "outside the crates": PATCH_TEXT.replace("crates/burn-foo/src/lib.rs", "README.md"),
+        "another crate": PATCH_TEXT.replace("crates/burn-foo", "crates/serde"),
+    }
+    for what, text in bad.items():
+        f = tmp_path / f"{what.replace(' ', '-')}.patch"
+        f.write_text(text)
+        with pytest.raises(ValueError, match=str(f)):
+            BurnSpec.parse(f"patch:{f}")
+    with pytest.raises(ValueError, match="cannot read"):
+        BurnSpec.parse(f"patch:{tmp_path / 'missing.patch'}")
+
+
+def test_a_patch_is_applied_to_a_copy_of_the_released_crate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo"))
+    released = _fake_registry(tmp_path / "cargo", "burn-foo", "0.22.1", "pub fn one() -> u32 {\n    2\n}\n")
+    (tmp_path / "fix.patch").write_text(PATCH_TEXT)
+    patch = BurnPatch.read(tmp_path / "fix.patch")
+
+    def no_cargo(args: list[str], cwd: Path) -> None:
+        raise AssertionError(f"cargo {args} should not run: the crate is in the registry")
+
+    build_dir = tmp_path / "build"
+    crates = prepare(patch, build_dir, no_cargo)
+    assert crates == {"burn-foo": build_dir / "patched" / "crates" / "burn-foo"}
+    assert (crates["burn-foo"] / "src" / "lib.rs").read_text() == "pub fn one() -> u32 {\n    1\n}\n"
+    assert "2" in (released / "src" / "lib.rs").read_text()  # the registry's copy is untouched
+    stamp = (crates["burn-foo"] / "src" / "lib.rs").stat().st_mtime_ns
+    assert prepare(patch, build_dir, no_cargo) == crates  # made once per patch text: cargo's cache holds
+    assert (crates["burn-foo"] / "src" / "lib.rs").stat().st_mtime_ns == stamp
+    doc = tomllib.loads(generate_manifest(BurnSpec(version="0.22.1", patch=patch.file), repository_rust_dir(),
+                                          replaced=crates))
+    assert doc["dependencies"]["burn"]["version"] == "=0.22.1"
+    assert doc["patch"]["crates-io"] == {"burn-foo": {"path": str(crates["burn-foo"])}}
+
+
+def test_a_patch_that_does_not_apply_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo"))
+    _fake_registry(tmp_path / "cargo", "burn-foo", "0.22.1", "pub fn one() -> u32 {\n    3\n}\n")
+    (tmp_path / "fix.patch").write_text(PATCH_TEXT)
+    with pytest.raises(PatchError, match=r"does not apply to burn 0\.22\.1's released crates \(burn-foo\)"):
+        prepare(BurnPatch.read(tmp_path / "fix.patch"), tmp_path / "build", lambda args, cwd: None)
+    with pytest.raises(PatchError, match=r"has no burn-bar-0\.22\.1 even after `cargo fetch`"):
+        (tmp_path / "bar.patch").write_text(PATCH_TEXT.replace("burn-foo", "burn-bar"))
+        prepare(BurnPatch.read(tmp_path / "bar.patch"), tmp_path / "build2", lambda args, cwd: None)
+
+
+def test_a_path_to_one_burn_crate_replaces_that_crate_of_its_release(tmp_path: Path) -> None:
+    (tmp_path / "Cargo.toml").write_text('[package]\nname = "burn-autodiff"\nversion = "0.22.1"\n')
+    spec = BurnSpec.parse(f"path:{tmp_path}")
+    doc = tomllib.loads(generate_manifest(spec, repository_rust_dir()))
+    assert doc["dependencies"]["burn"]["version"] == "=0.22.1"
+    assert doc["patch"]["crates-io"] == {"burn-autodiff": {"path": str(tmp_path.resolve())}}
+
+
+@pytest.mark.parametrize("patch_file", sorted((ROOT / "upstream").glob("*.patch")), ids=lambda p: p.stem)
+def test_the_upstream_patches_apply_to_their_release(patch_file: Path, tmp_path: Path) -> None:
+    """Each candidate fix in upstream/ names a bug case and applies to the released crates
+    (when cargo's registry here has them; the default build downloads them)."""
+    from difftest.exec.burn_patches import registry_crate
+
+    patch = BurnPatch.read(patch_file)
+    assert (ROOT / "corpus" / "bugs" / f"{patch_file.stem}.json").is_file()
+    if any(registry_crate(c, patch.release) is None for c in patch.crates):
+        pytest.skip(f"cargo's registry has not downloaded {patch.crates} {patch.release} "
+                    "(https://doc.rust-lang.org/cargo/commands/cargo-fetch.html)")
+    crates = prepare(patch, tmp_path, lambda args, cwd: None)
+    assert set(crates) == set(patch.crates)
