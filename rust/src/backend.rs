@@ -164,6 +164,25 @@ mod tests {
         );
     }
 
+    /// Every backend compiled in runs a forward and a backward on its own device.
+    #[test]
+    fn each_compiled_backend_runs_autodiff() {
+        use burn::tensor::{Tensor, TensorData};
+        for b in Backend::ALL.into_iter().filter(|b| b.compiled()) {
+            let device = b.device().autodiff();
+            let x: Tensor<1> =
+                Tensor::from_data(TensorData::new(vec![1.0f32, 2.0], [2]), &device).require_grad();
+            let grads = (x.clone() * x.clone()).sum().backward();
+            let g = x.grad(&grads).expect("a gradient");
+            assert_eq!(
+                g.try_to_vec_as::<f32>().unwrap(),
+                vec![2.0, 4.0],
+                "{}",
+                b.name()
+            );
+        }
+    }
+
     #[test]
     fn with_sets_and_restores_the_current_backend() {
         assert_eq!(current(), Backend::Flex);
