@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from difftest.exec.backends import BACKEND_ENV, DEFAULT_BACKEND, binary_backends, parse_backends
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.corpus import CorpusError, case_from_verdict, judge, load_case, replay_memory_case, save_case
 from difftest.findings.table import report as table_report
@@ -24,6 +25,7 @@ from difftest.oracle.compare import Verdict, dismissal_reason
 
 ROOT_MARKER = "pyproject.toml"
 _WORKER: BurnWorker | None = None
+_BACKEND_WORKERS: dict[str, BurnWorker] = {}  # a corpus case's own backend, other than the shared worker's
 # numeric mismatches dismissed by arbitration in this test process, by reason (summed over
 # xdist workers at the end and printed in the terminal summary)
 _DISMISSALS: Counter[str] = Counter()
@@ -56,18 +58,47 @@ def shared_worker() -> BurnWorker:
     return _WORKER
 
 
+def worker_for(backend: str) -> BurnWorker:
+    """A worker on `backend`: the shared one when it runs there, else one of this process's own;
+    skips the test when the binary was built without that backend."""
+    shared = shared_worker()
+    if backend == (shared.backend or DEFAULT_BACKEND):
+        return shared
+    if backend not in _BACKEND_WORKERS:
+        if backend not in binary_backends(shared.binary):
+            pytest.skip(f"runs on the {backend} backend, which {shared.binary} was built without "
+                        f"(`difftest replay CASE --backend {backend}` builds one; docs/backends.md)")
+        _BACKEND_WORKERS[backend] = BurnWorker(shared.binary, inflight_dir=state_dir() / "inflight", backend=backend)
+    return _BACKEND_WORKERS[backend]
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("difftest")
     group.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow")
     group.addoption("--run-versions", default="", metavar="V,V,...",
                     help="also run the tests marked versions against these burn versions (crates.io versions or "
                     "path:DIR), building difftest-burn for each (cached outside the repository; minutes each)")
+    group.addoption("--backend", default="", metavar="NAME",
+                    help="run the burn worker on this burn backend (flex, ndarray, ...; the binary must have it "
+                    "compiled in: docs/backends.md); default flex")
+    group.addoption("--run-backends", default="", metavar="B,B,...",
+                    help="also run the tests marked backends on these burn backends, building difftest-burn with "
+                    "them if needed (cached outside the repository; minutes)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: long-running; needs --run-slow")
     config.addinivalue_line("markers", "versions: builds difftest-burn against other burn versions; needs "
                             "--run-versions V,V,...")
+    config.addinivalue_line("markers", "backends: builds difftest-burn with other burn backends; needs "
+                            "--run-backends B,B,...")
+    backend = config.getoption("--backend")
+    if backend:  # every worker of this process (and its xdist workers, which configure the same way)
+        try:
+            (name,) = parse_backends(backend)
+        except ValueError as e:
+            raise pytest.UsageError(f"--backend {backend!r}: {e} (one backend)") from None
+        os.environ[BACKEND_ENV] = name
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -105,6 +136,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "versions" in item.keywords:
                 item.add_marker(skip_versions)
+    if not config.getoption("--run-backends"):
+        skip_backends = pytest.mark.skip(reason="builds difftest-burn with other burn backends: run with "
+                                         "--run-backends flex,ndarray (docs/backends.md)")
+        for item in items:  # the marker, not the keyword: corpus/backends/ cases are corpus items
+            if item.get_closest_marker("backends") is not None:
+                item.add_marker(skip_backends)
     if config.getoption("--run-slow"):
         return
     full_memory = memory_full(config)
@@ -119,6 +156,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if _WORKER is not None:
         _WORKER.close()
         _WORKER = None
+    for w in _BACKEND_WORKERS.values():
+        w.close()
+    _BACKEND_WORKERS.clear()
 
 
 @pytest.fixture(scope="session")
@@ -252,7 +292,7 @@ class CorpusItem(pytest.Item):
                 raise CorpusFailure(f"{self.path} [{case.status}]: {outcome.message}")
             return
 
-        verdict = check(case.program, shared_worker())
+        verdict = check(case.program, worker_for(case.backend))
         note_verdict(verdict)
         outcome = judge(case, verdict)
         if not outcome.ok:

@@ -104,9 +104,11 @@ class GenConfig:
 # Named distributions for campaigns: "sessions" makes most programs sessions (several backwards,
 # gradient reads, training loops), for campaigns about graph lifetimes and optimizer steps.
 # "float64", "float16", "bfloat16" (`difftest fuzz --dtype`): the default distribution with every
-# program in that dtype.
+# program in that dtype. "no-half": the default distribution without float16 and bfloat16 (a
+# campaign on a backend without half precision: difftest/ops/backend_support.py).
 PROFILES: dict[str, dict[str, object]] = {
     "default": {},
+    "no-half": {"dtype_weights": (80.0, 10.0, 0.0, 0.0)},
     "sessions": {"p_another_backward": 0.75, "p_training": 0.3, "p_grad_read": 0.7},
     "float32": {"dtype": "float32"},
     "float64": {"dtype": "float64"},

@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from difftest import __version__
+from difftest.cli.backends import backend_workers, use_backends
 from difftest.cli.common import make_console, make_worker
 from difftest.cli.coverage import add_guided_options, guided_setup, split_frontiers
 from difftest.cli.coverage import add_parser as add_coverage
 from difftest.cli.versions import add_parser as add_versions
 from difftest.cli.versions import burn_option, use_burn
+from difftest.exec.backends import BACKEND_ENV
 
 if TYPE_CHECKING:
 
@@ -46,6 +48,14 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
             print("--dtype and --profile cannot be combined", file=sys.stderr)
             return 2
         args.profile = args.dtype  # a dtype is a profile of the generator (difftest.strategies.config.PROFILES)
+    if os.environ.get(BACKEND_ENV):  # --backend: only the dtypes and ops that backend runs
+        from difftest.cli.backends import fit_campaign
+
+        try:
+            args.ops, args.profile = fit_campaign(os.environ[BACKEND_ENV], args.ops, args.profile)
+        except ValueError as e:
+            print(e, file=sys.stderr)
+            return 2
     opts = FuzzOptions(
         seed=args.seed, programs=args.programs, seconds=args.time,
         ops=tuple(args.ops.split(",")) if args.ops else None, max_statements=args.max_statements, jobs=jobs,
@@ -70,11 +80,13 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     fault = f", FAULT {version.get('fault')}" if version.get("fault") else ""
     budget = f"{args.time:.0f}s" if args.time else f"{args.programs} programs"
     where = f", shard {shard}/{shards}" if shards > 1 else ""
-    print(f"difftest {__version__} fuzz: burn {version.get('burn')} (difftest-burn {version.get('difftest_burn')}"
+    print(f"difftest {__version__} fuzz: burn {version.get('burn')} on {version.get('backend', 'flex')} "
+          f"(difftest-burn {version.get('difftest_burn')}"
           f"{fault}), torch {torch.__version__}, seed {args.seed}, {budget}{where}, {jobs} job(s)", flush=True)
     summary = fuzz(opts, console)
     summary.versions = {"burn": version.get("burn"), "difftest_burn": version.get("difftest_burn"),
-                        "torch": torch.__version__, "difftest": __version__, "fault": version.get("fault")}
+                        "torch": torch.__version__, "difftest": __version__, "fault": version.get("fault"),
+                        "backend": version.get("backend", "flex")}
     print_summary(summary, console)
     if args.json:
         write_json(summary, Path(args.json))
@@ -113,6 +125,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     worker = make_worker(args)
+    workers = backend_workers(worker)
     failures = 0
     width = max(len(str(f)) for f in files)
     console = make_console()
@@ -135,7 +148,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
                     failures += 1
                     out(f"{f!s:<{width}}  {'?':<34}  CORRUPT: {e}")
                     continue
-                verdict = check(case.program, worker)
+                on = workers.get(case.backend)  # a case found on another backend replays there
+                if on is None:
+                    out(f"{f!s:<{width}}  {case.status:<34}  skipped: runs on {case.backend}, not compiled into "
+                        f"{worker.binary} (--backend {case.backend} builds one)")
+                    continue
+                verdict = check(case.program, on)
                 outcome = judge(case, verdict)
                 failures += not outcome.ok
                 head = outcome.message.splitlines()[0]
@@ -145,7 +163,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
                     console.print(table(verdict))
     finally:
-        worker.close()
+        for w in workers.values():
+            w.close()
     print(f"\n{len(files) - failures} passed, {failures} failed")
     return 1 if failures else 0
 
@@ -216,6 +235,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (OSError, json.JSONDecodeError, ProgramError) as e:
         print(f"{args.file}: {e}", file=sys.stderr)
         return 2
+    if len(getattr(args, "backends", ())) > 1:
+        from difftest.cli.backends import run_on_backends
+
+        return run_on_backends(program, args.backends, args.timeout, args.json)
     worker = make_worker(args)
     try:
         verdict = check(program, worker)
@@ -319,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--ops", default="", help="comma-separated ops to restrict to (see `difftest ops`)")
     f.add_argument("--max-statements", type=int, default=10)
-    f.add_argument("--profile", default="default", choices=["default", "sessions"],
+    f.add_argument("--profile", default="default", choices=["default", "sessions", "no-half"],
                    help="the generator's distribution: sessions makes most programs sessions (several "
                         "backwards, gradient reads, SGD training loops)")
     f.add_argument("--dtype", default=None, choices=["float32", "float64", "float16", "bfloat16"],
@@ -379,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--dot", action="store_true", help="print the program and its verdict as Graphviz DOT text")
     rn.add_argument("--svg", default=None, metavar="FILE",
                     help="write the program and its verdict as an SVG picture (runs Graphviz's `dot -Tsvg`)")
-    burn_option(rn)
+    burn_option(rn, several_backends=True)
     rn.set_defaults(func=cmd_run)
 
     rp = sub.add_parser("report", help="one self-contained HTML report of corpora, cases and campaign summaries")
@@ -405,11 +428,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command != "versions" and getattr(args, "burn", None):
+    if args.command != "versions" and (getattr(args, "burn", None) or getattr(args, "backend", None)):
         from difftest.exec.burn_builds import BuildError
 
         try:
             use_burn(args.burn)
+            if getattr(args, "backend", None):
+                args.backends = use_backends(args.backend, args.burn, several=args.command == "run")
         except (ValueError, BuildError) as e:
             print(e, file=sys.stderr)
             return 2

@@ -29,7 +29,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     if args.format == "rust" or args.cargo:
         return _show_rust(args, case)
-    print(f"# {case.name} [{case.status}] {case.reason}\n")
+    print(f"# {case.name} [{case.status}] {case.reason}")
+    from difftest.findings.backends import recorded_where
+
+    located = recorded_where(case)
+    print(f"# where: {located} (recorded: backends_tested)\n" if located else "")
     print(program_text(case.program))
     one_op = _localised_program(case)
     if one_op is not None:
@@ -38,8 +42,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.format == "all":
         print("\n# ---- PyTorch reproducer ----")
         print(reproducers.torch_script(case.program))
+        from difftest.findings.backends import rust_on_backend
+
         print("\n// ---- burn reproducer (Rust #[test]) ----")
-        print(reproducers.rust_test(case.program, reproducers.test_name(case.name)))
+        print(rust_on_backend(reproducers.rust_test(case.program, reproducers.test_name(case.name)), case.backend))
     return 0
 
 

@@ -1,6 +1,7 @@
-"""`difftest versions` (the corpus on several burn builds) and the `--burn` option every
-running command takes (main.py dispatches here). Imports wait until the command runs: `difftest
---help` starts without loading torch."""
+"""`difftest versions`: the corpus on several burn versions (a matrix case x version), or with
+`--backend B,B` on several burn backends at one version; and the `--burn` / `--backend` options
+every running command takes (main.py dispatches here). Imports wait until the command runs:
+`difftest --help` starts without loading torch."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from difftest.cli.backends import add_backend_option
 from difftest.cli.common import make_console
 
 
@@ -33,6 +35,10 @@ def cmd_versions(args: argparse.Namespace) -> int:
     if not files:
         print(f"no corpus cases found in {', '.join(args.paths or [args.corpus])}", file=sys.stderr)
         return 2
+    if args.backend:
+        from difftest.cli.backends import cmd_backends_matrix
+
+        return cmd_backends_matrix(args, files)
     console = make_console()
     from rich.console import Console
 
@@ -52,13 +58,16 @@ def cmd_versions(args: argparse.Namespace) -> int:
     return 0 if matrix_ok(columns, rows) else 1
 
 
-def use_burn(spec_text: str) -> None:
-    """`--burn V` / `--burn path:DIR`: points $DIFFTEST_BURN (read by every worker this
-    process and its job processes start) at that version's binary, building it if needed."""
+def use_burn(spec_text: str | None) -> None:
+    """`--burn V` / `--burn path:DIR` / `--burn patch:FILE`: points $DIFFTEST_BURN (read by
+    every worker this process and its job processes start) at that build's binary, building it
+    if needed."""
     from difftest.exec.burn_builds import BurnSpec, build_with_status
     from difftest.exec.burn_worker import find_binary
     from difftest.findings.matrix import binary_burn_version
 
+    if not spec_text:
+        return
     spec = BurnSpec.parse(spec_text)
     if spec.is_release:
         try:
@@ -71,7 +80,8 @@ def use_burn(spec_text: str) -> None:
     os.environ["DIFFTEST_BURN"] = str(build_with_status(spec).binary)
 
 
-def burn_option(parser: argparse.ArgumentParser) -> None:
+def burn_option(parser: argparse.ArgumentParser, several_backends: bool = False) -> None:
+    add_backend_option(parser, several=several_backends)
     parser.add_argument("--burn", default=None, metavar="V|path:DIR|patch:FILE",
                         help="run against burn V (a crates.io version), a local burn checkout or one burn crate "
                         "(path:DIR), or a release with a candidate fix applied (patch:FILE, see "
@@ -87,6 +97,7 @@ def add_parser(sub: Any) -> None:
                    help="versions: crates.io versions, path:DIR (a local burn checkout or one burn crate) and/or "
                    "patch:FILE (a candidate fix applied to a release); default 0.22.0,0.22.1,0.23.0-pre.1")
     v.add_argument("--json", action="store_true", help="print the matrix as JSON")
+    add_backend_option(v, several=True)  # with it: the cases x backends matrix at one burn version
     v.add_argument("--record", action="store_true",
                    help="write each bug case's outcome per version into its versions_tested")
     v.add_argument("--recorded", action="store_true",

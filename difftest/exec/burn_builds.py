@@ -61,6 +61,9 @@ class BurnSpec:
     path: Path | None = None  # the directory of the `burn` crate, or of one burn crate
     patch: Path | None = None  # a candidate fix applied to `version`'s released crates
     coverage: bool = False  # the SanitizerCoverage variant (exec/coverage_build.py)
+    # extra burn backends compiled in next to Flex: cargo features of rust/Cargo.toml
+    # (`ndarray`, `wgpu`, `vulkan`, `tch`), sorted; () is the plain Flex build
+    backends: tuple[str, ...] = ()
 
     @staticmethod
     def parse(text: str) -> BurnSpec:
@@ -89,21 +92,21 @@ class BurnSpec:
     @property
     def is_release(self) -> bool:
         """A crates.io release as published and built as usual (no local source, no patch, no
-        instrumentation)."""
-        return self.path is None and self.patch is None and not self.coverage
+        instrumentation, no extra backend)."""
+        return self.path is None and self.patch is None and not self.coverage and not self.backends
 
     @property
     def label(self) -> str:
-        """The build directory's name under the cache."""
-        suffix = coverage_build.LABEL_SUFFIX if self.coverage else ""
+        """The build directory's name under the cache (`0.22.1`, `0.22.1+ndarray`)."""
+        extra = "".join(f"+{b}" for b in self.backends) + (coverage_build.LABEL_SUFFIX if self.coverage else "")
         if self.path is not None:
             digest = sha256(str(self.path).encode()).hexdigest()[:10]
-            return f"path-{self.path.name}-{digest}{suffix}"
+            return f"path-{self.path.name}-{digest}{extra}"
         if self.patch is not None:
             digest = sha256(str(self.patch).encode()).hexdigest()[:10]
-            return f"patch-{self.patch.stem}-{digest}{suffix}"
+            return f"patch-{self.patch.stem}-{digest}{extra}"
         assert self.version is not None
-        return self.version + suffix
+        return self.version + extra
 
     @property
     def crate_name(self) -> str | None:
@@ -111,11 +114,12 @@ class BurnSpec:
         return _package_name(self.path / "Cargo.toml") if self.path is not None else None
 
     def __str__(self) -> str:
+        extra = "".join(f"+{b}" for b in self.backends) + (coverage_build.LABEL_SUFFIX if self.coverage else "")
         if self.path is not None:
             text = f"path:{self.path}"
         else:
             text = f"patch:{self.patch}" if self.patch is not None else str(self.version)
-        return text + (coverage_build.LABEL_SUFFIX if self.coverage else "")
+        return text + extra
 
 
 def parse_specs(text: str) -> list[BurnSpec]:
@@ -249,8 +253,9 @@ def generate_manifest(spec: BurnSpec, rust: Path, pins: dict[str, str] | None = 
     if replaced:
         lines += _table("patch.crates-io", {name: {"path": str(d)} for name, d in sorted(replaced.items())})
     profiles = doc.get("profile", {})
+    if (spec.backends or spec.coverage) and "features" in doc:  # what `cargo build --features` names
+        lines += _table("features", doc["features"])
     if spec.coverage:
-        lines += _table("features", doc.get("features", {}))
         profiles = coverage_build.profiles(profiles)
     for name, profile in profiles.items():
         lines += _table(f"profile.{name}", profile)
@@ -407,7 +412,8 @@ def build(spec: BurnSpec, *, on_line: Progress | None = None, cache: Path | None
     target = directory / "target"
     if spec.patch is not None and not target.exists():
         _seed_target(target, rust, release, log)
-    args, env = ["build", "--release", "--target-dir", str(target)], None
+    features = ["--features", ",".join(spec.backends)] if spec.backends else []
+    args, env = ["build", "--release", *features, "--target-dir", str(target)], None
     if spec.coverage:
         args, env = args + coverage_build.cargo_args(), coverage_build.cargo_env(directory)
     _run_cargo(args, directory, log, on_line, env)

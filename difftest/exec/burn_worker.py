@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from difftest.exec.backends import BACKEND_ENV
 from difftest.program.ir import Program
 from difftest.program.jsonio import dumps, program_to_dict
 from difftest.program.observation import BackwardObs, ErrorObs, Observation
@@ -79,10 +80,8 @@ def find_binary() -> str:
     found = shutil.which("difftest-burn")
     if found:
         return found
-    raise WorkerError(
-        "difftest-burn not found: install the project (`pip install -e .` builds it), "
-        "or set DIFFTEST_BURN to the binary"
-    )
+    raise WorkerError("difftest-burn not found: install the project (`pip install -e .` builds it), "
+                      "or set DIFFTEST_BURN to the binary")
 
 
 def default_memory_limit() -> int | None:
@@ -114,12 +113,15 @@ class BurnWorker:
         fault: str | None = None,
         memory_limit: int | None = None,
         test_requests: bool | None = None,
+        backend: str | None = None,
     ) -> None:
         """`fault`: a DIFFTEST_BURN_FAULT spec (docs/format.md) for detection-power runs.
         `memory_limit`: the worker's address-space limit in bytes (0: unlimited; None: the
         default, $DIFFTEST_BURN_MEMORY_LIMIT or DEFAULT_MEMORY_LIMIT). `test_requests`: serve
-        the test-only requests (`allocate`); None inherits $DIFFTEST_BURN_TEST_REQUESTS."""
+        the test-only requests (`allocate`); None inherits $DIFFTEST_BURN_TEST_REQUESTS.
+        `backend`: the burn backend (`--backend`; None: $DIFFTEST_BURN_BACKEND, else Flex)."""
         self.binary = binary or find_binary()
+        self.backend = backend or os.environ.get(BACKEND_ENV) or None
         self.fault = fault
         if memory_limit is not None and memory_limit < 0:
             raise ValueError(f"memory_limit must be >= 0 bytes, got {memory_limit}")
@@ -151,7 +153,7 @@ class BurnWorker:
                 if self.test_requests:
                     env[TEST_REQUESTS_ENV] = "1"
             self._proc = subprocess.Popen(
-                [self.binary, "--worker"],
+                [self.binary, *(["--backend", self.backend] if self.backend else []), "--worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -270,8 +272,7 @@ class BurnWorker:
         return answer
 
     def ops(self) -> list[dict[str, Any]]:
-        ans = self.request("ops")
-        ops: list[dict[str, Any]] = ans["ops"]
+        ops: list[dict[str, Any]] = self.request("ops")["ops"]
         return ops
 
     def version(self) -> dict[str, Any]:
@@ -412,13 +413,9 @@ class BurnWorker:
         elapsed = time.monotonic() - run.started
         if not answer.get("ok"):
             err = answer.get("error") or {}
-            return Observation(
-                "burn",
-                error=ErrorObs(
-                    err.get("kind", "invalid"), err.get("message", ""), err.get("index"), err.get("statement")
-                ),
-                meta={"seconds": elapsed},
-            )
+            return Observation("burn", error=ErrorObs(err.get("kind", "invalid"), err.get("message", ""),
+                                                      err.get("index"), err.get("statement")),
+                               meta={"seconds": elapsed})
         obs = Observation.from_dict(answer["result"], "burn")
         return Observation("burn", obs.values, obs.backwards, obs.error, {"seconds": elapsed})
 

@@ -20,6 +20,7 @@ from typing import Any
 from difftest.divergences.knowledge import parse_version
 from difftest.divergences.memory_rules import MEMORY_RULES_BY_NAME
 from difftest.divergences.rules import RULES_BY_NAME
+from difftest.exec.backends import BACKENDS, DEFAULT_BACKEND
 from difftest.findings.localise import mismatch_class
 from difftest.findings.table import report as table_report
 from difftest.memory.experiment import MemoryExperiment
@@ -60,6 +61,12 @@ class Case:
         None where the case says it is not reported."""
         where = self.link or self.record.get("upstream")
         return where if isinstance(where, str) and where and where != "not reported" else None
+
+    @property
+    def backend(self) -> str:
+        """The burn backend the case runs on (its record's `backend`; Flex without one)."""
+        b = self.record.get("backend")
+        return b if isinstance(b, str) else DEFAULT_BACKEND
 
     @property
     def root(self) -> str:
@@ -188,6 +195,9 @@ def case_from_verdict(verdict: Verdict, *, source: str, burn_version: dict[str, 
         "found": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "source": source,
     }
+    backend = (burn_version or {}).get("backend")
+    if isinstance(backend, str) and backend != DEFAULT_BACKEND:  # found on another backend: replayed there
+        record["backend"] = backend
     return Case(verdict.program, "new", reason, None, program_hash(verdict.program), None, record)
 
 
@@ -310,7 +320,9 @@ def _check_upstream(path: Path, doc: dict[str, Any]) -> None:
     version -> {"outcome": text, "date": ISO day}
     (written by `difftest versions --record`); `fix`, the candidate fix proved on the bug
     ({"patch", "burn", "outcome", "others", "date"}, written by the same command on a
-    `patch:FILE` build)."""
+    `patch:FILE` build); `backend`, the burn backend the case runs on (default flex; a campaign
+    on another backend writes it); `backends_tested`, burn backend -> {"outcome": text, "burn":
+    version, "date": ISO day} (`difftest versions --backend B,B --record`; findings/backends.py)."""
     up = doc.get("upstream")
     if up is not None and not (up == NOT_REPORTED or (isinstance(up, str) and up.startswith("https://"))):
         raise CorpusError(f"{path}: \"upstream\" must be an https URL or {NOT_REPORTED!r}, got {up!r}")
@@ -327,6 +339,7 @@ def _check_upstream(path: Path, doc: dict[str, Any]) -> None:
     fix = doc.get("fix")
     if fix is not None and not (isinstance(fix, dict) and all(isinstance(fix.get(k), str) for k in FIX_FIELDS)):
         raise CorpusError(f"{path}: \"fix\" must be an object with text fields {', '.join(FIX_FIELDS)}, got {fix!r}")
+    _check_backend_fields(path, doc)
     tested = doc.get("versions_tested")
     if tested is None:
         return
@@ -340,6 +353,22 @@ def _check_upstream(path: Path, doc: dict[str, Any]) -> None:
             raise CorpusError(f"{path}: versions_tested: {e}") from None
         if not isinstance(entry, dict) or not isinstance(entry.get("outcome"), str):
             raise CorpusError(f"{path}: versions_tested[{version!r}] must be an object with an \"outcome\"")
+
+
+def _check_backend_fields(path: Path, doc: dict[str, Any]) -> None:
+    """`backend` names a burn backend; `backends_tested` maps backends to outcomes."""
+    if "backend" in doc and doc["backend"] not in BACKENDS:
+        raise CorpusError(f"{path}: \"backend\" must be one of {', '.join(BACKENDS)}, got {doc['backend']!r}")
+    by_backend = doc.get("backends_tested")
+    if by_backend is None:
+        return
+    if not isinstance(by_backend, dict):
+        raise CorpusError(f"{path}: \"backends_tested\" must be an object: backend -> outcome")
+    for b, entry in by_backend.items():
+        if b not in BACKENDS:
+            raise CorpusError(f"{path}: backends_tested: unknown backend {b!r} (known: {', '.join(BACKENDS)})")
+        if not isinstance(entry, dict) or not isinstance(entry.get("outcome"), str):
+            raise CorpusError(f"{path}: backends_tested[{b!r}] must be an object with an \"outcome\"")
 
 
 def _load_memory_case(path: Path, doc: dict[str, Any]) -> Case:

@@ -1,6 +1,8 @@
-//! `difftest-burn`: runs difftest tensor programs on burn (Flex backend, autodiff) and reports
-//! values, autodiff flags and gradients. See docs/format.md.
+//! `difftest-burn`: runs difftest tensor programs on burn (Flex backend by default, or another
+//! compiled in: `--backend NAME`; autodiff) and reports values, autodiff flags and gradients.
+//! See docs/format.md and docs/backends.md.
 
+mod backend;
 #[cfg(test)]
 mod batch_norm_evidence;
 mod cast_evidence;
@@ -33,11 +35,14 @@ use request::RequestError;
 
 const USAGE: &str = "\
 usage:
-  difftest-burn --worker        serve JSON-line requests on stdin/stdout
-  difftest-burn run FILE|-      run one program, print the observation as JSON
-  difftest-burn ops             print the op list as JSON
-  difftest-burn --version       print the version
-  difftest-burn --help          print this help
+  difftest-burn [--backend NAME] --worker     serve JSON-line requests on stdin/stdout
+  difftest-burn [--backend NAME] run FILE|-   run one program, print the observation as JSON
+  difftest-burn ops                           print the op list as JSON
+  difftest-burn [--backend NAME] --version    print the version (and the backend)
+  difftest-burn --help                        print this help
+
+  --backend NAME   the burn backend to run on: flex (the default), or ndarray, wgpu, vulkan,
+                   tch when the binary is built with that cargo feature (docs/backends.md)
 
 environment:
   DIFFTEST_BURN_FAULT=SPEC      inject a deliberate fault (detection-power tests); SPEC is one of
@@ -53,10 +58,12 @@ exit status: 0 ok, 2 invalid program, invalid JSON, usage error or unknown fault
 fn version_line() -> String {
     let fault = fault::spec().map_or(String::new(), |s| format!(", fault {s}"));
     format!(
-        "difftest-burn {} (burn {}, protocol {}{fault})",
+        "difftest-burn {} (burn {}, protocol {}, backend {}, compiled in: {}{fault})",
         protocol::CRATE_VERSION,
         protocol::BURN_VERSION,
-        protocol::PROTOCOL
+        protocol::PROTOCOL,
+        backend::current().name(),
+        backend::Backend::compiled_in().join(" ")
     )
 }
 
@@ -96,6 +103,7 @@ fn worker() -> ExitCode {
             catch_unwind(AssertUnwindSafe(|| worker.handle_line(&line))).unwrap_or_else(|p| {
                 Response {
                     id: serde_json::Value::Null,
+                    backend: backend::current().name(),
                     reply: Err(RequestError::new(
                         "internal",
                         format!("panic outside a statement: {}", step::panic_message(&*p)),
@@ -134,7 +142,15 @@ fn run_once(path: &str) -> ExitCode {
         .and_then(|doc| protocol::run_program(&doc));
     match result {
         Ok(obs) => {
-            print_pretty(&obs);
+            // The observation and the backend it ran on.
+            let mut answer = serde_json::Map::new();
+            answer.insert("backend".into(), backend::current().name().into());
+            if let serde_json::Value::Object(fields) =
+                serde_json::to_value(&obs).expect("serializable")
+            {
+                answer.extend(fields);
+            }
+            print_pretty(&answer);
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -152,7 +168,20 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    if let Some(at) = args.iter().position(|a| *a == "--backend") {
+        let Some(name) = args.get(at + 1).copied() else {
+            return usage_error("--backend needs a NAME");
+        };
+        match backend::Backend::parse(name) {
+            Ok(b) => backend::set_default(b),
+            Err(e) => {
+                eprintln!("difftest-burn: --backend: {e}");
+                return ExitCode::from(2);
+            }
+        }
+        args.drain(at..at + 2);
+    }
     match args.as_slice() {
         ["--version" | "-V"] => {
             println!("{}", version_line());

@@ -17,7 +17,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use burn::tensor::{Device, Distribution, Tensor};
+use burn::tensor::{Distribution, Tensor};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -105,7 +105,7 @@ fn growth(base: u64) -> f64 {
 
 /// Runs one mode of the experiment; `mode` must be one of [`MODES`].
 pub fn run(mode: &str, n: usize, iters: usize) -> MemoryReport {
-    let plain = Device::flex();
+    let plain = crate::backend::current().device();
     let ad = if plain.is_autodiff() {
         plain
     } else {

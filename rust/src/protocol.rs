@@ -4,6 +4,7 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
 
+use crate::backend::{self, Backend};
 use crate::exec::{self, Observation};
 use crate::memory::{self, MemoryReport, ProgramMemoryReport};
 use crate::memory_session::{self, SessionReport};
@@ -57,6 +58,10 @@ pub struct VersionInfo {
     pub protocol: u32,
     /// The injected fault (`DIFFTEST_BURN_FAULT`), or null.
     pub fault: Option<&'static str>,
+    /// The backend the request ran on (the process default unless the request named one).
+    pub backend: &'static str,
+    /// The backends compiled into this binary (its cargo features), Flex first.
+    pub backends: Vec<&'static str>,
 }
 
 pub fn version_info() -> VersionInfo {
@@ -65,6 +70,8 @@ pub fn version_info() -> VersionInfo {
         burn: BURN_VERSION,
         protocol: PROTOCOL,
         fault: crate::fault::spec(),
+        backend: backend::current().name(),
+        backends: Backend::compiled_in(),
     }
 }
 
@@ -104,6 +111,19 @@ fn allocate(obj: &serde_json::Map<String, Value>) -> Result<u64, RequestError> {
     Ok(bytes)
 }
 
+/// The backend a request names in its optional `backend` field, else the current one.
+fn request_backend(request: &Value) -> Result<Backend, RequestError> {
+    match request.get("backend") {
+        None | Some(Value::Null) => Ok(backend::current()),
+        Some(Value::String(name)) => Backend::parse(name)
+            .map_err(|e| RequestError::new("invalid-request", format!("field \"backend\": {e}"))),
+        Some(other) => Err(RequestError::new(
+            "invalid-request",
+            format!("field \"backend\" must be a backend name (a string), not {other}"),
+        )),
+    }
+}
+
 /// The payload of a successful response.
 pub enum Reply {
     Result(Observation),
@@ -119,9 +139,11 @@ pub enum Reply {
     CoverageMap(Value),
 }
 
-/// One response line: `{"id": …, "ok": …, <payload fields>}`.
+/// One response line: `{"id": …, "ok": …, "backend": …, <payload fields>}`.
 pub struct Response {
     pub id: Value,
+    /// The backend the request ran on.
+    pub backend: &'static str,
     pub reply: Result<Reply, RequestError>,
 }
 
@@ -130,6 +152,7 @@ impl Serialize for Response {
         let mut map = s.serialize_map(None)?;
         map.serialize_entry("id", &self.id)?;
         map.serialize_entry("ok", &self.reply.is_ok())?;
+        map.serialize_entry("backend", self.backend)?;
         match &self.reply {
             Ok(Reply::Result(obs)) => map.serialize_entry("result", obs)?,
             Ok(Reply::Ops(ops)) => map.serialize_entry("ops", ops)?,
@@ -169,12 +192,23 @@ impl Worker {
         let response = match serde_json::from_slice::<Value>(line) {
             Err(e) => Response {
                 id: Value::Null,
+                backend: backend::current().name(),
                 reply: Err(RequestError::new("invalid-json", e.to_string())),
             },
             Ok(request) => {
                 let id = request.get("id").cloned().unwrap_or(Value::Null);
-                let reply = self.handle(&request);
-                Response { id, reply }
+                match request_backend(&request) {
+                    Ok(b) => Response {
+                        id,
+                        backend: b.name(),
+                        reply: backend::with(b, || self.handle(&request)),
+                    },
+                    Err(e) => Response {
+                        id,
+                        backend: backend::current().name(),
+                        reply: Err(e),
+                    },
+                }
             }
         };
         self.served += 1;

@@ -30,7 +30,7 @@ pub struct Devices {
 
 impl Devices {
     pub fn new() -> Self {
-        let plain = Device::flex();
+        let plain = crate::backend::current().device();
         let autodiff = if plain.is_autodiff() {
             plain.clone()
         } else {

@@ -1,0 +1,180 @@
+"""`--backend B[,B…]`: which burn backends the commands run on (main.py dispatches here).
+
+One backend (`fuzz`, `replay`, `show`, `run`): every worker of the command and of its job
+processes runs on it ($DIFFTEST_BURN_BACKEND). Several (`run`, `versions`): the program or the
+cases run on each, and the output says where a finding lives (findings/backends.py). A binary
+without a named backend is replaced by a build that has it (burn_builds, cached as
+`<cache>/<version>+<backend>/`). docs/backends.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from difftest.exec.backends import BACKEND_ENV, BACKENDS, binary_backends, extra_features, parse_backends
+
+if TYPE_CHECKING:
+    from difftest.exec.burn_worker import BurnWorker
+    from difftest.program.ir import Program
+
+
+def add_backend_option(parser: argparse.ArgumentParser, *, several: bool) -> None:
+    what = ("burn backends to run on, each compared with PyTorch; the output says which show a finding"
+            if several else "the burn backend to run on")
+    parser.add_argument("--backend", default=None, metavar="B,B,..." if several else "NAME",
+                        help=f"{what} ({', '.join(BACKENDS)}; default flex); a difftest-burn without it "
+                        "is rebuilt with it (cached; docs/backends.md)")
+
+
+def use_backends(text: str, burn: str | None, *, several: bool) -> tuple[str, ...]:
+    """Points $DIFFTEST_BURN at a binary that has every backend of `text` (building one when the
+    current binary lacks some) and $DIFFTEST_BURN_BACKEND at the first; returns the backends.
+    Raises ValueError (bad names) or BuildError."""
+    from difftest.exec.burn_builds import BurnSpec, build_with_status
+    from difftest.exec.burn_worker import find_binary
+    from difftest.findings.matrix import binary_burn_version
+
+    backends = parse_backends(text)
+    if len(backends) > 1 and not several:
+        raise ValueError(f"--backend {text!r}: this command runs on one backend (`difftest run` and "
+                         "`difftest versions` take several)")
+    binary = find_binary()
+    have = binary_backends(binary)
+    if not set(backends) <= set(have):
+        spec = BurnSpec.parse(burn) if burn else BurnSpec(version=binary_burn_version(binary))
+        spec = replace(spec, backends=extra_features(backends))
+        os.environ["DIFFTEST_BURN"] = str(build_with_status(spec).binary)
+    os.environ[BACKEND_ENV] = backends[0]
+    return backends
+
+
+def backend_workers(worker: BurnWorker) -> dict[str, BurnWorker]:
+    """`worker` under its backend's name, and one on each other backend its binary has (started
+    on first use): where `difftest replay` runs a case that names its backend."""
+    from difftest.exec.backends import DEFAULT_BACKEND
+    from difftest.exec.burn_worker import BurnWorker
+
+    own = worker.backend or DEFAULT_BACKEND
+    others = {b: BurnWorker(worker.binary, timeout=worker.timeout, inflight_dir=worker.inflight_dir, backend=b)
+              for b in binary_backends(worker.binary) if b != own}
+    return {own: worker, **others}
+
+
+def fit_campaign(backend: str, ops: str, profile: str) -> tuple[str, str]:
+    """A campaign's `--ops` and `--profile` on `backend`: without the ops it refuses and, when it
+    has no half precision, the dtypes it lacks (ops/backend_support.py); a dtype it lacks asked
+    for explicitly is a ValueError."""
+    from difftest.ops import catalog
+    from difftest.ops.backend_support import dtypes, unsupported_ops
+
+    has = dtypes(backend)
+    if profile in ("float16", "bfloat16", "float32", "float64") and profile not in has:
+        raise ValueError(f"--dtype {profile}: the {backend} backend runs {', '.join(has)} only "
+                         "(difftest/ops/backend_support.py)")
+    if profile == "default" and ("float16" not in has or "bfloat16" not in has):
+        profile = "no-half"
+    elif profile == "sessions" and "float16" not in has:
+        raise ValueError(f"--profile sessions draws float16 programs, which the {backend} backend does not run")
+    refused = unsupported_ops(backend)
+    if refused:
+        chosen = ops.split(",") if ops else list(catalog.CATALOG)
+        ops = ",".join(op for op in chosen if op not in refused)
+        print(f"{backend}: without {', '.join(sorted(refused))} (the backend refuses it: "
+              "difftest/ops/backend_support.py)", file=sys.stderr)
+    return ops, profile
+
+
+def _workers(backends: tuple[str, ...], timeout: float) -> dict[str, BurnWorker]:
+    from difftest.exec.burn_worker import BurnWorker
+
+    inflight = Path(".difftest") / "inflight"
+    return {b: BurnWorker(timeout=timeout, inflight_dir=inflight, backend=b) for b in backends}
+
+
+def run_on_backends(program: Program, backends: tuple[str, ...], timeout: float, as_json: bool) -> int:
+    """`difftest run FILE --backend a,b`: the verdict on each backend and where the finding lives."""
+    from difftest.cli.common import make_console
+    from difftest.findings.backends import program_cell, run_on, where
+    from difftest.findings.table import json_rows, table
+
+    workers = _workers(backends, timeout)
+    try:
+        verdicts = run_on(program, workers)
+    finally:
+        for w in workers.values():
+            w.close()
+    cells = {b: program_cell(b, v) for b, v in verdicts.items()}
+    located = where({b: c.fails for b, c in cells.items()})
+    if as_json:
+        print(json.dumps({"backends": {b: {**cells[b].to_dict(), "rows": json_rows(v)} for b, v in verdicts.items()},
+                          "where": located}, indent=2))
+    else:
+        console = make_console()
+        for b, v in verdicts.items():
+            console.print(f"==== backend {b}: {cells[b].outcome}")
+            console.print(v.report())
+            console.print(table(v))
+        console.print(f"where: {located}")
+    return 0 if all(v.ok for v in verdicts.values()) else 1
+
+
+def cmd_backends_matrix(args: argparse.Namespace, files: list[Path]) -> int:
+    """`difftest versions CASE|DIR --backend a,b`: the cases × backends matrix at one burn
+    version, each bug case's layer, and (`--record`) its `backends_tested`."""
+    from rich.table import Table
+
+    from difftest.cli.common import make_console
+    from difftest.findings.backends import case_cell, record_backends_tested, where
+    from difftest.findings.corpus import CorpusError, load_case
+    from difftest.oracle.check import check
+
+    if args.burn and "," in args.burn:
+        print("--backend runs the cases at one burn version: give --burn one version", file=sys.stderr)
+        return 2
+    from difftest.exec.burn_builds import BuildError
+
+    try:
+        backends = use_backends(args.backend, args.burn, several=True)
+    except (ValueError, BuildError) as e:
+        print(e, file=sys.stderr)
+        return 2
+    workers = _workers(backends, args.timeout)
+    burn = next(iter(workers.values())).burn_version()
+    failed = False
+    console = make_console()
+    grid = Table(title=f"corpus × burn backend (burn {burn})")
+    for col in ("case", "status", *backends, "where"):
+        grid.add_column(col, overflow="fold")
+    out: list[dict[str, object]] = []
+    try:
+        for f in files:
+            try:
+                case = load_case(f)
+            except CorpusError as e:
+                failed = True
+                grid.add_row(f.stem, "?", *["CORRUPT"] * len(backends), str(e))
+                continue
+            if case.memory is not None:
+                continue  # a memory case measures RSS in fresh processes, not a program on a backend
+            cells = [case_cell(case, b, check(case.program, w)) for b, w in workers.items()]
+            failed |= not all(c.ok for c in cells)
+            located = where({c.backend: c.fails for c in cells}) if case.status == "bug" else ""
+            grid.add_row(case.name, case.status, *[c.outcome for c in cells], located)
+            out.append({"case": str(f), "status": case.status, "cells": [c.to_dict() for c in cells],
+                        "where": located})
+            if args.record and case.status == "bug" and record_backends_tested(f, cells, burn):
+                print(f"recorded backends_tested in {f}", file=sys.stderr)
+    finally:
+        for w in workers.values():
+            w.close()
+    if args.json:
+        print(json.dumps({"burn": burn, "backends": list(backends), "cases": out}, indent=2))
+    else:
+        console.print(grid)
+    return 1 if failed else 0

@@ -1,0 +1,145 @@
+"""Where a finding lives: the same program on every burn backend a difftest-burn binary has.
+
+Each backend is compared with PyTorch as usual (one worker per backend, `--backend NAME`).
+The pattern of outcomes says which layer the bug is in:
+
+- it shows on every backend tested: burn-autodiff, or a default implementation the backends
+  share (burn-backend's default ops, the dispatch layer), not one backend's kernel;
+- on one backend only: that backend's own code path: its kernel (its crate: `KERNEL_CRATES`), or
+  a default implementation of burn-backend that it inherits and the others override (the
+  finding's op then shows which: NdArray's f32 `sigmoid` is burn-backend's default, for one);
+- on some, not all: code those backends share and the others override.
+
+`backends_tested` in a bug case records it (written by `difftest versions --backend …
+--record`): backend -> {"outcome": text, "burn": version, "date": ISO day}.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from difftest.exec.backends import BACKENDS, KERNEL_CRATES
+from difftest.exec.burn_worker import BurnWorker
+from difftest.findings.corpus import Case, check_expectations, judge
+from difftest.oracle.check import check
+from difftest.oracle.compare import Verdict
+from difftest.program.ir import Program
+from difftest.program.jsonio import dumps
+
+FAILS = ("fails as recorded", "fails differently", "fails")  # outcomes in which the program shows a finding
+
+
+@dataclass(frozen=True)
+class BackendCell:
+    """One program (or case) on one backend."""
+
+    backend: str
+    outcome: str  # "pass" | "fails" (a program) | "fails as recorded" | "fails differently" | "passes" | ...
+    ok: bool  # a case: what the backend does matches the case's record; a program: it passes
+    detail: str  # the first finding's line, or why
+
+    @property
+    def fails(self) -> bool:
+        return self.outcome in FAILS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, "outcome": self.outcome, "ok": self.ok, "detail": self.detail}
+
+
+def program_cell(backend: str, verdict: Verdict) -> BackendCell:
+    if verdict.ok:
+        return BackendCell(backend, "pass", True, "passes")
+    return BackendCell(backend, "fails", False, verdict.findings[0].line().splitlines()[0])
+
+
+def case_cell(case: Case, backend: str, verdict: Verdict) -> BackendCell:
+    """A bug case: `fails as recorded`, `fails differently` or `passes` (a bug may live on one
+    backend: passing elsewhere is information, not an error); any other case: ok or not as
+    `difftest replay` judges it."""
+    if case.status != "bug":
+        outcome = judge(case, verdict)
+        text = "pass" if outcome.ok and case.status == "pass" else ("ok" if outcome.ok else "FAIL")
+        return BackendCell(backend, text, outcome.ok, outcome.message.splitlines()[0])
+    if verdict.ok:
+        return BackendCell(backend, "passes", True, "the bug does not show on this backend")
+    diff = check_expectations(case.record.get("expect", []), verdict)
+    if diff is not None:
+        return BackendCell(backend, "fails differently", False, diff.strip().splitlines()[0].strip())
+    return BackendCell(backend, "fails as recorded", True, f"fails as recorded ({verdict.kind})")
+
+
+def run_on(program: Program, workers: Mapping[str, BurnWorker]) -> dict[str, Verdict]:
+    """The program's verdict on each backend (workers by backend name)."""
+    return {b: check(program, w) for b, w in workers.items()}
+
+
+def where(fails: Mapping[str, bool]) -> str:
+    """The layer a finding lives in, from which backends show it (backend -> fails)."""
+    shown = [b for b, f in fails.items() if f]
+    clean = [b for b, f in fails.items() if not f]
+    if not shown:
+        return f"shows on no backend tested ({', '.join(clean)})"
+    if len(fails) == 1:
+        return (f"shows on {shown[0]}, the only backend tested: run it on several (--backend flex,ndarray) "
+                "to locate it")
+    if not clean:
+        return (f"shows on every backend tested ({', '.join(shown)}): burn-autodiff or a default implementation "
+                "the backends share (burn-backend), not one backend's kernel")
+    if len(shown) == 1:
+        return (f"shows on {shown[0]} only (not on {', '.join(clean)}): {shown[0]}'s own code path: its kernel "
+                f"in {KERNEL_CRATES[shown[0]]}, or a burn-backend default op it inherits and the others override")
+    return (f"shows on {', '.join(shown)}, not on {', '.join(clean)}: code those backends share and the others "
+            "override")
+
+
+def recorded_where(case: Case) -> str | None:
+    """The layer the case's `backends_tested` record points at, or None without a record."""
+    tested = case.record.get("backends_tested") or {}
+    if not tested:
+        return None
+    fails = {b: str(e.get("outcome", "")) in FAILS for b, e in tested.items() if isinstance(e, dict)}
+    return where(fails)
+
+
+def record_backends_tested(path: Path, cells: Sequence[BackendCell], burn: str) -> bool:
+    """Writes the case's outcome per backend into its `backends_tested` (in the corpus' own
+    formatting); returns whether the file changed."""
+    today = _dt.datetime.now(_dt.UTC).date().isoformat()
+    doc = json.loads(path.read_text())
+    tested = dict(doc.get("backends_tested") or {})
+    for c in cells:
+        entry = {"outcome": c.outcome, "burn": burn, "date": today}
+        if c.outcome not in ("fails as recorded", "passes"):  # how it fails there, in a line
+            entry["detail"] = c.detail
+        tested[c.backend] = entry
+    ordered = dict(sorted(tested.items(), key=lambda kv: BACKENDS.index(kv[0]) if kv[0] in BACKENDS else 99))
+    if ordered == doc.get("backends_tested"):
+        return False
+    doc["backends_tested"] = ordered
+    path.write_text(dumps(doc, indent=2) + "\n")
+    return True
+
+
+
+# how the burn reproducer (findings/reproducers/rust.py, written for Flex) spells each backend's device
+DEVICES = {
+    "flex": "Device::flex()",
+    "ndarray": "Device::ndarray()",
+    "wgpu": "Device::wgpu(burn::tensor::DeviceKind::DefaultDevice)",
+    "vulkan": "Device::vulkan(burn::tensor::DeviceKind::DefaultDevice)",
+    "tch": "Device::libtorch()",
+}
+
+
+def rust_on_backend(test: str, backend: str) -> str:
+    """The burn reproducer of a case on `backend`: its devices that backend's (the test then
+    needs burn's cargo feature of that name, and `#[allow(deprecated)]` for NdArray and tch)."""
+    if backend == "flex":
+        return test
+    note = f"// on the {backend} backend: burn's `{backend}` cargo feature\n#[allow(deprecated)]\n"
+    return note + test.replace(DEVICES["flex"], DEVICES[backend])

@@ -1,0 +1,99 @@
+"""The corpus on several burn backends of one difftest-burn build (docs/backends.md).
+
+Marked `backends`: skipped unless `pytest --run-backends flex,ndarray tests/backends -p no:xdist`.
+The build (burn 0.22.1 with the named backends) is made once into the cache outside the
+repository (minutes; later runs find it). Checked: the binary has the backends and every worker
+runs on the one it is asked for; every seed and findings case is judged as on Flex on each
+backend, or refused as ops/backend_support.py records (which this measures); each bug case
+shows on each backend the way its `backends_tested` record says (the layer `difftest show`
+reports from it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from difftest.exec.backends import binary_backends, extra_features, parse_backends
+from difftest.exec.burn_builds import BurnSpec, build
+from difftest.exec.burn_worker import BurnWorker
+from difftest.findings.backends import case_cell
+from difftest.findings.corpus import iter_case_files, load_case
+from difftest.ops.backend_support import dtypes, unsupported_ops
+from difftest.oracle.check import check
+from difftest.program.ir import Program
+from difftest.program.statements import OpCall
+
+pytestmark = pytest.mark.backends
+
+CORPUS = Path(__file__).resolve().parents[2] / "corpus"
+
+
+@pytest.fixture(scope="module")
+def backends(request: pytest.FixtureRequest) -> tuple[str, ...]:
+    return parse_backends(str(request.config.getoption("--run-backends")))
+
+
+@pytest.fixture(scope="module")
+def binary(backends: tuple[str, ...]) -> str:
+    return str(build(BurnSpec(version="0.22.1", backends=extra_features(backends))).binary)
+
+
+@pytest.fixture(scope="module")
+def workers(binary: str, backends: tuple[str, ...]) -> Iterator[dict[str, BurnWorker]]:
+    ws = {b: BurnWorker(binary, backend=b) for b in backends}
+    yield ws
+    for w in ws.values():
+        w.close()
+
+
+def test_the_build_runs_each_backend_it_has(binary: str, backends: tuple[str, ...],
+                                            workers: dict[str, BurnWorker]) -> None:
+    assert set(backends) <= set(binary_backends(binary))
+    for b, w in workers.items():
+        v = w.version()
+        assert (v["backend"], v["burn"]) == (b, "0.22.1")
+
+
+def _cases(*folders: str) -> list[Path]:
+    return iter_case_files([CORPUS / f for f in folders])
+
+
+@pytest.mark.parametrize("path", _cases("seed", "findings"), ids=lambda p: p.stem)
+def test_passing_and_divergence_cases_hold_on_every_backend(path: Path, workers: dict[str, BurnWorker]) -> None:
+    case = load_case(path)
+    if case.memory is not None:
+        pytest.skip("a memory case measures RSS in fresh processes (tests/memory)")
+    for b, w in workers.items():
+        verdict = check(case.program, w)
+        refused = _refusal(case.program, b)
+        if refused is None:
+            cell = case_cell(case, b, verdict)
+            assert cell.ok, cell.to_dict()
+        else:  # the backend refuses the program: the refusal ops/backend_support.py records, measured
+            assert verdict.burn.error is not None and refused in verdict.burn.error.message, (b, verdict.burn.error)
+
+
+def _refusal(program: Program, backend: str) -> str | None:
+    """The panic message `backend` refuses the program with (its dtype, or an op it refuses,
+    backward included), or None when it runs it."""
+    if program.dtype not in dtypes(backend):
+        return "Unsupported dtype"
+    refused = unsupported_ops(backend)
+    ops = [s.op for s in program.statements if isinstance(s, OpCall) and s.op in refused]
+    return refused[ops[0]][0] if ops else None
+
+
+@pytest.mark.parametrize("path", _cases("bugs", "backends"), ids=lambda p: p.stem)
+def test_bug_cases_show_where_recorded(path: Path, workers: dict[str, BurnWorker]) -> None:
+    case = load_case(path)
+    recorded = case.record.get("backends_tested") or {}
+    tested = [b for b in workers if b in recorded]
+    if not tested:
+        pytest.skip(f"{path.name} records no outcome on {', '.join(workers)} "
+                    "(`difftest versions --backend ... --record`)")
+    for b in tested:
+        cell = case_cell(case, b, check(case.program, workers[b]))
+        assert cell.outcome == recorded[b]["outcome"], (b, cell.to_dict())
