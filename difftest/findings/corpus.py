@@ -20,8 +20,11 @@ from typing import Any
 from difftest.divergences.knowledge import parse_version
 from difftest.divergences.memory_rules import MEMORY_RULES_BY_NAME
 from difftest.divergences.rules import RULES_BY_NAME
-from difftest.exec.backends import BACKENDS, DEFAULT_BACKEND
+from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.findings.localise import mismatch_class
+from difftest.findings.records import NOT_REPORTED as NOT_REPORTED
+from difftest.findings.records import CorpusError as CorpusError
+from difftest.findings.records import check_records
 from difftest.findings.table import report as table_report
 from difftest.memory.experiment import MemoryExperiment
 from difftest.memory.model import Row
@@ -37,10 +40,6 @@ CASE_VERSION = 1
 STATUSES = ("pass", "bug", "new")  # plus "divergence:<rule>"; "new": saved, not yet triaged
 FAILING = ("bug", "new")  # statuses whose case must fail the way it recorded
 KINDS = ("program", "memory")  # "kind" of a case; absent means "program"
-
-
-class CorpusError(ValueError):
-    """A corpus file that cannot be used, with its path."""
 
 
 @dataclass
@@ -271,7 +270,7 @@ def load_case(path: Path) -> Case:
             raise CorpusError(f"{path}: missing field {key!r}")
     if doc["status"] in FAILING:
         _check_expect(path, doc.get("expect"))
-    _check_upstream(path, doc)
+    check_records(path, doc)
     try:
         check_status(doc["status"])
         program = program_from_dict(doc["program"])
@@ -303,72 +302,6 @@ def _check_expect(path: Path, expect: Any) -> None:
                 re.compile(e["message"])
             except (re.error, TypeError) as err:
                 raise CorpusError(f"{path}: expect[{i}].message is not a regular expression: {err}") from err
-
-
-NOT_REPORTED = "not reported"
-
-
-FIX_FIELDS = ("patch", "burn", "outcome", "others", "date")
-TITLE_MAX = 120
-
-
-def _check_upstream(path: Path, doc: dict[str, Any]) -> None:
-    """Optional record of a case's life upstream and across burn versions (older files have
-    neither): `upstream`, an https URL of the issue or pull request or "not reported";
-    `upstream_note`, text; `title`, the bug report's title; `root`, the name of the bug case
-    whose root cause this one shares (one report for the group); `versions_tested`, burn
-    version -> {"outcome": text, "date": ISO day}
-    (written by `difftest versions --record`); `fix`, the candidate fix proved on the bug
-    ({"patch", "burn", "outcome", "others", "date"}, written by the same command on a
-    `patch:FILE` build); `backend`, the burn backend the case runs on (default flex; a campaign
-    on another backend writes it); `backends_tested`, burn backend -> {"outcome": text, "burn":
-    version, "date": ISO day} (`difftest versions --backend B,B --record`; findings/backends.py)."""
-    up = doc.get("upstream")
-    if up is not None and not (up == NOT_REPORTED or (isinstance(up, str) and up.startswith("https://"))):
-        raise CorpusError(f"{path}: \"upstream\" must be an https URL or {NOT_REPORTED!r}, got {up!r}")
-    given = doc.get("title")
-    if given is not None and not (isinstance(given, str) and 0 < len(given.strip()) <= TITLE_MAX):
-        raise CorpusError(f"{path}: \"title\" (the bug report's title) must be text of 1 to {TITLE_MAX} "
-                          f"characters, got {given!r}")
-    note = doc.get("upstream_note")
-    if note is not None and not isinstance(note, str):
-        raise CorpusError(f"{path}: \"upstream_note\" must be text")
-    root = doc.get("root")
-    if root is not None and not (isinstance(root, str) and re.fullmatch(r"[a-z0-9][a-z0-9-]*", root)):
-        raise CorpusError(f"{path}: \"root\" must name the bug case whose root cause this one shares, got {root!r}")
-    fix = doc.get("fix")
-    if fix is not None and not (isinstance(fix, dict) and all(isinstance(fix.get(k), str) for k in FIX_FIELDS)):
-        raise CorpusError(f"{path}: \"fix\" must be an object with text fields {', '.join(FIX_FIELDS)}, got {fix!r}")
-    _check_backend_fields(path, doc)
-    tested = doc.get("versions_tested")
-    if tested is None:
-        return
-    if not isinstance(tested, dict):
-        raise CorpusError(f"{path}: \"versions_tested\" must be an object: burn version -> outcome")
-
-    for version, entry in tested.items():
-        try:
-            parse_version(version)
-        except ValueError as e:
-            raise CorpusError(f"{path}: versions_tested: {e}") from None
-        if not isinstance(entry, dict) or not isinstance(entry.get("outcome"), str):
-            raise CorpusError(f"{path}: versions_tested[{version!r}] must be an object with an \"outcome\"")
-
-
-def _check_backend_fields(path: Path, doc: dict[str, Any]) -> None:
-    """`backend` names a burn backend; `backends_tested` maps backends to outcomes."""
-    if "backend" in doc and doc["backend"] not in BACKENDS:
-        raise CorpusError(f"{path}: \"backend\" must be one of {', '.join(BACKENDS)}, got {doc['backend']!r}")
-    by_backend = doc.get("backends_tested")
-    if by_backend is None:
-        return
-    if not isinstance(by_backend, dict):
-        raise CorpusError(f"{path}: \"backends_tested\" must be an object: backend -> outcome")
-    for b, entry in by_backend.items():
-        if b not in BACKENDS:
-            raise CorpusError(f"{path}: backends_tested: unknown backend {b!r} (known: {', '.join(BACKENDS)})")
-        if not isinstance(entry, dict) or not isinstance(entry.get("outcome"), str):
-            raise CorpusError(f"{path}: backends_tested[{b!r}] must be an object with an \"outcome\"")
 
 
 def _load_memory_case(path: Path, doc: dict[str, Any]) -> Case:
