@@ -78,3 +78,33 @@ def test_known_bugs_are_known_by_their_record_whatever_the_corpus(tmp_path: Path
         assert_agrees(check(case.program, w), "test", w)
         assert _KNOWN_BUGS["backward-of-used-leaf-panics"] == before + 1
         assert not (tmp_path / "findings").exists()
+
+
+def test_a_pytorch_result_a_second_run_does_not_repeat_is_flaky_and_burns_never_is(burn_worker: BurnWorker
+                                                                                  ) -> None:
+    """assert_agrees excuses a verdict only when every finding says PyTorch is wrong and the
+    program agrees when run again (PyTorch's own nondeterminism); a burn-side finding, or a
+    finding that repeats, is never excused (assert_agrees then saves and fails it)."""
+    import dataclasses
+
+    from difftest.oracle.compare import Mismatch
+    from difftest.pytest_plugin import _FLAKY_TORCH, _torch_only_and_flaky
+
+    case = load_case(Path(__file__).resolve().parents[2] / "corpus" / "seed" / "side-branch-detach.json")
+    passing = check(case.program, burn_worker)
+    assert passing.ok
+
+    def claimed(verdict_text: str) -> object:
+        m = Mismatch("grad", "x", 0, None, "torch.grad[0]=1.0", "burn.grad[0]=0.0", "a claim for the test",
+                     verdict=verdict_text)
+        return dataclasses.replace(passing, mismatches=[m])
+
+    torch_wrong, burn_wrong = claimed("torch-wrong"), claimed("burn-wrong")
+    assert _torch_only_and_flaky(torch_wrong, burn_worker)  # type: ignore[arg-type]
+    assert not _torch_only_and_flaky(burn_wrong, burn_worker)  # type: ignore[arg-type]
+    before = len(_FLAKY_TORCH)
+    assert_agrees(torch_wrong, "a test", burn_worker)  # type: ignore[arg-type]
+    assert len(_FLAKY_TORCH) == before + 1
+    powi = load_case(Path(__file__).resolve().parents[2] / "corpus" / "bugs" / "powf-zero-base-nan-grad.json")
+    repeats = check(powi.program, burn_worker)
+    assert not repeats.ok and not _torch_only_and_flaky(repeats, burn_worker)
