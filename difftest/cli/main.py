@@ -80,13 +80,15 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     fault = f", FAULT {version.get('fault')}" if version.get("fault") else ""
     budget = f"{args.time:.0f}s" if args.time else f"{args.programs} programs"
     where = f", shard {shard}/{shards}" if shards > 1 else ""
-    print(f"difftest {__version__} fuzz: burn {version.get('burn')} on {version.get('backend', 'flex')} "
+    # --burn names the build (a patched or local burn reports only its release): say which
+    build = f" ({args.burn})" if getattr(args, "burn", None) else ""
+    print(f"difftest {__version__} fuzz: burn {version.get('burn')}{build} on {version.get('backend', 'flex')} "
           f"(difftest-burn {version.get('difftest_burn')}"
           f"{fault}), torch {torch.__version__}, seed {args.seed}, {budget}{where}, {jobs} job(s)", flush=True)
     summary = fuzz(opts, console)
     summary.versions = {"burn": version.get("burn"), "difftest_burn": version.get("difftest_burn"),
                         "torch": torch.__version__, "difftest": __version__, "fault": version.get("fault"),
-                        "backend": version.get("backend", "flex")}
+                        "backend": version.get("backend", "flex"), "build": getattr(args, "burn", None)}
     print_summary(summary, console)
     if args.json:
         write_json(summary, Path(args.json))
