@@ -105,6 +105,7 @@ def test_a_pytorch_result_a_second_run_does_not_repeat_is_flaky_and_burns_never_
     before = len(_FLAKY_TORCH)
     assert_agrees(torch_wrong, "a test", burn_worker)  # type: ignore[arg-type]
     assert len(_FLAKY_TORCH) == before + 1
+    del _FLAKY_TORCH[before:]  # the claim was made up: keep it out of the run's summary
     powi = load_case(Path(__file__).resolve().parents[2] / "corpus" / "bugs" / "powf-zero-base-nan-grad.json")
     repeats = check(powi.program, burn_worker)
     assert not repeats.ok and not _torch_only_and_flaky(repeats, burn_worker)
