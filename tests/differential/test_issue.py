@@ -56,6 +56,7 @@ def test_cases_of_one_root_cause_make_one_report(burn_worker: BurnWorker) -> Non
     assert follower.root == root.name
     others, problems = same_root(follower)
     assert [c.name for c in others] == [root.name] and problems == []
+    assert [c.name for c in same_root(root)[0]] == [follower.name]  # found from either side
     texts = []
     for case, other in ((follower, root), (root, follower)):
         group = [(other, check(other.program, burn_worker))]

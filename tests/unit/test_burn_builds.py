@@ -204,3 +204,43 @@ def test_a_patched_build_starts_from_the_default_build_of_its_release(tmp_path: 
     _seed_target(tmp_path / "patched", RUST, release, log)
     assert (tmp_path / "patched" / "release" / "deps" / "libserde.rlib").read_text() == "compiled"
     assert "seeding" in log.read_text()
+
+
+def test_a_changed_patch_is_applied_afresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo"))
+    _fake_registry(tmp_path / "cargo", "burn-foo", "0.22.1", "pub fn one() -> u32 {\n    2\n}\n")
+    fix = tmp_path / "fix.patch"
+    fix.write_text(PATCH_TEXT)
+    crates = prepare(BurnPatch.read(fix), tmp_path / "build", lambda args, cwd: None)
+    fix.write_text(PATCH_TEXT.replace("+    1", "+    7"))
+    assert prepare(BurnPatch.read(fix), tmp_path / "build", lambda args, cwd: None) == crates
+    assert (crates["burn-foo"] / "src" / "lib.rs").read_text() == "pub fn one() -> u32 {\n    7\n}\n"
+
+
+def test_a_proved_fix_is_recorded_in_the_cases_it_is_for(tmp_path: Path) -> None:
+    """`versions --record` on a patch column: the case named like the patch and the cases whose
+    root it is get a `fix` record; the others' outcome is summarised there, not written."""
+    import json
+    import shutil
+
+    from difftest.findings.across import Cell
+    from difftest.findings.corpus import load_case
+    from difftest.findings.matrix import Column, Row, record_fixes
+
+    bugs = ROOT / "corpus" / "bugs"
+    names = ["flex-reduce-dim-after-unit-swap-panics", "flex-sum-dim-backward-after-unit-swap-panics",
+             "powi-zero-untracked"]
+    for n in names:
+        shutil.copy(bugs / f"{n}.json", tmp_path / f"{n}.json")
+    patch = tmp_path / f"{names[0]}.patch"
+    patch.write_text(PATCH_TEXT)
+    col = Column(BurnSpec(version="0.22.1", patch=patch), binary="b", burn="0.22.1")
+    rows = [Row(tmp_path / f"{n}.json", load_case(tmp_path / f"{n}.json")) for n in names]
+    rows[0].cells[col.label] = rows[1].cells[col.label] = Cell("fixed", True, "fixed by it", "")
+    rows[2].cells[col.label] = Cell("fails as recorded", False, "fails as recorded", "")
+    changed = record_fixes([col], rows)
+    assert changed == [rows[0].path, rows[1].path]  # the root's case and the one sharing it
+    fix = json.loads(rows[1].path.read_text())["fix"]
+    assert (fix["outcome"], fix["burn"]) == ("fixed", "0.22.1")
+    assert fix["others"] == "1 of 1 other cases changed: powi-zero-untracked"
+    assert "fix" not in json.loads(rows[2].path.read_text())
