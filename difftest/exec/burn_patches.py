@@ -60,17 +60,19 @@ class BurnPatch:
         if not touched:
             raise PatchError(f"patch:{file}: no `diff --git` section (a patch in burn's repository layout, "
                              "as `git diff` writes it, is expected)")
+        outside = [p for p in touched if not p.startswith("crates/burn")]
+        if outside:
+            raise PatchError(f"patch:{file}: touches {', '.join(outside)}, outside burn's crates "
+                             "(crates/burn*/...); only burn's own crates can be patched")
         crates: list[str] = []
         for a, b in _TOUCHED.findall(text):
-            if a != b or not a.startswith("burn"):
-                raise PatchError(f"patch:{file}: touches crates/{a} -> crates/{b}; only burn's own crates can "
-                                 "be patched")
+            if a != b:
+                # each crate is copied from the registry and patched in place: a file cannot move
+                # from one crate's copy into another's
+                raise PatchError(f"patch:{file}: moves a file from crates/{a} to crates/{b}; a patch may change "
+                                 "files within a crate, not move them between crates")
             if a not in crates:
                 crates.append(a)
-        outside = [p for p in touched if not p.startswith("crates/burn")]
-        if outside or len(crates) == 0:
-            raise PatchError(f"patch:{file}: touches {', '.join(outside) or touched[0]}, outside burn's crates "
-                             "(crates/burn*/...)")
         return BurnPatch(file, release.group(1), tuple(crates), sha256(text.encode()).hexdigest())
 
 

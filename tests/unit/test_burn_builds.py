@@ -4,6 +4,7 @@ specs, the manifest, the lock reading. No build runs here (tests/versions/ build
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -114,17 +115,21 @@ def test_a_patch_names_its_release_and_only_burn_crates(tmp_path: Path) -> None:
     assert (spec.version, spec.patch, spec.is_release) == ("0.22.1", good.resolve(), False)
     assert spec.label.startswith("patch-fix-") and str(spec) == f"patch:{good.resolve()}"
     assert BurnSpec(version="0.22.1").is_release
-    bad = {
-        "no release": PATCH_TEXT.replace("burn: 0.22.1\n", ""),
-        "bad release": PATCH_TEXT.replace("burn: 0.22.1", "burn: 0.22.x"),
-        "no diff": "burn: 0.22.1\njust text\n",
-        "outside the crates": PATCH_TEXT.replace("crates/burn-foo/src/lib.rs", "README.md"),
-        "another crate": PATCH_TEXT.replace("crates/burn-foo", "crates/serde"),
+    bad = {  # what is wrong -> (the patch, what the error says)
+        "no release": (PATCH_TEXT.replace("burn: 0.22.1\n", ""), "no `burn: VERSION` line"),
+        "bad release": (PATCH_TEXT.replace("burn: 0.22.1", "burn: 0.22.x"), "not a version"),
+        "no diff": ("burn: 0.22.1\njust text\n", "no `diff --git` section"),
+        "outside the crates": (PATCH_TEXT.replace("crates/burn-foo/src/lib.rs", "README.md"),
+                               "touches README.md, outside burn's crates"),
+        "another crate": (PATCH_TEXT.replace("crates/burn-foo", "crates/serde"),
+                          "touches crates/serde/src/lib.rs, outside burn's crates"),
+        "a move between crates": (PATCH_TEXT.replace("b/crates/burn-foo", "b/crates/burn-bar", 1),
+                                  "moves a file from crates/burn-foo to crates/burn-bar"),
     }
-    for what, text in bad.items():
+    for what, (text, says) in bad.items():
         f = tmp_path / f"{what.replace(' ', '-')}.patch"
         f.write_text(text)
-        with pytest.raises(ValueError, match=str(f)):
+        with pytest.raises(ValueError, match=re.escape(str(f)) + ".*" + re.escape(says)):
             BurnSpec.parse(f"patch:{f}")
     with pytest.raises(ValueError, match="cannot read"):
         BurnSpec.parse(f"patch:{tmp_path / 'missing.patch'}")
