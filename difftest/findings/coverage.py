@@ -5,7 +5,8 @@ implementations (the `backward` of each node type of its `ops/*.rs`) reached or 
 A node is the `impl Backward<B, N> for Type` of burn-autodiff's `src/ops/*.rs` (its source, at
 the path the line tables name); an edge belongs to the node whose impl block holds the line of
 the edge's backward frame (the worker's `coverage_map`: its innermost `backward` or closure
-frame in `src/ops/`). Nodes are split three ways
+frame in `src/ops/`), or else its own line (the line tables name no function for some edges of
+a backward, such as the prologue of Floor's). Nodes are split three ways
 by data, not by a list: the nodes these programs reached; the nodes the catalog can reach
 (`catalog_reach`: each catalog op's own programs, run under coverage) that these programs did
 not; and the nodes no catalog op reaches. A node with no edge of its own cannot be measured
@@ -32,6 +33,9 @@ from difftest.exec.coverage_map import EdgeMap, crate_of
 COVERAGE_FORMAT = "difftest-coverage"
 COVERAGE_VERSION = 1
 AUTODIFF = "burn-autodiff"
+# how `backward_nodes` attributes an edge to a node; caches of node sets (catalog reach) carry it,
+# so a change of the attribution recomputes them
+NODE_ATTRIBUTION = 2
 
 # the header of a node's backward: `impl<B: Backend> Backward<B, 2> for Add {`
 _IMPL = re.compile(r"^\s*impl\b.*\bBackward<[^>]*>\s+for\s+([A-Za-z_][A-Za-z0-9_]*)")
@@ -146,12 +150,19 @@ class Coverage:
 def backward_nodes(m: EdgeMap, edges: Iterable[int] | None = None) -> set[str]:
     """The nodes whose backward has an edge among `edges` (all edges: every node compiled in)."""
     out: set[str] = set()
+    crates = m.file_crates
     for i in range(len(m)) if edges is None else edges:
-        f = m.backward_file[i]
-        if f >= 0 and m.file_crates[f] is not None and m.file_crates[f][0] == AUTODIFF:  # type: ignore[index]
-            node = node_at(m.files[f], m.backward_line[i])
-            if node is not None:
-                out.add(node)
+        # the edge's backward frame, else its own location: an edge whose innermost burn frame
+        # lies in an `impl Backward` block is that node's code even where the line tables name
+        # no function for it (the prologue of Floor's backward is such an edge: its closure body,
+        # identical in Floor, Ceil and Round, is merged by LLVM into one function)
+        for f, line in ((m.backward_file[i], m.backward_line[i]), (m.file[i], m.line[i])):
+            where = crates[f] if f >= 0 else None
+            if where is not None and where[0] == AUTODIFF and where[1].startswith("src/ops/"):
+                node = node_at(m.files[f], line)
+                if node is not None:
+                    out.add(node)
+                    break
     return out
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from difftest.exec.burn_worker import BurnWorker
 from difftest.exec.coverage_map import EdgeMap, hit_edges
-from difftest.findings.coverage import backward_nodes
+from difftest.findings.coverage import NODE_ATTRIBUTION, backward_nodes
 from difftest.ops.catalog import OPS
 from difftest.program.ir import Program
 from difftest.strategies.choices import RandomChoices
@@ -61,7 +61,7 @@ def catalog_reach(worker: BurnWorker, m: EdgeMap, on_op: Callable[[str, int, int
     """op -> the backward nodes its programs reach; cached beside the binary (its edge map's key)."""
     path = Path(worker.binary).parent / REACH_FILE
     st = Path(worker.binary).stat()
-    key = f"{st.st_size}:{st.st_mtime_ns}:{per_op}:{','.join(s.name for s in OPS)}"
+    key = f"{st.st_size}:{st.st_mtime_ns}:{per_op}:{NODE_ATTRIBUTION}:{','.join(s.name for s in OPS)}"
     if path.is_file():
         try:
             doc = json.loads(path.read_text())

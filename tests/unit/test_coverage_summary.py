@@ -60,6 +60,20 @@ def test_nodes_come_from_the_source(tmp_path: Path) -> None:
     assert all_nodes(m) == {"tensor::Add", "tensor::Exp", "module::Conv2DWithBias", "module::AvgPool1D"}
     assert backward_nodes(m) == {"tensor::Add", "tensor::Exp", "module::Conv2DWithBias"}  # compiled in
     assert backward_nodes(m, {7}) == {"tensor::Add"}
+    assert backward_nodes(m, {3, 5}) == set()  # burn-flex and the interpreter: no node
+
+
+def test_an_edge_without_a_backward_frame_belongs_to_the_impl_block_it_lies_in(tmp_path: Path) -> None:
+    """The line tables name no function for some edges of a backward (Floor's prologue, whose
+    closure LLVM merges with Ceil's and Round's): the edge's own line in the impl block says whose."""
+    m = _map(tmp_path)
+    m.file.append(3)  # module.rs, line 5: inside AvgPool1D's impl block
+    m.line.append(5)
+    m.function.append(-1)
+    m.backward_file.append(-1)
+    m.backward_line.append(0)
+    assert backward_nodes(m, {8}) == {"module::AvgPool1D"}
+    assert "module::AvgPool1D" in backward_nodes(m)
 
 
 def test_tallies_count_burn_edges_and_lines_per_crate_and_file(tmp_path: Path) -> None:
