@@ -10,11 +10,10 @@ a backward, such as the prologue of Floor's). Nodes are split three ways
 by data, not by a list: the nodes these programs reached; the nodes the catalog can reach
 (`catalog_reach`: each catalog op's own programs, run under coverage) that these programs did
 not; and the nodes no catalog op reaches. A node with no edge of its own cannot be measured
-and is in none of these but listed apart (`no_edges`): either the interpreter never compiles
-it (burn-autodiff is generic: the backward of a burn op the interpreter never calls is never
-monomorphised), or its backward is too small to begin a basic block (an edge is placed by its
-block's first instruction: the body of `Neg`'s backward, one call inside the block of
-burn-autodiff's `unary` helper, has none).
+and is in none of these but listed apart (`no_edges`): the interpreter never compiles it
+(burn-autodiff is generic: the backward of a burn op the interpreter never calls is never
+monomorphised). A node whose closure LLVM merged with another's identical one (Floor, Ceil and
+Round return zeros alike) is still told apart by its own backward's edges.
 """
 
 from __future__ import annotations
