@@ -32,8 +32,15 @@ def test_a_1e4_gradient_fault_saves_exactly_one_case_naming_its_op(op: str, tmp_
                        inflight_dir=tmp_path / "inflight", live=False, progress_every=60.0)
     summary = fuzz(opts, Console(file=open("/dev/null", "w")))
     saved = [json.loads(Path(p).read_text()) for p in summary.saved]
-    rows = [(f.signature, f.count) for f in summary.unexplained()]
-    print(f"\ngrad-scale:{op}:1e-4: {len(saved)} case(s) saved; unexplained rows {rows}")
+    # each row with its first program (program_at(0, first) replays it) and the case saved for it,
+    # kept outside the test's temporary directory so a failure's evidence survives the run
+    keep = Path(".difftest/quality-cases") / f"grad-scale-{op}"
+    keep.mkdir(parents=True, exist_ok=True)
+    for p in summary.saved:
+        (keep / Path(p).name).write_text(Path(p).read_text())
+    rows = [(f.signature, f.count, f.first) for f in summary.unexplained()]
+    print(f"\ngrad-scale:{op}:1e-4: {len(saved)} case(s) saved (copies in {keep}); unexplained rows "
+          f"(signature, count, first program) {rows}")
     # the fault scales the op and, for a name that is also a module kind (conv2d), the module's
     # forward (rust/src/fault.rs): one case per place it was injected, each named by it
     sites = {op} | ({f"apply:{op}"} if op in MODULE_KINDS else set())
