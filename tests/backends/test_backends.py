@@ -6,7 +6,7 @@ repository (minutes; later runs find it). Checked: the binary has the backends a
 runs on the one it is asked for; every seed and findings case is judged as on Flex on each
 backend, or refused as ops/backend_support.py records (which this measures); each bug case
 shows on each backend the way its `backends_tested` record says (the layer `difftest show`
-reports from it).
+reports from it), and triage knows it as its record on the backends the record declares.
 """
 
 from __future__ import annotations
@@ -19,12 +19,14 @@ import pytest
 from difftest.exec.backends import binary_backends, extra_features, parse_backends
 from difftest.exec.burn_builds import BurnSpec, build
 from difftest.exec.burn_worker import BurnWorker
+from difftest.findings.across import known_bug_of
 from difftest.findings.backends import case_cell
 from difftest.findings.corpus import iter_case_files, load_case
+from difftest.findings.triage import MAX_LOCALISED, triage
 from difftest.ops.backend_support import dtypes, unsupported_ops
 from difftest.oracle.check import check
 from difftest.program.ir import Program
-from difftest.program.statements import OpCall
+from difftest.program.statements import Leaf, OpCall
 
 pytestmark = pytest.mark.backends
 
@@ -97,3 +99,35 @@ def test_bug_cases_show_where_recorded(path: Path, workers: dict[str, BurnWorker
     for b in tested:
         cell = case_cell(case, b, check(case.program, workers[b]))
         assert cell.outcome == recorded[b]["outcome"], (b, cell.to_dict())
+
+
+@pytest.mark.parametrize("path", _cases("bugs", "backends"), ids=lambda p: p.stem)
+def test_bug_cases_are_known_on_the_backends_their_record_declares(path: Path,
+                                                                   workers: dict[str, BurnWorker]) -> None:
+    """Triage on each backend: the case's record explains it where declared (`backends`), and
+    no record of that name does elsewhere (it passes there, or is news)."""
+    case = load_case(path)
+    bug = known_bug_of(case)
+    assert bug is not None, f"{path.name}: no known-bug record names it"
+    for b, w in workers.items():
+        verdict = check(case.program, w)
+        known = triage(verdict, w).known if not verdict.ok else None
+        if bug.shows_on(b):
+            assert known is not None, (b, verdict.findings[0].line() if verdict.findings else "passes")
+        else:
+            assert known is None or known.name != bug.name, (b, known.name)
+
+
+def test_a_known_backend_bug_with_many_findings_downstream_is_still_known(workers: dict[str, BurnWorker]) -> None:
+    """More findings than triage localises (MAX_LOCALISED): the ones past it are matched where
+    the program shows them, as the record's effect downstream of its site."""
+    if "ndarray" not in workers:
+        pytest.skip("needs the ndarray backend")
+    leaf = Leaf("x", (3,), (0.3, -1.2, 2.0), "autodiff", True)
+    ops = [OpCall("y", "sigmoid", ("x",))] + [OpCall(f"z{i}", op, ("y",)) for i, op in
+                                               enumerate(("exp", "tanh", "sin", "cos", "neg", "square", "sqrt"))]
+    program = Program((leaf, *ops), dtype="float64")
+    verdict = check(program, workers["ndarray"])
+    assert len(verdict.findings) > MAX_LOCALISED
+    known = triage(verdict, workers["ndarray"]).known
+    assert known is not None and known.name == "ndarray-sigmoid-f64-in-f32"
