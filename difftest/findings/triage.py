@@ -12,11 +12,13 @@ crash signature of findings/signature.py for the others. The dtype and the input
 gradient is wrong are part of the localisation's record, not of the signature: the same wrong
 derivative in float32 and float64 programs, seen at one input or at several, is one bug.
 
-A verdict is a known bug only when *every* finding is explained by one record: it is declared
-for the backend the worker ran on (its `backends`), its site predicate holds at the finding's
-localised statement (or upstream of it, for effects declared to show downstream) in the dtype
-it runs in, and its effect matches the finding's kind, input, outcome message and error. A
-finding no record explains makes the verdict news, whatever its signature.
+A verdict is a known bug only when *every* finding is explained by a record (one record for
+all of them, or several known bugs in one program): the record is declared for the backend
+the worker ran on (its `backends`), its site predicate holds at the finding's localised
+statement (or upstream of it, for effects declared to show downstream) in the dtype it runs in,
+and its effect matches the finding's kind, input, outcome message and error. A finding that no
+single op explains (localised to the graph) is matched where the program shows it. A finding no
+record explains makes the verdict news, whatever its signature.
 """
 
 from __future__ import annotations
@@ -168,7 +170,9 @@ def fault_of(verdict: Verdict, m: Mismatch, loc: Localisation | None, backend: s
         lm = loc.mismatch
         return Fault(lm.kind, loc.statement, program, loc.dtype, lm.framework, lm.detail, loc.input,
                      tuple(mismatch_pairs(one, lm)), lm.elements, inputs, backend=backend)
-    if loc is not None:  # a step or the graph: the error as the program shows it
+    if loc is not None and loc.statement is None:  # no single op: where the program shows it
+        return shown_fault(verdict, m, backend)
+    if loc is not None:  # a step: the error as the program shows it
         return Fault(m.kind, loc.statement, program, loc.dtype, m.framework, m.detail, None,
                      tuple(mismatch_pairs(verdict, m)), m.elements, backend=backend)
     observed = dict(m.observed) if isinstance(m.observed, dict) else {}
@@ -218,12 +222,17 @@ def explains(bug: KnownBug, f: Fault) -> bool:
 
 
 def known_bug_of(faults: list[Fault], bugs: tuple[KnownBug, ...] = KNOWN_BUGS) -> KnownBug | None:
-    """The one record that explains every fault, or None."""
+    """The one record that explains every fault; else, when each fault is explained by some
+    record (a program that hits two known bugs, say float64 sigmoid and hard_sigmoid on
+    NdArray), the record of the first; None when a fault no record explains remains."""
     if not faults:
         return None
     for bug in bugs:
         if all(explains(bug, f) for f in faults):
             return bug
+    first = next((b for b in bugs if explains(b, faults[0])), None)
+    if first is not None and all(any(explains(b, f) for b in bugs) for f in faults[1:]):
+        return first
     return None
 
 

@@ -16,7 +16,8 @@ import pytest
 from difftest.divergences.known_bugs import BACKEND_BUGS, KNOWN_BUGS, Fault, KnownBug
 from difftest.exec.backends import BACKENDS
 from difftest.findings.corpus import load_case
-from difftest.findings.triage import explains, known_bug_of, shown_fault, triage
+from difftest.findings.localise import Localisation
+from difftest.findings.triage import explains, fault_of, known_bug_of, shown_fault, triage
 from difftest.oracle.check import check
 from difftest.program.ir import OpCall, Program
 from difftest.program.jsonio import program_from_dict, program_to_dict
@@ -177,3 +178,31 @@ def test_a_finding_past_the_localisation_budget_is_matched_where_the_program_sho
     far = _downstream_verdict(1e-3)
     at_far = next(m for m in far.findings if m.statement == "z")
     assert known_bug_of([shown_fault(far, at_far, "ndarray")]) is None
+
+
+def test_a_program_with_two_known_bugs_is_known_and_one_unexplained_finding_makes_it_news() -> None:
+    hs = _fault("value", "hard_sigmoid", ((0.5166666666666667, 0.5166666507720947),), dtype="float64", device="plain")
+    sg = _fault("value", "sigmoid", ((0.6224593312018546, 0.622459352016449),), dtype="float64")
+    assert _known(hs) == "ndarray-hard-sigmoid-f64-in-f32" and _known(sg) == "ndarray-sigmoid-f64-in-f32"
+    pair = known_bug_of([hs, sg])
+    assert pair is not None and pair.name == "ndarray-hard-sigmoid-f64-in-f32"  # the first finding's
+    news = _fault("value", "exp", ((1.6487212707001282, 1.7),), dtype="float64")
+    assert known_bug_of([hs, sg, news]) is None
+
+
+def test_sigmoids_gradient_carries_the_rounding_of_its_output() -> None:
+    # y (1 - y) at y = 0.99083 from y rounded to f32: 6.4e-8 off a derivative of 0.0091
+    near_one = ((0.009085561875885526, 0.009085497381420282),)
+    grad = replace(_fault("grad", "sigmoid", near_one, dtype="float64"), inputs=((4.68,),))
+    assert _known(grad) == "ndarray-sigmoid-f64-in-f32"
+    assert _known(replace(grad, pairs=((0.009085561875885526, 0.0089),))) is None  # 1.9e-4 off: news
+    assert _known(replace(grad, inputs=())) is None  # without the op's input, only within_f32_rounding
+
+
+def test_a_finding_no_single_op_explains_is_matched_where_the_program_shows_it() -> None:
+    verdict = _downstream_verdict(0.0)
+    at_z = next(m for m in verdict.findings if m.statement == "z")
+    graph = Localisation(None, "graph", "value", None, "float64", "rounding", "burn-wrong")
+    fault = fault_of(verdict, at_z, graph, "ndarray")
+    assert fault.site == "z" and fault.pairs
+    assert _known(fault) == "ndarray-sigmoid-f64-in-f32"
