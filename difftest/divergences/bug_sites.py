@@ -232,6 +232,21 @@ def powf_scalar_fractional(st: Statement, prior: Sequence[Statement]) -> bool:
     return isinstance(exponent, float) and not exponent.is_integer()
 
 
+# ops whose float64 results burn's Wgpu backend gets wrong on lavapipe (measured: one-op programs
+# of every catalog op in float64, docs/backends.md): transcendental functions (exp, log, the
+# trigonometric and hyperbolic ones, erf, pow, sqrt's backward) and what burn composes of them,
+# and the float64 cast
+WGPU_F64_OPS = frozenset({
+    "exp", "log", "log1p", "sqrt", "sin", "cos", "tan", "tanh", "sinh", "cosh", "erf", "atan", "gelu", "cast",
+    "powf_scalar", "powf", "softmax", "log_softmax", "quiet_softmax", "cross_entropy", "cross_entropy_with_logits",
+    "softplus", "mish", "log_sigmoid",
+})
+
+
+def wgpu_f64_op(st: Statement, prior: Sequence[Statement]) -> bool:
+    return isinstance(st, OpCall) and st.op in WGPU_F64_OPS
+
+
 def rms_norm_apply(st: Statement, prior: Sequence[Statement]) -> bool:
     if not isinstance(st, Apply):
         return False
