@@ -90,20 +90,23 @@ def fit_campaign(backend: str, ops: str, profile: str) -> tuple[str, str]:
     return ops, profile
 
 
-def _workers(backends: tuple[str, ...], timeout: float) -> dict[str, BurnWorker]:
+def _workers(backends: tuple[str, ...], timeout: float, fault: str | None = None) -> dict[str, BurnWorker]:
     from difftest.exec.burn_worker import BurnWorker
 
     inflight = Path(".difftest") / "inflight"
-    return {b: BurnWorker(timeout=timeout, inflight_dir=inflight, backend=b) for b in backends}
+    return {b: BurnWorker(timeout=timeout, inflight_dir=inflight, backend=b, fault=fault) for b in backends}
 
 
-def run_on_backends(program: Program, backends: tuple[str, ...], timeout: float, as_json: bool) -> int:
-    """`difftest run FILE --backend a,b`: the verdict on each backend and where the finding lives."""
+def run_on_backends(program: Program, backends: tuple[str, ...], timeout: float, as_json: bool,
+                    fault: str | None = None) -> int:
+    """`difftest run FILE --backend a,b`: the verdict on each backend and where the finding lives
+    (`fault`: every worker runs with that DIFFTEST_BURN_FAULT spec; `on:<backend>:<spec>` makes
+    one backend faulty)."""
     from difftest.cli.common import make_console
     from difftest.findings.backends import program_cell, run_on, where
     from difftest.findings.table import json_rows, table
 
-    workers = _workers(backends, timeout)
+    workers = _workers(backends, timeout, fault)
     try:
         verdicts = run_on(program, workers)
     finally:

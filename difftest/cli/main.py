@@ -249,7 +249,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if len(getattr(args, "backends", ())) > 1:
         from difftest.cli.backends import run_on_backends
 
-        return run_on_backends(program, args.backends, args.timeout, args.json)
+        return run_on_backends(program, args.backends, args.timeout, args.json, args.fault)
     worker = make_worker(args)
     try:
         verdict = check(program, worker)
@@ -413,6 +413,9 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--dot", action="store_true", help="print the program and its verdict as Graphviz DOT text")
     rn.add_argument("--svg", default=None, metavar="FILE",
                     help="write the program and its verdict as an SVG picture (runs Graphviz's `dot -Tsvg`)")
+    rn.add_argument("--fault", default=None,
+                    help="run against a deliberately faulty interpreter (DIFFTEST_BURN_FAULT spec, docs/format.md; "
+                    "on:<backend>:<spec> makes one backend faulty)")
     burn_option(rn, several_backends=True)
     rn.set_defaults(func=cmd_run)
 

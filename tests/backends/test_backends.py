@@ -20,13 +20,13 @@ from difftest.exec.backends import binary_backends, extra_features, parse_backen
 from difftest.exec.burn_builds import BurnSpec, build
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.across import known_bug_of
-from difftest.findings.backends import case_cell, judged_cell
+from difftest.findings.backends import case_cell, judged_cell, program_cell, run_on, where
 from difftest.findings.corpus import iter_case_files, load_case
 from difftest.findings.triage import MAX_LOCALISED, triage
 from difftest.ops.backend_support import refusal
 from difftest.oracle.check import check
 from difftest.program.ir import Program
-from difftest.program.statements import Leaf, OpCall
+from difftest.program.statements import Backward, Leaf, OpCall
 
 pytestmark = pytest.mark.backends
 
@@ -123,3 +123,23 @@ def test_a_known_backend_bug_with_many_findings_downstream_is_still_known(worker
     assert len(verdict.findings) > MAX_LOCALISED
     known = triage(verdict, workers["ndarray"]).known
     assert known is not None and known.name == "ndarray-sigmoid-f64-in-f32"
+
+
+def test_a_fault_in_one_backends_build_is_reported_as_that_backends(binary: str,
+                                                                    workers: dict[str, BurnWorker]) -> None:
+    """A fault scoped to NdArray (`on:ndarray:<spec>`, docs/format.md) stands for a bug in
+    burn-ndarray's kernels: the same program fails on NdArray alone, and `where` names the crate."""
+    if not {"flex", "ndarray"} <= set(workers):
+        pytest.skip("needs the flex and ndarray backends")
+    program = Program((Leaf("x", (2,), (0.5, 1.5), "autodiff", True), OpCall("y", "exp", ("x",)),
+                       OpCall("s", "sum", ("y",)), Backward("bw", "s")))
+    faulty = {b: BurnWorker(binary, backend=b, fault="on:ndarray:grad-scale:exp:1e-3") for b in ("flex", "ndarray")}
+    try:
+        assert all(w.version()["fault"] == "on:ndarray:grad-scale:exp:1e-3" for w in faulty.values())
+        cells = {b: program_cell(b, v) for b, v in run_on(program, faulty).items()}
+    finally:
+        for w in faulty.values():
+            w.close()
+    assert cells["flex"].ok and not cells["ndarray"].ok, cells
+    located = where({b: c.fails for b, c in cells.items()})
+    assert located.startswith("shows on ndarray only") and "burn-ndarray" in located, located
