@@ -45,6 +45,7 @@ from difftest.program.ir import (
     Apply,
     Backward,
     Cut,
+    Grad,
     Leaf,
     OpCall,
     Program,
@@ -183,16 +184,31 @@ def fault_of(verdict: Verdict, m: Mismatch, loc: Localisation | None, backend: s
 
 def shown_fault(verdict: Verdict, m: Mismatch, backend: str = DEFAULT_BACKEND) -> Fault:
     """A value or gradient finding as the program shows it, not localised: at its own statement
-    (a value) or at its backward (a gradient), with the program's error there. Only a record
+    (a value) or at its backward (a gradient; a value computed from a gradient read counts as
+    that backward's gradient), with the program's error there. Only a record
     whose effect shows downstream of its site explains it (a site upstream of that statement or
     of the backward's root, the error as declared), or one whose site is the value's own op: the
     finding is then that bug's effect where the program shows it."""
     program = verdict.program
-    at = m.backward if m.kind in ("grad", "grad-presence") and m.backward else m.statement
-    st = program.by_id().get(m.statement or "")
+    table = program.by_id()
+    kind, at = m.kind, m.backward if m.kind in ("grad", "grad-presence") and m.backward else m.statement
+    read = _gradient_read(table, m.statement) if m.kind == "value" else None
+    if read is not None:  # a value computed from a gradient read: that backward's gradient, as shown
+        kind, at = "grad", read.grads
+    st = table.get(m.statement or "")
     dtype = dtype_at(program, st) if st is not None else program.dtype
-    return Fault(m.kind, at, program, dtype, m.framework, m.detail, None, tuple(mismatch_pairs(verdict, m)),
+    return Fault(kind, at, program, dtype, m.framework, m.detail, None, tuple(mismatch_pairs(verdict, m)),
                  m.elements, backend=backend)
+
+
+def _gradient_read(table: dict[str, Statement], ident: str | None) -> Grad | None:
+    """The gradient read (`grad(x; bw)`) the value `ident` is computed from, if any: a value
+    that no single op explains and that carries a gradient differs by that gradient's error."""
+    for x in sorted(ancestors(table, ident)) if ident else ():
+        st = table.get(x)
+        if isinstance(st, Grad):
+            return st
+    return None
 
 
 def explains(bug: KnownBug, f: Fault) -> bool:

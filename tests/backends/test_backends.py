@@ -26,7 +26,7 @@ from difftest.findings.triage import MAX_LOCALISED, triage
 from difftest.ops.backend_support import refusal
 from difftest.oracle.check import check
 from difftest.program.ir import Program
-from difftest.program.statements import Backward, Leaf, OpCall
+from difftest.program.statements import Backward, Grad, Leaf, OpCall
 
 pytestmark = pytest.mark.backends
 
@@ -143,3 +143,17 @@ def test_a_fault_in_one_backends_build_is_reported_as_that_backends(binary: str,
     assert cells["flex"].ok and not cells["ndarray"].ok, cells
     located = where({b: c.fails for b, c in cells.items()})
     assert located.startswith("shows on ndarray only") and "burn-ndarray" in located, located
+
+
+def test_a_known_gradient_bug_read_as_a_value_is_still_known(workers: dict[str, BurnWorker]) -> None:
+    """NdArray's gelu gradient read with `grad(x; bw)` and negated: the values computed from the
+    read are that backward's gradient as the program shows it (the gelu record's effect)."""
+    if "ndarray" not in workers:
+        pytest.skip("needs the ndarray backend")
+    program = Program((Leaf("x", (3,), (0.5, 1.0, -2.0), "autodiff", True), OpCall("y", "gelu", ("x",)),
+                       OpCall("s", "sum", ("y",)), Backward("bw", "s"), Grad("g", "bw", "x"),
+                       OpCall("z", "neg", ("g",))))
+    verdict = check(program, workers["ndarray"])
+    assert {m.statement for m in verdict.findings} >= {"g", "z"}
+    known = triage(verdict, workers["ndarray"]).known
+    assert known is not None and known.name == "ndarray-gelu-grad-tanh-approximation"
