@@ -90,20 +90,23 @@ def fit_campaign(backend: str, ops: str, profile: str) -> tuple[str, str]:
     return ops, profile
 
 
-def _workers(backends: tuple[str, ...], timeout: float) -> dict[str, BurnWorker]:
+def _workers(backends: tuple[str, ...], timeout: float, fault: str | None = None) -> dict[str, BurnWorker]:
     from difftest.exec.burn_worker import BurnWorker
 
     inflight = Path(".difftest") / "inflight"
-    return {b: BurnWorker(timeout=timeout, inflight_dir=inflight, backend=b) for b in backends}
+    return {b: BurnWorker(timeout=timeout, inflight_dir=inflight, backend=b, fault=fault) for b in backends}
 
 
-def run_on_backends(program: Program, backends: tuple[str, ...], timeout: float, as_json: bool) -> int:
-    """`difftest run FILE --backend a,b`: the verdict on each backend and where the finding lives."""
+def run_on_backends(program: Program, backends: tuple[str, ...], timeout: float, as_json: bool,
+                    fault: str | None = None) -> int:
+    """`difftest run FILE --backend a,b`: the verdict on each backend and where the finding lives
+    (`fault`: every worker runs with that DIFFTEST_BURN_FAULT spec; `on:<backend>:<spec>` makes
+    one backend faulty)."""
     from difftest.cli.common import make_console
     from difftest.findings.backends import program_cell, run_on, where
     from difftest.findings.table import json_rows, table
 
-    workers = _workers(backends, timeout)
+    workers = _workers(backends, timeout, fault)
     try:
         verdicts = run_on(program, workers)
     finally:
@@ -126,11 +129,13 @@ def run_on_backends(program: Program, backends: tuple[str, ...], timeout: float,
 
 def cmd_backends_matrix(args: argparse.Namespace, files: list[Path]) -> int:
     """`difftest versions CASE|DIR --backend a,b`: the cases × backends matrix at one burn
-    version, each bug case's layer, and (`--record`) its `backends_tested`."""
+    version, each bug case's layer, and (`--record`) its `backends_tested`. A cell the case's
+    record does not expect is explained by what is declared for its backend (a refusal, a known
+    bug: findings/backends.py judged_cell), or fails the command."""
     from rich.table import Table
 
     from difftest.cli.common import make_console
-    from difftest.findings.backends import case_cell, record_backends_tested, where
+    from difftest.findings.backends import judged_cell, record_backends_tested, where
     from difftest.findings.corpus import CorpusError, load_case
     from difftest.oracle.check import check
 
@@ -162,10 +167,10 @@ def cmd_backends_matrix(args: argparse.Namespace, files: list[Path]) -> int:
                 continue
             if case.memory is not None:
                 continue  # a memory case measures RSS in fresh processes, not a program on a backend
-            cells = [case_cell(case, b, check(case.program, w)) for b, w in workers.items()]
+            cells = [judged_cell(case, b, check(case.program, w), w) for b, w in workers.items()]
             failed |= not all(c.ok for c in cells)
             located = where({c.backend: c.fails for c in cells}) if case.status == "bug" else ""
-            grid.add_row(case.name, case.status, *[c.outcome for c in cells], located)
+            grid.add_row(case.name, case.status, *[c.shown for c in cells], located)
             out.append({"case": str(f), "status": case.status, "cells": [c.to_dict() for c in cells],
                         "where": located})
             if args.record and case.status == "bug" and record_backends_tested(f, cells, burn):

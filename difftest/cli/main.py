@@ -192,10 +192,18 @@ def cmd_ops(args: argparse.Namespace) -> int:
 def cmd_rules(args: argparse.Namespace) -> int:
     from rich.table import Table
 
+    from difftest.divergences.known_bugs import KNOWN_BUGS
+    from difftest.divergences.listing import backends_text
     from difftest.divergences.registry import KNOWLEDGE
 
-    if args.json:
-        print(json.dumps([k.to_dict() for k in KNOWLEDGE], indent=2))
+    bugs = {b.name: b for b in KNOWN_BUGS}
+    if args.json:  # a known bug's record also says the backends it shows on (null: every backend)
+        rows = [k.to_dict() for k in KNOWLEDGE]
+        for row in rows:
+            if row["name"] in bugs:
+                shown = bugs[row["name"]].backends
+                row["backends"] = list(shown) if shown is not None else None
+        print(json.dumps(rows, indent=2))
         return 0
     if args.markdown:
         from difftest.divergences.listing import markdown
@@ -203,10 +211,11 @@ def cmd_rules(args: argparse.Namespace) -> int:
         print(markdown(), end="")
         return 0
     table = Table(title="declared knowledge (docs/semantics.md)", show_lines=True)
-    for column in ("kind", "framework", "name", "burn versions", "evidence", "reason"):
+    for column in ("kind", "framework", "name", "burn versions", "backends", "evidence", "reason"):
         table.add_column(column, overflow="fold")
     for k in KNOWLEDGE:
-        table.add_row(k.kind, k.framework, k.name, k.burn_versions, "\n".join(k.evidence), k.reason)
+        table.add_row(k.kind, k.framework, k.name, k.burn_versions, backends_text(bugs.get(k.name)),
+                      "\n".join(k.evidence), k.reason)
     console = make_console()
     console.print(table)
     counts = Counter(k.kind for k in KNOWLEDGE)
@@ -240,7 +249,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if len(getattr(args, "backends", ())) > 1:
         from difftest.cli.backends import run_on_backends
 
-        return run_on_backends(program, args.backends, args.timeout, args.json)
+        return run_on_backends(program, args.backends, args.timeout, args.json, args.fault)
     worker = make_worker(args)
     try:
         verdict = check(program, worker)
@@ -404,6 +413,9 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--dot", action="store_true", help="print the program and its verdict as Graphviz DOT text")
     rn.add_argument("--svg", default=None, metavar="FILE",
                     help="write the program and its verdict as an SVG picture (runs Graphviz's `dot -Tsvg`)")
+    rn.add_argument("--fault", default=None,
+                    help="run against a deliberately faulty interpreter (DIFFTEST_BURN_FAULT spec, docs/format.md; "
+                    "on:<backend>:<spec> makes one backend faulty)")
     burn_option(rn, several_backends=True)
     rn.set_defaults(func=cmd_run)
 

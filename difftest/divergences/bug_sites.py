@@ -39,6 +39,33 @@ def hard_sigmoid(st: Statement, prior: Sequence[Statement]) -> bool:
     return any(_on_autodiff(x, by_id) for x in st.inputs)
 
 
+# ops that reach burn-backend's default ActivationOps::sigmoid on a backend without its own:
+# sigmoid, and silu (burn-tensor's x * sigmoid(x))
+SIGMOID_OPS = frozenset({"sigmoid", "silu"})
+
+
+def sigmoid_default(st: Statement, prior: Sequence[Statement]) -> bool:
+    return isinstance(st, OpCall) and st.op in SIGMOID_OPS
+
+
+def hard_sigmoid_any(st: Statement, prior: Sequence[Statement]) -> bool:
+    # a backend without its own hard_sigmoid runs burn-backend's default on either device
+    return isinstance(st, OpCall) and st.op == "hard_sigmoid"
+
+
+# ops that reach burn-backend's default ActivationOps::log_sigmoid on a backend without its own:
+# log_sigmoid, and burn-nn's BinaryCrossEntropyLoss with logits ((1 - t) x - log_sigmoid(x))
+LOG_SIGMOID_OPS = frozenset({"log_sigmoid", "binary_cross_entropy_with_logits"})
+
+
+def log_sigmoid(st: Statement, prior: Sequence[Statement]) -> bool:
+    return isinstance(st, OpCall) and st.op in LOG_SIGMOID_OPS
+
+
+def gelu(st: Statement, prior: Sequence[Statement]) -> bool:
+    return isinstance(st, OpCall) and st.op == "gelu"
+
+
 def _on_autodiff(ident: str, by_id: dict[str, Statement]) -> bool:
     """Whether burn holds the value `ident` on the autodiff device: a leaf created there, an
     `autodiff` cut (in any region), a grad-region `detach` or op of such a value; off it: a plain
@@ -194,6 +221,30 @@ def used_leaf_backward(st: Statement, prior: Sequence[Statement]) -> bool:
 
 def powf(st: Statement, prior: Sequence[Statement]) -> bool:
     return isinstance(st, OpCall) and st.op == "powf"
+
+
+def powf_scalar_fractional(st: Statement, prior: Sequence[Statement]) -> bool:
+    # burn dispatches an integral exponent to powi_scalar; only a fractional one reaches the
+    # backend's powf_scalar (a backward's e - 1 is fractional exactly when e is)
+    if not (isinstance(st, OpCall) and st.op == "powf_scalar"):
+        return False
+    exponent = st.attrs.get("exponent")
+    return isinstance(exponent, float) and not exponent.is_integer()
+
+
+# ops whose float64 results burn's Wgpu backend gets wrong on lavapipe (measured: one-op programs
+# of every catalog op in float64, docs/backends.md): transcendental functions (exp, log, the
+# trigonometric and hyperbolic ones, erf, pow, sqrt's backward) and what burn composes of them,
+# and the float64 cast
+WGPU_F64_OPS = frozenset({
+    "exp", "log", "log1p", "sqrt", "sin", "cos", "tan", "tanh", "sinh", "cosh", "erf", "atan", "gelu", "cast",
+    "powf_scalar", "powf", "softmax", "log_softmax", "quiet_softmax", "cross_entropy", "cross_entropy_with_logits",
+    "softplus", "mish", "log_sigmoid",
+})
+
+
+def wgpu_f64_op(st: Statement, prior: Sequence[Statement]) -> bool:
+    return isinstance(st, OpCall) and st.op in WGPU_F64_OPS
 
 
 def rms_norm_apply(st: Statement, prior: Sequence[Statement]) -> bool:

@@ -10,18 +10,26 @@ finding's localised statement and whose effect matches the error (`explains`,
 difftest/findings/triage.py); a new bug in the same op, another input, another dtype or a
 different error is news. Signatures only deduplicate new findings; they never make one known.
 
-`avoid`: the generator does not generate the site (so property runs keep looking for new bugs);
-None for a bug outside the generator's domains or one that campaigns just recognise. The bug
-itself stays covered by its corpus case, whose status `bug` makes the replay fail loudly once
-burn fixes it (a strict xfail).
+`backends`: the burn backends the bug shows on (None: every backend). A bug in burn-autodiff or
+in a default implementation every backend inherits shows on all of them; one in a backend's own
+kernel, or in a burn-backend default that only some backends inherit (the others override the
+op), shows on those alone, and a finding on any other backend is news even at the same site
+(docs/backends.md). A finding is matched on the backend it was observed on (`Fault.backend`).
+
+`avoid`: the generator does not generate the site (so property runs keep looking for new bugs),
+on every backend (a campaign draws the same programs wherever it runs, so the trigger of a record
+of some backends keeps its site out of all); None for a bug outside the generator's domains or
+one that campaigns just recognise. The bug itself stays covered by its corpus case, whose status
+`bug` makes the replay fail loudly once burn fixes it (a strict xfail).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
+from difftest.divergences.backend_bugs import BACKEND_BUGS, NDARRAY_BUGS, WGPU_BUGS
+from difftest.divergences.bug_records import Effect, Fault, KnownBug, bug_record, within_f32_rounding
 from difftest.divergences.bug_sites import (
     backward_through_swapped_reduction,
     chunk_uneven,
@@ -35,101 +43,13 @@ from difftest.divergences.bug_sites import (
     sgd_f32_hyperparameter,
     used_leaf_backward,
 )
-from difftest.divergences.knowledge import MEASURED_ON, Knowledge, burn_source
-from difftest.program.ir import (
-    Program,
-    Statement,
-)
+from difftest.divergences.knowledge import burn_source
+from difftest.program.ir import Statement
 
-Trigger = Callable[[Statement, Sequence[Statement]], bool]  # (statement, the statements before it)
-F32_ULP = 2.0**-24
-
-
-@dataclass(frozen=True)
-class Fault:
-    """What one finding says, as a known-bug record reads it: its mismatch `kind`, the statement
-    it is localised to (`site`, in `program`), the dtype the site runs in, and the error: the
-    outcome message, or (reference, observed) pairs at the failing elements with the inputs whose
-    gradient is wrong and the site's input data (the one-op program's leaves, by input position)."""
-
-    kind: str
-    site: str | None
-    program: Program
-    dtype: str
-    framework: str | None = None
-    message: str = ""
-    input: tuple[int, ...] | None = None  # the inputs whose gradient is wrong
-    pairs: tuple[tuple[float, float], ...] = ()
-    elements: tuple[int, ...] = ()
-    inputs: tuple[tuple[float, ...], ...] = ()
-    observed: dict[str, object] = field(default_factory=dict, hash=False)  # flags mismatches: observed flags
-
-
-ErrorCheck = Callable[[Fault], bool]
-
-
-@dataclass(frozen=True)
-class Effect:
-    """What a known bug does at its site: the mismatch kinds it causes, a regular expression its
-    outcome message matches, the input whose gradient it makes wrong, a check of the error
-    (`error`), and whether it shows downstream of the site too (a value computed from it, a
-    backward whose root depends on it)."""
-
-    kinds: tuple[str, ...]
-    message: str | None = None
-    input: tuple[int, ...] | None = None
-    error: ErrorCheck | None = None
-    downstream: bool = False
-
-
-@dataclass(frozen=True)
-class KnownBug:
-    knowledge: Knowledge
-    # the generator does not draw statements this holds for (None: it does not avoid the bug)
-    triggers: Trigger | None
-    dtypes: tuple[str, ...] | None = None  # the dtypes it shows in, of the site's inputs (None: every dtype)
-    site: Trigger | None = None  # where it strikes; None: `triggers`
-    effect: Effect | None = None  # what it does there; None: never matched (it cannot explain a finding)
-    # a backward-only bug: the generator avoids the site only where one of these inputs is
-    # tracked and the op is recorded (elsewhere no backward passes through it, so the op stays
-    # under test); None: wherever the trigger holds
-    backward_through: tuple[int, ...] | None = None
-
-    @property
-    def name(self) -> str:
-        return self.knowledge.name
-
-    def strikes(self, st: Statement, prior: Sequence[Statement], dtype: str) -> bool:
-        if self.dtypes is not None and dtype not in self.dtypes:
-            return False
-        site = self.site or self.triggers
-        return site is not None and site(st, prior)
-
-
-def _bug(name: str, reason: str, evidence: tuple[str, ...], triggers: Trigger | None,
-         dtypes: tuple[str, ...] | None = None, *, site: Trigger | None = None,
-         effect: Effect | None = None, backward_through: tuple[int, ...] | None = None,
-         burn_versions: str = MEASURED_ON) -> KnownBug:
-    return KnownBug(Knowledge(name, "known-bug", "burn", reason, evidence, burn_versions), triggers, dtypes, site,
-                    effect, backward_through)
+__all__ = ["BACKEND_BUGS", "KNOWN_BUGS", "Effect", "Fault", "KnownBug", "known_bug"]
 
 
 # ------------------------------------------------------------------ error checks
-
-def within_f32_rounding(f: Fault) -> bool:
-    """Every failing element is off by float32 rounding of the computation, no more: at most
-    64 float32 ulps of the element's reference, or of the largest reference of the tensor where
-    the element cancels to less (a float64 program that rounds through f32 somewhere)."""
-    if not f.pairs:
-        return False
-    scale = max((abs(r) for r, _ in f.pairs if math.isfinite(r)), default=0.0)
-    for r, b in f.pairs:
-        if not (math.isfinite(r) and math.isfinite(b)):
-            return False
-        if abs(b - r) > 64 * F32_ULP * max(abs(r), scale * 1e-3):
-            return False
-    return True
-
 
 def nan_where_base_is_zero(f: Fault) -> bool:
     """powf's gradient: NaN exactly at elements whose base (input 0) is 0 (d/db = a^b ln a) or,
@@ -152,8 +72,8 @@ def untracked(f: Fault) -> bool:
 # ops whose burn implementation divides by a scalar (Tensor::div_scalar), whose backward then
 # multiplies by an f32 reciprocal: div_scalar itself, var / var_bias / var_mean (burn-tensor's
 # stats divide the sum of squares by n or n - 1) and softplus (divides by beta)
-KNOWN_BUGS: tuple[KnownBug, ...] = (
-    _bug(
+BURN_BUGS: tuple[KnownBug, ...] = (
+    bug_record(
         "powi-zero-untracked",
         "x.powi_scalar(0) on a tracked tensor returns an untracked ones tensor: the dispatch "
         "layer's default float_powi_scalar short-circuits `0 => ones` before burn-autodiff's "
@@ -165,7 +85,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         effect=Effect(("flags", "grad-presence", "outcome"), message=r"backward requires a tracked",
                       error=untracked, downstream=True),
     ),
-    _bug(
+    bug_record(
         "backward-of-used-leaf-panics",
         "backward() of a require-grad leaf that feeds a chain of ops over several leaves panics "
         "with 'graph tape has already been consumed' although nothing was consumed; PyTorch "
@@ -179,7 +99,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         site=used_leaf_backward,
         effect=Effect(("outcome",), message=r"graph tape has already been consumed"),
     ),
-    _bug(
+    bug_record(
         "powf-zero-base-nan-grad",
         "burn's float_powf backward gives d(a**b)/db = a**b * ln(a) * g, NaN at a = 0 (0 * ln 0), "
         "and d/da NaN at a = b = 0; PyTorch masks both (0, the limit as a -> 0+). The forward "
@@ -190,18 +110,20 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         site=powf,
         effect=Effect(("grad",), error=nan_where_base_is_zero),
     ),
-    _bug(
+    bug_record(
         "flex-reduce-dim-after-unit-swap-panics",
         "burn's Flex backend panics ('range end index 5 out of range for slice of length 4') on a "
         "reduction along dim 0 (mean_dim, sum_dim) of a [1, 2, 2, 1] tensor whose size-1 dims 0 "
         "and 3 were swapped, on plain and autodiff devices alike; PyTorch reduces. Rare enough "
-        "that campaigns only count it (its case's signature is known), so no trigger.",
-        ("corpus/bugs/flex-reduce-dim-after-unit-swap-panics.json",),
+        "that campaigns only count it (its case's signature is known), so no trigger. Flex's own kernel: "
+        "NdArray and Wgpu reduce (the case's backends_tested).",
+        ("corpus/bugs/flex-reduce-dim-after-unit-swap-panics.json", burn_source("burn-flex", "src/ops/reduce.rs")),
         None,
         site=reduce_after_unit_swap,
         effect=Effect(("outcome",), message=r"range end index \S+ out of range for slice"),
+        backends=("flex",),
     ),
-    _bug(
+    bug_record(
         "flex-sum-dim-backward-after-unit-swap-panics",
         "burn's Flex backend panics ('range end index 7 out of range for slice of length 6') in the "
         "backward of sum_dim(0) of a [1, 2, 3, 1] tensor whose result has its size-1 dims 0 and 3 "
@@ -210,12 +132,13 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "ops/reduce.rs' `dim_stride == 1` branch on the strided layout. Rare: campaigns recognise it by "
         "its site, no trigger.",
         ("corpus/bugs/flex-sum-dim-backward-after-unit-swap-panics.json",
-         "corpus/bugs/flex-reduce-dim-after-unit-swap-panics.json"),
+         "corpus/bugs/flex-reduce-dim-after-unit-swap-panics.json", burn_source("burn-flex", "src/ops/reduce.rs")),
         None,
         site=backward_through_swapped_reduction,
         effect=Effect(("outcome",), message=r"range end index \S+ out of range for slice"),
+        backends=("flex",),
     ),
-    _bug(
+    bug_record(
         "conv1d-grouped-weight-grad-uncropped",
         "the weight gradient of a grouped conv1d is wrong when the stride does not divide "
         "L + 2 padding - dilation (k - 1) - 1: burn-backend's conv1d_weight_grad_groups slice-assigns "
@@ -223,14 +146,17 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "it to the kernel (conv2d_weight_grad_groups crops since tracel-ai/burn#1891). The forward and "
         "the input gradient agree. The generator avoids grouped strided conv1d whose span the stride "
         "does not divide only where the weight is tracked: the forward and the input gradient stay "
-        "under test.",
+        "under test. Shows as a wrong gradient on Flex alone: NdArray inherits the same default but "
+        "panics on the uncropped shape ('could not broadcast array'), burn-cubecl (Wgpu) overrides it "
+        "(the case's backends_tested).",
         ("corpus/bugs/conv1d-grouped-weight-grad-uncropped.json",
          burn_source("burn-backend", "src/backend/ops/modules/conv.rs"), "https://github.com/tracel-ai/burn/pull/1891"),
         conv1d_grouped_uncropped,
         effect=Effect(("grad",), input=(1,)),
         backward_through=(1,),
+        backends=("flex",),
     ),
-    _bug(
+    bug_record(
         "chunk-uneven-pieces-panics",
         "burn's Tensor::chunk(chunks, dim) panics in narrow where the dim's size is not a multiple of "
         "chunks and pieces of ceil(size / chunks) cover it in fewer than chunks pieces (4 in 3: "
@@ -242,7 +168,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         effect=Effect(("outcome",), message=r"narrow"),
         burn_versions=">=0.22.0,<0.23.0-pre.1",
     ),
-    _bug(
+    bug_record(
         "div-scalar-grad-f32-reciprocal",
         "in a float64 program the gradient of x.div_scalar(s) carries float32 rounding: burn-autodiff's "
         "DivScalar backward multiplies by `1.0 / s.elem::<f32>()`, a reciprocal computed in f32 "
@@ -259,7 +185,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         effect=Effect(("grad",), error=within_f32_rounding),
         backward_through=(0,),
     ),
-    _bug(
+    bug_record(
         "hard-sigmoid-autodiff-f64-in-f32",
         "hard_sigmoid of a float64 tensor on the autodiff device is computed in float32: burn-autodiff "
         "does not override ActivationOps::hard_sigmoid, and burn-backend's default casts the input to "
@@ -273,7 +199,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("float64",),
         effect=Effect(("value", "grad"), error=within_f32_rounding, downstream=True),
     ),
-    _bug(
+    bug_record(
         "rms-norm-f64-rms-in-f32",
         "RmsNorm of a float64 input computes its root mean square in float32: burn-nn's forward casts "
         "x to DType::F32 before square().mean_dim() + epsilon, sqrt(), and casts the rms back (an upcast "
@@ -285,7 +211,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         ("float64",),
         effect=Effect(("value", "grad"), error=within_f32_rounding, downstream=True),
     ),
-    _bug(
+    bug_record(
         "sgd-momentum-f32-in-float64",
         "an SGD step with momentum in a float64 program uses the momentum rounded to f32: burn-optim "
         "converts MomentumConfig's f64 momentum into an f32 field of its Momentum state (and the "
@@ -298,6 +224,8 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         effect=Effect(("value",), error=within_f32_rounding, downstream=True),
     ),
 )
+
+KNOWN_BUGS: tuple[KnownBug, ...] = (*BURN_BUGS, *BACKEND_BUGS, *NDARRAY_BUGS, *WGPU_BUGS)
 
 
 def known_bug(st: Statement, prior: Sequence[Statement] = (), dtype: str = "float32",

@@ -56,7 +56,8 @@ SECTIONS: tuple[Section, ...] = (
             "Bugs difftest found in burn (difftest/divergences/known_bugs.py), each with a `bug` case in "
             "corpus/bugs/ that the suite replays as a strict xfail. Each record states its site and effect; "
             "a finding is that bug only when they explain it (a neighbour — the same op in another dtype, "
-            "another input, another error — is news). *dtypes*: the dtypes it shows in; *generator*: whether "
+            "another input, another error — is news). *dtypes*: the dtypes it shows in; *backends*: the burn "
+            "backends it shows on (a finding on another backend is news; docs/backends.md); *generator*: whether "
             "the generator avoids its trigger (property runs keep looking for new bugs; the corpus case keeps "
             "the bug covered)."),
 )
@@ -109,6 +110,11 @@ def _row(values: Sequence[str]) -> str:
     return "| " + " | ".join(values) + " |"
 
 
+def backends_text(bug: KnownBug | None) -> str:
+    """The burn backends a known bug shows on, as listed: `flex`, `ndarray, wgpu`, or `every`."""
+    return ", ".join(bug.backends) if bug is not None and bug.backends is not None else "every"
+
+
 def _generator(bug: KnownBug) -> str:
     if bug.triggers is None:
         return "not avoided"
@@ -123,14 +129,14 @@ def table(kind: Kind, records: Sequence[Knowledge] = KNOWLEDGE,
     rows = [k for k in records if k.kind == kind]
     if kind == "known-bug":
         by_name = {b.name: b for b in bugs}
-        lines = [_row(("name", "dtypes", "generator", "burn versions", "reason", "evidence")),
-                 _row(("---",) * 6)]
+        lines = [_row(("name", "dtypes", "backends", "generator", "burn versions", "reason", "evidence")),
+                 _row(("---",) * 7)]
         for k in rows:
             bug = by_name.get(k.name)
             dtypes = ", ".join(bug.dtypes) if bug is not None and bug.dtypes is not None else "every"
             generator = _generator(bug) if bug is not None else "—"
-            lines.append(_row((f"`{k.name}`", dtypes, generator, cell(k.burn_versions), cell(k.reason),
-                               _evidence(k))))
+            lines.append(_row((f"`{k.name}`", dtypes, backends_text(bug), generator, cell(k.burn_versions),
+                               cell(k.reason), _evidence(k))))
     else:
         lines = [_row(("name", "framework", "burn versions", "reason", "evidence")), _row(("---",) * 5)]
         for k in rows:

@@ -57,7 +57,8 @@ def known_bug_of(case: Case, bugs: Sequence[KnownBug] = KNOWN_BUGS) -> KnownBug 
             return b
     if case.path is not None:
         for b in bugs:
-            if any(ref.split("#")[0].endswith(f"corpus/bugs/{case.path.name}") for ref in b.knowledge.evidence):
+            if any(ref.split("#")[0].endswith((f"corpus/bugs/{case.path.name}", f"corpus/backends/{case.path.name}"))
+                   for ref in b.knowledge.evidence):
                 return b
     return None
 

@@ -19,13 +19,15 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from difftest.exec.backends import BACKENDS, KERNEL_CRATES
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.corpus import Case, check_expectations, judge
+from difftest.findings.triage import triage
+from difftest.ops.backend_support import refusal
 from difftest.oracle.check import check
 from difftest.oracle.compare import Verdict
 from difftest.program.ir import Program
@@ -40,15 +42,24 @@ class BackendCell:
 
     backend: str
     outcome: str  # "pass" | "fails" (a program) | "fails as recorded" | "fails differently" | "passes" | ...
-    ok: bool  # a case: what the backend does matches the case's record; a program: it passes
+    ok: bool  # a case: what the backend does matches the case's record, or is declared there; a program: it passes
     detail: str  # the first finding's line, or why
+    # what declares the outcome on this backend where the case's own record does not: a known bug
+    # declared for it ("known bug NAME") or a refusal of ops/backend_support.py ("refused: ...")
+    explained: str | None = None
 
     @property
     def fails(self) -> bool:
         return self.outcome in FAILS
 
+    @property
+    def shown(self) -> str:
+        """The outcome as a matrix shows it: with what explains it, if anything does."""
+        return f"{self.outcome} ({self.explained})" if self.explained else self.outcome
+
     def to_dict(self) -> dict[str, Any]:
-        return {"backend": self.backend, "outcome": self.outcome, "ok": self.ok, "detail": self.detail}
+        return {"backend": self.backend, "outcome": self.outcome, "ok": self.ok, "detail": self.detail,
+                "explained": self.explained}
 
 
 def program_cell(backend: str, verdict: Verdict) -> BackendCell:
@@ -71,6 +82,24 @@ def case_cell(case: Case, backend: str, verdict: Verdict) -> BackendCell:
     if diff is not None:
         return BackendCell(backend, "fails differently", False, diff.strip().splitlines()[0].strip())
     return BackendCell(backend, "fails as recorded", True, f"fails as recorded ({verdict.kind})")
+
+
+def judged_cell(case: Case, backend: str, verdict: Verdict, worker: BurnWorker) -> BackendCell:
+    """`case_cell`, where an outcome the case's record does not expect is explained by what is
+    declared for `backend`: an op or dtype it refuses (ops/backend_support.py, the panic it
+    records) or a known bug declared for it (triage on `worker`, which ran the verdict). What
+    stays unexplained is not ok."""
+    cell = case_cell(case, backend, verdict)
+    if cell.ok or verdict.ok:
+        return cell
+    refused = refusal(case.program, backend)
+    error = verdict.burn.error
+    if refused is not None and error is not None and refused in error.message:
+        return replace(cell, ok=True, explained=f"refused: {refused}")
+    known = triage(verdict, worker).known
+    if known is not None:
+        return replace(cell, ok=True, explained=f"known bug {known.name}")
+    return cell
 
 
 def run_on(program: Program, workers: Mapping[str, BurnWorker]) -> dict[str, Verdict]:
@@ -115,7 +144,7 @@ def record_backends_tested(path: Path, cells: Sequence[BackendCell], burn: str) 
     for c in cells:
         entry = {"outcome": c.outcome, "burn": burn, "date": today}
         if c.outcome not in ("fails as recorded", "passes"):  # how it fails there, in a line
-            entry["detail"] = c.detail
+            entry["detail"] = f"{c.explained}: {c.detail}" if c.explained else c.detail
         tested[c.backend] = entry
     ordered = dict(sorted(tested.items(), key=lambda kv: BACKENDS.index(kv[0]) if kv[0] in BACKENDS else 99))
     if ordered == doc.get("backends_tested"):

@@ -12,11 +12,13 @@ crash signature of findings/signature.py for the others. The dtype and the input
 gradient is wrong are part of the localisation's record, not of the signature: the same wrong
 derivative in float32 and float64 programs, seen at one input or at several, is one bug.
 
-A verdict is a known bug only when *every* finding is explained by one record: its site
-predicate holds at the finding's localised statement (or upstream of it, for effects declared
-to show downstream) in the dtype it runs in, and its effect matches the finding's kind, input,
-outcome message and error. A finding no record explains makes the verdict news, whatever its
-signature.
+A verdict is a known bug only when *every* finding is explained by a record (one record for
+all of them, or several known bugs in one program): the record is declared for the backend
+the worker ran on (its `backends`), its site predicate holds at the finding's localised
+statement (or upstream of it, for effects declared to show downstream) in the dtype it runs in,
+and its effect matches the finding's kind, input, outcome message and error. A finding that no
+single op explains (localised to the graph) is matched where the program shows it. A finding no
+record explains makes the verdict news, whatever its signature.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
+from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.findings.localise import (
     LOCALISED_KINDS,
     Localisation,
@@ -42,6 +45,7 @@ from difftest.program.ir import (
     Apply,
     Backward,
     Cut,
+    Grad,
     Leaf,
     OpCall,
     Program,
@@ -54,7 +58,10 @@ from difftest.program.ir import (
 if TYPE_CHECKING:
     from difftest.exec.burn_worker import BurnWorker
 
-MAX_LOCALISED = 6  # findings of one verdict localised to match them against known bugs
+# findings of one verdict localised to match them against known bugs; those past it are matched as
+# the program shows them (`shown_fault`): a bug whose effect shows downstream (a float64 op computed
+# in f32 on NdArray) gives a finding at every value computed from it
+MAX_LOCALISED = 6
 
 
 @dataclass
@@ -153,8 +160,9 @@ def dtype_at(program: Program, st: Statement) -> str:
     return program.dtype
 
 
-def fault_of(verdict: Verdict, m: Mismatch, loc: Localisation | None) -> Fault:
-    """The finding `m` of `verdict` as known-bug records read it (`loc`: its localisation)."""
+def fault_of(verdict: Verdict, m: Mismatch, loc: Localisation | None, backend: str = DEFAULT_BACKEND) -> Fault:
+    """The finding `m` of `verdict` as known-bug records read it (`loc`: its localisation;
+    `backend`: the burn backend the verdict's program ran on)."""
     program = verdict.program
     if loc is not None and loc.statement is not None and loc.one_op is not None and loc.mismatch is not None:
         one = loc.one_op
@@ -162,21 +170,52 @@ def fault_of(verdict: Verdict, m: Mismatch, loc: Localisation | None) -> Fault:
         inputs = tuple(s.data for _, s in leaves)
         lm = loc.mismatch
         return Fault(lm.kind, loc.statement, program, loc.dtype, lm.framework, lm.detail, loc.input,
-                     tuple(mismatch_pairs(one, lm)), lm.elements, inputs)
-    if loc is not None:  # a step or the graph: the error as the program shows it
+                     tuple(mismatch_pairs(one, lm)), lm.elements, inputs, backend=backend)
+    if loc is not None and loc.statement is None:  # no single op: where the program shows it
+        return shown_fault(verdict, m, backend)
+    if loc is not None:  # a step: the error as the program shows it
         return Fault(m.kind, loc.statement, program, loc.dtype, m.framework, m.detail, None,
-                     tuple(mismatch_pairs(verdict, m)), m.elements)
+                     tuple(mismatch_pairs(verdict, m)), m.elements, backend=backend)
     observed = dict(m.observed) if isinstance(m.observed, dict) else {}
     st = program.by_id().get(m.statement or "")
     dtype = dtype_at(program, st) if st is not None else program.dtype
-    return Fault(m.kind, m.statement, program, dtype, m.framework, m.detail, observed=observed)
+    return Fault(m.kind, m.statement, program, dtype, m.framework, m.detail, observed=observed, backend=backend)
+
+
+def shown_fault(verdict: Verdict, m: Mismatch, backend: str = DEFAULT_BACKEND) -> Fault:
+    """A value or gradient finding as the program shows it, not localised: at its own statement
+    (a value) or at its backward (a gradient; a value computed from a gradient read counts as
+    that backward's gradient), with the program's error there. Only a record
+    whose effect shows downstream of its site explains it (a site upstream of that statement or
+    of the backward's root, the error as declared), or one whose site is the value's own op: the
+    finding is then that bug's effect where the program shows it."""
+    program = verdict.program
+    table = program.by_id()
+    kind, at = m.kind, m.backward if m.kind in ("grad", "grad-presence") and m.backward else m.statement
+    read = _gradient_read(table, m.statement) if m.kind == "value" else None
+    if read is not None:  # a value computed from a gradient read: that backward's gradient, as shown
+        kind, at = "grad", read.grads
+    st = table.get(m.statement or "")
+    dtype = dtype_at(program, st) if st is not None else program.dtype
+    return Fault(kind, at, program, dtype, m.framework, m.detail, None, tuple(mismatch_pairs(verdict, m)),
+                 m.elements, backend=backend)
+
+
+def _gradient_read(table: dict[str, Statement], ident: str | None) -> Grad | None:
+    """The gradient read (`grad(x; bw)`) the value `ident` is computed from, if any: a value
+    that no single op explains and that carries a gradient differs by that gradient's error."""
+    for x in sorted(ancestors(table, ident)) if ident else ():
+        st = table.get(x)
+        if isinstance(st, Grad):
+            return st
+    return None
 
 
 def explains(bug: KnownBug, f: Fault) -> bool:
-    """Whether `bug`'s site holds at the fault's statement (or upstream of it, for an effect
-    that shows downstream) and its effect matches the fault."""
+    """Whether `bug` shows on the fault's backend, its site holds at the fault's statement (or
+    upstream of it, for an effect that shows downstream) and its effect matches the fault."""
     eff = bug.effect
-    if eff is None or f.site is None or f.kind not in eff.kinds:
+    if eff is None or f.site is None or f.kind not in eff.kinds or not bug.shows_on(f.backend):
         return False
     if eff.message is not None and f.kind == "outcome" and not re.search(eff.message, f.message, re.IGNORECASE):
         return False
@@ -199,18 +238,25 @@ def explains(bug: KnownBug, f: Fault) -> bool:
 
 
 def known_bug_of(faults: list[Fault], bugs: tuple[KnownBug, ...] = KNOWN_BUGS) -> KnownBug | None:
-    """The one record that explains every fault, or None."""
+    """The one record that explains every fault; else, when each fault is explained by some
+    record (a program that hits two known bugs, say float64 sigmoid and hard_sigmoid on
+    NdArray), the record of the first; None when a fault no record explains remains."""
     if not faults:
         return None
     for bug in bugs:
         if all(explains(bug, f) for f in faults):
             return bug
+    first = next((b for b in bugs if explains(b, faults[0])), None)
+    if first is not None and all(any(explains(b, f) for b in bugs) for f in faults[1:]):
+        return first
     return None
 
 
 def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] = KNOWN_BUGS) -> Triage:
-    """The signature of a failing verdict and the known bug that explains it, if one does."""
+    """The signature of a failing verdict and the known bug that explains it, if one does (a
+    record declared for the backend `worker` runs on)."""
     findings = verdict.findings
+    backend = worker.backend or DEFAULT_BACKEND
     if not findings:
         return Triage("pass", None, None)
     first = primary(verdict.program, findings)
@@ -230,7 +276,7 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
         sig = (localised_signature(tracked, tracked.mismatch.framework if tracked.mismatch else None)
                if tracked is not None
                else state if state is not None else signature_of_mismatch(first, verdict.program))
-    faults = [fault_of(verdict, first, loc)]
+    faults = [fault_of(verdict, first, loc, backend)]
     if not any(explains(b, faults[0]) for b in bugs):
         return Triage(sig, loc, None, faults)
     seen = {(first.kind, first.statement, first.backward)}
@@ -241,9 +287,10 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
         seen.add((m.kind, m.statement, m.backward))
         other = None
         if m.kind in LOCALISED_KINDS:
-            if localised >= MAX_LOCALISED:
-                return Triage(sig, loc, None, faults)  # too many to localise: not shown to be known
+            if localised >= MAX_LOCALISED:  # too many to localise each: as the program shows it
+                faults.append(shown_fault(verdict, m, backend))
+                continue
             localised += 1
             other = localise(verdict, worker, m, same_kind=True)
-        faults.append(fault_of(verdict, m, other))
+        faults.append(fault_of(verdict, m, other, backend))
     return Triage(sig, loc, known_bug_of(faults, bugs), faults)

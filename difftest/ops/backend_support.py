@@ -12,6 +12,7 @@ Torch-free at import.
 from __future__ import annotations
 
 from difftest.program.dtypes import FLOAT_DTYPES
+from difftest.program.ir import OpCall, Program
 
 # burn-ndarray 0.22.1 src/backend.rs: `DType::F16 | DType::BF16 | DType::Bool(_) =>
 # DTypeUsageSet::empty()`; creating a half tensor panics "not implemented: Unsupported dtype F16"
@@ -37,6 +38,14 @@ UNSUPPORTED_OPS: dict[str, dict[str, tuple[str, str]]] = {
             "Nearest (the forward runs)",
         ),
     },
+    "wgpu": {
+        "interpolate_bilinear": (
+            "interpolation backward is not supported by JIT backend",
+            "burn-cubecl 0.22.1 runs interpolate_backward through cubek-interpolate 0.3.1 (src/lib.rs), which "
+            "refuses every mode but Nearest: 'Bilinear interpolation backward is not supported by JIT backend' "
+            "(the forward runs)",
+        ),
+    },
 }
 
 
@@ -47,3 +56,13 @@ def dtypes(backend: str) -> tuple[str, ...]:
 
 def unsupported_ops(backend: str) -> dict[str, tuple[str, str]]:
     return UNSUPPORTED_OPS.get(backend, {})
+
+
+def refusal(program: Program, backend: str) -> str | None:
+    """The panic message `backend` refuses `program` with (its dtype, or an op it refuses,
+    backward included), or None when it runs it."""
+    if program.dtype not in dtypes(backend):
+        return "Unsupported dtype"
+    refused = unsupported_ops(backend)
+    ops = [s.op for s in program.statements if isinstance(s, OpCall) and s.op in refused]
+    return refused[ops[0]][0] if ops else None

@@ -63,10 +63,15 @@ impl Backend {
             .collect()
     }
 
+    /// A backend by name, compiled in or not (None: no such backend).
+    pub fn named(name: &str) -> Option<Backend> {
+        Backend::ALL.into_iter().find(|b| b.name() == name)
+    }
+
     /// A backend by name; an unknown name or one not compiled in is an error that says which
     /// backends exist and which this binary has.
     pub fn parse(name: &str) -> Result<Backend, String> {
-        let Some(backend) = Backend::ALL.into_iter().find(|b| b.name() == name) else {
+        let Some(backend) = Backend::named(name) else {
             let known: Vec<_> = Backend::ALL.iter().map(|b| b.name()).collect();
             return Err(format!(
                 "unknown backend {name:?} (known: {})",

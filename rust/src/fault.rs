@@ -16,6 +16,7 @@
 //! | `value-scale:<op>:<eps>` | the result of `<op>` times `1 + eps` (forward and gradient) |
 //! | `root-grad-scale:<eps>` | every gradient of a backward times `1 + eps` when its root is not a scalar (more than one element); backwards of scalar roots unchanged |
 //! | `flag-after:<where>` | the reported `is_tracked` is negated for the values of a cut (`detach`, `without_autodiff`, `autodiff`), of ops in a region (`no_grad`, `inference_mode`), or of the forward of a module derived from `valid()` (`valid`) |
+//! | `on:<backend>:<spec>` | the fault `<spec>` while a program runs on `<backend>` only (a bug in one backend's kernels); other backends run correctly |
 //!
 //! The gradient faults act on the op's result `y` only when it is tracked:
 //! `y + (y - y.detach()) * eps` adds zero forward and scales the gradient by `1 + eps`
@@ -29,6 +30,7 @@ use std::sync::OnceLock;
 use burn::tensor::Tensor;
 use serde_json::{Map, Value};
 
+use crate::backend::{self, Backend};
 use crate::map;
 use crate::ops::{NARY, Op};
 use crate::program::Cut;
@@ -41,7 +43,8 @@ pub const ENV: &str = "DIFFTEST_BURN_FAULT";
 pub const FORMS: &str = "grad-scale:<op>:<eps>, grad-scale-tail:<op>:<eps>:<t>, grad-sign:<op>, grad-drop:<op>, \
 flag-without-autodiff, detach-like-torch, lowering:<op>=<other>[{attrs}], \
 grad-drop-input:<op>:<i>, wrong-dim:<op>, promote-trailing:<op>, value-scale:<op>:<eps>, \
-root-grad-scale:<eps>, flag-after:<detach|without_autodiff|autodiff|no_grad|inference_mode|valid>";
+root-grad-scale:<eps>, flag-after:<detach|without_autodiff|autodiff|no_grad|inference_mode|valid>, \
+on:<backend>:<any of these>";
 
 #[derive(Clone, Debug)]
 pub enum Fault {
@@ -108,6 +111,8 @@ impl FlagSite {
 pub struct Active {
     pub spec: String,
     pub fault: Fault,
+    /// `on:<backend>:`: the only backend the fault acts on (None: every backend).
+    pub backend: Option<Backend>,
 }
 
 static ACTIVE: OnceLock<Option<Active>> = OnceLock::new();
@@ -283,6 +288,26 @@ pub fn parse(spec: &str) -> Result<Fault, String> {
     }
 }
 
+/// Parses a spec that may be scoped to one backend (`on:<backend>:<spec>`): the backend, if
+/// any, and the fault. The backend must be one difftest-burn knows (compiled in or not: a
+/// fault scoped to a backend the binary lacks never acts).
+pub fn parse_scoped(spec: &str) -> Result<(Option<Backend>, Fault), String> {
+    let Some(rest) = spec.strip_prefix("on:") else {
+        return Ok((None, parse(spec)?));
+    };
+    let (name, inner) = rest
+        .split_once(':')
+        .ok_or_else(|| format!("on:<backend>:<spec> needs a backend and a spec, got {spec:?}"))?;
+    let backend = Backend::named(name).ok_or_else(|| {
+        let known: Vec<_> = Backend::ALL.iter().map(|b| b.name()).collect();
+        format!("on: unknown backend {name:?} (known: {})", known.join(", "))
+    })?;
+    if inner.starts_with("on:") {
+        return Err(format!("on: {spec:?} scopes a fault twice"));
+    }
+    Ok((Some(backend), parse(inner)?))
+}
+
 /// Reads `DIFFTEST_BURN_FAULT` once; an unknown spec is an error (the caller exits).
 pub fn init_from_env() -> Result<(), String> {
     let active = match std::env::var(ENV) {
@@ -292,8 +317,12 @@ pub fn init_from_env() -> Result<(), String> {
         }
         Ok(spec) if spec.is_empty() => None,
         Ok(spec) => {
-            let fault = parse(&spec).map_err(|e| format!("{ENV}: {e}"))?;
-            Some(Active { spec, fault })
+            let (backend, fault) = parse_scoped(&spec).map_err(|e| format!("{ENV}: {e}"))?;
+            Some(Active {
+                spec,
+                fault,
+                backend,
+            })
         }
     };
     ACTIVE
@@ -301,14 +330,28 @@ pub fn init_from_env() -> Result<(), String> {
         .map_err(|_| "the fault was already initialised".to_string())
 }
 
-/// The active fault, if any (none when [`init_from_env`] was not called, as in unit tests).
+/// The active fault, if any (none when [`init_from_env`] was not called, as in unit tests, and
+/// none while running on another backend than the one a scoped fault names).
 pub fn active() -> Option<&'static Active> {
-    ACTIVE.get().and_then(Option::as_ref)
+    ACTIVE
+        .get()
+        .and_then(Option::as_ref)
+        .filter(|a| a.acts_on(backend::current()))
 }
 
-/// The active spec, for the version reports.
+impl Active {
+    /// Whether the fault acts on `backend` (a scoped fault on its backend alone).
+    pub fn acts_on(&self, backend: Backend) -> bool {
+        self.backend.is_none_or(|b| b == backend)
+    }
+}
+
+/// The spec the process was started with (scoped or not), for the version reports.
 pub fn spec() -> Option<&'static str> {
-    active().map(|a| a.spec.as_str())
+    ACTIVE
+        .get()
+        .and_then(Option::as_ref)
+        .map(|a| a.spec.as_str())
 }
 
 /// `y` with its forward unchanged and its gradient multiplied by `1 + eps` (when tracked).

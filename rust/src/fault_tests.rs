@@ -378,3 +378,33 @@ fn flag_after_changes_only_the_report() {
         flags
     );
 }
+
+#[test]
+fn a_fault_scoped_to_one_backend_acts_there_only() {
+    use crate::backend::Backend;
+    let (backend, fault) = parse_scoped("on:ndarray:grad-scale:exp:1e-3").unwrap();
+    assert_eq!(backend, Some(Backend::NdArray));
+    assert!(matches!(fault, Fault::GradScale { op: "exp", eps } if eps == 1e-3));
+    let scoped = Active {
+        spec: "on:ndarray:grad-scale:exp:1e-3".into(),
+        fault: fault.clone(),
+        backend,
+    };
+    assert!(scoped.acts_on(Backend::NdArray));
+    assert!(!scoped.acts_on(Backend::Flex) && !scoped.acts_on(Backend::Wgpu));
+    let (none, _) = parse_scoped("grad-scale:exp:1e-3").unwrap();
+    let everywhere = Active {
+        spec: "grad-scale:exp:1e-3".into(),
+        fault,
+        backend: none,
+    };
+    assert!(Backend::ALL.into_iter().all(|b| everywhere.acts_on(b)));
+    for bad in [
+        "on:cuda:grad-sign:exp",
+        "on:ndarray",
+        "on:ndarray:nonsense",
+        "on:flex:on:ndarray:grad-sign:exp",
+    ] {
+        assert!(parse_scoped(bad).is_err(), "{bad}");
+    }
+}

@@ -98,22 +98,26 @@ def test_bug_case_that_passes_fails_loudly(tmp_path: Path) -> None:
 
 
 def test_the_repository_corpus_holds_each_bug_once() -> None:
-    """Each `bug` signature has one case in corpus/: a finding that matches a known bug is counted,
-    not saved again (difftest/pytest_plugin.py), so a second file with the signature is a
-    duplicate that slipped in and would replay the same bug twice."""
+    """Each `bug` signature has one case in corpus/ per burn backend it was found on (a case's
+    `backend`, Flex by default): a finding that matches a known bug is counted, not saved again
+    (difftest/pytest_plugin.py), so a second file with the signature on the same backend is a
+    duplicate that slipped in and would replay the same bug twice. The same signature on another
+    backend is another site (hard_sigmoid in float64: on Flex on the autodiff device only, on
+    NdArray on the plain device too)."""
     from difftest.findings.signature import case_signature
 
     corpus = Path(__file__).resolve().parents[2] / "corpus"
-    seen: dict[str, Path] = {}
+    seen: dict[tuple[str, str], Path] = {}
     duplicates = []
     for path in sorted(corpus.rglob("*.json")):
         sig, status = case_signature(path)
         if status != "bug" or sig is None:
             continue
-        if sig in seen:
-            duplicates.append(f"{path.relative_to(corpus)} repeats {seen[sig].relative_to(corpus)} ({sig})")
+        key = (sig, json.loads(path.read_text()).get("backend", "flex"))
+        if key in seen:
+            duplicates.append(f"{path.relative_to(corpus)} repeats {seen[key].relative_to(corpus)} ({sig} on {key[1]})")
         else:
-            seen[sig] = path
+            seen[key] = path
     assert not duplicates, "\n".join(duplicates)
 
 

@@ -68,7 +68,7 @@ def test_every_record_has_a_reason_evidence_and_holds_for_the_tested_burn() -> N
 
 def test_every_bug_case_is_a_declared_known_bug() -> None:
     declared = {ref for b in KNOWN_BUGS for ref in b.knowledge.evidence}
-    cases = {str(p.relative_to(ROOT)) for p in (ROOT / "corpus" / "bugs").glob("*.json")}
+    cases = {str(p.relative_to(ROOT)) for d in ("bugs", "backends") for p in (ROOT / "corpus" / d).glob("*.json")}
     assert cases <= declared
 
 
@@ -214,8 +214,11 @@ def test_a_malformed_record_is_refused() -> None:
 def test_rules_json_lists_every_record(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rules", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert listed == [k.to_dict() for k in KNOWLEDGE]
+    # a known bug's row also names the backends it shows on (null: every backend)
+    shown = {b.name: list(b.backends) if b.backends is not None else None for b in KNOWN_BUGS}
+    assert listed == [{**k.to_dict(), **({"backends": shown[k.name]} if k.name in shown else {})} for k in KNOWLEDGE]
     assert {"name", "kind", "framework", "burn_versions", "evidence", "reason"} == set(listed[0])
+    assert {row["name"]: row["backends"] for row in listed if row["kind"] == "known-bug"} == shown
 
 
 def test_rules_table_lists_every_kind(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,112 @@
+"""The known-bug record type (known_bugs.py holds the records): what a finding says as a record
+reads it (`Fault`), what a bug does at its site (`Effect`), the record (`KnownBug`), and the
+float32-rounding check several records share."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from difftest.divergences.knowledge import MEASURED_ON, Knowledge
+from difftest.program.ir import Program, Statement
+
+Trigger = Callable[[Statement, Sequence[Statement]], bool]  # (statement, the statements before it)
+F32_ULP = 2.0**-24
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What one finding says, as a known-bug record reads it: its mismatch `kind`, the statement
+    it is localised to (`site`, in `program`), the dtype the site runs in, and the error: the
+    outcome message, or (reference, observed) pairs at the failing elements with the inputs whose
+    gradient is wrong and the site's input data (the one-op program's leaves, by input position),
+    and the burn backend it was observed on."""
+
+    kind: str
+    site: str | None
+    program: Program
+    dtype: str
+    framework: str | None = None
+    message: str = ""
+    input: tuple[int, ...] | None = None  # the inputs whose gradient is wrong
+    pairs: tuple[tuple[float, float], ...] = ()
+    elements: tuple[int, ...] = ()
+    inputs: tuple[tuple[float, ...], ...] = ()
+    observed: dict[str, object] = field(default_factory=dict, hash=False)  # flags mismatches: observed flags
+    backend: str = "flex"  # the burn backend the finding was observed on (exec/backends.py names)
+
+
+ErrorCheck = Callable[[Fault], bool]
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What a known bug does at its site: the mismatch kinds it causes, a regular expression its
+    outcome message matches, the input whose gradient it makes wrong, a check of the error
+    (`error`), and whether it shows downstream of the site too (a value computed from it, a
+    backward whose root depends on it)."""
+
+    kinds: tuple[str, ...]
+    message: str | None = None
+    input: tuple[int, ...] | None = None
+    error: ErrorCheck | None = None
+    downstream: bool = False
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    knowledge: Knowledge
+    # the generator does not draw statements this holds for (None: it does not avoid the bug)
+    triggers: Trigger | None
+    dtypes: tuple[str, ...] | None = None  # the dtypes it shows in, of the site's inputs (None: every dtype)
+    site: Trigger | None = None  # where it strikes; None: `triggers`
+    effect: Effect | None = None  # what it does there; None: never matched (it cannot explain a finding)
+    # a backward-only bug: the generator avoids the site only where one of these inputs is
+    # tracked and the op is recorded (elsewhere no backward passes through it, so the op stays
+    # under test); None: wherever the trigger holds
+    backward_through: tuple[int, ...] | None = None
+    # the burn backends it shows on (None: every backend): where `explains` may match it
+    backends: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.backends is not None and (not self.backends or isinstance(self.backends, str)):
+            raise ValueError(f"{self.name}: backends must be None (every backend) or a non-empty tuple of names")
+
+    @property
+    def name(self) -> str:
+        return self.knowledge.name
+
+    def shows_on(self, backend: str) -> bool:
+        """Whether the bug is declared to show on the burn backend `backend`."""
+        return self.backends is None or backend in self.backends
+
+    def strikes(self, st: Statement, prior: Sequence[Statement], dtype: str) -> bool:
+        if self.dtypes is not None and dtype not in self.dtypes:
+            return False
+        site = self.site or self.triggers
+        return site is not None and site(st, prior)
+
+
+def bug_record(name: str, reason: str, evidence: tuple[str, ...], triggers: Trigger | None,
+         dtypes: tuple[str, ...] | None = None, *, site: Trigger | None = None,
+         effect: Effect | None = None, backward_through: tuple[int, ...] | None = None,
+         burn_versions: str = MEASURED_ON, backends: tuple[str, ...] | None = None) -> KnownBug:
+    return KnownBug(Knowledge(name, "known-bug", "burn", reason, evidence, burn_versions), triggers, dtypes, site,
+                    effect, backward_through, backends)
+
+
+
+def within_f32_rounding(f: Fault) -> bool:
+    """Every failing element is off by float32 rounding of the computation, no more: at most
+    64 float32 ulps of the element's reference, or of the largest reference of the tensor where
+    the element cancels to less (a float64 program that rounds through f32 somewhere)."""
+    if not f.pairs:
+        return False
+    scale = max((abs(r) for r, _ in f.pairs if math.isfinite(r)), default=0.0)
+    for r, b in f.pairs:
+        if not (math.isfinite(r) and math.isfinite(b)):
+            return False
+        if abs(b - r) > 64 * F32_ULP * max(abs(r), scale * 1e-3):
+            return False
+    return True

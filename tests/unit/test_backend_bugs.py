@@ -1,0 +1,216 @@
+"""Known bugs per burn backend (difftest/divergences/known_bugs.py `backends`): a record matches a
+finding only on the backends it is declared for, triage reads the backend its worker runs on,
+and the records agree with the backends each bug case was measured on (`backends_tested`).
+No built interpreter: faults are built from the corpus cases' recorded observations."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
+from difftest.exec.backends import BACKENDS
+from difftest.findings.corpus import load_case
+from difftest.findings.localise import Localisation
+from difftest.findings.triage import explains, fault_of, known_bug_of, shown_fault, triage
+from difftest.oracle.check import check
+from difftest.program.ir import OpCall, Program
+from difftest.program.jsonio import program_from_dict, program_to_dict
+from difftest.program.observation import Observation
+
+ROOT = Path(__file__).resolve().parents[2]
+BY_NAME = {b.name: b for b in KNOWN_BUGS}
+
+
+def _case_path(bug: KnownBug) -> Path:
+    return ROOT / next(ref for ref in bug.knowledge.evidence if ref.startswith("corpus/"))
+
+
+def _recorded_fault(bug: KnownBug, backend: str) -> Fault:
+    """The bug's case as a fault: its first recorded mismatch, localised to its op, on `backend`."""
+    case = load_case(_case_path(bug))
+    m = case.record["verdict"]["mismatches"][0]
+    if m["kind"] == "outcome":  # a panic: at the statement that panicked, with its message
+        return Fault("outcome", m["statement"], case.program, case.program.dtype, "burn", m["detail"], backend=backend)
+    site = next(s.id for s in case.program.statements if isinstance(s, OpCall))
+    pair = tuple(float(x) for x in m["pair"])
+    return Fault(m["kind"], site, case.program, case.program.dtype, None, m["detail"],
+                 pairs=((pair[0], pair[1]),), elements=tuple(m["elements"]), backend=backend)
+
+
+OTHER_BACKENDS_BUGS = [b for b in KNOWN_BUGS if b.backends is not None and "flex" not in b.backends]
+
+
+@pytest.mark.parametrize("bug", OTHER_BACKENDS_BUGS, ids=[b.name for b in OTHER_BACKENDS_BUGS])
+def test_a_backend_bug_is_known_on_its_backends_and_news_on_flex(bug: KnownBug) -> None:
+    assert bug.backends is not None and "flex" not in bug.backends
+    for backend in bug.backends:
+        assert explains(bug, _recorded_fault(bug, backend)), backend
+    on_flex = _recorded_fault(bug, "flex")
+    assert not explains(bug, on_flex)
+    assert known_bug_of([on_flex]) is None  # and no other record explains it there
+
+
+def test_every_record_names_known_backends() -> None:
+    for bug in KNOWN_BUGS:
+        assert bug.backends is None or (bug.backends and set(bug.backends) <= set(BACKENDS)), bug.name
+
+
+def test_a_record_of_no_backend_is_refused() -> None:
+    with pytest.raises(ValueError, match="backends"):
+        replace(BY_NAME["ndarray-gelu-grad-tanh-approximation"], backends=())
+
+
+def _fault(kind: str, op: str, pairs: tuple[tuple[float, float], ...], *, backend: str = "ndarray",
+           dtype: str = "float32", device: str = "autodiff") -> Fault:
+    """A finding of `kind` localised to `op` of a one-op program in `dtype` (its leaf on `device`)."""
+    program = program_from_dict({
+        "format": "difftest-program", "version": 1, "dtype": dtype,
+        "statements": [
+            {"id": "x", "kind": "leaf", "shape": [2], "data": [0.5, 2.0], "device": device,
+             "require_grad": device == "autodiff"},
+            {"id": "y", "kind": "op", "op": op, "inputs": ["x"]},
+        ],
+    })
+    return Fault(kind, "y", program, dtype, None, "", pairs=pairs, elements=(0,), backend=backend)
+
+
+def _known(fault: Fault) -> str | None:
+    bug = known_bug_of([fault])
+    return bug.name if bug is not None else None
+
+
+def test_the_backend_bugs_explain_what_they_do_on_their_backends() -> None:
+    gelu_grad = ((0.8674951246561629, 0.8673698306083679),)
+    assert _known(_fault("grad", "gelu", gelu_grad)) == "ndarray-gelu-grad-tanh-approximation"
+    assert _known(_fault("grad", "gelu", gelu_grad, backend="wgpu", dtype="float64")) is not None
+    # log_sigmoid(12): an absolute error of half a float32 ulp of 1
+    ls = ((-6.144193477732806e-06, -6.198863957251888e-06),)
+    assert _known(_fault("value", "log_sigmoid", ls)) == "ndarray-log-sigmoid-without-log1p"
+    hs = ((0.5166666666666667, 0.5166666507720947),)
+    plain = _fault("value", "hard_sigmoid", hs, dtype="float64", device="plain")
+    assert _known(plain) == "ndarray-hard-sigmoid-f64-in-f32"
+    silu = ((0.31122966560092726, 0.311229676008224),)
+    assert _known(_fault("value", "silu", silu, dtype="float64")) == "ndarray-sigmoid-f64-in-f32"
+
+
+def test_a_neighbour_on_the_same_backend_is_news() -> None:
+    # gelu's forward, or a gradient error beyond the tanh approximation's, or a NaN gradient
+    assert _known(_fault("value", "gelu", ((0.3457312, 0.3458),))) is None
+    assert _known(_fault("grad", "gelu", ((0.8674951, 0.86),))) is None
+    assert _known(_fault("grad", "gelu", ((0.8674951, float("nan")),))) is None
+    # sigmoid in float32 (the record is float64 rounding through f32), or off by more than f32 rounding
+    assert _known(_fault("value", "sigmoid", ((0.6224593, 0.6224594),))) is None
+    assert _known(_fault("value", "sigmoid", ((0.6224593312018546, 0.6225),), dtype="float64")) is None
+    # a log_sigmoid far off: not the rounded sum's error (on Wgpu in float64: its transcendentals)
+    far = ((-0.04858735157374206, 42.97512519402983),)
+    assert _known(_fault("value", "log_sigmoid", far, dtype="float64")) is None
+    on_wgpu = _fault("value", "log_sigmoid", far, backend="wgpu", dtype="float64")
+    assert _known(on_wgpu) == "wgpu-f64-transcendentals-wrong"
+    assert _known(_fault("value", "log_sigmoid", far, backend="wgpu")) is None  # float32 on Wgpu: news
+    # hard_sigmoid of a plain float64 leaf on Flex (Flex's own kernel computes in f64)
+    hs = ((0.5166666666666667, 0.5166666507720947),)
+    assert _known(_fault("value", "hard_sigmoid", hs, backend="flex", dtype="float64", device="plain")) is None
+
+
+class _Replay:
+    """A worker stand-in that answers with a case's recorded burn observation, on `backend`."""
+
+    def __init__(self, observation: Observation, backend: str | None) -> None:
+        self.observation = observation
+        self.backend = backend
+
+    def burn_version(self) -> str:
+        return "0.22.1"
+
+    def submit(self, program: Program) -> _Replay:
+        return self
+
+    def result(self) -> Observation:
+        return self.observation
+
+
+def test_triage_matches_a_record_on_the_backend_its_worker_runs_on() -> None:
+    # a panic at the op: triage signs and matches it without running anything more on the worker
+    name = "flex-reduce-dim-after-unit-swap-panics"
+    bug = BY_NAME[name]
+    case = load_case(_case_path(bug))
+    observed = Observation.from_dict(case.record["observations"]["burn"], "burn")
+    for backend in (None, *BACKENDS):  # None: the default backend, Flex
+        worker: Any = _Replay(observed, backend)
+        verdict = check(case.program, worker)
+        assert not verdict.ok
+        t = triage(verdict, worker)
+        expected = bug.shows_on(backend or "flex")
+        assert (t.known is not None and t.known.name == name) == expected, (backend, t.describe())
+
+
+@pytest.mark.parametrize("bug", KNOWN_BUGS, ids=[b.name for b in KNOWN_BUGS])
+def test_records_agree_with_the_backends_their_case_was_measured_on(bug: KnownBug) -> None:
+    doc = json.loads(_case_path(bug).read_text())
+    tested = doc.get("backends_tested") or {}
+    assert tested, f"{bug.name}: its case records no backends_tested (difftest versions --backend ... --record)"
+    for backend, entry in tested.items():
+        if entry["outcome"] == "fails as recorded":
+            assert bug.shows_on(backend), f"{bug.name} fails as recorded on {backend}, not declared there"
+        elif entry["outcome"] == "passes":
+            assert not bug.shows_on(backend), f"{bug.name} passes on {backend}, declared there"
+
+
+def _downstream_verdict(offset: float) -> Any:
+    """The sigmoid case (float64 sigmoid rounded through f32 on NdArray) with z = exp(y) after it,
+    burn's z computed from its rounded y (+ `offset`), judged against PyTorch."""
+    case = load_case(ROOT / "corpus/backends/ndarray-sigmoid-f64-in-f32.json")
+    doc = program_to_dict(case.program)
+    doc["statements"].append({"id": "z", "kind": "op", "op": "exp", "inputs": ["y"]})
+    program = program_from_dict(doc)
+    burn = json.loads(json.dumps(case.record["observations"]["burn"]))
+    y = next(v for v in burn["values"] if v["id"] == "y")
+    burn["values"].append({**y, "id": "z", "data": [math.exp(v) + offset for v in y["data"]]})
+    return check(program, _Replay(Observation.from_dict(burn, "burn"), "ndarray"))
+
+
+def test_a_finding_past_the_localisation_budget_is_matched_where_the_program_shows_it() -> None:
+    verdict = _downstream_verdict(0.0)
+    at_z = next(m for m in verdict.findings if m.statement == "z")
+    sigmoid = BY_NAME["ndarray-sigmoid-f64-in-f32"]
+    # z is computed from the rounded sigmoid: that record's effect downstream, on NdArray only
+    assert explains(sigmoid, shown_fault(verdict, at_z, "ndarray"))
+    assert not explains(sigmoid, shown_fault(verdict, at_z, "flex"))
+    # off by more than the rounding: news
+    far = _downstream_verdict(1e-3)
+    at_far = next(m for m in far.findings if m.statement == "z")
+    assert known_bug_of([shown_fault(far, at_far, "ndarray")]) is None
+
+
+def test_a_program_with_two_known_bugs_is_known_and_one_unexplained_finding_makes_it_news() -> None:
+    hs = _fault("value", "hard_sigmoid", ((0.5166666666666667, 0.5166666507720947),), dtype="float64", device="plain")
+    sg = _fault("value", "sigmoid", ((0.6224593312018546, 0.622459352016449),), dtype="float64")
+    assert _known(hs) == "ndarray-hard-sigmoid-f64-in-f32" and _known(sg) == "ndarray-sigmoid-f64-in-f32"
+    pair = known_bug_of([hs, sg])
+    assert pair is not None and pair.name == "ndarray-hard-sigmoid-f64-in-f32"  # the first finding's
+    news = _fault("value", "exp", ((1.6487212707001282, 1.7),), dtype="float64")
+    assert known_bug_of([hs, sg, news]) is None
+
+
+def test_sigmoids_gradient_carries_the_rounding_of_its_output() -> None:
+    # y (1 - y) at y = 0.99083 from y rounded to f32: 6.4e-8 off a derivative of 0.0091
+    near_one = ((0.009085561875885526, 0.009085497381420282),)
+    grad = replace(_fault("grad", "sigmoid", near_one, dtype="float64"), inputs=((4.68,),))
+    assert _known(grad) == "ndarray-sigmoid-f64-in-f32"
+    assert _known(replace(grad, pairs=((0.009085561875885526, 0.0089),))) is None  # 1.9e-4 off: news
+    assert _known(replace(grad, inputs=())) is None  # without the op's input, only within_f32_rounding
+
+
+def test_a_finding_no_single_op_explains_is_matched_where_the_program_shows_it() -> None:
+    verdict = _downstream_verdict(0.0)
+    at_z = next(m for m in verdict.findings if m.statement == "z")
+    graph = Localisation(None, "graph", "value", None, "float64", "rounding", "burn-wrong")
+    fault = fault_of(verdict, at_z, graph, "ndarray")
+    assert fault.site == "z" and fault.pairs
+    assert _known(fault) == "ndarray-sigmoid-f64-in-f32"
