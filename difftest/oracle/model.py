@@ -52,6 +52,7 @@ from difftest.program.ir import (
 )
 from difftest.program.ir import Step as StepStatement
 from difftest.program.modules import module_kind
+from difftest.program.recent import statements_by_id
 
 
 @dataclass(frozen=True)
@@ -323,7 +324,7 @@ def _backward(fw: Framework, i: int, st: Backward, program: Program, pred: Frame
     if not ok:
         kind = "exception" if fw == "torch" else "panic"
         return Failure(kind, f"backward of {st.input!r}, which is not in a graph")
-    traversed, saving, leaves = sessions.walk(st.input, program.by_id(), pred.states, pred.input_state,
+    traversed, saving, leaves = sessions.walk(st.input, statements_by_id(program), pred.states, pred.input_state,
                                               pred.modules, shapes)
     before = frozenset(pred.consumed)
     # a leaf root: the leaf itself, which an earlier backward may have consumed as a root

@@ -37,7 +37,7 @@ class RootProbe:
         """The probe as a program: `program`'s statements before the backward, then it, re-rooted."""
         bw = program.statements[self.index]
         assert isinstance(bw, Backward) and bw.id == self.backward, (self, bw)
-        return Program((*program.statements[: self.index], Backward(bw.id, self.root)), program.dtype)
+        return program.rerooted(self.index, self.root)
 
     def describe(self) -> str:
         return f"root probe: backward {self.backward!r} rooted at {self.root!r}"
