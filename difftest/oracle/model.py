@@ -312,9 +312,12 @@ _STEPS: ByKind[Callable[[_Run, int, Any], Failure | None]] = ByKind(
 
 
 def _backward(fw: Framework, i: int, st: Backward, program: Program, pred: FrameworkPrediction,
-              rules: list[Rule], firings: list[Firing], shapes: dict[str, Shape]) -> Failure | None:
+              rules: list[Rule], firings: list[Firing], shapes: dict[str, Shape], *,
+              outcome_only: bool = False) -> Failure | None:
     """A backward: the root must be in a graph, and its graph must not reach a node an earlier
-    backward consumed; it consumes what the rules say, and gives a fresh gradients handle."""
+    backward consumed; it consumes what the rules say, and gives a fresh gradients handle.
+    `outcome_only`: return as soon as the outcome is known, with `pred` unchanged (root probes,
+    probes.py: only whether the backward fails; nothing before that point changes `pred`)."""
     root = pred.input_state(st.input)
     if isinstance(root, TorchState):
         # a view made under no_grad reports requires_grad but has no graph to walk
@@ -341,8 +344,8 @@ def _backward(fw: Framework, i: int, st: Backward, program: Program, pred: Frame
         return failure
     base = BackwardResult(traversed, saving, before, EMPTY if st.retain_graph else saving, st.retain_graph, leaves)
     result = _apply_rules(fw, rules, firings, Step(i, st, (root,), base), base)
-    if isinstance(result, Failure):
-        return result
+    if isinstance(result, Failure) or outcome_only:
+        return result if isinstance(result, Failure) else None
     assert isinstance(result, BackwardResult), result
     fired = [f.rule for f in firings if f.index == i and f.framework == fw and f.rule in (CONSUMES_GRAPH,
                                                                                           NO_RETAIN_GRAPH)]

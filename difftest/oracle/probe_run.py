@@ -238,7 +238,10 @@ def run_probes(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | 
     position = {id(p): k for k, p in enumerate(probes)}
     for p in suspects:
         run.checked += 1
-        verdict = check(p.program(program), worker, rules=rules)
+        # the probe's prediction from the states the check's model run recorded (equal to predict's)
+        made = (probe_prediction(program, p, recorded, prediction, rules)
+                if prediction is not None and recorded is not None else None)
+        verdict = check(p.program(program), worker, rules=rules, prediction=made)
         if not verdict.ok:
             run.failures.append(ProbeFailure(p, verdict))
             continue
