@@ -138,6 +138,14 @@ def predict(program: Program, rules: Sequence[Rule] = RULES, *,
     return Prediction(burn, torch, firings, incomparable)
 
 
+def predict_burn(program: Program, rules: Sequence[Rule] = RULES) -> FrameworkPrediction:
+    """burn's part of `predict(program, rules)`: its states, gradients and failure are the same
+    (burn's run comes first and reads nothing of PyTorch's), without PyTorch's run; its `nondet`
+    lacks what `predict` adds from the comparison of the two (the generator's questions:
+    which values burn holds where, which gradients its handles hold)."""
+    return _run("burn", program, infer_shapes(program), [r for r in rules if r.framework == "burn"], [])
+
+
 def _gradient_reads_not_comparable(program: Program, burn: FrameworkPrediction, torch: FrameworkPrediction,
                                    incomparable: dict[str, set[str]]) -> None:
     """A `grad` of a gradient that is not comparable (a root not comparable in either
