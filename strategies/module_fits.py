@@ -24,7 +24,7 @@ from difftest.exec.torch_modules import burn_inference_path
 from difftest.exec.torch_values import apply_module
 from difftest.ops.catalog import CATALOG
 from difftest.ops.nn_shapes import CONV, conv, conv_attrs
-from difftest.oracle.model import predict
+from difftest.oracle.model import predict_burn
 from difftest.program.ir import Apply, InlineTensor, Leaf, Module, Param, Program, numel
 from difftest.program.shapes import ShapeError
 from difftest.strategies.choices import weighted
@@ -101,7 +101,7 @@ def _last_dim_spread(b: _Builder, src: _Value | None) -> bool:
 
 def on_autodiff(b: _Builder, ident: str) -> bool:
     """Whether burn holds the value `ident` on the autodiff device (the model's prediction)."""
-    state = predict(Program(tuple(b.statements))).burn.states.get(ident)
+    state = predict_burn(Program(tuple(b.statements))).states.get(ident)
     return isinstance(state, BurnState) and state.is_autodiff
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from difftest.ops.domains import MAX_MAGNITUDE
-from difftest.oracle.model import predict
+from difftest.oracle.model import predict_burn
 from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import (
     Apply,
@@ -79,7 +79,7 @@ def after_backward(b: _Builder) -> None:
         handle = obs.backwards[-1] if obs.error is None and obs.backwards else None
         # gradients both frameworks have (the model's prediction for burn: a region, a cut or a
         # module rule may keep one from burn's handle, which would end burn's run there)
-        in_burn = predict(program).burn.grads.get(bw.id, {})
+        in_burn = predict_burn(program).grads.get(bw.id, {})
         present = [k for k, g in handle.grads.items() if g is not None and in_burn.get(k)] if handle else []
         for _ in range(c.integer(1, 2) if present else 0):
             of = c.choice(present)

@@ -21,6 +21,7 @@ a later version shows otherwise (a stale rule), which then gets an upper bound.
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 from collections.abc import Callable
@@ -104,8 +105,10 @@ class VersionRange:
         return all(_COMPARE[op](v, bound) for op, bound in self.clauses)
 
 
+@functools.lru_cache(maxsize=1024)
 def holds_for(spec: str, version: str) -> bool:
-    """Whether the version range `spec` contains `version`."""
+    """Whether the version range `spec` contains `version` (remembered: a campaign asks of
+    every record once a program)."""
     return VersionRange.parse(spec).contains(version)
 
 

@@ -58,7 +58,8 @@ def probe_backwards(index: int, backward: Backward, roots: Sequence[str], env: d
     for root in roots:
         kept = [t.grad for t in holders]
         try:
-            results.append(_backward(Backward(backward.id, root, retain_graph=True), env, modules, session))
+            results.append(_backward(Backward(backward.id, root, retain_graph=True), env, modules, session,
+                                     holders, accumulate=False))
         except Exception as e:  # as run_torch reports an exception at a statement
             results.append(ErrorObs("exception", f"{type(e).__name__}: {e}".strip(), index, backward.id))
         finally:

@@ -41,23 +41,31 @@ def _grad_holders(env: dict[str, torch.Tensor], modules: dict[str, TorchModule])
 
 
 def _backward(st: Backward, env: dict[str, torch.Tensor], modules: dict[str, TorchModule],
-              session: Session) -> BackwardObs:
+              session: Session, holders: list[torch.Tensor] | None = None,
+              accumulate: bool = True) -> BackwardObs:
     """`root.backward()`, with `.grad` accumulation made explicit: the handle holds what this
     backward produced (burn's fresh Gradients), and each `.grad` becomes what PyTorch's
-    accumulation makes of it (the earlier `.grad` plus this backward's)."""
-    holders = _grad_holders(env, modules)
-    earlier = {id(t): t.grad for t in holders}
+    accumulation makes of it (the earlier `.grad` plus this backward's). `holders`: what
+    `_grad_holders` gives for `env` and `modules`, when the caller has it. `accumulate=False`
+    leaves each `.grad` this backward's alone, for a caller that puts every `.grad` back after
+    (torch_probes.py); what is reported is the same."""
+    if holders is None:
+        holders = _grad_holders(env, modules)
+    earlier = [t.grad for t in holders]
     for t in holders:
         t.grad = None
     root = env[st.input]
+    fresh: dict[int, torch.Tensor] = {}  # by id of the holder: the gradient this backward gave it
     try:
         root.backward(torch.ones_like(root), retain_graph=st.retain_graph)  # type: ignore[no-untyped-call]
     finally:
-        fresh = {id(t): t.grad for t in holders}
-        for t in holders:
-            before, new = earlier[id(t)], fresh[id(t)]
-            t.grad = new if before is None else (before if new is None else before + new)
-    session.handles[st.id] = {k: g for k, g in fresh.items() if g is not None}
+        for t, before in zip(holders, earlier, strict=True):
+            new = t.grad
+            if new is not None:
+                fresh[id(t)] = new
+            if accumulate and before is not None:
+                t.grad = before if new is None else before + new
+    session.handles[st.id] = fresh
     grads: dict[str, TensorObs | None] = {}
     for ident, t in env.items():
         g = fresh.get(id(t)) if t.is_leaf else None

@@ -35,11 +35,26 @@ def compiled(source: str) -> CodeType:
     return compile(source, "<difftest op>", "eval")
 
 
+# compiled expressions by what rendering one reads (the entry's template, attribute types and
+# derive hook; the input count; the attributes' repr; the input shapes where the entry derives
+# values from them): rendering is a pure function of these and costs more than the op it spells
+# on the small tensors programs hold; the attributes are plain values (spec.AttrSpec's types),
+# whose repr tells apart any two that render differently
+_SOURCES: dict[tuple[Any, ...], CodeType] = {}
+_MAX_SOURCES = 8192
+
+
 def lower(spec: OpSpec, inputs: Sequence[torch.Tensor], attrs: dict[str, Any]) -> torch.Tensor:
     names = input_names(len(inputs))
-    shapes = [tuple(t.shape) for t in inputs] if spec.derive is not None else []
-    source = torch_expr(spec, names, attrs, shapes)
-    out: torch.Tensor = eval(compiled(source), NAMESPACE, dict(zip(names, inputs, strict=True)))
+    shapes = tuple(tuple(t.shape) for t in inputs) if spec.derive is not None else ()
+    key = (spec.pytorch, spec.attrs, spec.derive, len(inputs), repr(attrs), shapes)
+    code = _SOURCES.get(key)
+    if code is None:
+        code = compiled(torch_expr(spec, names, attrs, list(shapes)))
+        if len(_SOURCES) >= _MAX_SOURCES:
+            _SOURCES.clear()
+        _SOURCES[key] = code
+    out: torch.Tensor = eval(code, NAMESPACE, dict(zip(names, inputs, strict=True)))
     return out
 
 

@@ -10,7 +10,7 @@ from difftest.exec.burn_worker import BurnWorker
 from difftest.exec.torch_exec import BeforeBackward
 from difftest.ops.validate import check_program
 from difftest.oracle.compare import Verdict, compare
-from difftest.oracle.model import BackwardHook, predict
+from difftest.oracle.model import BackwardHook, Prediction, predict
 from difftest.oracle.numerics import arbitrate
 from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import Program
@@ -33,17 +33,22 @@ class Alongside(Protocol):
 
 
 def check(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | None = None,
-          alongside: Alongside | None = None) -> Verdict:
+          alongside: Alongside | None = None, prediction: Prediction | None = None) -> Verdict:
     """`rules`: the divergences the model applies; by default the declared ones that hold for
     the burn version the worker was built with (a rule outside its range is not applied).
     `alongside`: hooks into the check's model and PyTorch runs (Alongside); the verdict is the
-    same with them as without."""
+    same with them as without. `prediction`: the model's prediction for `program` under
+    `rules`, when the caller has it (equal to `predict`'s: a root probe's, probe_predictions.py);
+    the model is not run then (and `alongside` must be None)."""
     if rules is None:
         rules = rules_for(worker.burn_version())
     shapes = check_program(program)
     pending = worker.submit(program)  # burn runs in its process while PyTorch runs here
-    at_burn, at_torch = alongside.model_hooks() if alongside is not None else (None, None)
-    prediction = predict(program, rules, at_burn_backward=at_burn, at_torch_backward=at_torch)
+    if prediction is None:
+        at_burn, at_torch = alongside.model_hooks() if alongside is not None else (None, None)
+        prediction = predict(program, rules, at_burn_backward=at_burn, at_torch_backward=at_torch)
+    else:
+        assert alongside is None, "a check given its prediction runs no model to hook into"
     torch_obs = run_torch(program, before_backward=alongside.torch_backward_hook() if alongside else None)
     burn_obs = pending.result()
     if alongside is not None:

@@ -19,6 +19,7 @@ from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.model import Prediction
 from difftest.program.ir import Backward, Program, Shape, is_value
 from difftest.program.observation import BackwardObs, ErrorObs, Observation, TensorObs
+from difftest.program.recent import remembered
 from difftest.program.text import program_text
 
 
@@ -181,7 +182,7 @@ def screen_grads(prefix: Program, backward: Backward, torch_result: BackwardObs 
                         error=torch_result if isinstance(torch_result, ErrorObs) else None)
     burn = Observation("burn", backwards=(burn_bw,))
     if prediction is not None:
-        program = Program((*prefix.statements, backward), prefix.dtype)
+        program = prefix.extended(backward)
         _outcome(program, prediction, torch, out)
         for obs in (torch, burn):
             _grad_presence(prediction, obs, out)
@@ -193,7 +194,7 @@ def screen_grads(prefix: Program, backward: Backward, torch_result: BackwardObs 
             if (t is None) != (b is None):
                 out.append(Mismatch("grad-presence", ident, None, None, "a gradient" if t else "no gradient",
                                     "a gradient" if b else "no gradient", f"at backward {burn_bw.id}"))
-    defined = sorted(st.id for st in prefix.statements if is_value(st))
+    defined = _sorted_values(prefix)
     for obs in (torch, burn):
         for bw in obs.backwards:
             if sorted(bw.grads) != defined:
@@ -243,7 +244,7 @@ def _flags_and_shapes(
 ) -> None:
     fw = obs.framework
     p = pred.of(fw)
-    index = {st.id: i for i, st in enumerate(program.statements)}
+    index = _positions(program)
     for val in obs.values:
         i = index.get(val.id)
         if tuple(val.value.shape) != tuple(shapes[val.id]):
@@ -303,8 +304,8 @@ def _values(
     skip: Counter[str] = skipped if skipped is not None else Counter()
     dtypes = value_dtypes(program)
     merged = incomparable_grads or {}
-    index = {st.id: i for i, st in enumerate(program.statements)}
-    backward_roots = {st.id: st.input for st in program.statements if isinstance(st, Backward)}
+    index = _positions(program)
+    backward_roots = _backward_roots(program)
     tvals = {v.id: v for v in t.values}
     for bv in b.values:
         tv = tvals.get(bv.id)
@@ -338,6 +339,11 @@ def _values(
 
 def _numeric(kind: str, ident: str, i: int | None, t: TensorObs, b: TensorObs, backward: str | None,
              dtype: str = "float32") -> Mismatch | None:
+    # most compared tensors are equal element for element (86% of them in a campaign): equal
+    # finite elements pass the screen and none is non-finite (a non-finite element makes the sum
+    # non-finite; a finite sum that overflows only sends it the long way)
+    if t.data == b.data and math.isfinite(sum(t.data)):
+        return None
     bad = tol.screen_failures(t.data, b.data, dtype)
     # equal non-finite results pass the screen, but are still checked against float64
     # (numerics.judge_nonfinite): where float64 is finite, both overflowed
@@ -363,6 +369,24 @@ def _numeric(kind: str, ident: str, i: int | None, t: TensorObs, b: TensorObs, b
                     backward=backward, elements=tuple(sorted({*bad, *both})))
 
 
+@remembered
+def _sorted_values(program: Program) -> list[str]:
+    """The program's value ids, sorted (shared: not to be changed)."""
+    return sorted(st.id for st in program.statements if is_value(st))
+
+
+@remembered
+def _positions(program: Program) -> dict[str, int]:
+    """Each statement's index by id (shared: not to be changed)."""
+    return {st.id: i for i, st in enumerate(program.statements)}
+
+
+@remembered
+def _backward_roots(program: Program) -> dict[str, str]:
+    """Each backward's root by the backward's id (shared: not to be changed)."""
+    return {st.id: st.input for st in program.statements if isinstance(st, Backward)}
+
+
 def equal_nonfinite(x: float, y: float) -> bool:
     """Both results the same inf, or both NaN."""
     return not math.isfinite(x) and (x == y or (math.isnan(x) and math.isnan(y)))
@@ -373,7 +397,7 @@ def _dtypes(program: Program, obs: Observation, out: list[Mismatch]) -> None:
     the one a cast before it made (ops/value_dtypes.py, docs/format.md#dtypes); a gradient
     in the dtype of the value it is the gradient of."""
     fw = obs.framework
-    index = {st.id: i for i, st in enumerate(program.statements)}
+    index = _positions(program)
     dtypes = value_dtypes(program)
     for val in obs.values:
         want = dtypes.get(val.id, program.dtype)
@@ -382,8 +406,10 @@ def _dtypes(program: Program, obs: Observation, out: list[Mismatch]) -> None:
                                 f"value {val.id} is {val.value.dtype}, expected {want} ({program.dtype} program)"))
     for bw in obs.backwards:
         for ident, g in bw.grads.items():
+            if g is None:
+                continue
             want = dtypes.get(ident, program.dtype)
-            if g is not None and g.dtype != want:
+            if g.dtype != want:
                 out.append(Mismatch("dtype", ident, index.get(ident), fw, want, g.dtype,
                                     f"at backward {bw.id}: the gradient of {ident} is {g.dtype}, expected {want} "
                                     f"(the dtype of {ident}; {program.dtype} program)"))

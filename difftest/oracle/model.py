@@ -52,6 +52,7 @@ from difftest.program.ir import (
 )
 from difftest.program.ir import Step as StepStatement
 from difftest.program.modules import module_kind
+from difftest.program.recent import statements_by_id
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,14 @@ def predict(program: Program, rules: Sequence[Rule] = RULES, *,
     incomparable = _incomparable_grads(burn, torch)
     _gradient_reads_not_comparable(program, burn, torch, incomparable)
     return Prediction(burn, torch, firings, incomparable)
+
+
+def predict_burn(program: Program, rules: Sequence[Rule] = RULES) -> FrameworkPrediction:
+    """burn's part of `predict(program, rules)`: its states, gradients and failure are the same
+    (burn's run comes first and reads nothing of PyTorch's), without PyTorch's run; its `nondet`
+    lacks what `predict` adds from the comparison of the two (the generator's questions:
+    which values burn holds where, which gradients its handles hold)."""
+    return _run("burn", program, infer_shapes(program), [r for r in rules if r.framework == "burn"], [])
 
 
 def _gradient_reads_not_comparable(program: Program, burn: FrameworkPrediction, torch: FrameworkPrediction,
@@ -311,9 +320,12 @@ _STEPS: ByKind[Callable[[_Run, int, Any], Failure | None]] = ByKind(
 
 
 def _backward(fw: Framework, i: int, st: Backward, program: Program, pred: FrameworkPrediction,
-              rules: list[Rule], firings: list[Firing], shapes: dict[str, Shape]) -> Failure | None:
+              rules: list[Rule], firings: list[Firing], shapes: dict[str, Shape], *,
+              outcome_only: bool = False) -> Failure | None:
     """A backward: the root must be in a graph, and its graph must not reach a node an earlier
-    backward consumed; it consumes what the rules say, and gives a fresh gradients handle."""
+    backward consumed; it consumes what the rules say, and gives a fresh gradients handle.
+    `outcome_only`: return as soon as the outcome is known, with `pred` unchanged (root probes,
+    probes.py: only whether the backward fails; nothing before that point changes `pred`)."""
     root = pred.input_state(st.input)
     if isinstance(root, TorchState):
         # a view made under no_grad reports requires_grad but has no graph to walk
@@ -323,7 +335,7 @@ def _backward(fw: Framework, i: int, st: Backward, program: Program, pred: Frame
     if not ok:
         kind = "exception" if fw == "torch" else "panic"
         return Failure(kind, f"backward of {st.input!r}, which is not in a graph")
-    traversed, saving, leaves = sessions.walk(st.input, program.by_id(), pred.states, pred.input_state,
+    traversed, saving, leaves = sessions.walk(st.input, statements_by_id(program), pred.states, pred.input_state,
                                               pred.modules, shapes)
     before = frozenset(pred.consumed)
     # a leaf root: the leaf itself, which an earlier backward may have consumed as a root
@@ -340,8 +352,8 @@ def _backward(fw: Framework, i: int, st: Backward, program: Program, pred: Frame
         return failure
     base = BackwardResult(traversed, saving, before, EMPTY if st.retain_graph else saving, st.retain_graph, leaves)
     result = _apply_rules(fw, rules, firings, Step(i, st, (root,), base), base)
-    if isinstance(result, Failure):
-        return result
+    if isinstance(result, Failure) or outcome_only:
+        return result if isinstance(result, Failure) else None
     assert isinstance(result, BackwardResult), result
     fired = [f.rule for f in firings if f.index == i and f.framework == fw and f.rule in (CONSUMES_GRAPH,
                                                                                           NO_RETAIN_GRAPH)]

@@ -82,7 +82,7 @@ def torch_ahead(program: Program, probes: Sequence[RootProbe]) -> Ahead:
     be given when burn's outcomes all agree with the model (the usual case)."""
     out: Ahead = {}
     for index, rs in _ahead_roots(probes).items():
-        prefix = Program(program.statements[:index], program.dtype)
+        prefix = program.prefix(index)
         bw = program.statements[index]
         assert isinstance(bw, Backward), (index, bw)
         inference = batch_norm_inference_applies(prefix)
@@ -117,7 +117,7 @@ def screen(program: Program, items: Sequence[tuple[RootProbe, BackwardObs]], non
         by_index.setdefault(p.index, []).append(k)
     passed = [False] * len(items)
     for index, ks in by_index.items():
-        prefix = Program(program.statements[:index], program.dtype)
+        prefix = program.prefix(index)
         bw = program.statements[index]
         assert isinstance(bw, Backward), (index, bw)
         roots = [items[k][0].root for k in ks]
@@ -238,7 +238,10 @@ def run_probes(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | 
     position = {id(p): k for k, p in enumerate(probes)}
     for p in suspects:
         run.checked += 1
-        verdict = check(p.program(program), worker, rules=rules)
+        # the probe's prediction from the states the check's model run recorded (equal to predict's)
+        made = (probe_prediction(program, p, recorded, prediction, rules)
+                if prediction is not None and recorded is not None else None)
+        verdict = check(p.program(program), worker, rules=rules, prediction=made)
         if not verdict.ok:
             run.failures.append(ProbeFailure(p, verdict))
             continue

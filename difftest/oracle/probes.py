@@ -17,7 +17,7 @@ before every backward, nothing chosen by what is known to break.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from difftest.divergences.rules import RULES, Rule
 from difftest.divergences.states import BurnState
@@ -37,7 +37,7 @@ class RootProbe:
         """The probe as a program: `program`'s statements before the backward, then it, re-rooted."""
         bw = program.statements[self.index]
         assert isinstance(bw, Backward) and bw.id == self.backward, (self, bw)
-        return Program((*program.statements[: self.index], Backward(bw.id, self.root)), program.dtype)
+        return program.rerooted(self.index, self.root)
 
     def describe(self) -> str:
         return f"root probe: backward {self.backward!r} rooted at {self.root!r}"
@@ -56,8 +56,9 @@ def root_probes(program: Program, rules: Sequence[Rule] = RULES) -> list[RootPro
 def probe_collector(program: Program, rules: Sequence[Rule], probes: list[RootProbe]) -> BackwardHook:
     """The hook of the model's burn run (`model._run`, `predict(at_burn_backward=...)`) that
     appends `program`'s root probes to `probes` as the run reaches each backward: the probes of
-    `root_probes`, from the run the prediction makes anyway. Each probe's backward runs on a
-    copy of the state (`_copy`) with its own firings, so the run itself is not changed."""
+    `root_probes`, from the run the prediction makes anyway. Each probe's backward is stepped
+    only as far as its outcome (`_backward(outcome_only=True)`, which leaves the state as it
+    found it) with firings of its own, so the run itself is not changed."""
     shapes = infer_shapes(program)
     burn_rules = [r for r in rules if r.framework == "burn"]
 
@@ -66,15 +67,9 @@ def probe_collector(program: Program, rules: Sequence[Rule], probes: list[RootPr
             if ident == st.input or not isinstance(state, BurnState) or not state.is_tracked:
                 continue
             scratch: list[Firing] = []
-            failure = _backward("burn", i, Backward(st.id, ident), program, _copy(pred), burn_rules, scratch, shapes)
+            failure = _backward("burn", i, Backward(st.id, ident), program, pred, burn_rules, scratch, shapes,
+                                outcome_only=True)
             probes.append(RootProbe(i, st.id, ident, failure is not None))
 
     return at_backward
 
-
-def _copy(pred: FrameworkPrediction) -> FrameworkPrediction:
-    """A copy a backward may update (it adds to `consumed`, `grads`, `roots`, `handle_keys`,
-    `accumulated`) without changing `pred`."""
-    return replace(pred, consumed=dict(pred.consumed), grads=dict(pred.grads), roots=dict(pred.roots),
-                   handle_keys=dict(pred.handle_keys),
-                   accumulated={k: set(v) for k, v in pred.accumulated.items()})

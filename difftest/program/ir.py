@@ -131,6 +131,25 @@ class Program:
     def __post_init__(self) -> None:
         check_structure(self)
 
+    def prefix(self, n: int) -> Program:
+        """The program of the first `n` statements, unchecked: each statement's structure check
+        reads only the statements before it and the dtype, which it shares with this checked
+        program (root probes take many prefixes of one program)."""
+        return _unchecked(self.statements[:n], self.dtype)
+
+    def rerooted(self, index: int, root: str) -> Program:
+        """The statements before `index` (a backward), then that backward rooted at `root`, a
+        value defined before it: a root probe's program (difftest/oracle/probes.py), unchecked
+        as `prefix` is (the backward keeps its id; its root is an earlier value)."""
+        bw = self.statements[index]
+        assert isinstance(bw, Backward), (index, bw)
+        return self.prefix(index).extended(Backward(bw.id, root))
+
+    def extended(self, backward: Backward) -> Program:
+        """This program, then `backward`, whose id is new and whose root is a value of it (the
+        caller's to ensure), unchecked as `prefix` is."""
+        return _unchecked((*self.statements, backward), self.dtype)
+
     def value_ids(self) -> list[str]:
         return [s.id for s in self.statements if is_value(s)]
 
@@ -149,3 +168,11 @@ class Program:
         session = any(isinstance(s, SESSION_KINDS) for s in self.statements) or any(
             isinstance(s, Backward) and s.retain_graph for s in self.statements)
         return 2 if session else 1
+
+
+def _unchecked(statements: tuple[Statement, ...], dtype: str) -> Program:
+    """A Program made without `check_structure` (Program.prefix says when that is sound)."""
+    program = object.__new__(Program)
+    object.__setattr__(program, "statements", statements)
+    object.__setattr__(program, "dtype", dtype)
+    return program

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import TypeVar
 
-from difftest.program.ir import Program
+from difftest.program.ir import Program, Statement
 
 R = TypeVar("R")
 RECENT = 16  # programs remembered per function (a program, its probes' prefixes and programs)
@@ -36,3 +36,9 @@ def remembered(fn: Callable[[Program], R]) -> Callable[[Program], R]:
         return out
 
     return wrapper
+
+
+@remembered
+def statements_by_id(program: Program) -> dict[str, Statement]:
+    """`program.by_id()`, remembered (shared: not to be changed)."""
+    return program.by_id()

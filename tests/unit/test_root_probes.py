@@ -115,7 +115,7 @@ def _as_predicted(probes: Any) -> list[tuple[ErrorObs | None, BackwardObs | None
 def test_a_crashed_batch_is_checked_probe_by_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     checked: list[Program] = []
 
-    def fake_check(program: Program, worker: Any, *, rules: Any = None) -> _Verdict:
+    def fake_check(program: Program, worker: Any, *, rules: Any = None, prediction: Any = None) -> _Verdict:
         checked.append(program)
         return _Verdict(len(checked) != 2)  # the second probe is the one that crashes
 
@@ -129,7 +129,7 @@ def test_a_crashed_batch_is_checked_probe_by_probe(monkeypatch: pytest.MonkeyPat
 
     # a crash no probe reproduces on its own is the batch's
     checked.clear()
-    monkeypatch.setattr(exec_probes, "check", lambda program, worker, rules=None: _Verdict(True))
+    monkeypatch.setattr(exec_probes, "check", lambda program, worker, rules=None, prediction=None: _Verdict(True))
     run = run_probes(SESSION, _Worker(crash))  # type: ignore[arg-type]
     assert run.verdict is None and run.batch_error == crash.error and run.batch_only_count == 1
 
@@ -149,7 +149,7 @@ def test_every_failing_probe_is_reported(monkeypatch: pytest.MonkeyPatch) -> Non
                         lambda program, items, *_: [(p.backward, p.root) not in wrong for p, _ in items])
     verdicts: dict[Program, _Verdict] = {}
 
-    def fake_check(program: Program, worker: Any, *, rules: Any = None) -> _Verdict:
+    def fake_check(program: Program, worker: Any, *, rules: Any = None, prediction: Any = None) -> _Verdict:
         bw = program.statements[-1]
         assert isinstance(bw, Backward)
         verdicts[program] = _Verdict((bw.id, bw.input) not in wrong)
@@ -171,7 +171,7 @@ def test_a_probe_that_fails_only_in_the_batch_is_batch_only(monkeypatch: pytest.
     same = BackwardObs("bw", {"x0": TensorObs((2,), (1.0, 1.0))})
     other = BackwardObs("bw", {"x0": TensorObs((2,), (2.0, 1.0))})
 
-    def fake_check(program: Program, worker: Any, *, rules: Any = None) -> _Verdict:
+    def fake_check(program: Program, worker: Any, *, rules: Any = None, prediction: Any = None) -> _Verdict:
         bw = program.statements[-1]
         assert isinstance(bw, Backward)
         # x1's separate run reports other gradients than its batched run; v's the same ones
@@ -240,3 +240,29 @@ def test_a_probes_prediction_from_the_programs_model_run_is_predict_of_its_progr
             assert made == predict(probe.program(program)), (k, probe)
             checked += 1
     assert checked > 300
+
+
+def test_a_probes_outcome_is_that_of_predict_of_its_program_and_leaves_the_run_unchanged() -> None:
+    """The collector steps each probe's backward only as far as its outcome, on the run's own
+    state: what it predicts is what predict of the probe's program predicts for burn's backward,
+    and the run's prediction is the one predict gives without the collector."""
+    from difftest.divergences.rules import RULES
+    from difftest.oracle.model import predict
+    from difftest.oracle.probes import probe_collector
+    from difftest.strategies.choices import RandomChoices
+    from difftest.strategies.config import GenConfig
+    from difftest.strategies.generator import generate
+
+    checked = failing = 0
+    for k in range(60):
+        program = generate(RandomChoices(7_000 + k), GenConfig(p_another_backward=0.6, p_training=0.3))
+        collected: list[RootProbe] = []
+        hooked = predict(program, RULES, at_burn_backward=probe_collector(program, RULES, collected))
+        assert hooked == predict(program, RULES), k
+        for probe in collected:
+            failure = predict(probe.program(program), RULES).burn.failure
+            assert failure is None or failure[0] == probe.index, (k, probe, failure)
+            assert probe.fails == (failure is not None), (k, probe)
+            checked += 1
+            failing += probe.fails
+    assert checked > 300 and failing > 10, (checked, failing)
