@@ -25,7 +25,7 @@ import torch
 from difftest.ops.catalog import CATALOG
 from difftest.ops.domains import KINK_GAP
 from difftest.oracle.compare import Mismatch, Verdict
-from difftest.oracle.finite_diff import finite_difference, value_sides
+from difftest.oracle.finite_diff import estimate_error, finite_difference, value_sides
 from difftest.program.ir import Backward, Leaf, OpCall, Program, ancestors
 from difftest.program.observation import Observation
 
@@ -105,7 +105,11 @@ def at_kink(verdict: Verdict, m: Mismatch, element: int, t: float, b: float, r: 
     finite = [x for x in (*limits, r) if math.isfinite(x)]
     if len(finite) <= 1:
         return "ill-conditioned", f"{kink}; its one-sided limits are not finite", evidence
-    lo, hi = min(finite) - budget, max(finite) + budget
+    # the limits are finite-difference estimates: a result exactly at a limit (a subgradient's
+    # end, a tie's whole gradient) may lie just outside the estimate, by its error, not by the
+    # element's float32 budget alone
+    slack = budget + estimate_error(finite)
+    lo, hi = min(finite) - slack, max(finite) + slack
     if lo <= b <= hi and lo <= t <= hi:
         return ("ill-conditioned", f"{kink}; its one-sided limits here differ ({min(finite):.6g} .. "
                 f"{max(finite):.6g}) and both results lie between them", evidence)
