@@ -18,6 +18,7 @@ outside what either side gives stays a finding.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -26,13 +27,24 @@ from difftest.ops.catalog import CATALOG
 from difftest.ops.domains import KINK_GAP
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.oracle.finite_diff import estimate_error, finite_difference, value_sides
-from difftest.program.ir import Backward, Leaf, OpCall, Program, ancestors
+from difftest.program.ir import Backward, Grad, Leaf, OpCall, Program, ancestors
 from difftest.program.observation import Observation
 
 
+def as_gradient(program: Program, m: Mismatch) -> Mismatch:
+    """A value read from a gradients handle (`g = grad(x; bw)`) is the gradient of x at bw: its
+    mismatch, as that gradient's (so a kink between x and bw's root reaches it, and the
+    one-sided differences are x's), else `m` itself."""
+    st = program.by_id().get(m.statement or "")
+    if m.kind == "value" and isinstance(st, Grad):
+        return replace(m, kind="grad", statement=st.of, backward=st.grads)
+    return m
+
+
 def path_ops(program: Program, m: Mismatch) -> list[tuple[int, OpCall]]:
-    """The ops an element's computation goes through: a value's ancestors; for a gradient, the
-    ops between the leaf and the backward root."""
+    """The ops an element's computation goes through: a value's ancestors; for a gradient (or a
+    value read from a gradients handle), the ops between the leaf and the backward root."""
+    m = as_gradient(program, m)
     by_id = program.by_id()
     if m.kind == "value":
         on_path = ancestors(by_id, m.statement or "")
@@ -69,6 +81,7 @@ def _sides(verdict: Verdict, m: Mismatch, element: int, r: float,
     """The one-sided limits of the element that disagree (a kink reaches it), [] when they
     agree, or None when no one-sided check applies (a gradient of a parameter)."""
     program = verdict.program
+    m = as_gradient(program, m)
     if m.kind == "grad":
         if not isinstance(program.by_id().get(m.statement or ""), Leaf):
             return None
