@@ -105,9 +105,10 @@ class _Builder:
         self.counter = counter
 
     # ---------------------------------------------------------------- leaves
-    def draw_shape(self) -> Shape:
+    def draw_shape(self, min_rank: int = 1) -> Shape:
+        """A shape of rank 1 to 3 (rarely MAX_RANK), at least `min_rank`."""
         rank = min(self.c.integer(1, 3) if not self.c.boolean(0.1) else MAX_RANK, self.cfg.max_rank)
-        return tuple(self.c.integer(1, self.cfg.max_dim) for _ in range(rank))
+        return tuple(self.c.integer(1, self.cfg.max_dim) for _ in range(max(rank, min(min_rank, self.cfg.max_rank))))
 
     def leaf(self, shape: Shape, rng: tuple[float, float] = (-3.0, 3.0), domain: Domain | None = None,
              index: int = 0, pair: _Value | None = None) -> _Value:
@@ -194,7 +195,8 @@ class _Builder:
 
         first = None
         if last and self.leaves < self.cfg.max_leaves:
-            fresh = spec.first_input.draw(c) if spec.first_input is not None else self.draw_shape()
+            # of the op's rank (an op of rank >= 2 is not starved by rank-1 fresh shapes)
+            fresh = spec.first_input.draw(c) if spec.first_input is not None else self.draw_shape(spec.min_rank)
             if len(fresh) >= spec.min_rank:
                 first = self.leaf(fresh, leaf_range(0), spec.domain)
         if first is None:
