@@ -53,7 +53,9 @@ class Options:
     def draw(self, c: Choices, data: list[float]) -> tuple[list[float], int]:
         """`data` with some elements replaced by boundary options; and how many were."""
         out = list(data)
-        kinds: list[float | str] = [*self.values, TIE] + ([PAIR] if self.pair else [])
+        kinds: list[float | str] = [*self.values, TIE]
+        if self.pair:
+            kinds.append(PAIR)
         replaced = 0
         for i in range(len(out)):
             if not c.boolean(P_ELEMENT):

@@ -38,7 +38,7 @@ import torch
 from difftest.choices import Choices
 from difftest.divergences.known_bugs import known_bug
 from difftest.ops.catalog import OpSpec
-from difftest.ops.domains import MAX_MAGNITUDE
+from difftest.ops.domains import MAX_MAGNITUDE, Domain
 from difftest.ops.dtype_support import supported
 from difftest.ops.value_dtypes import CAST_ATTR_TYPE
 from difftest.program.dtypes import round_to
@@ -55,7 +55,6 @@ from difftest.program.ir import (
     numel,
 )
 from difftest.program.shapes import ShapeError
-from difftest.ops.domains import Domain
 from difftest.strategies import boundary, module_draws, sessions
 from difftest.strategies.choices import weighted
 from difftest.strategies.config import GenConfig

@@ -65,8 +65,8 @@ class Figures:
             f"backward {self.backward:.1%}, of a tracked root {self.tracked_root:.1%}, "
             f"through >= 2 ops {self.deep_root:.1%}; op share min {self.op_min[0]} {self.op_min[1]:.2%} "
             f"max {self.op_max[0]} {self.op_max[1]:.2%} (uniform {1 / len(CATALOG):.2%}), never drawn "
-            f"{len(self.never)}; leaf values distinct {self.distinct_leaf_values:.1%}, zero {self.zero_leaf_values:.2%}; "
-            f"leaves with boundary values {self.boundary_leaves:.1%}"
+            f"{len(self.never)}; leaf values distinct {self.distinct_leaf_values:.1%}, "
+            f"zero {self.zero_leaf_values:.2%}; leaves with boundary values {self.boundary_leaves:.1%}"
         )
 
 

@@ -24,7 +24,7 @@ from difftest.strategies.config import GenConfig
 from difftest.strategies.generator import generate
 from difftest.strategies.tape import TapeChoices
 
-SEEDS = 300
+SEEDS = 200
 
 
 def _leaf_data(progs: list[Program], dtype: str | None = None) -> list[tuple[float, ...]]:
