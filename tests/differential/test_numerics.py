@@ -217,6 +217,24 @@ def test_a_gradient_read_at_a_kink_is_judged_as_the_gradient(burn_worker: BurnWo
                                                                 ("value", "ill-conditioned")}, verdict.report()
 
 
+def test_a_value_computed_from_a_gradient_read_at_a_tie_is_ill_conditioned(burn_worker: BurnWorker) -> None:
+    """m = 2 * grad(x; bw) where bw's root is maximum(round(x), x) at a tie x = 1: the kink is on
+    m's path through the gradient read, and m jumps there (0 on the left, 2 on the right) with
+    PyTorch's float64 value, 1, the midpoint: equal left and right differences that do not
+    shrink with the step. burn's 0 (the whole gradient to the first operand, round, whose
+    gradient is 0: the convention maximum-tie) is a side of that jump; 3 is not."""
+    # round(x) ties x at 1, and stays 1 when the one-sided runs move x (as a campaign found it)
+    p = program(leaf("x", [1.0], rg=True), op("c", "round", "x"), op("v", "maximum", "c", "x"),
+                op("s", "sum", "v"), backward("s"), Grad("g", "bw", "x"), op("m", "mul_scalar", "g", scalar=2.0))
+    verdict = check(p, burn_worker)
+    assert verdict.ok, verdict.report()
+    assert {(m.statement, m.verdict) for m in verdict.mismatches} >= {("m", "ill-conditioned")}, verdict.report()
+    burn_obs = verdict.burn
+    wrong = tuple(ValueObs(v.id, TensorObs((1,), (3.0,)), v.flags) if v.id == "m" else v for v in burn_obs.values)
+    v = compare(p, infer_shapes(p), predict(p), verdict.torch, replace(burn_obs, values=wrong), arbiter=arbitrate)
+    assert [m.verdict for m in v.mismatches if m.statement == "m"] == ["burn-wrong"], v.report()
+
+
 @pytest.mark.parametrize("x,r,dtype,kind", [
     (math.inf, math.inf, "float32", "agreement"),
     (math.nan, math.nan, "float32", "agreement"),
