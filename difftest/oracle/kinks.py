@@ -27,17 +27,25 @@ from difftest.ops.catalog import CATALOG
 from difftest.ops.domains import KINK_GAP
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.oracle.finite_diff import estimate_error, finite_difference, value_sides
-from difftest.program.ir import Backward, Grad, Leaf, OpCall, Program, Statement, ancestors
+from difftest.program.ir import Backward, Cut, Grad, Leaf, OpCall, Program, Statement, ancestors
 from difftest.program.observation import Observation
 
 
 def as_gradient(program: Program, m: Mismatch) -> Mismatch:
     """A value read from a gradients handle (`g = grad(x; bw)`) is the gradient of x at bw: its
     mismatch, as that gradient's (so a kink between x and bw's root reaches it, and the
-    one-sided differences are x's), else `m` itself."""
-    st = program.by_id().get(m.statement or "")
+    one-sided differences are x's), else `m` itself. The gradient of `autodiff(x)` of an
+    autodiff leaf x is x's (the same tensor in both frameworks): judged as x's."""
+    by_id = program.by_id()
+    st = by_id.get(m.statement or "")
     if m.kind == "value" and isinstance(st, Grad):
-        return replace(m, kind="grad", statement=st.of, backward=st.grads)
+        m, st = replace(m, kind="grad", statement=st.of, backward=st.grads), by_id.get(st.of)
+    if m.kind == "grad" and isinstance(st, Cut) and st.cut == "autodiff":
+        source = st
+        while isinstance(source, Cut) and source.cut == "autodiff":
+            source = by_id.get(source.input)
+        if isinstance(source, Leaf) and source.device == "autodiff":
+            return replace(m, statement=source.id)
     return m
 
 

@@ -20,7 +20,7 @@ from difftest.oracle.numerics import arbitrate, judge, judge_nonfinite
 from difftest.oracle.pytorch import run as run_torch
 from difftest.program.observation import BackwardObs, Observation, TensorObs, ValueObs
 from difftest.program.statements import Grad
-from tests.programs import backward, leaf, op, program
+from tests.programs import backward, cut, leaf, op, program
 
 SMOOTH = program(leaf("x", [0.5, -1.25, 2.0], rg=True), op("y", "tanh", "x"), op("s", "sum", "y"), backward("s"))
 KINK = program(leaf("x", [0.0, -1.25, 2.0], rg=True), op("y", "relu", "x"), op("s", "sum", "y"), backward("s"))
@@ -233,6 +233,18 @@ def test_a_value_computed_from_a_gradient_read_at_a_tie_is_ill_conditioned(burn_
     wrong = tuple(ValueObs(v.id, TensorObs((1,), (3.0,)), v.flags) if v.id == "m" else v for v in burn_obs.values)
     v = compare(p, infer_shapes(p), predict(p), verdict.torch, replace(burn_obs, values=wrong), arbiter=arbitrate)
     assert [m.verdict for m in v.mismatches if m.statement == "m"] == ["burn-wrong"], v.report()
+
+
+def test_the_gradient_of_autodiff_of_a_leaf_at_a_tie_is_the_leaf_s(burn_worker: BurnWorker) -> None:
+    """c = autodiff(x) of an autodiff leaf is x itself, so both frameworks report x's gradient for
+    c too; at a tie of max(x) (the convention max-tie) c's disagreement is ill-conditioned like
+    x's, judged on x's path and one-sided differences."""
+    p = program(leaf("x", [2.0, 2.0, 1.0], rg=True), cut("c", "autodiff", "x"), op("y", "max", "x"),
+                backward("y"))
+    verdict = check(p, burn_worker)
+    assert verdict.ok, verdict.report()
+    assert {(m.statement, m.verdict) for m in verdict.mismatches} == {("x", "ill-conditioned"),
+                                                                     ("c", "ill-conditioned")}, verdict.report()
 
 
 @pytest.mark.parametrize("x,r,dtype,kind", [
