@@ -41,7 +41,7 @@ def as_gradient(program: Program, m: Mismatch) -> Mismatch:
     if m.kind == "value" and isinstance(st, Grad):
         m, st = replace(m, kind="grad", statement=st.of, backward=st.grads), by_id.get(st.of)
     if m.kind == "grad" and isinstance(st, Cut) and st.cut == "autodiff":
-        source = st
+        source: Statement | None = st
         while isinstance(source, Cut) and source.cut == "autodiff":
             source = by_id.get(source.input)
         if isinstance(source, Leaf) and source.device == "autodiff":
