@@ -74,6 +74,11 @@ class GenConfig:
     dtype_weights: tuple[float, float, float, float] = (80.0, 10.0, 5.0, 5.0)
     dtype: str | None = None
     only_supported: bool = True  # False: draw every op in any dtype (the dtype-support measurement)
+    # boundary values (strategies/boundary.py): this share of leaves gets some elements from the
+    # edges of the value space (0, -0.0, ties, domain edges and kinks, tiny and subnormal
+    # magnitudes), and ops accept inputs exactly at their kinks; off: continuous leaves only
+    boundary: bool = True
+    p_boundary_leaf: float = 0.15
 
     @staticmethod
     def profile(name: str, **kw: object) -> GenConfig:
@@ -105,10 +110,13 @@ class GenConfig:
 # gradient reads, training loops), for campaigns about graph lifetimes and optimizer steps.
 # "float64", "float16", "bfloat16" (`difftest fuzz --dtype`): the default distribution with every
 # program in that dtype. "no-half": the default distribution without float16 and bfloat16 (a
-# campaign on a backend without half precision: difftest/ops/backend_support.py).
+# campaign on a backend without half precision: difftest/ops/backend_support.py). "continuous": the
+# default distribution without boundary values (every leaf element continuous, every op input
+# off its kinks), the distribution before boundary values existed.
 PROFILES: dict[str, dict[str, object]] = {
     "default": {},
     "no-half": {"dtype_weights": (80.0, 10.0, 0.0, 0.0)},
+    "continuous": {"boundary": False},
     "sessions": {"p_another_backward": 0.75, "p_training": 0.3, "p_grad_read": 0.7},
     "float32": {"dtype": "float32"},
     "float64": {"dtype": "float64"},

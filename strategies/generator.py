@@ -18,7 +18,10 @@ tests/quality/test_distribution.py):
 * Every catalog op appears about equally often: an op is drawn by weight once and then tried on
   up to `op_attempts` inputs (existing values first, then fresh leaves, the last from a narrowed
   range and of a fresh shape), so ops whose domain or attributes rarely fit are not starved.
-* Leaf values are continuous, uniform over the domain's range (strategies/choices.py).
+* Leaf values are continuous, uniform over the domain's range (strategies/choices.py), except
+  for a share of leaves (`p_boundary_leaf`) that get some elements from the edges of the value
+  space: the op's domain edges and kinks, 0 and -0.0, ties, tiny and subnormal magnitudes
+  (strategies/boundary.py); with them, an op accepts inputs exactly at its kinks.
 * Some programs are sessions (strategies/sessions.py): after a backward, another
   forward and backward follow (up to `max_backwards`), reusing leaves, detached values and
   gradients read from the handle (and, rarely, values of the consumed graph); some hold a short
@@ -35,7 +38,7 @@ import torch
 from difftest.choices import Choices
 from difftest.divergences.known_bugs import known_bug
 from difftest.ops.catalog import OpSpec
-from difftest.ops.domains import MAX_MAGNITUDE
+from difftest.ops.domains import MAX_MAGNITUDE, Domain
 from difftest.ops.dtype_support import supported
 from difftest.ops.value_dtypes import CAST_ATTR_TYPE
 from difftest.program.dtypes import round_to
@@ -52,7 +55,7 @@ from difftest.program.ir import (
     numel,
 )
 from difftest.program.shapes import ShapeError
-from difftest.strategies import module_draws, sessions
+from difftest.strategies import boundary, module_draws, sessions
 from difftest.strategies.choices import weighted
 from difftest.strategies.config import GenConfig
 from difftest.strategies.values import _Value
@@ -101,15 +104,24 @@ class _Builder:
         self.counter = counter
 
     # ---------------------------------------------------------------- leaves
-    def draw_shape(self) -> Shape:
+    def draw_shape(self, min_rank: int = 1) -> Shape:
+        """A shape of rank 1 to 3 (rarely MAX_RANK), at least `min_rank`."""
         rank = min(self.c.integer(1, 3) if not self.c.boolean(0.1) else MAX_RANK, self.cfg.max_rank)
-        return tuple(self.c.integer(1, self.cfg.max_dim) for _ in range(rank))
+        return tuple(self.c.integer(1, self.cfg.max_dim) for _ in range(max(rank, min(min_rank, self.cfg.max_rank))))
 
-    def leaf(self, shape: Shape, rng: tuple[float, float] = (-3.0, 3.0)) -> _Value:
+    def leaf(self, shape: Shape, rng: tuple[float, float] = (-3.0, 3.0), domain: Domain | None = None,
+             index: int = 0, pair: _Value | None = None) -> _Value:
+        """A fresh leaf of `shape` with data in `rng`, drawn for input `index` of an op with
+        `domain` (None: for no op yet) beside its input `pair` (for ties between inputs)."""
         c, cfg = self.c, self.cfg
         plain = c.boolean(cfg.p_plain_leaf)
         rg = c.boolean(cfg.p_require_grad) if not plain else c.boolean(cfg.p_plain_require_grad)
         data = self.floats(numel(shape), rng[0], rng[1])
+        if cfg.boundary and c.boolean(cfg.p_boundary_leaf):
+            flat = pair.tensor.reshape(-1).tolist() if pair is not None and not pair.dtype else []
+            opts = boundary.options(rng[0], rng[1], self.dtype, domain, index, flat)
+            data, replaced = opts.draw(c, data)
+            c.note("leaf:boundary" if replaced else "leaf:boundary-none")
         st = Leaf(self.fresh("x"), shape, tuple(data), "plain" if plain else "autodiff", rg)
         self.statements.append(st)
         tensor = torch.tensor(data, dtype=torch.float32).reshape(shape)
@@ -144,13 +156,15 @@ class _Builder:
             return tracked[self.biased_index(len(tracked), self.cfg.p_deepest_input)]
         return self.c.choice(cands[::-1])  # shrinks toward the most recent value
 
-    def input_for(self, shape: Shape, rng: tuple[float, float], dtype: str = "") -> _Value | None:
-        """A value of `shape` in `dtype` ("": the program's): an existing one or a fresh leaf
-        (None when no value of a cast's `dtype` has that shape)."""
+    def input_for(self, shape: Shape, rng: tuple[float, float], dtype: str = "", domain: Domain | None = None,
+                  pair: _Value | None = None) -> _Value | None:
+        """A value of `shape` in `dtype` ("": the program's) for input 1 of an op with `domain`
+        beside input `pair`: an existing one or a fresh leaf (None when no value of a cast's
+        `dtype` has that shape)."""
         if not dtype and self.leaves < self.cfg.max_leaves and self.c.boolean(0.4):
-            return self.leaf(shape, rng)
+            return self.leaf(shape, rng, domain, 1, pair)
         found = self.pick_existing(lambda v: v.shape == shape and v.dtype == dtype)
-        return found if found is not None or dtype else self.leaf(shape, rng)
+        return found if found is not None or dtype else self.leaf(shape, rng, domain, 1, pair)
 
     # ---------------------------------------------------------------- statements
     def op(self) -> bool:
@@ -180,9 +194,10 @@ class _Builder:
 
         first = None
         if last and self.leaves < self.cfg.max_leaves:
-            fresh = spec.first_input.draw(c) if spec.first_input is not None else self.draw_shape()
+            # of the op's rank (an op of rank >= 2 is not starved by rank-1 fresh shapes)
+            fresh = spec.first_input.draw(c) if spec.first_input is not None else self.draw_shape(spec.min_rank)
             if len(fresh) >= spec.min_rank:
-                first = self.leaf(fresh, leaf_range(0))
+                first = self.leaf(fresh, leaf_range(0), spec.domain)
         if first is None:
             first = self.pick_existing(lambda v: len(v.shape) >= spec.min_rank and (
                 spec.first_input is None or len(v.shape) == spec.first_input.rank) and (
@@ -199,7 +214,7 @@ class _Builder:
         partners = spec.partners
         if partners is not None and not partners.after_attrs:
             for shape in partners.draw(c, first.shape, {}, self.cfg.max_dim):
-                partner = self.input_for(shape, leaf_range(1), cast_in)
+                partner = self.input_for(shape, leaf_range(1), cast_in, spec.domain, first)
                 if partner is None:
                     return False
                 inputs.append(partner)
@@ -208,7 +223,7 @@ class _Builder:
             return False
         if partners is not None and partners.after_attrs:
             for shape in partners.draw(c, first.shape, attrs, self.cfg.max_dim):
-                partner = self.input_for(shape, leaf_range(1), cast_in)
+                partner = self.input_for(shape, leaf_range(1), cast_in, spec.domain, first)
                 if partner is None:
                     return False
                 inputs.append(partner)
@@ -217,11 +232,16 @@ class _Builder:
             spec.shape(shapes, attrs)
         except ShapeError:
             return False
-        if not spec.domain.accepts([v.tensor for v in inputs], attrs):
+        at_kinks = self.cfg.boundary  # exact kinks and ties are boundary values too
+        if not spec.domain.accepts([v.tensor for v in inputs], attrs, at_kinks):
             if cast_in or not fresh_ok or self.leaves + len(inputs) > self.cfg.max_leaves + 2:
                 return False
-            inputs = [self.leaf(v.shape, leaf_range(i)) for i, v in enumerate(inputs)]
-            if not spec.domain.accepts([v.tensor for v in inputs], attrs):
+            fresh_inputs: list[_Value] = []
+            for i, v in enumerate(inputs):
+                fresh_inputs.append(self.leaf(v.shape, leaf_range(i), spec.domain, i,
+                                              fresh_inputs[0] if fresh_inputs else None))
+            inputs = fresh_inputs
+            if not spec.domain.accepts([v.tensor for v in inputs], attrs, at_kinks):
                 c.note(f"domain-miss:{spec.name}")
                 return False
         with torch.no_grad():

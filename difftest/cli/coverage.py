@@ -31,6 +31,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     c.add_argument("paths", nargs="*", metavar="CASE|DIR", help="corpus cases or directories")
     c.add_argument("--programs", type=int, default=0, help="N generated programs of a campaign (with --seed)")
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--profile", default="default", choices=["default", "sessions", "no-half", "continuous"],
+                   help="the generator's distribution for --programs (as fuzz --profile; continuous: without "
+                   "boundary leaf values)")
     c.add_argument("--campaign", default=None, metavar="JSON",
                    help="the programs of a campaign summary (fuzz --json): regenerated from its seed and shard "
                    "(with the default generator options), or a guided campaign's frontier")
@@ -138,8 +141,10 @@ def cmd_coverage(args: argparse.Namespace) -> int:
             return 2
         sources.append((f"cases {', '.join(args.paths)}", (load_case(f).program for f in files), len(files)))
     if args.programs:
-        sources.append((f"{args.programs} programs of seed {args.seed}",
-                        (program_at(args.seed, k) for k in range(args.programs)), args.programs))
+        profile = "" if args.profile == "default" else f", profile {args.profile}"
+        sources.append((f"{args.programs} programs of seed {args.seed}{profile}",
+                        (program_at(args.seed, k, profile=args.profile) for k in range(args.programs)),
+                        args.programs))
     if args.campaign:
         try:
             sources.append(_campaign_programs(Path(args.campaign)))

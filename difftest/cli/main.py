@@ -353,7 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--ops", default="", help="comma-separated ops to restrict to (see `difftest ops`)")
     f.add_argument("--max-statements", type=int, default=10)
-    f.add_argument("--profile", default="default", choices=["default", "sessions", "no-half"],
+    f.add_argument("--profile", default="default", choices=["default", "sessions", "no-half", "continuous"],
                    help="the generator's distribution: sessions makes most programs sessions (several "
                         "backwards, gradient reads, SGD training loops)")
     f.add_argument("--dtype", default=None, choices=["float32", "float64", "float16", "bfloat16"],

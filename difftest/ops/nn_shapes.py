@@ -169,12 +169,14 @@ def _windows(x: Tensor, attrs: Attrs) -> Tensor:
     return win.reshape(*win.shape[:4], -1)
 
 
-def _unique_window_max(xs: Sequence[Tensor], attrs: Attrs) -> bool:
+def _unique_window_max(xs: Sequence[Tensor], attrs: Attrs, exact: bool = False) -> bool:
+    """The largest element of every window is unique by the kink gap (with `exact`, or tied exactly)."""
     win = _windows(xs[0], attrs)
     if win.shape[-1] < 2:
         return True
     top = win.sort(dim=-1, descending=True).values
-    return bool(((top[..., 0] - top[..., 1]) > KINK_GAP).all())
+    gap = top[..., 0] - top[..., 1]
+    return bool(((gap > KINK_GAP) | (gap == 0)).all() if exact else (gap > KINK_GAP).all())
 
 
 UNIQUE_WINDOW_MAX = Domain(
@@ -183,6 +185,7 @@ UNIQUE_WINDOW_MAX = Domain(
     "window is unique by 0.01 (ties split or pick by convention)",
     _unique_window_max,
     tags=("kink",),
+    at_kinks=lambda xs, a: _unique_window_max(xs, a, exact=True),
 )
 
 

@@ -4,6 +4,7 @@ interface (difftest/choices.py)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,8 @@ def clamp(kind: str) -> AttrSampler:
         lo, hi = sorted(c.floats(2, -2.0, 2.0))
         if hi - lo < 0.25:
             hi = lo + 0.25
+        if c.boolean(0.2):  # on the half-integer grid, where the generator's boundary values lie
+            lo, hi = math.floor(lo * 2) / 2, math.ceil(hi * 2) / 2
         return {"clamp": {"min": lo, "max": hi}, "clamp_min": {"min": lo}, "clamp_max": {"max": hi}}[kind]
 
     return draw

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from difftest.choices import Choices
-from difftest.ops.domains import KINK_GAP, Domain, Tensors
+from difftest.ops.domains import KINK_GAP, Domain, Tensors, off_or_on
 from difftest.ops.sampling import Partners, slice_ranges
 from difftest.ops.shape_rules import slice_rule
 from difftest.ops.spec import GradTerms, ValueTerms
@@ -26,12 +26,14 @@ Attrs = dict[str, Any]
 # ---------------------------------------------------------------- domains
 
 
-def _distinct_along(x: Tensor, dim: int) -> bool:
+def _distinct_along(x: Tensor, dim: int, exact: bool = False) -> bool:
+    """The values along dim differ by more than the kink gap (with `exact`, or are exactly equal)."""
     if x.shape[dim] < 2:
         return True
     s = x.double().sort(dim=dim).values
     gaps = s.narrow(dim, 1, x.shape[dim] - 1) - s.narrow(dim, 0, x.shape[dim] - 1)
-    return bool((gaps > KINK_GAP).all())
+    ok = gaps > KINK_GAP
+    return bool((ok | (gaps == 0)).all() if exact else ok.all())
 
 
 def _remainder_ok(xs: Tensors, a: Attrs) -> bool:
@@ -49,6 +51,7 @@ DISTINCT_ALONG_DIM = Domain(
     "make that index ambiguous: the values along dim differ by >= 0.01",
     lambda xs, a: _distinct_along(xs[0], a["dim"]),
     tags=("kink",),
+    at_kinks=lambda xs, a: _distinct_along(xs[0], a["dim"], exact=True),
 )
 REMAINDER = Domain(
     "remainder",
@@ -57,6 +60,7 @@ REMAINDER = Domain(
     _remainder_ok,
     ((-3.0, 3.0), (0.25, 2.0)),
     tags=("kink",),
+    boundary=((), (0.1, -0.1)),
 )
 HARD_SIGMOID = Domain(
     "hard-sigmoid-off-bounds",
@@ -64,6 +68,8 @@ HARD_SIGMOID = Domain(
     lambda xs, a: bool((((xs[0] + 3.0).abs() >= KINK_GAP) & ((xs[0] - 3.0).abs() >= KINK_GAP)).all()),
     ((-4.0, 4.0),),
     tags=("kink",),
+    boundary=((-3.0, 3.0),),
+    at_kinks=lambda xs, a: bool((off_or_on(xs[0] + 3.0) & off_or_on(xs[0] - 3.0)).all()),
 )
 SOFTPLUS = Domain(
     "softplus-below-threshold",
@@ -78,12 +84,15 @@ PRELU = Domain(
     lambda xs, a: bool((xs[0].abs() >= KINK_GAP).all()),
     ((-3.0, 3.0), (-1.0, 1.0)),
     tags=("kink",),
+    boundary=((0.0, -0.0), ()),
+    at_kinks=lambda xs, a: bool(off_or_on(xs[0]).all()),
 )
 QUIET_SOFTMAX = Domain(
     "quiet-softmax-range",
     "burn's quiet_softmax divides by sum(exp(x - max)) + exp(-max), which overflows float32 "
     "for max < -88: |x| <= 30",
     lambda xs, a: bool((xs[0].abs() <= 30.0).all()),
+    boundary=((-30.0, 30.0),),
 )
 PROBABILITIES = Domain(
     "probabilities",
@@ -91,12 +100,14 @@ PROBABILITIES = Domain(
     "moderate (burn clamps both logs at -100, PyTorch too)",
     lambda xs, a: bool(((xs[0] >= 0.05) & (xs[0] <= 0.95)).all()),
     ((0.1, 0.9),),
+    boundary=((0.05, 0.95, 0.5),),
 )
 SOFT_TARGETS = Domain(
     "soft-targets",
     "cross-entropy with probability targets: the targets (input 1) in [0, 1]",
     lambda xs, a: bool(((xs[1] >= 0.0) & (xs[1] <= 1.0)).all()),
     ((-3.0, 3.0), (0.0, 1.0)),
+    boundary=((), (0.0, 1.0)),
 )
 
 # ---------------------------------------------------------------- attribute samplers

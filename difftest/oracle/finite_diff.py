@@ -60,8 +60,20 @@ def _as_tensor(t: TensorObs) -> torch.Tensor:
     return torch.tensor(t.data, dtype=torch.float64).reshape(t.shape)
 
 
+NEAR_REL, NEAR_ABS = 1e-3, 1e-6  # how closely two finite-difference estimates can be told apart
+
+
 def near(a: float, b: float) -> bool:
-    return abs(a - b) <= 1e-3 * (abs(a) + abs(b)) + 1e-6
+    return abs(a - b) <= NEAR_REL * (abs(a) + abs(b)) + NEAR_ABS
+
+
+def estimate_error(values: list[float]) -> float:
+    """How far finite-difference estimates of about these magnitudes may lie from what they
+    estimate (truncation at the step, rounding of the float64 loss): the resolution `near`
+    works at. A one-sided difference of step h misses its limit by about h * |f''| / 2, so a
+    subgradient exactly at a one-sided limit (relu's 1, a tie's whole gradient) can lie a
+    little outside the estimated limit."""
+    return NEAR_REL * max((abs(x) for x in values), default=0.0) + NEAR_ABS
 
 
 def finite_difference(verdict: Verdict, leaf_id: str, backward_id: str, element: int,

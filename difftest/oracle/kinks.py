@@ -18,6 +18,7 @@ outside what either side gives stays a finding.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -25,22 +26,51 @@ import torch
 from difftest.ops.catalog import CATALOG
 from difftest.ops.domains import KINK_GAP
 from difftest.oracle.compare import Mismatch, Verdict
-from difftest.oracle.finite_diff import finite_difference, value_sides
-from difftest.program.ir import Backward, Leaf, OpCall, Program, ancestors
+from difftest.oracle.finite_diff import estimate_error, finite_difference, value_sides
+from difftest.program.ir import Backward, Cut, Grad, Leaf, OpCall, Program, Statement, ancestors
 from difftest.program.observation import Observation
 
 
+def as_gradient(program: Program, m: Mismatch) -> Mismatch:
+    """A value read from a gradients handle (`g = grad(x; bw)`) is the gradient of x at bw: its
+    mismatch, as that gradient's (so a kink between x and bw's root reaches it, and the
+    one-sided differences are x's), else `m` itself. The gradient of `autodiff(x)` of an
+    autodiff leaf x is x's (the same tensor in both frameworks): judged as x's."""
+    by_id = program.by_id()
+    st = by_id.get(m.statement or "")
+    if m.kind == "value" and isinstance(st, Grad):
+        m, st = replace(m, kind="grad", statement=st.of, backward=st.grads), by_id.get(st.of)
+    if m.kind == "grad" and isinstance(st, Cut) and st.cut == "autodiff":
+        source: Statement | None = st
+        while isinstance(source, Cut) and source.cut == "autodiff":
+            source = by_id.get(source.input)
+        if isinstance(source, Leaf) and source.device == "autodiff":
+            return replace(m, statement=source.id)
+    return m
+
+
+def _between(by_id: dict[str, Statement], leaf: str, backward: str) -> set[str]:
+    """The values between `leaf` and the root of `backward`: what its gradient goes through."""
+    bw = by_id.get(backward)
+    if not isinstance(bw, Backward):
+        return set()
+    return {x for x in ancestors(by_id, bw.input) if leaf in ancestors(by_id, x)}
+
+
 def path_ops(program: Program, m: Mismatch) -> list[tuple[int, OpCall]]:
-    """The ops an element's computation goes through: a value's ancestors; for a gradient, the
-    ops between the leaf and the backward root."""
+    """The ops an element's computation goes through: a value's ancestors and, for each gradient
+    read among them (`g = grad(x; bw)`), the ops between x and bw's root; for a gradient (or a
+    value read from a gradients handle), the ops between the leaf and the backward root."""
+    m = as_gradient(program, m)
     by_id = program.by_id()
     if m.kind == "value":
         on_path = ancestors(by_id, m.statement or "")
+        for x in list(on_path):
+            st = by_id[x]
+            if isinstance(st, Grad):
+                on_path |= _between(by_id, st.of, st.grads)
     else:
-        bw = by_id.get(m.backward or "")
-        if not isinstance(bw, Backward):
-            return []
-        on_path = {x for x in ancestors(by_id, bw.input) if (m.statement or "") in ancestors(by_id, x)}
+        on_path = _between(by_id, m.statement or "", m.backward or "")
     return [(i, st) for i, st in enumerate(program.statements) if isinstance(st, OpCall) and st.id in on_path]
 
 
@@ -69,6 +99,7 @@ def _sides(verdict: Verdict, m: Mismatch, element: int, r: float,
     """The one-sided limits of the element that disagree (a kink reaches it), [] when they
     agree, or None when no one-sided check applies (a gradient of a parameter)."""
     program = verdict.program
+    m = as_gradient(program, m)
     if m.kind == "grad":
         if not isinstance(program.by_id().get(m.statement or ""), Leaf):
             return None
@@ -83,12 +114,29 @@ def _sides(verdict: Verdict, m: Mismatch, element: int, r: float,
         return [right, left], evidence
     limits: list[float] = []
     evidence = {"value_sides": []}
-    for left, right, step in value_sides(program, m.statement or "", element):
+    sides = value_sides(program, m.statement or "", element)
+    for left, right, step in sides:
         evidence["value_sides"].append({"step": step, "left": left, "right": right})
         dr, dl = right - r, r - left
         if not (math.isfinite(dr) and math.isfinite(dl)) or abs(dr - dl) > 1e-3 * (abs(dr) + abs(dl)) + budget:
             limits += [left, right]
+    if not limits and _jumps(sides, r, budget):
+        limits = [x for left, right, _ in sides for x in (left, right)]
     return limits, evidence
+
+
+def _jumps(sides: list[tuple[float, float, float]], r: float, budget: float) -> bool:
+    """The value jumps at the point: its one-sided differences do not shrink with the step (a
+    continuous value's do, in proportion). A jump whose value at the point is the midpoint (a
+    gradient read at a tie, which PyTorch splits in halves) has equal left and right
+    differences, which the slope comparison alone takes for a smooth value."""
+    steps = sorted(sides, key=lambda s: s[2])
+    if len(steps) < 2:
+        return False
+    (small_l, small_r, h_small), (large_l, large_r, h_large) = steps[0], steps[-1]
+    small = max(abs(small_r - r), abs(r - small_l))
+    large = max(abs(large_r - r), abs(r - large_l))
+    return small > budget and small >= 0.5 * large and h_small < h_large
 
 
 def at_kink(verdict: Verdict, m: Mismatch, element: int, t: float, b: float, r: float, budget: float,
@@ -105,7 +153,11 @@ def at_kink(verdict: Verdict, m: Mismatch, element: int, t: float, b: float, r: 
     finite = [x for x in (*limits, r) if math.isfinite(x)]
     if len(finite) <= 1:
         return "ill-conditioned", f"{kink}; its one-sided limits are not finite", evidence
-    lo, hi = min(finite) - budget, max(finite) + budget
+    # the limits are finite-difference estimates: a result exactly at a limit (a subgradient's
+    # end, a tie's whole gradient) may lie just outside the estimate, by its error, not by the
+    # element's float32 budget alone
+    slack = budget + estimate_error(finite)
+    lo, hi = min(finite) - slack, max(finite) + slack
     if lo <= b <= hi and lo <= t <= hi:
         return ("ill-conditioned", f"{kink}; its one-sided limits here differ ({min(finite):.6g} .. "
                 f"{max(finite):.6g}) and both results lie between them", evidence)

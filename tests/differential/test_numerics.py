@@ -19,7 +19,8 @@ from difftest.oracle.noise import noisy_runs
 from difftest.oracle.numerics import arbitrate, judge, judge_nonfinite
 from difftest.oracle.pytorch import run as run_torch
 from difftest.program.observation import BackwardObs, Observation, TensorObs, ValueObs
-from tests.programs import backward, leaf, op, program
+from difftest.program.statements import Grad
+from tests.programs import backward, cut, leaf, op, program
 
 SMOOTH = program(leaf("x", [0.5, -1.25, 2.0], rg=True), op("y", "tanh", "x"), op("s", "sum", "y"), backward("s"))
 KINK = program(leaf("x", [0.0, -1.25, 2.0], rg=True), op("y", "relu", "x"), op("s", "sum", "y"), backward("s"))
@@ -185,6 +186,65 @@ def test_a_kink_reaching_the_element_is_ill_conditioned_only_between_its_sides(b
     for value, want in ((1.0, "ill-conditioned"), (3.0, "burn-wrong")):
         grads = {**bw.grads, "x": TensorObs(g.shape, (value, *g.data[1:]))}
         assert _verdict(KINK, run_torch(KINK), replace(burn_obs, backwards=(BackwardObs(bw.id, grads),))) == want
+
+
+def test_a_subgradient_at_a_one_sided_limit_is_ill_conditioned_despite_the_estimate_s_error(
+        burn_worker: BurnWorker) -> None:
+    """prelu(m, m) with m = mean(x) = 0 is m on the right and m * m on the left: the one-sided
+    limits of atan(.)'s gradient are 1 and 0. burn takes the positive side (1, the convention
+    prelu-at-zero), which the right difference of step 1e-5 estimates as 1 - 3e-11 (truncation):
+    still between the limits, as the finite difference resolves them. 1.1 is not."""
+    p = program(leaf("x", [0.0], rg=True), op("m", "mean", "x"), op("y", "prelu", "m", "m"),
+                op("a", "atan", "y"), backward("a"))
+    verdict = check(p, burn_worker)
+    assert verdict.ok, verdict.report()
+    assert [m.verdict for m in verdict.mismatches] == ["ill-conditioned"], verdict.report()
+    burn_obs = verdict.burn
+    bw = burn_obs.backwards[0]
+    grads = {**bw.grads, "x": TensorObs((1,), (1.1,))}
+    assert _verdict(p, run_torch(p), replace(burn_obs, backwards=(BackwardObs(bw.id, grads),))) == "burn-wrong"
+
+
+def test_a_gradient_read_at_a_kink_is_judged_as_the_gradient(burn_worker: BurnWorker) -> None:
+    """g = grad(x; bw) is x's gradient at bw: prelu at 0 gives it different subgradients in
+    the two frameworks (the convention prelu-at-zero), and the read value is ill-conditioned
+    like the gradient itself, through the kink between x and bw's root."""
+    p = program(leaf("x", [0.0, 1.0], rg=True), leaf("w", [0.25], rg=True), op("y", "prelu", "x", "w"),
+                op("s", "sum", "y"), backward("s"), Grad("g", "bw", "x"))
+    verdict = check(p, burn_worker)
+    assert verdict.ok, verdict.report()
+    assert {(m.kind, m.verdict) for m in verdict.mismatches} == {("grad", "ill-conditioned"),
+                                                                ("value", "ill-conditioned")}, verdict.report()
+
+
+def test_a_value_computed_from_a_gradient_read_at_a_tie_is_ill_conditioned(burn_worker: BurnWorker) -> None:
+    """m = 2 * grad(x; bw) where bw's root is maximum(round(x), x) at a tie x = 1: the kink is on
+    m's path through the gradient read, and m jumps there (0 on the left, 2 on the right) with
+    PyTorch's float64 value, 1, the midpoint: equal left and right differences that do not
+    shrink with the step. burn's 0 (the whole gradient to the first operand, round, whose
+    gradient is 0: the convention maximum-tie) is a side of that jump; 3 is not."""
+    # round(x) ties x at 1, and stays 1 when the one-sided runs move x (as a campaign found it)
+    p = program(leaf("x", [1.0], rg=True), op("c", "round", "x"), op("v", "maximum", "c", "x"),
+                op("s", "sum", "v"), backward("s"), Grad("g", "bw", "x"), op("m", "mul_scalar", "g", scalar=2.0))
+    verdict = check(p, burn_worker)
+    assert verdict.ok, verdict.report()
+    assert {(m.statement, m.verdict) for m in verdict.mismatches} >= {("m", "ill-conditioned")}, verdict.report()
+    burn_obs = verdict.burn
+    wrong = tuple(ValueObs(v.id, TensorObs((1,), (3.0,)), v.flags) if v.id == "m" else v for v in burn_obs.values)
+    v = compare(p, infer_shapes(p), predict(p), verdict.torch, replace(burn_obs, values=wrong), arbiter=arbitrate)
+    assert [m.verdict for m in v.mismatches if m.statement == "m"] == ["burn-wrong"], v.report()
+
+
+def test_the_gradient_of_autodiff_of_a_leaf_at_a_tie_is_the_leaf_s(burn_worker: BurnWorker) -> None:
+    """c = autodiff(x) of an autodiff leaf is x itself, so both frameworks report x's gradient for
+    c too; at a tie of max(x) (the convention max-tie) c's disagreement is ill-conditioned like
+    x's, judged on x's path and one-sided differences."""
+    p = program(leaf("x", [2.0, 2.0, 1.0], rg=True), cut("c", "autodiff", "x"), op("y", "max", "x"),
+                backward("y"))
+    verdict = check(p, burn_worker)
+    assert verdict.ok, verdict.report()
+    assert {(m.statement, m.verdict) for m in verdict.mismatches} == {("x", "ill-conditioned"),
+                                                                     ("c", "ill-conditioned")}, verdict.report()
 
 
 @pytest.mark.parametrize("x,r,dtype,kind", [

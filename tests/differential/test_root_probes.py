@@ -98,13 +98,16 @@ def test_probes_find_the_used_leaf_bug_in_a_program_that_passes(burn_worker: Bur
     assert known is not None and known.name == "backward-of-used-leaf-panics"
 
 
-def test_the_default_campaign_finds_the_used_leaf_bug_within_2000_programs(burn_worker: BurnWorker) -> None:
-    """The default generator, seed 0, with probes: the finding is the known bug (its record's
-    site and effect explain it; a campaign counts it and does not save it again)."""
+def test_the_default_campaign_finds_a_known_bug_within_2000_programs(burn_worker: BurnWorker) -> None:
+    """The default generator, seed 0, with probes: its first finding is a known bug (its record's
+    site and effect explain it; a campaign counts it and does not save it again). Since boundary
+    values changed the choice sequence, the first is div-scalar-grad-f32-reciprocal (a module
+    parameter's div_scalar, which the generator does not avoid), then backward-of-used-leaf-panics
+    many times; the probe that finds the latter is tested above on its own program."""
     stats = run_campaign(burn_worker, seed=0, programs=2000, stop_at_first=True)
     assert stats.findings and stats.first_finding is not None and stats.first_finding <= 2000
     known = triage(stats.findings[0], burn_worker).known
-    assert known is not None and known.name == "backward-of-used-leaf-panics", stats.findings[0].report()
+    assert known is not None, stats.findings[0].report()
     assert stats.probes > stats.programs  # several probes a program
 
 
