@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from difftest.divergences.backend_bugs import BACKEND_BUGS, NDARRAY_BUGS, WGPU_BUGS
+from difftest.divergences.backend_bugs import BACKEND_BUGS, NDARRAY_BUGS, TCH_BUGS, WGPU_BUGS
 from difftest.divergences.bug_records import Effect, Fault, KnownBug, bug_record, within_f32_rounding
 from difftest.divergences.bug_sites import (
     backward_through_swapped_reduction,
@@ -225,7 +225,7 @@ BURN_BUGS: tuple[KnownBug, ...] = (
     ),
 )
 
-KNOWN_BUGS: tuple[KnownBug, ...] = (*BURN_BUGS, *BACKEND_BUGS, *NDARRAY_BUGS, *WGPU_BUGS)
+KNOWN_BUGS: tuple[KnownBug, ...] = (*BURN_BUGS, *BACKEND_BUGS, *NDARRAY_BUGS, *WGPU_BUGS, *TCH_BUGS)
 
 
 def known_bug(st: Statement, prior: Sequence[Statement] = (), dtype: str = "float32",
