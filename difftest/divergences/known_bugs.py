@@ -29,7 +29,14 @@ import math
 from collections.abc import Sequence
 
 from difftest.divergences.backend_bugs import BACKEND_BUGS, NDARRAY_BUGS, TCH_BUGS, WGPU_BUGS
-from difftest.divergences.bug_records import Effect, Fault, KnownBug, bug_record, within_f32_rounding
+from difftest.divergences.bug_records import (
+    Effect,
+    Fault,
+    KnownBug,
+    bug_record,
+    hard_sigmoid_in_f32,
+    within_f32_rounding,
+)
 from difftest.divergences.bug_sites import (
     backward_through_swapped_reduction,
     chunk_uneven,
@@ -197,7 +204,7 @@ BURN_BUGS: tuple[KnownBug, ...] = (
          burn_source("burn-backend", "src/backend/ops/activation.rs")),
         hard_sigmoid,
         ("float64",),
-        effect=Effect(("value", "grad"), error=within_f32_rounding, downstream=True),
+        effect=Effect(("value", "grad"), error=hard_sigmoid_in_f32, downstream=True),
     ),
     bug_record(
         "rms-norm-f64-rms-in-f32",

@@ -214,3 +214,18 @@ def test_a_finding_no_single_op_explains_is_matched_where_the_program_shows_it()
     fault = fault_of(verdict, at_z, graph, "ndarray")
     assert fault.site == "z" and fault.pairs
     assert _known(fault) == "ndarray-sigmoid-f64-in-f32"
+
+
+def test_hard_sigmoids_f32_error_is_absolute_where_its_sum_cancels() -> None:
+    # hard_sigmoid(-2.98138) = -2.98138 / 6 + 0.5 = 0.0031036: float32 rounds the sum at 0.5's
+    # scale, 2e-8 off (a LibTorch campaign's finding, program 13562 of seed 301)
+    x = (-0.6326762437820435, -2.9813785552978516)
+    pairs = ((0.0031035741170247397, 0.0031035542488098145),)
+    plain = replace(_fault("value", "hard_sigmoid", pairs, dtype="float64", device="plain", backend="tch"),
+                    inputs=(x,))
+    assert _known(plain) == "ndarray-hard-sigmoid-f64-in-f32"
+    autodiff = replace(plain, program=_fault("value", "hard_sigmoid", pairs, dtype="float64").program,
+                       backend="flex")
+    assert _known(autodiff) == "hard-sigmoid-autodiff-f64-in-f32"
+    assert _known(replace(plain, pairs=((0.0031035741170247397, 0.003103),))) is None  # 5.7e-7 off: news
+    assert _known(replace(plain, inputs=())) is None  # without the op's input, only within_f32_rounding
