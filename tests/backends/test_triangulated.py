@@ -119,3 +119,15 @@ def test_check_on_judges_each_backend_as_check_does_alone(workers: dict[str, Bur
     shown = triangulate(together, workers)
     assert set(shown) == {"ndarray"}  # triaged on NdArray's worker: the record declared for NdArray
     assert shown["ndarray"].known and shown["ndarray"].key == "known-bug:ndarray-sigmoid-f64-in-f32 @only:ndarray"
+
+
+def test_a_guided_campaign_takes_one_backend(binary: str, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A guided campaign steers by one coverage build's edges: several backends are refused."""
+    from difftest.cli.main import main
+    from difftest.exec.backends import BACKEND_ENV
+
+    monkeypatch.setenv("DIFFTEST_BURN", binary)  # main points these at the build it uses
+    monkeypatch.setenv(BACKEND_ENV, "flex")
+    assert main(["fuzz", "--backend", "flex,ndarray", "--guided", "--programs", "1", "-j", "1"]) == 2
+    assert "--guided" in capsys.readouterr().err
