@@ -1,50 +1,67 @@
-"""What a campaign job does with a finding it claimed (parallel.py): re-check it in a fresh
-worker (a finding that does not reproduce there is flaky), then shrink it."""
+"""What a campaign job does with a finding it claimed (parallel.py): re-check it in fresh
+workers (a finding that does not reproduce there is flaky), then shrink it. On several backends
+(`fuzz --backend flex,ndarray`) the finding is one backend's (findings/backends.py `Shown`): both
+keep which backends show it, so its key, with its layer class, stays the same."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.exec.burn_worker import BurnWorker
+from difftest.findings.backends import Shown, triangulate
 from difftest.findings.shrink import shrink
 from difftest.findings.signature import signature
-from difftest.findings.triage import triage
-from difftest.oracle.check import check
+from difftest.findings.triage import KNOWN_PREFIX
+from difftest.oracle.check import check_on
 from difftest.oracle.compare import Verdict
 
-KNOWN_PREFIX = "known-bug:"  # a campaign's key for findings a known bug explains (by its name)
+__all__ = ["KNOWN_PREFIX", "recheck", "shrunk"]
 
 
-def shrunk(verdict: Verdict, sig: str, worker: Any, stop: Any) -> Verdict:
-    """The smallest program found with the same finding (stops early, keeping the best so far,
-    once `stop` is set); the original verdict when the shrunk program's triage signature is not
-    `sig`. Candidates are compared by the finding as the program shows it (signature.py), which
-    needs no localisation; the smallest one is then triaged once."""
+def shrunk(shown: Shown, verdicts: Mapping[str, Verdict], workers: Mapping[str, BurnWorker], stop: Any) -> Verdict:
+    """The smallest program found with the same finding on `shown.backend` (stops early, keeping
+    the best so far, once `stop` is set); the original verdict when the shrunk program's key
+    (triage and layer class) is not `shown.key`. `verdicts`: the program's on each backend of
+    `workers`. A candidate is compared by the finding as the program shows it (signature.py),
+    which needs no localisation: the same on each backend that showed it, not shown on the
+    others; the smallest one is then triaged once on each backend."""
 
-    shown = signature(verdict)
+    looks = {b: signature(verdicts[b]) for b in shown.backends}
+    others = [b for b in workers if b not in shown.backends]
 
     def same(p: Any) -> bool:
         if stop.is_set():
             return False
-        v = check(p, worker)
-        return not v.ok and signature(v) == shown
+        vs = check_on(p, workers)
+        return (all(not vs[b].ok and signature(vs[b]) == looks[b] for b in shown.backends)
+                and all(vs[b].ok or signature(vs[b]) not in looks.values() for b in others))
 
-    small = shrink(verdict.program, same)
-    if small == verdict.program:
-        return verdict
-    final = check(small, worker)
-    if final.ok or triage(final, worker).signature != sig:
-        return verdict
-    return final
+    small = shrink(shown.verdict.program, same)
+    if small == shown.verdict.program:
+        return shown.verdict
+    final = check_on(small, workers)
+    again = triangulate(final, workers).get(shown.backend)
+    if again is None or again.key != shown.key:
+        return shown.verdict
+    return final[shown.backend]
 
 
-def recheck(verdict: Verdict, binary: str | None, timeout: float, fault: str | None) -> str:
-    """The finding `verdict`'s program gives in a fresh worker: its triage key (as the job keys
-    findings), or `pass`. A finding that depends on what the job's worker ran before is flaky."""
+def recheck(verdict: Verdict, backend: str, backends: Sequence[str | None], binary: str | None, timeout: float,
+            fault: str | None) -> str:
+    """The key the finding `verdict` (on `backend`) gives in fresh workers, one on each of
+    `backends` as the job started its own (None: $DIFFTEST_BURN_BACKEND's; the layer class needs
+    them all): as the job keys findings, or `pass`. A finding that depends on what the job's
+    workers ran before is flaky."""
 
-    with BurnWorker(binary, timeout=timeout, fault=fault) as fresh:
-        again = check(verdict.program, fresh)
-        if again.ok:
-            return "pass"
-        t = triage(again, fresh)
-        return f"{KNOWN_PREFIX}{t.known.name}" if t.known is not None else t.signature
+    fresh = {}
+    for b in backends:
+        w = BurnWorker(binary, timeout=timeout, fault=fault, backend=b)
+        fresh[w.backend or DEFAULT_BACKEND] = w
+    try:
+        again = triangulate(check_on(verdict.program, fresh), fresh).get(backend)
+        return "pass" if again is None else again.key
+    finally:
+        for w in fresh.values():
+            w.close()

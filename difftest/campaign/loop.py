@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.exec.burn_worker import BurnWorker
 from difftest.oracle.compare import DISMISSED, Verdict
-from difftest.oracle.probe_run import ProbeRun, check_with_probes
+from difftest.oracle.probe_run import ProbeRun, check_with_probes_on
 from difftest.program.ir import Program
 from difftest.strategies.choices import RandomChoices
 from difftest.strategies.config import GenConfig
@@ -62,6 +63,12 @@ def skipped(verdict: Verdict) -> dict[str, int]:
     return dict(verdict.skipped)
 
 
+def program_result(runs: Mapping[str, tuple[Verdict, ProbeRun]]) -> tuple[Verdict, ProbeRun]:
+    """A program's result on several backends (backend -> verdict and probe run, in the campaign's
+    order), as one: the first backend's that shows a finding, else the first's."""
+    return next((r for r in runs.values() if not r[0].ok), next(iter(runs.values())))
+
+
 @dataclass
 class CampaignStats:
     programs: int = 0
@@ -80,7 +87,7 @@ class CampaignStats:
 
 
 def run_campaign(
-    worker: BurnWorker,
+    worker: BurnWorker | Mapping[str, BurnWorker],
     *,
     seed: int = 0,
     programs: int = 2000,
@@ -97,6 +104,7 @@ def run_campaign(
     deadline: float | None = None,
     should_stop: Callable[[], bool] | None = None,
     on_program: Callable[[int, Verdict, dict[str, int], ProbeRun], None] | None = None,
+    on_backends: Callable[[int, dict[str, tuple[Verdict, ProbeRun]], dict[str, int]], None] | None = None,
     keep_findings: bool = True,
     probes: bool = True,
     steering: Steering | None = None,
@@ -108,7 +116,14 @@ def run_campaign(
     `probes`: a program that passes is probed at the other roots its backwards could have had
     (difftest/oracle/probe_run.py); a failing probe's verdict is the program's (`ProbeRun.probe` says
     which). `steering`: program k's choices come from it (else the seeded RandomChoices of k), and
-    it observes each program after its run and probes, before `on_program`."""
+    it observes each program after its run and probes, before `on_program`.
+    `worker` may be several, by backend name (one binary): each program runs on each, the model
+    and PyTorch once (probe_run.check_with_probes_on); `on_backends(k, runs, op counts)` gets
+    every backend's verdict and probe run, and the stats and `on_program` the program's
+    (`program_result`), with dismissals, values not compared and probes summed over the
+    backends. `steering` observes the first backend's worker."""
+    workers = {worker.backend or DEFAULT_BACKEND: worker} if isinstance(worker, BurnWorker) else dict(worker)
+    first = next(iter(workers.values()))
 
     cfg = GenConfig.profile(profile, ops=ops, max_statements=max_statements)
     cfg.op_specs()
@@ -130,17 +145,21 @@ def run_campaign(
         stats.programs += 1
         op_counts = {e[3:]: v for e, v in c.events.items() if e.startswith("op:")}
         stats.ops.update(op_counts)
-        verdict, probed = check_with_probes(program, worker, probes=probes)
+        runs = check_with_probes_on(program, workers, probes=probes)
+        verdict, probed = program_result(runs)
         if steering is not None:
-            steering.observe(program, worker)
-        stats.probes += probed.probes
-        stats.probes_checked += probed.checked
-        stats.probes_batch_only += probed.batch_only_count
+            steering.observe(program, first)
+        for v, p in runs.values():
+            stats.probes += p.probes
+            stats.probes_checked += p.checked
+            stats.probes_batch_only += p.batch_only_count
+            stats.dismissals.update(dismissals(v))
+            stats.skipped.update(skipped(v))
         stats.verdicts[verdict.kind] += 1
         stats.rules.update(verdict.prediction.rules_fired)
-        stats.dismissals.update(dismissals(verdict))
-        stats.skipped.update(skipped(verdict))
-        stats.restarts = worker.restarts
+        stats.restarts = sum(w.restarts for w in workers.values())
+        if on_backends is not None:
+            on_backends(k, runs, op_counts)
         if on_program is not None:
             on_program(k, verdict, op_counts, probed)
         if not verdict.ok:

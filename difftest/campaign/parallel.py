@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from difftest.campaign.claims import KNOWN_PREFIX
 from difftest.campaign.guided import Frontier
 from difftest.campaign.job import CRASH_ENV, JobSpec, job_main
 from difftest.divergences.known_bugs import KNOWN_BUGS
@@ -127,9 +126,12 @@ class FuzzOptions:
     probes: bool = True  # root probes of every passing program (difftest/oracle/probe_run.py)
     frontier: Path | None = None  # guided (campaign/guided.py): the frontier directory; binary a coverage build
     guided_share: float = 0.5
+    backends: tuple[str, ...] = ()  # several: each program runs on each (one worker each per job)
 
     def source(self) -> str:
         parts = [f"difftest fuzz --seed {self.seed}"]
+        if len(self.backends) > 1:
+            parts.append(f"--backend {','.join(self.backends)}")
         if self.ops:
             parts.append(f"--ops {','.join(self.ops)}")
         if self.max_statements != 10:
@@ -276,6 +278,7 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
             opts.fault, str(opts.inflight_dir) if opts.inflight_dir else None, frozenset(known), opts.source(),
             opts.shrink, opts.verbose, opts.profile, opts.probes, int(os.environ.get(CRASH_ENV) or -1),
             str(opts.frontier) if opts.frontier is not None else None, opts.guided_share,
+            opts.backends if len(opts.backends) > 1 else (),
         ))
     inboxes: dict[int, Any] = {}
     procs: dict[int, Any] = {}
@@ -296,8 +299,8 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
         if not summary.startup:
             summary.startup = time.monotonic() - began
         if tag == "result":
-            (_, _, k, kind, rules, ops, dismissed, worker_restarts, sig, probes, probes_checked, batch_only,
-             not_compared) = msg
+            (_, _, k, kind, rules, ops, dismissed, worker_restarts, found, probes, probes_checked, batch_only,
+             not_compared, per_backend) = msg
             last[j] = k
             reported[j] = reported.get(j, 0) + 1
             summary.programs += 1
@@ -312,15 +315,19 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
             summary.skipped.update(not_compared)
             restarts[j] = worker_restarts
             summary.restarts = sum(restarts.values())
-            if sig is not None:
-                f = summary.finding(sig, kind)
+            if per_backend is not None:
+                summary.note_backends(per_backend)
+            for sig, (found_kind, bug, backends, layer) in found.items():  # by key: job.py
+                f = summary.finding(sig, found_kind)
                 f.count += 1
                 f.first = k if f.first is None else min(f.first, k)
-                if sig.startswith(KNOWN_PREFIX):
-                    f.bug = sig[len(KNOWN_PREFIX):]
-                    f.path, f.known = evidence.get(f.bug, f.bug), True
+                if bug is not None:
+                    f.bug = bug
+                    f.path, f.known = evidence.get(bug, bug), True
                 elif f.path is None and sig in known:
                     f.path, f.known = str(known[sig]), True
+                if backends is not None:
+                    f.backends, f.layer = backends, layer
         elif tag == "claim":
             _, _, k, sig = msg
             granted = sig not in known and sig not in claimed

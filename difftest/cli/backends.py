@@ -1,8 +1,9 @@
 """`--backend B[,B…]`: which burn backends the commands run on (main.py dispatches here).
 
 One backend (`fuzz`, `replay`, `show`, `run`): every worker of the command and of its job
-processes runs on it ($DIFFTEST_BURN_BACKEND). Several (`run`, `versions`): the program or the
-cases run on each, and the output says where a finding lives (findings/backends.py). A binary
+processes runs on it ($DIFFTEST_BURN_BACKEND). Several (`run`, `fuzz`, `versions`): the program,
+every program of the campaign or the cases run on each, and the output says where a finding
+lives (findings/backends.py). A binary
 without a named backend is replaced by a build that has it (burn_builds, cached as
 `<cache>/<version>+<backend>/`). docs/backends.md
 """
@@ -24,9 +25,9 @@ if TYPE_CHECKING:
     from difftest.program.ir import Program
 
 
-def add_backend_option(parser: argparse.ArgumentParser, *, several: bool) -> None:
-    what = ("burn backends to run on, each compared with PyTorch; the output says which show a finding"
-            if several else "the burn backend to run on")
+def add_backend_option(parser: argparse.ArgumentParser, *, several: bool, what: str | None = None) -> None:
+    what = what or ("burn backends to run on, each compared with PyTorch; the output says which show a finding"
+                    if several else "the burn backend to run on")
     parser.add_argument("--backend", default=None, metavar="B,B,..." if several else "NAME",
                         help=f"{what} ({', '.join(BACKENDS)}; default flex); a difftest-burn without it "
                         "is rebuilt with it (cached; docs/backends.md)")

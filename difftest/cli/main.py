@@ -48,19 +48,25 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
             print("--dtype and --profile cannot be combined", file=sys.stderr)
             return 2
         args.profile = args.dtype  # a dtype is a profile of the generator (difftest.strategies.config.PROFILES)
-    if os.environ.get(BACKEND_ENV):  # --backend: only the dtypes and ops that backend runs
+    backends: tuple[str, ...] = getattr(args, "backends", None) or ()
+    if os.environ.get(BACKEND_ENV):  # --backend: only the dtypes and ops every backend named runs
         from difftest.cli.backends import fit_campaign
 
         try:
-            args.ops, args.profile = fit_campaign(os.environ[BACKEND_ENV], args.ops, args.profile)
+            for b in backends or (os.environ[BACKEND_ENV],):
+                args.ops, args.profile = fit_campaign(b, args.ops, args.profile)
         except ValueError as e:
             print(e, file=sys.stderr)
             return 2
+    if len(backends) > 1 and args.guided:
+        print("--guided steers by one coverage build's edges: give --backend one backend", file=sys.stderr)
+        return 2
     opts = FuzzOptions(
         seed=args.seed, programs=args.programs, seconds=args.time,
         ops=tuple(args.ops.split(",")) if args.ops else None, max_statements=args.max_statements, jobs=jobs,
         shard=shard, shards=shards, corpus=Path(args.corpus), timeout=args.timeout, fault=args.fault,
         progress_every=args.progress, verbose=args.verbose, profile=args.profile, probes=not args.no_probes,
+        backends=backends,
     )
     from difftest.strategies.config import GenConfig
 
@@ -82,13 +88,14 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     where = f", shard {shard}/{shards}" if shards > 1 else ""
     # --burn names the build (a patched or local burn reports only its release): say which
     build = f" ({args.burn})" if getattr(args, "burn", None) else ""
-    print(f"difftest {__version__} fuzz: burn {version.get('burn')}{build} on {version.get('backend', 'flex')} "
+    on = ",".join(backends) if len(backends) > 1 else version.get("backend", "flex")
+    print(f"difftest {__version__} fuzz: burn {version.get('burn')}{build} on {on} "
           f"(difftest-burn {version.get('difftest_burn')}"
           f"{fault}), torch {torch.__version__}, seed {args.seed}, {budget}{where}, {jobs} job(s)", flush=True)
     summary = fuzz(opts, console)
     summary.versions = {"burn": version.get("burn"), "difftest_burn": version.get("difftest_burn"),
                         "torch": torch.__version__, "difftest": __version__, "fault": version.get("fault"),
-                        "backend": version.get("backend", "flex"), "build": getattr(args, "burn", None)}
+                        "backend": on, "build": getattr(args, "burn", None)}
     print_summary(summary, console)
     if args.json:
         write_json(summary, Path(args.json))
@@ -367,8 +374,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds between progress lines (when stdout is not a terminal)")
     f.add_argument("-v", "--verbose", action="store_true", help="print each finding's report")
     f.add_argument("--fault", default=None, help="run against a deliberately faulty interpreter "
-                   "(DIFFTEST_BURN_FAULT spec, docs/format.md) to measure detection power")
-    burn_option(f)
+                   "(DIFFTEST_BURN_FAULT spec, docs/format.md) to measure detection power; "
+                   "on:<backend>:<spec> makes one backend faulty")
+    burn_option(f, several_backends=True, backends_help=(
+        "burn backends to run on; several (a triangulated campaign): each program runs in PyTorch once and "
+        "on each, each judged as alone; a finding records the backends that show it and the layer that "
+        "points to (one backend alone: its own code path; all: shared code), and counts are given per backend"))
     add_guided_options(f)
     f.set_defaults(func=cmd_fuzz)
 
@@ -448,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             use_burn(args.burn)
             if getattr(args, "backend", None):
-                args.backends = use_backends(args.backend, args.burn, several=args.command == "run")
+                args.backends = use_backends(args.backend, args.burn, several=args.command in ("run", "fuzz"))
         except (ValueError, BuildError) as e:
             print(e, file=sys.stderr)
             return 2

@@ -80,8 +80,9 @@ def use_burn(spec_text: str | None) -> None:
     os.environ["DIFFTEST_BURN"] = str(build_with_status(spec).binary)
 
 
-def burn_option(parser: argparse.ArgumentParser, several_backends: bool = False) -> None:
-    add_backend_option(parser, several=several_backends)
+def burn_option(parser: argparse.ArgumentParser, several_backends: bool = False,
+                backends_help: str | None = None) -> None:
+    add_backend_option(parser, several=several_backends, what=backends_help)
     parser.add_argument("--burn", default=None, metavar="V|path:DIR|patch:FILE",
                         help="run against burn V (a crates.io version), a local burn checkout or one burn crate "
                         "(path:DIR), or a release with a candidate fix applied (patch:FILE, see "

@@ -12,6 +12,11 @@ The pattern of outcomes says which layer the bug is in:
 
 `backends_tested` in a bug case records it (written by `difftest versions --backend …
 --record`): backend -> {"outcome": text, "burn": version, "date": ISO day}.
+
+A campaign on several backends (`difftest fuzz --backend flex,ndarray`) triages each backend's
+finding on that backend (`triangulate`) and keys it by its triage key (the known bug, else the
+signature) and the layer class of the backends that show the same key (`layer_class`): the same
+fault on one backend and on all is two keys.
 """
 
 from __future__ import annotations
@@ -26,9 +31,9 @@ from typing import Any
 from difftest.exec.backends import BACKENDS, KERNEL_CRATES
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.corpus import Case, check_expectations, judge
-from difftest.findings.triage import triage
+from difftest.findings.triage import Triage, triage
 from difftest.ops.backend_support import refusal
-from difftest.oracle.check import check
+from difftest.oracle.check import check_on
 from difftest.oracle.compare import Verdict
 from difftest.program.ir import Program
 from difftest.program.jsonio import dumps
@@ -103,27 +108,89 @@ def judged_cell(case: Case, backend: str, verdict: Verdict, worker: BurnWorker) 
 
 
 def run_on(program: Program, workers: Mapping[str, BurnWorker]) -> dict[str, Verdict]:
-    """The program's verdict on each backend (workers by backend name)."""
-    return {b: check(program, w) for b, w in workers.items()}
+    """The program's verdict on each backend (workers by backend name): check.check_on, which
+    runs the model and PyTorch once for all of them."""
+    return check_on(program, workers)
+
+
+SHARED = "shared"  # the layer class of a finding every backend tested shows
+
+
+def layer_class(fails: Mapping[str, bool]) -> str | None:
+    """The layer class of a finding from which backends show it (backend -> shows it): `shared`
+    (every backend tested), `only:<b>` (one of several), `some:<b>,<c>` (some, not all); None
+    when no backend shows it or only one was tested (nothing to locate)."""
+    shown = [b for b, f in fails.items() if f]
+    if not shown or len(fails) == 1:
+        return None
+    if len(shown) == len(fails):
+        return SHARED
+    return f"only:{shown[0]}" if len(shown) == 1 else f"some:{','.join(shown)}"
 
 
 def where(fails: Mapping[str, bool]) -> str:
     """The layer a finding lives in, from which backends show it (backend -> fails)."""
     shown = [b for b, f in fails.items() if f]
     clean = [b for b, f in fails.items() if not f]
+    cls = layer_class(fails)
     if not shown:
         return f"shows on no backend tested ({', '.join(clean)})"
-    if len(fails) == 1:
+    if cls is None:
         return (f"shows on {shown[0]}, the only backend tested: run it on several (--backend flex,ndarray) "
                 "to locate it")
-    if not clean:
+    if cls == SHARED:
         return (f"shows on every backend tested ({', '.join(shown)}): burn-autodiff or a default implementation "
                 "the backends share (burn-backend), not one backend's kernel")
-    if len(shown) == 1:
+    if cls.startswith("only:"):
         return (f"shows on {shown[0]} only (not on {', '.join(clean)}): {shown[0]}'s own code path: its kernel "
                 f"in {KERNEL_CRATES[shown[0]]}, or a burn-backend default op it inherits and the others override")
     return (f"shows on {', '.join(shown)}, not on {', '.join(clean)}: code those backends share and the others "
             "override")
+
+
+CLASS_SEPARATOR = " @"  # between a finding's triage key and its layer class in a campaign's key
+
+
+def class_key(key: str, cls: str | None) -> str:
+    """A triage key with its layer class (unchanged without one: a campaign on one backend)."""
+    return key if cls is None else f"{key}{CLASS_SEPARATOR}{cls}"
+
+
+def split_class(key: str) -> tuple[str, str | None]:
+    """(triage key, layer class or None) of a campaign's key (class_key's inverse)."""
+    base, sep, cls = key.rpartition(CLASS_SEPARATOR)
+    if sep and " " not in cls and (cls == SHARED or cls.startswith(("only:", "some:"))):
+        return base, cls
+    return key, None
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One backend's finding on a program run on several (`triangulate`)."""
+
+    backend: str
+    verdict: Verdict
+    triage: Triage  # on this backend's worker: a known bug only if declared for this backend
+    key: str  # the triage key with the layer class of `backends` (class_key)
+    backends: tuple[str, ...]  # the backends whose finding has the same triage key, this one among them
+    layer: str  # `where`'s wording for them
+
+    @property
+    def known(self) -> bool:
+        return self.triage.known is not None
+
+
+def triangulate(verdicts: Mapping[str, Verdict], workers: Mapping[str, BurnWorker]) -> dict[str, Shown]:
+    """Each failing backend's finding (verdicts and workers by backend, in the campaign's order):
+    triaged on that backend's worker, keyed with the layer class of the backends whose finding
+    has the same triage key (on one backend alone: the triage key as it is)."""
+    triaged = {b: triage(v, workers[b]) for b, v in verdicts.items() if not v.ok}
+    out: dict[str, Shown] = {}
+    for b, t in triaged.items():
+        fails = {c: c in triaged and triaged[c].key == t.key for c in verdicts}
+        shown = tuple(c for c, f in fails.items() if f)
+        out[b] = Shown(b, verdicts[b], t, class_key(t.key, layer_class(fails)), shown, where(fails))
+    return out
 
 
 def recorded_where(case: Case) -> str | None:

@@ -68,6 +68,10 @@ class Finding:
     known: bool = False  # path is a case that was there before (not saved by this run)
     shrunk: tuple[int, int] | None = None  # statements before / after shrinking
     bug: str | None = None  # the known bug (divergences/known_bugs.py) that explains every program of it
+    # a campaign on several backends: the backends that show it and the layer that points to
+    # (findings/backends.py `where`); its signature ends in the layer class
+    backends: list[str] | None = None
+    layer: str | None = None
 
     def where(self) -> str:
         if self.bug is not None:
@@ -77,13 +81,50 @@ class Finding:
         return f"no known bug explains it; same signature as {self.path}" if self.known else self.path
 
     def to_dict(self) -> dict[str, Any]:
+        located = {"backends": self.backends, "layer": self.layer} if self.backends is not None else {}
         return {"signature": self.signature, "count": self.count, "first": self.first, "path": self.path,
-                "kind": self.kind, "known": self.known, "bug": self.bug}
+                "kind": self.kind, "known": self.known, "bug": self.bug, **located}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Finding:
+        backends = d.get("backends")
         return Finding(str(d["signature"]), str(d.get("kind", "?")), int(d.get("count", 0)), d.get("first"),
-                       d.get("path"), bool(d.get("known", False)), bug=d.get("bug"))
+                       d.get("path"), bool(d.get("known", False)), bug=d.get("bug"),
+                       backends=[str(b) for b in backends] if isinstance(backends, list) else None,
+                       layer=d.get("layer"))
+
+
+@dataclass
+class BackendCounts:
+    """A campaign on several backends: one backend's programs by verdict kind, and of those that
+    show a finding there, how many a known bug declared for it explains and how many it does not."""
+
+    verdicts: Counter[str] = field(default_factory=Counter)
+    known: int = 0
+    new: int = 0
+
+    def note(self, kind: str, known: bool | None) -> None:
+        """One program: its verdict kind here, and (None: it passed here) whether it is known."""
+        self.verdicts[kind] += 1
+        if known is not None:
+            self.known += known
+            self.new += not known
+
+    def absorb(self, other: BackendCounts) -> None:
+        self.verdicts.update(other.verdicts)
+        self.known += other.known
+        self.new += other.new
+
+    def line(self) -> str:
+        kinds = ", ".join(f"{k} {v}" for k, v in self.verdicts.most_common()) or "none"
+        return f"{kinds}; known {self.known}, new {self.new}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdicts": dict(self.verdicts.most_common()), "known": self.known, "new": self.new}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> BackendCounts:
+        return BackendCounts(Counter(d.get("verdicts", {})), int(d.get("known", 0)), int(d.get("new", 0)))
 
 
 @dataclass
@@ -117,6 +158,9 @@ class Summary:
     # a guided campaign (fuzz --guided): its frontier directory, entries and edges at the end,
     # the programs it generated fresh and by each mutation, the entries it added
     guided: dict[str, Any] = field(default_factory=dict)
+    # a campaign on several backends (fuzz --backend a,b): each backend's counts, in its order;
+    # `verdicts` then counts each program once (its first failing backend's kind, else pass)
+    backends: dict[str, BackendCounts] = field(default_factory=dict)
 
     @property
     def rate(self) -> float:
@@ -131,6 +175,11 @@ class Summary:
     def unexplained(self) -> list[Finding]:
         """The distinct findings no known bug explains (saved now or before): news to triage."""
         return [f for f in self.findings.values() if f.bug is None]
+
+    def note_backends(self, per_backend: dict[str, tuple[str, bool | None]]) -> None:
+        """One program on several backends: backend -> (verdict kind, known or None)."""
+        for b, (kind, known) in per_backend.items():
+            self.backends.setdefault(b, BackendCounts()).note(kind, known)
 
     def finding(self, sig: str, kind: str) -> Finding:
         f = self.findings.get(sig)
@@ -173,6 +222,7 @@ class Summary:
             "versions": self.versions,
             "throughput": [t.to_dict() for t in self.timelines],
             **({"guided": self.guided} if self.guided else {}),
+            **({"backends": {b: c.to_dict() for b, c in self.backends.items()}} if self.backends else {}),
         }
 
     @staticmethod
@@ -199,6 +249,7 @@ class Summary:
         s.startup = float(d.get("startup_seconds", 0.0))
         s.timelines = [Timeline.from_dict(t) for t in d.get("throughput", [])]
         s.guided = dict(d.get("guided", {}))
+        s.backends = {str(b): BackendCounts.from_dict(c) for b, c in (d.get("backends") or {}).items()}
         return s
 
     def ordered_findings(self) -> list[Finding]:
@@ -226,6 +277,8 @@ class Summary:
             if g.path is None or (g.known and not f.known and f.path is not None):
                 g.path, g.known = f.path, f.known
             g.bug = g.bug or f.bug
+            if f.backends is not None:
+                g.backends, g.layer = f.backends, f.layer
         self.saved.extend(other.saved)
         self.errors.extend(other.errors)
         self.interrupted = self.interrupted or other.interrupted
@@ -236,6 +289,8 @@ class Summary:
         if other.guided:
             self.add_guided(other.guided)
             self.guided.setdefault("frontiers", []).append(other.guided.get("frontier"))
+        for b, c in other.backends.items():
+            self.backends.setdefault(b, BackendCounts()).absorb(c)
         self.shards_merged += 1
 
 
@@ -289,6 +344,8 @@ def print_summary(s: Summary, console: Console) -> None:
         head += ", INTERRUPTED"
     out("\n" + head)
     out("verdicts: " + (", ".join(f"{k} {v}" for k, v in s.verdicts.most_common()) or "none"))
+    for b, c in s.backends.items():  # several backends: each one's verdicts, known and new
+        out(f"  on {b}: {c.line()}")
     out("rules fired: " + (", ".join(f"{k} {v}" for k, v in s.rules.most_common()) or "none"))
     least = sorted(s.ops.items(), key=lambda kv: (kv[1], kv[0]))[:5]
     out(f"ops generated: {len(s.ops)} distinct; least: " + ", ".join(f"{k} {v}" for k, v in least))
@@ -304,10 +361,17 @@ def print_summary(s: Summary, console: Console) -> None:
         table.add_column("signature", overflow="fold")
         table.add_column("count", justify="right")
         table.add_column("first", justify="right")
+        located = any(f.backends is not None for f in s.findings.values())
+        if located:
+            table.add_column("backends")
         table.add_column("case", overflow="fold")
         for f in s.ordered_findings():
-            table.add_row(f.signature, str(f.count), "-" if f.first is None else str(f.first), f.where())
+            shown = [",".join(f.backends or ["-"])] if located else []
+            table.add_row(f.signature, str(f.count), "-" if f.first is None else str(f.first), *shown, f.where())
         console.print(table)
+        for f in s.ordered_findings():
+            if f.bug is None and f.layer is not None:  # news: where each one lives
+                out(f"new on {','.join(f.backends or [])}: {f.signature}\n  {f.layer}")
     for e in s.errors:
         out(f"error: {e.splitlines()[-1] if e.strip() else e}")
     new = len(s.saved)

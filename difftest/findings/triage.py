@@ -63,6 +63,8 @@ if TYPE_CHECKING:
 # in f32 on NdArray) gives a finding at every value computed from it
 MAX_LOCALISED = 6
 
+KNOWN_PREFIX = "known-bug:"  # a campaign's key for findings a known bug explains (by its name)
+
 
 @dataclass
 class Triage:
@@ -75,6 +77,11 @@ class Triage:
         head = f"known bug {self.known.name}" if self.known else "new"
         loc = f"; localised: {self.localisation.describe()}" if self.localisation else ""
         return f"{head}: {self.signature}{loc}"
+
+    @property
+    def key(self) -> str:
+        """What a campaign keys the finding by: the known bug that explains it, else its signature."""
+        return f"{KNOWN_PREFIX}{self.known.name}" if self.known is not None else self.signature
 
     def to_dict(self) -> dict[str, Any]:
         return {"signature": self.signature, "known": self.known.name if self.known else None,

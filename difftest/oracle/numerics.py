@@ -37,7 +37,7 @@ agreement.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from difftest.ops import tolerance as tol
@@ -48,7 +48,7 @@ from difftest.oracle.kinks import at_kink, near_kink
 from difftest.oracle.noise import magnitude_run, noisy_runs
 from difftest.oracle.pytorch import run as run_torch
 from difftest.program.dtypes import MAX
-from difftest.program.ir import Grad
+from difftest.program.ir import Grad, Program
 from difftest.program.observation import Observation, TensorObs
 
 SLACK = 4.0
@@ -137,11 +137,42 @@ def judge_nonfinite(x: float, r: float, dtype: str) -> tuple[str, str]:
             f"an intermediate value overflows {dtype} in both")
 
 
-def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
+@dataclass
+class TorchRuns:
+    """The float64 PyTorch runs arbitration makes of one program (the reference, the noise runs,
+    the magnitude run), each made once, on first use: a program judged on several burn backends
+    (check.check_on) shares them, as it shares its PyTorch run. Each run depends on the program
+    alone (the noise runs are seeded by it), so sharing changes no verdict."""
+
+    program: Program
+    _reference: Observation | None = None
+    _noisy: list[Observation] = field(default_factory=list)
+    _magnitudes: Observation | None = None
+
+    def reference(self) -> Observation:
+        if self._reference is None:
+            self._reference = run_torch(self.program, "float64")
+        return self._reference
+
+    def noisy(self, count: int) -> list[Observation]:
+        """The first `count` noise runs (noisy_runs: run k is the same whichever others are made)."""
+        if len(self._noisy) < count:
+            self._noisy += noisy_runs(self.program, count, len(self._noisy))
+        return self._noisy[:count]
+
+    def magnitudes(self) -> Observation:
+        if self._magnitudes is None:
+            self._magnitudes = magnitude_run(self.program)
+        return self._magnitudes
+
+
+def arbitrate(verdict: Verdict, numeric: list[Mismatch], runs: TorchRuns | None = None) -> None:
     """Judge every failing element of each numeric mismatch; set each mismatch's verdict (the
-    most severe of its elements) and evidence in place."""
+    most severe of its elements) and evidence in place. `runs`: the program's float64 runs,
+    when other verdicts of the same program share them."""
     program = verdict.program
-    ref = run_torch(program, "float64")
+    runs = runs if runs is not None and runs.program is program else TorchRuns(program)
+    ref = runs.reference()
     verdict.reference = ref
     noisy: list[Observation] = []  # the noise runs made so far (noisy_runs, in order)
     magnitudes: Observation | None = None
@@ -163,7 +194,7 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
         # a gradient, or a `grad` read of one (its value is that gradient: the same terms bound it)
         if m.kind == "grad" or isinstance(program.by_id().get(m.statement or ""), Grad):
             if magnitudes is None:
-                magnitudes = magnitude_run(program)
+                magnitudes = runs.magnitudes()
             mt = _tensor(magnitudes, m)
             mt = mt if mt is not None and len(mt.data) == len(rt.data) else None
         if _agree_without_noise(tt, bt, rt, mt, elements, dtype):
@@ -176,7 +207,7 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch]) -> None:
             samples = [s for s in (_tensor(o, m) for o in noisy) if s is not None and len(s.data) == len(rt.data)]
             if len(noisy) >= tol.NOISE_SAMPLES or (noisy and _agree(tt, bt, rt, mt, samples, elements, dtype)):
                 break
-            noisy += noisy_runs(program, len(noisy) + 1, len(noisy))
+            noisy = runs.noisy(len(noisy) + 1)
         # a noise run that raised measures nothing: say so, never let it pass as zero noise
         failed = [o.error for o in noisy if o.error is not None and _tensor(o, m) is None]
         kink = near_kink(program, ref, m)

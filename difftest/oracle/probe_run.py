@@ -19,17 +19,18 @@ fails on its own, the batch's error is reported as batch-only too.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from difftest.divergences.rules import Rule, rules_for
+from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.exec.burn_worker import BurnWorker, PendingProbes, WorkerError
 from difftest.exec.torch_exec import BeforeBackward
 from difftest.exec.torch_probes import ProbeResult, probes_before_backwards, torch_probe_grads
 from difftest.ops import tolerance as tol
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.burn_devices import batch_norm_inference_applies, stateful_forwards
-from difftest.oracle.check import check
+from difftest.oracle.check import check, check_on
 from difftest.oracle.compare import Mismatch, Verdict, screen_grads
 from difftest.oracle.model import BackwardHook, FrameworkPrediction, Prediction, predict
 from difftest.oracle.probe_predictions import BackwardStates, probe_prediction
@@ -261,20 +262,37 @@ def check_with_probes(program: Program, worker: BurnWorker, *, probes: bool = Tr
     """The program's verdict, or, when it passed, the first failing verdict of its root probes
     (`ProbeRun.probe` says which; `ProbeRun.failures` lists them all); with the probe counts.
     `values`: screen the gradients of the probes that succeed too (run_probes)."""
+    backend = worker.backend or DEFAULT_BACKEND
+    return check_with_probes_on(program, {backend: worker}, probes=probes, rules=rules, values=values)[backend]
+
+
+def check_with_probes_on(program: Program, workers: Mapping[str, BurnWorker], *, probes: bool = True,
+                         rules: Sequence[Rule] | None = None,
+                         values: bool = True) -> dict[str, tuple[Verdict, ProbeRun]]:
+    """`check_with_probes` on each worker (by backend name; one binary): the program's check is
+    check.check_on's (the model and PyTorch run once, the probes' PyTorch side with them), and
+    each backend's probes run on its own worker when the program passed there."""
     if rules is None:
-        rules = rules_for(worker.burn_version())
-    along = _ProbesAlongside(program, worker, rules, values) if probes else None
-    verdict = check(program, worker, rules=rules, alongside=along)
-    if along is None:
-        return verdict, ProbeRun()
-    if not verdict.ok:
-        if along.batch is not None:
-            along.batch.answer()  # the worker answers in order: read the probes' answer, unused
-        return verdict, ProbeRun()
-    run = run_probes(program, worker, rules=rules, prediction=verdict.prediction, values=values,
-                     probes=along.found, batch=along.batch, ahead=along.ahead(verdict.torch),
-                     recorded=along.recorded)
-    return (run.verdict if run.verdict is not None else verdict), run
+        rules = rules_for(next(iter(workers.values())).burn_version())
+    along = _ProbesAlongside(program, workers, rules, values) if probes else None
+    verdicts = check_on(program, workers, rules=rules, alongside=along)
+    out: dict[str, tuple[Verdict, ProbeRun]] = {}
+    ahead: Ahead | None = None
+    for b, verdict in verdicts.items():
+        batch = along.batches.get(b) if along is not None else None
+        if along is None or not verdict.ok:
+            if batch is not None:
+                batch.answer()  # the worker answers in order: read the probes' answer, unused
+            out[b] = (verdict, ProbeRun())
+            continue
+        if ahead is None:  # PyTorch's side of the probes, once for every backend
+            ahead = along.ahead(verdict.torch)
+            if ahead is None and values:
+                ahead = torch_ahead(program, along.found)
+        run = run_probes(program, workers[b], rules=rules, prediction=verdict.prediction, values=values,
+                         probes=along.found, batch=batch, ahead=ahead, recorded=along.recorded)
+        out[b] = ((run.verdict if run.verdict is not None else verdict), run)
+    return out
 
 
 @dataclass
@@ -292,13 +310,13 @@ class _ProbesAlongside:
     (probe_predictions.py)."""
 
     program: Program
-    worker: BurnWorker
+    workers: Mapping[str, BurnWorker]  # by backend: each sends its batch when it has answered
     rules: Sequence[Rule]
     values: bool
     found: list[RootProbe] = field(default_factory=list)
     wanted: dict[int, list[str]] | None = None  # backward index -> roots PyTorch's run serves
     served: dict[int, list[ProbeResult]] = field(default_factory=dict)
-    batch: PendingProbes | None = None
+    batches: dict[str, PendingProbes] = field(default_factory=dict)  # by backend
     recorded: BackwardStates = field(default_factory=BackwardStates)  # for the probes' predictions
 
     def model_hooks(self) -> tuple[BackwardHook | None, BackwardHook | None]:
@@ -316,9 +334,10 @@ class _ProbesAlongside:
         self.wanted = _ahead_roots(self.found)
         return probes_before_backwards(self.program, dict(self.wanted), self.served) if self.wanted else None
 
-    def burn_answered(self, burn: Observation) -> None:
+    def burn_answered(self, burn: Observation, backend: str) -> None:
         if self.found and (burn.error is None or burn.error.kind not in ("crash", "timeout")):
-            self.batch = self.worker.submit_probe_grads(self.program, [(p.index, p.root) for p in self.found])
+            self.batches[backend] = self.workers[backend].submit_probe_grads(
+                self.program, [(p.index, p.root) for p in self.found])
 
     def ahead(self, torch: Observation) -> Ahead | None:
         """torch_ahead's results from the check's PyTorch run (None: it did not serve them). A

@@ -80,7 +80,7 @@ def test_a_case_names_its_backend_and_backends_tested_is_checked(tmp_path: Path)
 
 
 @pytest.mark.parametrize("argv", [["fuzz", "--backend", "cuda"], ["run", "x.json", "--backend", "flex,nope"],
-                                  ["fuzz", "--backend", "flex,ndarray"]])
+                                  ["replay", "--backend", "flex,ndarray"]])
 def test_bad_backend_options_are_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
