@@ -27,7 +27,19 @@ from difftest.ops.catalog import CATALOG
 from difftest.ops.domains import KINK_GAP
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.oracle.finite_diff import estimate_error, finite_difference, value_sides
-from difftest.program.ir import Backward, Cut, Grad, Leaf, OpCall, Program, Statement, ancestors
+from difftest.program.ir import (
+    Apply,
+    Backward,
+    Cut,
+    Grad,
+    Leaf,
+    OpCall,
+    Param,
+    Program,
+    Statement,
+    ancestors,
+    root_module,
+)
 from difftest.program.observation import Observation
 
 
@@ -49,12 +61,25 @@ def as_gradient(program: Program, m: Mismatch) -> Mismatch:
     return m
 
 
-def _between(by_id: dict[str, Statement], leaf: str, backward: str) -> set[str]:
-    """The values between `leaf` and the root of `backward`: what its gradient goes through."""
+def _sources(program: Program, by_id: dict[str, Statement], ident: str) -> set[str]:
+    """Where the gradient of `ident` enters the program: the value itself, or for a parameter
+    read (`p = m.weight`) every forward of a module that derives from the same `module`
+    statement (transforms and steps share its parameters), where that parameter is used."""
+    st = by_id.get(ident)
+    if not isinstance(st, Param):
+        return {ident}
+    root = root_module(program, st.module, by_id).id
+    return {a.id for a in by_id.values() if isinstance(a, Apply) and root_module(program, a.module, by_id).id == root}
+
+
+def _between(program: Program, by_id: dict[str, Statement], leaf: str, backward: str) -> set[str]:
+    """The values between `leaf` (a value or a parameter read) and the root of `backward`: what
+    its gradient goes through."""
     bw = by_id.get(backward)
     if not isinstance(bw, Backward):
         return set()
-    return {x for x in ancestors(by_id, bw.input) if leaf in ancestors(by_id, x)}
+    sources = _sources(program, by_id, leaf)
+    return {x for x in ancestors(by_id, bw.input) if sources & ancestors(by_id, x)}
 
 
 def path_ops(program: Program, m: Mismatch) -> list[tuple[int, OpCall]]:
@@ -68,9 +93,9 @@ def path_ops(program: Program, m: Mismatch) -> list[tuple[int, OpCall]]:
         for x in list(on_path):
             st = by_id[x]
             if isinstance(st, Grad):
-                on_path |= _between(by_id, st.of, st.grads)
+                on_path |= _between(program, by_id, st.of, st.grads)
     else:
-        on_path = _between(by_id, m.statement or "", m.backward or "")
+        on_path = _between(program, by_id, m.statement or "", m.backward or "")
     return [(i, st) for i, st in enumerate(program.statements) if isinstance(st, OpCall) and st.id in on_path]
 
 

@@ -1,0 +1,59 @@
+"""Which ops a gradient's path goes through (oracle/kinks.py `path_ops`): the ops a kink may
+reach, read by the oracle before it judges an element ill-conditioned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from difftest.oracle.compare import Mismatch
+from difftest.oracle.kinks import path_ops
+from difftest.program.jsonio import program_from_dict
+
+
+def _program(*statements: dict[str, Any]) -> Any:
+    weight = {"shape": [4, 2], "data": [-0.8, -0.39, 0.58, -0.36, -0.33, 0.15, 0.36, 0.53]}
+    return program_from_dict({"format": "difftest-program", "version": 1, "statements": [
+        {"id": "m0", "kind": "module", "module": "embedding", "weight": weight},
+        {"id": "m1", "kind": "module", "module": "embedding", "weight": weight},
+        {"id": "t", "kind": "leaf", "shape": [2, 3], "data": [2.0, 3.0, 3.0, 0.0, 3.0, 0.0],
+         "device": "autodiff", "require_grad": False},
+        {"id": "x", "kind": "leaf", "shape": [2, 3, 2], "data": [0.1] * 12, "device": "autodiff",
+         "require_grad": True},
+        *statements,
+    ]})
+
+
+def _ops(program: Any, of: str, backward: str) -> list[str]:
+    m = Mismatch("grad", of, None, None, 0.5, 1.0, backward=backward)
+    return [st.op for _, st in path_ops(program, m)]
+
+
+def test_a_parameters_gradient_goes_through_its_modules_forwards() -> None:
+    # a tie in minimum(embedding(t), x) splits the embedding weight's gradient differently in
+    # the two frameworks: the weight's path must hold minimum (found by a triangulated campaign)
+    p = _program(
+        {"id": "y", "kind": "apply", "module": "m0", "input": "t"},
+        {"id": "p", "kind": "param", "module": "m0", "param": "weight"},
+        {"id": "v", "kind": "op", "op": "minimum", "inputs": ["y", "x"]},
+        {"id": "e", "kind": "op", "op": "exp", "inputs": ["x"]},
+        {"id": "s", "kind": "op", "op": "add", "inputs": ["v", "e"]},
+        {"id": "bw", "kind": "backward", "input": "s"},
+    )
+    assert _ops(p, "p", "bw") == ["minimum", "add"]
+    assert _ops(p, "x", "bw") == ["minimum", "exp", "add"]
+
+
+def test_a_transformed_modules_forward_shares_the_parameter_and_another_module_does_not() -> None:
+    p = _program(
+        {"id": "mv", "kind": "transform", "transform": "valid", "input": "m0"},
+        {"id": "y", "kind": "apply", "module": "mv", "input": "t"},
+        {"id": "z", "kind": "apply", "module": "m1", "input": "t"},
+        {"id": "p0", "kind": "param", "module": "m0", "param": "weight"},
+        {"id": "p1", "kind": "param", "module": "m1", "param": "weight"},
+        {"id": "v", "kind": "op", "op": "maximum", "inputs": ["y", "x"]},
+        {"id": "w", "kind": "op", "op": "relu", "inputs": ["z"]},
+        {"id": "s", "kind": "op", "op": "add", "inputs": ["v", "w"]},
+        {"id": "bw", "kind": "backward", "input": "s"},
+    )
+    assert _ops(p, "p0", "bw") == ["maximum", "add"]
+    assert _ops(p, "p1", "bw") == ["relu", "add"]
