@@ -16,6 +16,7 @@ from difftest.divergences.bug_records import (
     within_f32_rounding,
 )
 from difftest.divergences.bug_sites import (
+    cast_to_bfloat16,
     conv1d_grouped_uncropped,
     gelu,
     hard_sigmoid_any,
@@ -197,6 +198,20 @@ WGPU_BUGS: tuple[KnownBug, ...] = (
         None,
         ("float64",),
         site=wgpu_f64_op,
+        effect=Effect(("value", "grad"), downstream=True),
+        backends=("wgpu",),
+    ),
+    bug_record(
+        "wgpu-bfloat16-wrong",
+        "burn's Wgpu backend on lavapipe computes bfloat16 tensors wrong: a cast of float32 "
+        "[0.5, 1, -2, 3.25] to bfloat16 gives [0, 0, 0, 0] (PyTorch and Flex: the same values), and a "
+        "bfloat16 program's mul gives 0 where x * x = 0.25. WGSL has no bfloat16 type; burn does not "
+        "refuse the dtype on Wgpu (float16 is right). Not measured on a GPU. Any error at a cast to "
+        "bfloat16 on Wgpu, and downstream of it, is this bug; a bfloat16 program on Wgpu is not drawn "
+        "by a campaign (profile no-half).",
+        ("corpus/backends/wgpu-bfloat16-wrong.json",),
+        None,
+        site=cast_to_bfloat16,
         effect=Effect(("value", "grad"), downstream=True),
         backends=("wgpu",),
     ),

@@ -272,3 +272,7 @@ def sgd_f32_hyperparameter(st: Statement, prior: Sequence[Statement]) -> bool:
         (opt.momentum != 0.0 and _inexact_in_f32(opt.momentum))
         or (opt.weight_decay != 0.0 and _inexact_in_f32(opt.weight_decay))
     )
+
+
+def cast_to_bfloat16(st: Statement, prior: Sequence[Statement]) -> bool:
+    return isinstance(st, OpCall) and st.op == "cast" and st.attrs.get("dtype") == "bfloat16"
