@@ -16,16 +16,24 @@ from difftest.divergences.bug_records import (
     within_f32_rounding,
 )
 from difftest.divergences.bug_sites import (
+    LOG1P_POLYFILL_OPS,
+    WGPU_DRIVER_PRECISION,
+    WGPU_ERF_POLYNOMIAL,
+    adaptive_pool_after_h_reduction,
     cast_to_bfloat16,
     conv1d_grouped_uncropped,
     gelu,
     hard_sigmoid_any,
     log_sigmoid,
+    log_softmax_of_one_computed,
+    op_in,
     powf_scalar_fractional,
     sigmoid_default,
-    wgpu_f64_op,
+    topk_rank4_outer_dim,
+    wgpu_f64_site,
 )
 from difftest.divergences.knowledge import burn_source
+from difftest.divergences.measured_precision import within_measured
 from difftest.program.dtypes import EPS
 
 # max over x of |d/dx gelu_tanh(x) - d/dx gelu(x)|: 8.684e-4 at x = 2.0187, measured in float64
@@ -187,17 +195,19 @@ WGPU_BUGS: tuple[KnownBug, ...] = (
         "burn's Wgpu backend on lavapipe (Mesa's CPU Vulkan driver) returns wrong float64 results for "
         "transcendental functions: exp(0.5) = 8.7e-315, sin(0.5) = 0, cos(1.5) = 1, log(0.7) = 53.4, and so "
         "on for log1p, tan, tanh, sinh, cosh, erf, atan, pow and sqrt's backward, what burn composes of them "
-        "(gelu, softplus, mish, log_sigmoid, softmax, the cross entropies) and the float64 cast; arithmetic "
-        "(add, mul, matmul, recip, abs, floor) is right. cubecl-wgpu registers F64 for every use when the "
-        "device has SHADER_F64 (src/backend/wgsl.rs), which lavapipe advertises; the builtins reach SPIR-V "
-        "as GLSL.std.450 instructions, which the extended instruction set defines for 16- and 32-bit floats "
+        "(gelu, softplus, mish, log_sigmoid, softmax, the cross entropies, the normalisation modules' sqrt), "
+        "powi_scalar beyond x^2 (0.5^3 = 0) "
+        "and the float64 cast; arithmetic (add, mul, matmul, recip, abs, floor) is right. cubecl-wgpu "
+        "registers F64 for every use when the device has SHADER_F64 (src/backend/wgsl.rs), which lavapipe "
+        "advertises; the builtins reach SPIR-V as GLSL.std.450 instructions, which the extended instruction "
+        "set defines for 16- and 32-bit floats "
         "only. Not measured on a GPU. Any error at those ops in a float64 program on Wgpu is this bug.",
         ("corpus/backends/wgpu-f64-transcendentals-wrong.json",
          "https://docs.rs/crate/cubecl-wgpu/0.11.3/source/src/backend/wgsl.rs",
          "https://registry.khronos.org/SPIR-V/specs/unified1/GLSL.std.450.html"),
         None,
         ("float64",),
-        site=wgpu_f64_op,
+        site=wgpu_f64_site,
         effect=Effect(("value", "grad"), downstream=True),
         backends=("wgpu",),
     ),
@@ -213,6 +223,122 @@ WGPU_BUGS: tuple[KnownBug, ...] = (
         None,
         site=cast_to_bfloat16,
         effect=Effect(("value", "grad"), downstream=True),
+        backends=("wgpu",),
+    ),
+)
+
+WGPU_KERNEL_BUGS: tuple[KnownBug, ...] = (
+    bug_record(
+        "wgpu-topk-rank4-outer-dim-wrong",
+        "topk on burn's Wgpu backend returns wrong values for a rank-4 tensor along dim 0 or 1 with k >= 2: "
+        "topk(x, k=2, dim=1) of a [2, 3, 2, 2] tensor of distinct values puts another slice's value (or 0, "
+        "or garbage such as -0.077 for inputs all 0.5) in some outputs, and topk's gradient, which routes "
+        "through the same kernel's indices, goes to the wrong elements. burn-cubecl's float_topk is "
+        "reduce::reduce_dim with ReduceOperationConfig::TopK(k) (cubek's reduce kernels); measured: every "
+        "rank-3 shape tried and dims 2 and 3 of rank 4 are right, [2, 3, 1, 6], [2, 3, 2, 2] and [2, 2, 3, 2] "
+        "along dim 1 (and [2, 3, 1, 6] along dim 0) wrong in float32, the same program in float64 right; sort "
+        "and gather at topk's indices right. Found by "
+        "a Wgpu campaign (seed 301, program 1492); not measured on a GPU. A real bug, reportable upstream.",
+        ("corpus/backends/wgpu-topk-rank4-outer-dim-wrong.json",
+         burn_source("burn-cubecl", "src/ops/tensor.rs")),
+        None,
+        ("float32",),
+        site=topk_rank4_outer_dim,
+        effect=Effect(("value", "grad"), downstream=True),
+        backends=("wgpu",),
+    ),
+    bug_record(
+        "wgpu-adaptive-avg-pool-grad-after-height-reduction",
+        "the gradient through adaptive_avg_pool2d on burn's Wgpu backend loses one window's share where "
+        "the pooling windows overlap along the width and the pool's input is a mean_dim or sum_dim over "
+        "the height: x [2, 4, 4, 6] -> mean_dim(dim 2) -> adaptive_avg_pool2d(output [1, 4]) -> backward "
+        "gives 0.125 where two windows overlap (PyTorch and Flex 0.25). Measured right: the same pool on a "
+        "leaf of the reduced shape, after mul_scalar, exp, reshape or max_dim, after a reduction over the "
+        "width with windows overlapping along the height, and windows that do not overlap; [1, 1, 4, 7] "
+        "and [1, 4, 4, 7] inputs right, [2, 4, 4, 7] wrong. Found by a Wgpu campaign (seed 301, program "
+        "3364); the kernel at fault (burn-cubecl's adaptive pool backward, or the reduction's backward "
+        "reading its output) is not traced. Not measured on a GPU.",
+        ("corpus/backends/wgpu-adaptive-avg-pool-grad-after-height-reduction.json",
+         burn_source("burn-cubecl", "src/ops/module.rs")),
+        None,
+        ("float32",),
+        site=adaptive_pool_after_h_reduction,
+        effect=Effect(("grad",), downstream=True),
+        backends=("wgpu",),
+    ),
+    bug_record(
+        "wgpu-log-softmax-of-one-element-not-zero",
+        "log_softmax over a dim of size 1 on burn's Wgpu backend is not exactly 0 (PyTorch's and Flex's "
+        "result; x - max(x) - log(exp(0))) when its input comes from interpolate_nearest then sub_scalar: "
+        "up to 2.1e-7, a few float32 ulps of the inputs (about 1), as if the fused kernel rounded x once "
+        "for the max and differently for the difference. Measured: the same values from a leaf, from "
+        "interpolate_nearest alone, from mean_dim or mul_scalar then sub_scalar, and softmax instead, are "
+        "exact. Found by a Wgpu campaign (seed 301, program 326); the fused kernel is a reading, not "
+        "traced. An absolute error of at most 4 float32 ulps of 1 is this record; more is news.",
+        ("corpus/backends/wgpu-log-softmax-of-one-element-not-zero.json",),
+        None,
+        ("float32",),
+        site=log_softmax_of_one_computed,
+        effect=Effect(("value",), error=absolute_rounding_at_one),
+        backends=("wgpu",),
+    ),
+)
+
+CUBECL_POLYFILLS = "https://docs.rs/crate/cubecl-core/0.11.3/source/src/frontend/polyfills.rs"
+VULKAN_PRECISION = "https://registry.khronos.org/vulkan/specs/latest/html/vkspec.html#spirvenv-precision-operation"
+
+# what a backend computes less accurately than PyTorch by the design of the code it runs, declared
+# as measured (difftest/divergences/measured_precision.py, benchmarks/backend_precision.py)
+WGPU_PRECISION: tuple[KnownBug, ...] = (
+    bug_record(
+        "wgpu-f32-transcendental-precision",
+        "burn's Wgpu backend on lavapipe computes float32 transcendental functions less accurately than "
+        "PyTorch: atan(1) = 0.78539485 (55 ulps off; up to 350 ulps at small x), tanh and sinh of a tiny x "
+        "off by up to 7e-8 absolute (tanh(1e-30) = 3e-8), exp up to 9 ulps, log up to 2^-23 absolute near 1, "
+        "and what burn composes of them (sigmoid, silu, mish, the erf gradient's exp). cubecl-wgpu emits "
+        "WGSL's builtins, which reach the driver as GLSL.std.450 instructions; Vulkan's precision table lets "
+        "them err by that much and more (atan 4096 ulps; exp 3 + 2|x| ulps; tanh, sinh, cosh inherit "
+        "exp's; log 2^-21 absolute in [0.5, 2]). The driver's precision, not burn's code; not measured on a "
+        "GPU. Declared as measured: every float32 error at these ops within twice burn's largest error in "
+        "its binade on a dense grid of the op's domain (difftest/divergences/precision-wgpu-f32.json).",
+        ("corpus/backends/wgpu-f32-transcendental-precision.json", "benchmarks/backend_precision.py",
+         VULKAN_PRECISION),
+        None,
+        ("float32",),
+        site=op_in(WGPU_DRIVER_PRECISION),
+        effect=Effect(("value", "grad"), error=within_measured("wgpu-f32", WGPU_DRIVER_PRECISION), downstream=True),
+        backends=("wgpu",),
+    ),
+    bug_record(
+        "wgpu-erf-polynomial-approximation",
+        "erf on burn's Wgpu backend is cubecl's own polynomial (cubecl-core polyfills.rs `erf`, "
+        "Abramowitz and Stegun 7.1.26, whose error is 1.5e-7 absolute before float32 rounding): up to "
+        "5.5e-7 absolute where PyTorch is within an ulp, so erf(1e-30) = 1.5e-30 + 1.2e-7 and erf(-0.064) is "
+        "off by 100 ulps; gelu's value, x (1 + erf(x / sqrt 2)) / 2, carries it. Declared as measured "
+        "(difftest/divergences/precision-wgpu-f32.json), as wgpu-f32-transcendental-precision.",
+        ("corpus/backends/wgpu-erf-polynomial-approximation.json", CUBECL_POLYFILLS,
+         "benchmarks/backend_precision.py"),
+        None,
+        ("float32",),
+        site=op_in(WGPU_ERF_POLYNOMIAL),
+        effect=Effect(("value", "grad"), error=within_measured("wgpu-f32", WGPU_ERF_POLYNOMIAL), downstream=True),
+        backends=("wgpu",),
+    ),
+    bug_record(
+        "wgpu-log1p-polyfill-without-log1p",
+        "log1p on burn's Wgpu backend is log(1 + x): cubecl-core's polyfill (polyfills.rs `log1p`), which "
+        "cubecl-wgpu lowers log1p to, rounds 1 + x before the log, so its error is absolute (eps / 2) "
+        "however small the result: log1p(3e-8) = 0 in float32 (PyTorch 3e-8), 100% off for |x| < 6e-8. burn's "
+        "softplus calls log1p for exactly that tail ('log1p rather than log(1 + ..) keeps the opposite "
+        "tail', burn-tensor activation/base.rs), so softplus(-20) is 0 on Wgpu (PyTorch 2.1e-9). A real "
+        "difference from PyTorch in cubecl's code, reportable upstream.",
+        ("corpus/backends/wgpu-log1p-polyfill-without-log1p.json", CUBECL_POLYFILLS,
+         burn_source("burn-tensor", "src/tensor/activation/base.rs")),
+        None,
+        ("float32",),
+        site=op_in(LOG1P_POLYFILL_OPS),
+        # log1p(exp(beta x)) / beta with beta >= 0.5: at most twice the rounding of 1 + t
+        effect=Effect(("value",), error=absolute_rounding_at_one),
         backends=("wgpu",),
     ),
 )

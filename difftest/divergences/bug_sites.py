@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from difftest.divergences.noops import NOOPS_BY_OP
 from difftest.ops.validate import infer_shapes
@@ -243,8 +243,29 @@ WGPU_F64_OPS = frozenset({
 })
 
 
+NORM_MODULES = frozenset({"batch_norm", "layer_norm", "rms_norm", "group_norm"})
+
+
 def wgpu_f64_op(st: Statement, prior: Sequence[Statement]) -> bool:
-    return isinstance(st, OpCall) and st.op in WGPU_F64_OPS
+    if not isinstance(st, OpCall):
+        return False
+    # powi_scalar is exact arithmetic for exponents -2 to 2 and pow beyond (measured: x^3 = 0)
+    return st.op in WGPU_F64_OPS or (st.op == "powi_scalar" and abs(st.attrs.get("exponent", 0)) >= 3)
+
+
+def wgpu_f64_site(st: Statement, prior: Sequence[Statement]) -> bool:
+    """`wgpu_f64_op`, a forward of a normalisation module (its statistics' sqrt), or a parameter
+    read after such a statement (SGD steps and running statistics carry its error into it)."""
+    if wgpu_f64_op(st, prior):
+        return True
+    if isinstance(st, Param):
+        return any(wgpu_f64_site(p, prior[:i]) for i, p in enumerate(prior) if not isinstance(p, Param))
+    if not isinstance(st, Apply):
+        return False
+    try:
+        return root_module(Program(()), st.module, _by_id(prior)).module in NORM_MODULES
+    except (KeyError, AssertionError):
+        return False
 
 
 def rms_norm_apply(st: Statement, prior: Sequence[Statement]) -> bool:
@@ -272,6 +293,65 @@ def sgd_f32_hyperparameter(st: Statement, prior: Sequence[Statement]) -> bool:
         (opt.momentum != 0.0 and _inexact_in_f32(opt.momentum))
         or (opt.weight_decay != 0.0 and _inexact_in_f32(opt.weight_decay))
     )
+
+
+# ops whose float32 error on Wgpu (lavapipe) a precision record declares (backend_bugs.py), each
+# with the parts declared: the Vulkan driver's GLSL.std.450 functions and what burn composes of
+# them; cubecl's own erf polynomial; cubecl's log1p polyfill and burn's softplus, which calls it
+WGPU_DRIVER_PRECISION: dict[str, tuple[str, ...]] = {
+    **{op: ("value", "grad") for op in ("exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "sinh", "cosh",
+                                        "atan", "sigmoid", "silu", "mish", "softmax", "log_softmax",
+                                        "quiet_softmax")},
+    "erf": ("grad",),  # burn-autodiff's erf backward: 2 / sqrt(pi) exp(-x^2), the driver's exp
+}
+WGPU_ERF_POLYNOMIAL: dict[str, tuple[str, ...]] = {"erf": ("value",), "gelu": ("value",)}
+LOG1P_POLYFILL_OPS = frozenset({"log1p", "softplus"})
+
+
+def op_in(ops: Collection[str]) -> Callable[[Statement, Sequence[Statement]], bool]:
+    """A site: an op call of one of `ops`."""
+    names = frozenset(ops)
+
+    def site(st: Statement, prior: Sequence[Statement]) -> bool:
+        return isinstance(st, OpCall) and st.op in names
+
+    site.__doc__ = f"an op call of {', '.join(sorted(names))}"
+    return site
+
+
+def topk_rank4_outer_dim(st: Statement, prior: Sequence[Statement]) -> bool:
+    """A topk of k >= 2 along dim 0 or 1 of a rank-4 tensor: where burn-cubecl's reduce kernel
+    (`ReduceOperationConfig::TopK`) was measured wrong on Wgpu; rank 3 and dims 2 and 3 were right."""
+    if not (isinstance(st, OpCall) and st.op == "topk" and st.attrs.get("k", 0) >= 2 and st.attrs.get("dim") in (0, 1)):
+        return False
+    shape = _shapes(prior).get(st.inputs[0])
+    return shape is None or len(shape) == 4
+
+
+def adaptive_pool_after_h_reduction(st: Statement, prior: Sequence[Statement]) -> bool:
+    """An adaptive_avg_pool2d whose input is a mean_dim or sum_dim over dim 2 (the height) and
+    whose windows overlap along the width (its input width not a multiple of its output width):
+    where Wgpu's gradient was measured to lose one window's share (reduced over the width, or
+    pooled without overlap, it was right)."""
+    if not (isinstance(st, OpCall) and st.op == "adaptive_avg_pool2d"):
+        return False
+    source = _by_id(prior).get(st.inputs[0])
+    if not (isinstance(source, OpCall) and source.op in ("mean_dim", "sum_dim") and source.attrs.get("dim") == 2):
+        return False
+    shape = _shapes(prior).get(st.inputs[0])
+    out_w = st.attrs.get("output_size", [0, 0])[1]
+    return shape is None or (len(shape) == 4 and out_w > 0 and shape[3] % out_w != 0)
+
+
+def log_softmax_of_one_computed(st: Statement, prior: Sequence[Statement]) -> bool:
+    """A log_softmax over a dim of size 1 (its exact result: 0) of a value an op computed."""
+    if not (isinstance(st, OpCall) and st.op == "log_softmax"):
+        return False
+    if not isinstance(_by_id(prior).get(st.inputs[0]), OpCall):
+        return False
+    shape = _shapes(prior).get(st.inputs[0])
+    dim = st.attrs.get("dim", -1)
+    return shape is None or (0 <= dim < len(shape) and shape[dim] == 1)
 
 
 def cast_to_bfloat16(st: Statement, prior: Sequence[Statement]) -> bool:

@@ -28,7 +28,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from difftest.divergences.backend_bugs import BACKEND_BUGS, NDARRAY_BUGS, TCH_BUGS, WGPU_BUGS
+from difftest.divergences.backend_bugs import (
+    BACKEND_BUGS,
+    NDARRAY_BUGS,
+    TCH_BUGS,
+    WGPU_BUGS,
+    WGPU_KERNEL_BUGS,
+    WGPU_PRECISION,
+)
 from difftest.divergences.bug_records import (
     Effect,
     Fault,
@@ -232,7 +239,8 @@ BURN_BUGS: tuple[KnownBug, ...] = (
     ),
 )
 
-KNOWN_BUGS: tuple[KnownBug, ...] = (*BURN_BUGS, *BACKEND_BUGS, *NDARRAY_BUGS, *WGPU_BUGS, *TCH_BUGS)
+KNOWN_BUGS: tuple[KnownBug, ...] = (*BURN_BUGS, *BACKEND_BUGS, *NDARRAY_BUGS, *WGPU_BUGS, *WGPU_KERNEL_BUGS,
+                                    *WGPU_PRECISION, *TCH_BUGS)
 
 
 def known_bug(st: Statement, prior: Sequence[Statement] = (), dtype: str = "float32",

@@ -37,7 +37,10 @@ def _recorded_fault(bug: KnownBug, backend: str) -> Fault:
     m = case.record["verdict"]["mismatches"][0]
     if m["kind"] == "outcome":  # a panic: at the statement that panicked, with its message
         return Fault("outcome", m["statement"], case.program, case.program.dtype, "burn", m["detail"], backend=backend)
-    site = next(s.id for s in case.program.statements if isinstance(s, OpCall))
+    ops = [s.id for s in case.program.statements if isinstance(s, OpCall)]
+    # a one-op case: at its op; a longer one: where the program shows it (a value: its statement;
+    # a gradient: its backward), as triage matches a finding past the ops it localises
+    site = ops[0] if len(ops) == 1 else m["statement"] if m["kind"] == "value" else m["backward"]
     pair = tuple(float(x) for x in m["pair"])
     return Fault(m["kind"], site, case.program, case.program.dtype, None, m["detail"],
                  pairs=((pair[0], pair[1]),), elements=tuple(m["elements"]), backend=backend)
