@@ -14,8 +14,8 @@ precision; a larger one (a wrong derivative, a scaled result) is news.
 Downstream of such an op (a finding matched where the program shows it, past the ops triage
 localises), the op's error has travelled through others: every failing element is then within
 MARGIN times the op's worst measured error, as a relative error of results of at least
-2^RELATIVE_FROM (in ulps of the element's reference, or of 1e-3 of the tensor's largest where it
-cancels to less) plus its worst absolute error below that. Looser than at the op, as a
+2^RELATIVE_FROM (of the element's reference, of the terms that may cancel in it, or of 1e-3 of the
+tensor's largest where it cancels to less) plus its worst absolute error below that. Looser than at the op, as a
 downstream match must be, and still a bound: a wrong kernel downstream is news.
 """
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from difftest.divergences.bug_records import ErrorCheck, Fault
+from difftest.divergences.bug_records import ErrorCheck, Fault, fault_terms
 from difftest.program.statements import Backward, OpCall, ancestors
 
 DATA = Path(__file__).parent
@@ -111,7 +111,8 @@ def within_measured(table_name: str, parts: Mapping[str, tuple[str, ...]]) -> Er
         relative = MARGIN * max(w[0] for w in worst)
         absolute = MARGIN * max(w[1] for w in worst)
         scale = max((abs(r) for r, _ in f.pairs if math.isfinite(r)), default=0.0)
-        return all(_within(relative * max(abs(r), scale * 1e-3) + absolute, r, b) for r, b in f.pairs)
+        return all(_within(relative * max(abs(r), t, scale * 1e-3) + absolute, r, b)
+                   for (r, b), t in zip(f.pairs, fault_terms(f), strict=True))
 
     check.__doc__ = (f"every failing element within {MARGIN:g}x burn's error measured at the op, or "
                      f"downstream within its worst (precision-{table_name}.json; ops {', '.join(sorted(parts))})")

@@ -164,13 +164,29 @@ def mismatch_pairs(verdict: Verdict, m: Mismatch) -> list[tuple[float, float]]:
     seen = _tensor(verdict.torch if m.verdict == "torch-wrong" else verdict.burn, m)
     if ref is None or seen is None or len(ref.data) != len(seen.data):
         return [m.pair[::-1]] if m.pair else []
+    return [(ref.data[e], seen.data[e]) for e in _failing_elements(m) if 0 <= e < len(ref.data)]
+
+
+def mismatch_terms(verdict: Verdict, m: Mismatch) -> list[float]:
+    """The size of the terms the arbiter measured at each element `mismatch_pairs` lists (the
+    magnitude run's: what may cancel in the element's value or gradient); empty where the pairs
+    are not per element or the arbiter did not list every one."""
+    ref = _tensor(verdict.reference, m) or _tensor(verdict.torch, m)
+    if ref is None:
+        return []
+    size = {int(e["element"]): float(e["terms"]) for e in (m.evidence or {}).get("elements", ())
+            if isinstance(e, dict) and isinstance(e.get("terms"), (int, float))}
+    elements = [e for e in _failing_elements(m) if 0 <= e < len(ref.data)]
+    return [size[e] for e in elements] if all(e in size for e in elements) else []
+
+
+def _failing_elements(m: Mismatch) -> tuple[int, ...]:
     elements = m.elements or ((m.element,) if m.element is not None else ())
     # the elements the arbiter judged wrong, where it listed them: the others failed only the
     # screen (a gradient of exactly 0 off by rounding would make any relative error "large")
     judged = {int(e["element"]) for e in (m.evidence or {}).get("elements", ())
               if isinstance(e, dict) and e.get("verdict") == m.verdict}
-    elements = tuple(e for e in elements if e in judged) or elements
-    return [(ref.data[e], seen.data[e]) for e in elements if 0 <= e < len(ref.data)]
+    return tuple(e for e in elements if e in judged) or elements
 
 
 def mismatch_class(verdict: Verdict, m: Mismatch) -> str:

@@ -36,6 +36,7 @@ from difftest.findings.localise import (
     localise,
     localise_tracking,
     mismatch_pairs,
+    mismatch_terms,
     primary,
 )
 from difftest.findings.signature import signature_of_mismatch
@@ -205,7 +206,7 @@ def shown_fault(verdict: Verdict, m: Mismatch, backend: str = DEFAULT_BACKEND) -
     st = table.get(m.statement or "")
     dtype = dtype_at(program, st) if st is not None else program.dtype
     return Fault(kind, at, program, dtype, m.framework, m.detail, None, tuple(mismatch_pairs(verdict, m)),
-                 m.elements, backend=backend)
+                 m.elements, backend=backend, terms=tuple(mismatch_terms(verdict, m)))
 
 
 def _gradient_read(table: dict[str, Statement], ident: str | None) -> Grad | None:

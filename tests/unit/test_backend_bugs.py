@@ -19,7 +19,7 @@ from difftest.findings.corpus import load_case
 from difftest.findings.localise import Localisation
 from difftest.findings.triage import explains, fault_of, known_bug_of, shown_fault, triage
 from difftest.oracle.check import check
-from difftest.program.ir import OpCall, Program
+from difftest.program.ir import Backward, Leaf, OpCall, Program
 from difftest.program.jsonio import program_from_dict, program_to_dict
 from difftest.program.observation import Observation
 
@@ -232,3 +232,22 @@ def test_hard_sigmoids_f32_error_is_absolute_where_its_sum_cancels() -> None:
     assert _known(autodiff) == "hard-sigmoid-autodiff-f64-in-f32"
     assert _known(replace(plain, pairs=((0.0031035741170247397, 0.003103),))) is None  # 5.7e-7 off: news
     assert _known(replace(plain, inputs=())) is None  # without the op's input, only within_f32_rounding
+
+
+def test_a_gradient_shown_downstream_carries_the_rounding_of_its_terms() -> None:
+    # NdArray, float64: sigmoid rounded to f32 upstream of a backward whose gradient of 0.0124 is
+    # summed from terms of 31.2 (the arbiter's magnitude run): 2.5e-7 off is f32 rounding of the
+    # terms, not of the small result (a campaign's program, seed 301)
+    program = Program((
+        Leaf("x", (1,), (0.5,), "autodiff", True),
+        OpCall("y", "sigmoid", ("x",)),
+        OpCall("s", "sum", ("y",)),
+        Backward("bw", "s"),
+    ), "float64")
+    pair = ((0.012388976509984604, 0.012388728560549553),)
+    shown = Fault("grad", "bw", program, "float64", None, "", pairs=pair, elements=(0,), backend="ndarray")
+    bug = BY_NAME["ndarray-sigmoid-f64-in-f32"]
+    assert explains(bug, replace(shown, terms=(31.2,)))
+    assert not explains(bug, shown)  # without the terms: 2e-5 relative to 0.0124, past f32 rounding
+    assert not explains(bug, replace(shown, pairs=((0.0124, 0.0134),), terms=(31.2,)))  # 1e-3: not rounding
+    assert not explains(bug, replace(shown, terms=(31.2,), backend="flex"))
