@@ -164,6 +164,17 @@ def _jumps(sides: list[tuple[float, float, float]], r: float, budget: float) -> 
     return small > budget and small >= 0.5 * large and h_small < h_large
 
 
+def _reference_is_a_choice(evidence: dict[str, Any], r: float, budget: float) -> bool:
+    """A gradient's agreeing one-sided differences and its float64 reference disagree: the
+    reference is then no derivative of the program but a subgradient a tie picked."""
+    sides = evidence.get("one_sided")
+    if not sides or not all(math.isfinite(x) for x in (*sides, r)):
+        return False
+    slope = (sides[0] + sides[1]) / 2
+    slack = budget + estimate_error([sides[0], sides[1], r])
+    return bool(abs(r - slope) > 1e-3 * (abs(r) + abs(slope)) + slack)
+
+
 def at_kink(verdict: Verdict, m: Mismatch, element: int, t: float, b: float, r: float, budget: float,
             kink: str, judged: tuple[str, str]) -> tuple[str, str, dict[str, Any]]:
     """The verdict of an element judged `judged` (burn- or torch-wrong) that has a kink on its
@@ -173,6 +184,13 @@ def at_kink(verdict: Verdict, m: Mismatch, element: int, t: float, b: float, r: 
     if sides is None:
         return "ill-conditioned", f"{kink} (a parameter's gradient: no one-sided check)", {}
     limits, evidence = sides
+    if not limits and _reference_is_a_choice(evidence, r, budget):
+        # the function is smooth along this element (a tie downstream flattens it: min(prelu(x), 0)
+        # at x = 0 with another element at 0), yet the float64 reference is not that slope: it is
+        # a subgradient the tie routed through the kink, and so may burn's be
+        slope = evidence["one_sided"][0]
+        return ("ill-conditioned", f"{kink}; its one-sided differences agree ({slope:.6g}) but the float64 "
+                f"reference ({r:.6g}) is not that slope: a subgradient chosen at a tie", evidence)
     if not limits:
         return judged[0], f"{judged[1]}; {kink}, but its one-sided differences agree here", evidence
     finite = [x for x in (*limits, r) if math.isfinite(x)]
