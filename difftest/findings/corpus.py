@@ -21,7 +21,7 @@ from difftest.divergences.knowledge import parse_version
 from difftest.divergences.memory_rules import MEMORY_RULES_BY_NAME
 from difftest.divergences.rules import RULES_BY_NAME
 from difftest.exec.backends import DEFAULT_BACKEND
-from difftest.findings.localise import mismatch_class
+from difftest.findings.error_classes import mismatch_class
 from difftest.findings.records import NOT_REPORTED as NOT_REPORTED
 from difftest.findings.records import CorpusError as CorpusError
 from difftest.findings.records import check_records

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from difftest.findings.cotangents import cotangents
+from difftest.findings.error_classes import mismatch_class, observed_tensor
 from difftest.ops.validate import check_program, infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.check import check
@@ -48,7 +49,7 @@ from difftest.program.ir import (
     value_inputs,
 )
 from difftest.program.jsonio import program_to_dict
-from difftest.program.observation import Observation, TensorObs
+from difftest.program.observation import Observation
 
 if TYPE_CHECKING:
     from difftest.exec.burn_worker import BurnWorker
@@ -99,36 +100,6 @@ class Localisation:
         }
 
 
-# ------------------------------------------------------------------ error classes
-
-ROUNDING = 3e-6  # median relative errors below this are rounding (a float64 computation through f32)
-LARGE = 3e-2  # ... from this on, large (a wrong formula); between the two, small (a wrong constant)
-
-
-def error_class(pairs: list[tuple[float, float]]) -> str:
-    """The class of an error from (reference, observed) pairs at the failing elements: `nan` /
-    `inf` (observed not finite where the reference is), `zero` (observed 0 where the reference
-    is not, everywhere), `sign` (opposite signs, everywhere), else by the median relative error:
-    `rounding` (< 3e-6), `small` (< 3e-2), `large`. Coarse on purpose: the same bug must give the
-    same class on other data, and a wrong formula's error has no one size."""
-    if not pairs:
-        return "none"
-    if any(math.isnan(b) and not math.isnan(r) for r, b in pairs):
-        return "nan"
-    if any(math.isinf(b) and math.isfinite(r) for r, b in pairs):
-        return "inf"
-    finite = [(r, b) for r, b in pairs if math.isfinite(r) and math.isfinite(b)]
-    if not finite:
-        return "non-finite"
-    if all(b == 0.0 and r != 0.0 for r, b in finite):
-        return "zero"
-    if all(r * b < 0 for r, b in finite):
-        return "sign"
-    rel = sorted(abs(b - r) / abs(r) if r != 0 else math.inf for r, b in finite)
-    mid = rel[len(rel) // 2]
-    return "rounding" if mid < ROUNDING else "small" if mid < LARGE else "large"
-
-
 def position(program: Program, m: Mismatch) -> int:
     """Where in the program a finding shows: a gradient at its backward, anything else at its
     statement (a finding without one, at the end)."""
@@ -143,58 +114,6 @@ def primary(program: Program, findings: list[Mismatch]) -> Mismatch:
     wrong flags before the backward that then panics, a wrong value before the gradients it
     spoils); the first reported among equals."""
     return min(findings, key=lambda m: position(program, m))
-
-
-def _tensor(obs: Observation | None, m: Mismatch) -> TensorObs | None:
-    if obs is None or m.statement is None:
-        return None
-    if m.kind == "grad":
-        for b in obs.backwards:
-            if b.id == m.backward:
-                return b.grads.get(m.statement)
-        return None
-    v = obs.value(m.statement)
-    return v.value if v is not None else None
-
-
-def mismatch_pairs(verdict: Verdict, m: Mismatch) -> list[tuple[float, float]]:
-    """(reference, burn) at the mismatch's failing elements: the float64 run's value when it ran,
-    else PyTorch's (for a torch-wrong verdict, (reference, torch))."""
-    ref = _tensor(verdict.reference, m) or _tensor(verdict.torch, m)
-    seen = _tensor(verdict.torch if m.verdict == "torch-wrong" else verdict.burn, m)
-    if ref is None or seen is None or len(ref.data) != len(seen.data):
-        return [m.pair[::-1]] if m.pair else []
-    return [(ref.data[e], seen.data[e]) for e in _failing_elements(m) if 0 <= e < len(ref.data)]
-
-
-def mismatch_terms(verdict: Verdict, m: Mismatch) -> list[float]:
-    """The size of the terms the arbiter measured at each element `mismatch_pairs` lists (the
-    magnitude run's: what may cancel in the element's value or gradient); empty where the pairs
-    are not per element or the arbiter did not list every one."""
-    ref = _tensor(verdict.reference, m) or _tensor(verdict.torch, m)
-    if ref is None:
-        return []
-    size = {int(e["element"]): float(e["terms"]) for e in (m.evidence or {}).get("elements", ())
-            if isinstance(e, dict) and isinstance(e.get("terms"), (int, float))}
-    elements = [e for e in _failing_elements(m) if 0 <= e < len(ref.data)]
-    return [size[e] for e in elements] if all(e in size for e in elements) else []
-
-
-def _failing_elements(m: Mismatch) -> tuple[int, ...]:
-    elements = m.elements or ((m.element,) if m.element is not None else ())
-    # the elements the arbiter judged wrong, where it listed them: the others failed only the
-    # screen (a gradient of exactly 0 off by rounding would make any relative error "large")
-    judged = {int(e["element"]) for e in (m.evidence or {}).get("elements", ())
-              if isinstance(e, dict) and e.get("verdict") == m.verdict}
-    return tuple(e for e in elements if e in judged) or elements
-
-
-def mismatch_class(verdict: Verdict, m: Mismatch) -> str:
-    if m.kind == "grad-presence":
-        return f"{m.expected}->{m.observed}".replace(" ", "")
-    if m.kind in ("value", "grad"):
-        return error_class(mismatch_pairs(verdict, m))
-    return m.kind
 
 
 # ------------------------------------------------------------------ the path
@@ -277,7 +196,7 @@ def cotangent(n: int) -> tuple[float, ...]:
 
 
 def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn_obs: Observation,
-                   *, seeded: bool = False, grads: bool = False,
+                   *, seeded: bool = False, grads: bool = False, split: bool = False,
                    seed: tuple[float, ...] | None = None) -> tuple[Program, dict[str, int]] | None:
     """`st` alone on the inputs PyTorch recorded for it (burn's where PyTorch stopped before
     it), each a leaf that requires grad on the device burn had it on, and the backward of its
@@ -285,7 +204,9 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
     propagated to it, or the constant `cotangent`); the leaf -> input position map. None when
     an input was not recorded or the statement cannot stand alone. `grads`: every input is an
     autodiff leaf that requires grad, whatever device it had, so the inputs whose gradient is
-    wrong are the op's, not the program's."""
+    wrong are the op's, not the program's. `split`: a value read at several input positions
+    (`prelu(x, x)`) becomes one leaf per position, so each operand's derivative is observed on
+    its own (a dropped operand shows as a missing gradient, whatever the other operand adds)."""
     table = program.by_id()
     dtypes = value_dtypes(program)
     inputs = st.inputs if isinstance(st, OpCall) else (st.input,) if isinstance(st, Apply) else ()
@@ -297,8 +218,10 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
     out: list[Statement] = []
     leaf_of: dict[str, str] = {}
     positions: dict[str, int] = {}
+    names: list[str] = []
     for pos, ident in enumerate(inputs):
-        if ident in leaf_of:
+        if ident in leaf_of and not split:
+            names.append(leaf_of[ident])
             continue
         # PyTorch's recorded input; burn's where PyTorch stopped before it (an error of its own)
         b = burn_obs.value(ident)
@@ -306,12 +229,13 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
         if t is None:
             return None
         on_autodiff = grads or (b.flags.get("is_autodiff", True) if b is not None else True)
-        name = f"a{len(leaf_of)}"
+        name = f"a{len(positions)}"
         leaf_of[ident] = name
+        names.append(name)
         positions[name] = pos
         out.append(Leaf(name, t.value.shape, t.value.data, "autodiff" if on_autodiff else "plain", on_autodiff))
     if isinstance(st, OpCall):
-        out.append(OpCall("y", st.op, tuple(leaf_of[i] for i in inputs), dict(st.attrs)))
+        out.append(OpCall("y", st.op, tuple(names), dict(st.attrs)))
     else:
         assert isinstance(st, Apply)
         chain = _module_chain(table, st.module)
@@ -337,6 +261,11 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
         return Program(tuple(out), dtype), positions
     except ProgramError:
         return None
+
+
+def _aliased(st: Statement) -> bool:
+    """Whether an op reads one value at several input positions."""
+    return isinstance(st, OpCall) and len(set(st.inputs)) < len(st.inputs)
 
 
 def _judge(p: Program, worker: BurnWorker) -> Verdict | None:
@@ -374,9 +303,13 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     passes: list[tuple[Statement, bool, tuple[float, ...] | None]] = [(st, False, None) for st in path]
     passes += [(st, True, real[st.id][1]) for st in path if st.id in real]
     passes += [(st, True, None) for st in path]
-    for st, seeded, seed in passes:
+    # an op reading one value at several positions runs first with a leaf per position (each
+    # operand's own derivative), then as the program has it (a fault only aliasing shows)
+    runs = [(st, seeded, seed, split) for st, seeded, seed in passes
+            for split in ((True, False) if _aliased(st) else (False,))]
+    for st, seeded, seed, split in runs:
         built = one_op_program(program, st, verdict.torch, verdict.burn, seeded=seeded,
-                               grads=m.kind in ("grad", "grad-presence"), seed=seed)
+                               grads=m.kind in ("grad", "grad-presence"), split=split, seed=seed)
         if built is None:
             continue
         p, positions = built
@@ -424,8 +357,9 @@ def localise_tracking(verdict: Verdict, worker: BurnWorker, m: Mismatch) -> Loca
         path = [s for s in upto if s.id in on_path and isinstance(s, (OpCall, Apply))]
     else:
         return None
-    for s in path[:MAX_CANDIDATES]:
-        built = one_op_program(program, s, verdict.torch, verdict.burn, grads=True)
+    runs = [(c, split) for c in path[:MAX_CANDIDATES] for split in ((True, False) if _aliased(c) else (False,))]
+    for s, split in runs:
+        built = one_op_program(program, s, verdict.torch, verdict.burn, grads=True, split=split)
         if built is None:
             continue
         p, positions = built
@@ -461,7 +395,7 @@ def _suspect(v: Verdict) -> tuple[float, Mismatch] | None:
     for d in v.dismissals:
         if d.kind not in ("value", "grad"):
             continue
-        ref, t, b = _tensor(v.reference, d), _tensor(v.torch, d), _tensor(v.burn, d)
+        ref, t, b = observed_tensor(v.reference, d), observed_tensor(v.torch, d), observed_tensor(v.burn, d)
         if ref is None or t is None or b is None or not len(ref.data) == len(t.data) == len(b.data):
             continue
         ratios = []

@@ -30,13 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
 from difftest.exec.backends import DEFAULT_BACKEND
+from difftest.findings.error_classes import mismatch_pairs, mismatch_terms
 from difftest.findings.localise import (
     LOCALISED_KINDS,
     Localisation,
     localise,
     localise_tracking,
-    mismatch_pairs,
-    mismatch_terms,
     primary,
 )
 from difftest.findings.signature import signature_of_mismatch
@@ -93,14 +92,19 @@ def localised_signature(loc: Localisation, framework: str | None) -> str:
     """The signature of a localised fault: what is wrong (op, kind, error class), not which of
     its inputs shows it in one program (a wrong conv2d backward shows at the input, the weight,
     the bias or several of them, depending on the data); the inputs are in the localisation, and
-    known-bug records match on them."""
+    known-bug records match on them. A wrong number's size and sign are the data's (a derivative
+    scaled by 1.001 is `small` where the op computes it alone and `large` at a tie, where the
+    one-op program is only a suspect; a dropped operand is `zero` or `large` by what else reaches
+    the leaf): they sign as one class, `wrong`; NaN, inf and rounding keep theirs (an overflow or
+    a precision loss is another bug)."""
     fw = framework or "-"
-    key = "\x1f".join((loc.verdict, fw, loc.where, loc.kind, loc.error))
+    error = "wrong" if loc.kind in ("value", "grad") and loc.error in WRONG_NUMBER else loc.error
+    key = "\x1f".join((loc.verdict, fw, loc.where, loc.kind, error))
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    return f"{loc.verdict}:{fw}:{loc.where}:{loc.kind}:{loc.error} #{digest}"
+    return f"{loc.verdict}:{fw}:{loc.where}:{loc.kind}:{error} #{digest}"
 
 
-FORWARD_CLASSES = ("sign", "large", "small", "zero")  # a wrong value, as opposed to rounding, NaN, inf
+WRONG_NUMBER = ("sign", "large", "small", "zero")  # error classes of a wrong number, as opposed to rounding, NaN, inf
 
 
 def forward_fault(verdict: Verdict, m: Mismatch, loc: Localisation | None) -> str | None:
@@ -111,7 +115,7 @@ def forward_fault(verdict: Verdict, m: Mismatch, loc: Localisation | None) -> st
     another bug); None for anything else."""
     program = verdict.program
     where: str | None = None
-    if loc is not None and loc.kind == "value" and loc.error in FORWARD_CLASSES and loc.verdict == "burn-wrong":
+    if loc is not None and loc.kind == "value" and loc.error in WRONG_NUMBER and loc.verdict == "burn-wrong":
         where = loc.where
     elif loc is None and m.kind in ("shape", "outcome") and m.framework == "burn":
         st = program.by_id().get(m.statement or "")
@@ -129,7 +133,8 @@ def state_fault(verdict: Verdict, m: Mismatch) -> str | None:
     no_grad / inference_mode region, the region (its ops take their inputs off autodiff, so
     their flags are the region's, whatever the op); after a `valid()` module, the transform;
     at a cut (in any region), the cut; the flags that differ, not their values (a negated flag shows both
-    ways). None for anything else (an op's own flags keep the op's signature)."""
+    ways), or `is_autodiff` alone when it is one of them (the others follow from it). None for
+    anything else (an op's own flags keep the op's signature)."""
     if m.kind not in ("flags", "stale-rule") or not isinstance(m.expected, dict) or not isinstance(m.observed, dict):
         return None
     table = verdict.program.by_id()
@@ -148,7 +153,10 @@ def state_fault(verdict: Verdict, m: Mismatch) -> str | None:
             handle = table.get(handle.input)
     if where is None:
         return None
-    flags = ",".join(sorted(k for k in set(m.expected) | set(m.observed) if m.expected.get(k) != m.observed.get(k)))
+    differ = sorted(k for k in set(m.expected) | set(m.observed) if m.expected.get(k) != m.observed.get(k))
+    # a tensor off the autodiff device neither requires grad nor is tracked: when is_autodiff is
+    # wrong, the other two differ or not by what the input was, so it alone signs the fault
+    flags = "is_autodiff" if "is_autodiff" in differ else ",".join(differ)
     digest = hashlib.sha256(f"flags\x1f{m.framework}\x1f{where}\x1f{flags}".encode()).hexdigest()[:12]
     return f"flags:{m.framework or '-'}:{where}:{flags} #{digest}"
 

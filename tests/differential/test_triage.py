@@ -23,7 +23,7 @@ from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.check import check
 from difftest.program.ir import Module, OpCall, Program
 from difftest.program.jsonio import program_from_dict
-from tests.programs import backward, leaf, op
+from tests.programs import backward, cut, leaf, op
 
 BUGS = Path(__file__).resolve().parents[2] / "corpus" / "bugs"
 
@@ -60,7 +60,7 @@ def test_a_wrong_derivative_is_named_by_its_op_not_by_the_leafs_reader(workers: 
     assert t.known is None
     assert t.localisation is not None and t.localisation.where == "exp" and t.localisation.statement == "b"
     assert t.localisation.input == (0,) and t.localisation.error == "small"
-    assert t.signature.startswith("burn-wrong:-:exp:grad:small ")
+    assert t.signature.startswith("burn-wrong:-:exp:grad:wrong ")
     # its minimal reproducer is the op alone on the inputs PyTorch recorded
     assert t.localisation.program is not None
     assert [s.kind for s in t.localisation.program.statements] == ["leaf", "op", "backward"]
@@ -79,7 +79,7 @@ def test_a_value_fault_is_localised_to_the_op_that_computes_it(workers: dict[str
 
 
 def test_error_classes_are_coarse() -> None:
-    from difftest.findings.localise import error_class
+    from difftest.findings.error_classes import error_class
 
     assert error_class([(1.0, float("nan"))]) == "nan"
     assert error_class([(1.0, -1.0), (2.0, -2.1)]) == "sign"
@@ -277,3 +277,40 @@ def test_a_regions_flags_are_one_case_whichever_op_shows_them(workers: dict[str,
     sigs = {_triage(workers, Program((leaf("x", [0.5, 1.0], rg=True), op("y", name, "x", region="no_grad"))),
                     fault).signature for name in ("exp", "neg", "sin")}
     assert len(sigs) == 1 and next(iter(sigs)).startswith("flags:burn:region:no_grad:is_tracked"), sigs
+
+
+def test_an_op_reading_one_value_twice_is_one_case_however_it_shows(workers: dict[str, BurnWorker]) -> None:
+    """prelu dropping its first operand's gradient: with its own leaf it has no gradient; as
+    prelu(x, x) the leaf's gradient is the weight's share alone (zero where x > 0, wrong where
+    x < 0). The op is run alone with a leaf per operand, so all three are its missing gradient."""
+    fault = "grad-drop-input:prelu:0"
+    own = _triage(workers, Program((leaf("x", [1.5, -0.5], rg=True), leaf("w", [0.25], rg=True),
+                                    op("y", "prelu", "x", "w"), op("s", "sum", "y"), backward("s"))), fault)
+    sigs = {own.signature}
+    for data in ([1.5], [-1.25]):
+        t = _triage(workers, Program((leaf("x", data, rg=True), op("y", "prelu", "x", "x"), backward("y"))), fault)
+        assert t.localisation is not None and t.localisation.input == (0,), t.describe()
+        sigs.add(t.signature)
+    assert len(sigs) == 1 and own.signature.startswith("grad-presence:burn:prelu:"), sigs
+
+
+def test_a_wrong_derivatives_size_is_the_datas_not_the_signatures(workers: dict[str, BurnWorker]) -> None:
+    """maximum's derivative scaled by 1.001 is a small error where the op runs alone and a
+    large one at a tie (where only a suspect is named): one signature, a wrong gradient."""
+    fault = "grad-scale:maximum:1e-3"
+    apart = _triage(workers, Program((leaf("x", [0.5, -1.0, 2.0], rg=True), leaf("w", [0.25, 0.5, 1.0], rg=True),
+                                      op("y", "maximum", "x", "w"), op("s", "sum", "y"), backward("s"))), fault)
+    tie = _triage(workers, Program((leaf("x", [0.5, 0.5], rg=True), op("a", "neg", "x"), op("b", "neg", "x"),
+                                    op("y", "maximum", "a", "b"), op("s", "sum", "y"), backward("s"))), fault)
+    assert apart.signature.startswith("burn-wrong:-:maximum:grad:wrong "), apart.describe()
+    assert tie.signature == apart.signature, (tie.describe(), apart.describe())
+
+
+def test_a_cut_off_the_autodiff_device_is_one_case_whatever_its_input_required(
+        workers: dict[str, BurnWorker]) -> None:
+    """A without_autodiff cut left on the autodiff device: its is_autodiff is wrong, and its
+    is_require_grad and is_tracked with it where the input required grad; one signature."""
+    fault = "flag-without-autodiff"
+    sigs = {_triage(workers, Program((leaf("x", [0.5, 1.0], rg=rg), cut("c", "without_autodiff", "x"))),
+                    fault).signature for rg in (True, False)}
+    assert len(sigs) == 1 and next(iter(sigs)).startswith("flags:burn:cut:without_autodiff:is_autodiff #"), sigs
