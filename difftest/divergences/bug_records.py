@@ -38,6 +38,9 @@ class Fault:
     # where the finding is matched as the program shows it: the size of the terms that may cancel at
     # each failing element (the arbiter's magnitude run), aligned with `pairs`; empty elsewhere
     terms: tuple[float, ...] = ()
+    # another reading of the same finding, explained if this one is not: a value computed from a
+    # gradient read is that backward's gradient as shown, or the value of the ops after the read
+    alternative: Fault | None = field(default=None, compare=False, hash=False)
 
 
 ErrorCheck = Callable[[Fault], bool]

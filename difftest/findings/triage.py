@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
@@ -208,13 +208,16 @@ def shown_fault(verdict: Verdict, m: Mismatch, backend: str = DEFAULT_BACKEND) -
     program = verdict.program
     table = program.by_id()
     kind, at = m.kind, m.backward if m.kind in ("grad", "grad-presence") and m.backward else m.statement
-    read = _gradient_read(table, m.statement) if m.kind == "value" else None
-    if read is not None:  # a value computed from a gradient read: that backward's gradient, as shown
-        kind, at = "grad", read.grads
     st = table.get(m.statement or "")
     dtype = dtype_at(program, st) if st is not None else program.dtype
-    return Fault(kind, at, program, dtype, m.framework, m.detail, None, tuple(mismatch_pairs(verdict, m)),
-                 m.elements, backend=backend, terms=tuple(mismatch_terms(verdict, m)))
+    fault = Fault(kind, at, program, dtype, m.framework, m.detail, None, tuple(mismatch_pairs(verdict, m)),
+                  m.elements, backend=backend, terms=tuple(mismatch_terms(verdict, m)))
+    read = _gradient_read(table, m.statement) if m.kind == "value" else None
+    if read is not None:
+        # a value computed from a gradient read: that backward's gradient, as shown, or else the
+        # value itself (an op between the read and the value, a float64 log_sigmoid on Wgpu)
+        return replace(fault, kind="grad", site=read.grads, alternative=fault)
+    return fault
 
 
 def _gradient_read(table: dict[str, Statement], ident: str | None) -> Grad | None:
@@ -229,7 +232,12 @@ def _gradient_read(table: dict[str, Statement], ident: str | None) -> Grad | Non
 
 def explains(bug: KnownBug, f: Fault) -> bool:
     """Whether `bug` shows on the fault's backend, its site holds at the fault's statement (or
-    upstream of it, for an effect that shows downstream) and its effect matches the fault."""
+    upstream of it, for an effect that shows downstream) and its effect matches the fault (or
+    the fault's other reading, `Fault.alternative`)."""
+    return _explains(bug, f) or (f.alternative is not None and _explains(bug, f.alternative))
+
+
+def _explains(bug: KnownBug, f: Fault) -> bool:
     eff = bug.effect
     if eff is None or f.site is None or f.kind not in eff.kinds or not bug.shows_on(f.backend):
         return False

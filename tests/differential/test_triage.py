@@ -10,19 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from difftest.campaign.loop import program_at
-from difftest.divergences.known_bugs import known_bug
+from difftest.divergences.known_bugs import KNOWN_BUGS, known_bug
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.corpus import load_case
 from difftest.findings.cotangents import cotangents
-from difftest.findings.triage import Triage, triage
+from difftest.findings.triage import Triage, explains, shown_fault, triage
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.check import check
-from difftest.program.ir import Module, OpCall, Program
+from difftest.program.ir import Grad, Module, OpCall, Program
 from difftest.program.jsonio import program_from_dict
+from difftest.program.observation import Observation
 from tests.programs import backward, cut, leaf, op
 
 BUGS = Path(__file__).resolve().parents[2] / "corpus" / "bugs"
@@ -314,3 +316,91 @@ def test_a_cut_off_the_autodiff_device_is_one_case_whatever_its_input_required(
     sigs = {_triage(workers, Program((leaf("x", [0.5, 1.0], rg=rg), cut("c", "without_autodiff", "x"))),
                     fault).signature for rg in (True, False)}
     assert len(sigs) == 1 and next(iter(sigs)).startswith("flags:burn:cut:without_autodiff:is_autodiff #"), sigs
+
+
+class _Answer:
+    """A worker stand-in on `backend` that answers with a given burn observation."""
+
+    def __init__(self, observation: Observation, backend: str) -> None:
+        self.observation, self.backend = observation, backend
+
+    def burn_version(self) -> str:
+        return "0.22.1"
+
+    def submit(self, program: Program) -> _Answer:
+        return self
+
+    def result(self) -> Observation:
+        return self.observation
+
+
+@pytest.mark.parametrize("after,explained", [("log_sigmoid", True), ("neg", False)])
+def test_a_value_computed_from_a_gradient_read_is_also_read_as_its_own_ops(
+        workers: dict[str, BurnWorker], after: str, explained: bool) -> None:
+    """A float64 value computed on Wgpu from a gradient read by an op the float64 record names
+    (log_sigmoid) is that record's effect, whatever the gradient's reading says; after an op it
+    does not name (neg), a wrong value stays news (a Wgpu campaign's program, seed 301)."""
+    program = Program((leaf("x", [0.5, -1.25], rg=True), op("s", "sum", "x"), backward("s"),
+                       Grad("g", "bw", "x"), op("v", after, "g")), "float64")
+    if "" not in workers:
+        workers[""] = BurnWorker()
+        workers[""].start()
+    doc = workers[""].run(program).to_dict()
+    for value in doc["values"]:
+        if value["id"] == "v":
+            value["data"] = [30.5, 7.4e-315]  # lavapipe's float64 transcendentals
+    verdict = check(program, cast(BurnWorker, _Answer(Observation.from_dict(doc, "burn"), "wgpu")))
+    at_v = next(m for m in verdict.findings if m.statement == "v")
+    bug = next(b for b in KNOWN_BUGS if b.name == "wgpu-f64-transcendentals-wrong")
+    assert explains(bug, shown_fault(verdict, at_v, "wgpu")) is explained
+    assert not explains(bug, shown_fault(verdict, at_v, "flex"))
+
+
+class _TinyTanh:
+    """The flex worker, as a backend whose var of equal values is a rounding above 0 (as Wgpu's
+    var of an expanded tensor is) and whose tanh of a tiny nonzero input is 3e-8 off (as lavapipe's): tanh's own
+    error shows on burn's inputs only (of PyTorch's exact 0 it is right)."""
+
+    backend = "flex"
+
+    def __init__(self, worker: BurnWorker) -> None:
+        self.worker = worker
+        self.observation: Observation | None = None
+
+    def burn_version(self) -> str:
+        return self.worker.burn_version()
+
+    def submit(self, program: Program) -> _TinyTanh:
+        doc = self.worker.run(program).to_dict()
+        table = program.by_id()
+        data = {v["id"]: v["data"] for v in doc["values"]}
+        for v in doc["values"]:
+            st = table.get(v["id"])
+            if isinstance(st, OpCall) and st.op == "var":
+                v["data"] = [3.5e-15 for _ in v["data"]]
+            if isinstance(st, OpCall) and st.op == "tanh":
+                x = data[st.inputs[0]] if st.inputs[0] not in table or not isinstance(
+                    table[st.inputs[0]], OpCall) else [3.5e-15] * len(v["data"])
+                v["data"] = [y + 3e-8 if 0 < abs(a) < 1e-6 else y for a, y in zip(x, v["data"], strict=True)]
+        self.observation = Observation.from_dict(doc, "burn")
+        return self
+
+    def result(self) -> Observation:
+        assert self.observation is not None
+        return self.observation
+
+
+def test_an_op_wrong_only_on_the_inputs_burn_computed_is_named(workers: dict[str, BurnWorker]) -> None:
+    """var of equal values is 0 in PyTorch and 3.5e-15 in burn (rounding, dismissed), and burn's
+    tanh of it is 3e-8: tanh is right on PyTorch's 0 and wrong on burn's input. The localiser
+    runs each op on burn's inputs too, so tanh is named, not var as a suspect."""
+    if "" not in workers:
+        workers[""] = BurnWorker()
+        workers[""].start()
+    program = Program((leaf("x", [0.5] * 3, shape=[1, 3]), op("v", "var", "x", dim=1), op("y", "tanh", "v")))
+    w = cast(BurnWorker, _TinyTanh(workers[""]))
+    verdict = check(program, w)
+    assert [m.statement for m in verdict.findings] == ["y"], verdict.findings
+    t = triage(verdict, w)
+    assert t.localisation is not None and t.localisation.where == "tanh", t.describe()
+    assert t.localisation.confidence == "fails" and t.signature.startswith("burn-wrong:-:tanh:forward"), t.describe()
