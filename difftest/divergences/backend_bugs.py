@@ -25,6 +25,7 @@ from difftest.divergences.bug_sites import (
     conv1d_grouped_uncropped,
     gelu,
     hard_sigmoid_any,
+    last_two_swapped_after_rank_expand,
     log_sigmoid,
     log_softmax_of_one_computed,
     op_in,
@@ -275,6 +276,26 @@ WGPU_KERNEL_BUGS: tuple[KnownBug, ...] = (
         None,
         ("float32",),
         site=adaptive_pool_after_h_reduction,
+        effect=Effect(("grad",), downstream=True),
+        backends=("wgpu",),
+    ),
+    bug_record(
+        "wgpu-grad-misplaced-after-expand-and-last-two-swap",
+        "the gradient through an expand that adds a leading dim followed by a permute that swaps the last "
+        "two dims goes to the wrong elements on burn's Wgpu backend: x [2, 2, 2] -> expand [2, 2, 2, 2] -> "
+        "permute [0, 1, 3, 2] -> narrow(dim 2, 0, 1) -> backward gives x.grad 2 where PyTorch, Flex and "
+        "NdArray give 0 (and 0 where they give 2), as if the permute's backward were skipped; with a mul "
+        "by a leaf instead of the narrow, 10 where they give 14. Measured right: the same permute of a "
+        "leaf, of an expand that broadcasts a size-1 dim without adding one, permutes [1, 0, 2, 3], "
+        "[0, 2, 1, 3] and [3, 1, 2, 0], and rank 3 ([2, 2] -> [2, 2, 2], permute [0, 2, 1]); each op "
+        "alone is right (the localiser names no op: a composition, likely the fused backward's layout "
+        "of a tensor whose last two dims are swapped). Found by a Wgpu campaign (seed 301); not "
+        "measured on a GPU. A real bug, reportable upstream.",
+        ("corpus/backends/wgpu-grad-misplaced-after-expand-and-last-two-swap.json",
+         burn_source("burn-cubecl", "src/ops/tensor.rs")),
+        None,
+        ("float32",),
+        site=last_two_swapped_after_rank_expand,
         effect=Effect(("grad",), downstream=True),
         backends=("wgpu",),
     ),

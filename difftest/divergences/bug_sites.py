@@ -356,3 +356,18 @@ def log_softmax_of_one_computed(st: Statement, prior: Sequence[Statement]) -> bo
 
 def cast_to_bfloat16(st: Statement, prior: Sequence[Statement]) -> bool:
     return isinstance(st, OpCall) and st.op == "cast" and st.attrs.get("dtype") == "bfloat16"
+
+
+def last_two_swapped_after_rank_expand(st: Statement, prior: Sequence[Statement]) -> bool:
+    """A permute of a rank-4 value that swaps its last two dims and keeps the others, where the
+    value is an expand that added leading dims: where Wgpu's gradient was measured to land on
+    the wrong elements (the same permute of a leaf, of an expand of a size-1 dim without a new
+    one, permutes moving other dims, and rank 3 were right)."""
+    if not (isinstance(st, OpCall) and st.op == "permute" and st.attrs.get("axes") == [0, 1, 3, 2]):
+        return False
+    source = _by_id(prior).get(st.inputs[0])
+    if not (isinstance(source, OpCall) and source.op == "expand"):
+        return False
+    shapes = _shapes(prior)
+    before = shapes.get(source.inputs[0])
+    return before is None or len(before) < 4

@@ -33,6 +33,7 @@ from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.findings.error_classes import mismatch_pairs, mismatch_terms
 from difftest.findings.localise import (
     LOCALISED_KINDS,
+    Judged,
     Localisation,
     localise,
     localise_tracking,
@@ -61,7 +62,7 @@ if TYPE_CHECKING:
 # findings of one verdict localised to match them against known bugs; those past it are matched as
 # the program shows them (`shown_fault`): a bug whose effect shows downstream (a float64 op computed
 # in f32 on NdArray) gives a finding at every value computed from it
-MAX_LOCALISED = 6
+MAX_LOCALISED = 12
 
 KNOWN_PREFIX = "known-bug:"  # a campaign's key for findings a known bug explains (by its name)
 
@@ -284,7 +285,8 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
     if not findings:
         return Triage("pass", None, None)
     first = primary(verdict.program, findings)
-    loc = localise(verdict, worker, first) if first.kind in LOCALISED_KINDS else None
+    memo: Judged = {}  # the one-op verdicts, shared by the findings' localisations
+    loc = localise(verdict, worker, first, memo=memo) if first.kind in LOCALISED_KINDS else None
     forward = forward_fault(verdict, first, loc)
     state = state_fault(verdict, first) if forward is None else None
     if forward is not None:
@@ -315,6 +317,6 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
                 faults.append(shown_fault(verdict, m, backend))
                 continue
             localised += 1
-            other = localise(verdict, worker, m, same_kind=True)
+            other = localise(verdict, worker, m, same_kind=True, memo=memo)
         faults.append(fault_of(verdict, m, other, backend))
     return Triage(sig, loc, known_bug_of(faults, bugs), faults)

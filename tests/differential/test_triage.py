@@ -19,6 +19,7 @@ from difftest.divergences.known_bugs import KNOWN_BUGS, known_bug
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.corpus import load_case
 from difftest.findings.cotangents import cotangents
+from difftest.findings.localise import localise
 from difftest.findings.triage import Triage, explains, shown_fault, triage
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.check import check
@@ -404,3 +405,19 @@ def test_an_op_wrong_only_on_the_inputs_burn_computed_is_named(workers: dict[str
     t = triage(verdict, w)
     assert t.localisation is not None and t.localisation.where == "tanh", t.describe()
     assert t.localisation.confidence == "fails" and t.signature.startswith("burn-wrong:-:tanh:forward"), t.describe()
+
+
+def test_the_gradient_of_an_autodiff_cut_of_a_leaf_is_localised_through_the_leaf(
+        workers: dict[str, BurnWorker]) -> None:
+    """autodiff(x) of a leaf already on the autodiff device is x: both frameworks give it x's
+    gradient though the backward never reads it, so its wrong gradient is exp's, as x's is."""
+    fault = "grad-scale:exp:1e-3"
+    if fault not in workers:
+        workers[fault] = BurnWorker(fault=fault)
+        workers[fault].start()
+    program = Program((leaf("x", [0.5, -1.0], rg=True), op("e", "exp", "x"), op("s", "sum", "e"),
+                       cut("c", "autodiff", "x"), backward("s")))
+    verdict = check(program, workers[fault])
+    at_cut = next(m for m in verdict.findings if m.kind == "grad" and m.statement == "c")
+    loc = localise(verdict, workers[fault], at_cut, same_kind=True)
+    assert loc is not None and loc.where == "exp" and loc.confidence == "fails", loc

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from difftest.divergences.bug_sites import (
     adaptive_pool_after_h_reduction,
+    last_two_swapped_after_rank_expand,
     log_softmax_of_one_computed,
     topk_rank4_outer_dim,
     wgpu_f64_site,
@@ -62,3 +63,18 @@ def test_float64_on_wgpu_strikes_transcendentals_norms_and_parameters_read_after
     assert not wgpu_f64_site(Apply("y", "n", "x"), [x, linear])
     assert wgpu_f64_site(Param("p", "n", "weight"), [x, linear, norm, Apply("y", "m", "x")])
     assert not wgpu_f64_site(Param("p", "n", "weight"), [x, linear, Apply("y", "n", "x")])
+
+
+def test_the_expand_then_swap_site_needs_a_rank_raising_expand_and_the_last_two_dims_swapped() -> None:
+    def site(shape: tuple[int, ...], expand: list[int], axes: list[int], source: str = "expand") -> bool:
+        prior: list[Statement] = [_leaf(shape), OpCall("e", source, ("x",), {"shape": expand} if source == "expand"
+                                                        else {"scalar": 2.0})]
+        return last_two_swapped_after_rank_expand(OpCall("p", "permute", ("e",), {"axes": axes}), prior)
+
+    assert site((2, 2, 2), [2, 2, 2, 2], [0, 1, 3, 2])
+    assert not site((2, 1, 2, 2), [2, 2, 2, 2], [0, 1, 3, 2])  # a size-1 dim broadcast, no new dim: right
+    assert not site((2, 2, 2), [2, 2, 2, 2], [1, 0, 2, 3])  # other dims moved: right
+    assert not site((2, 2, 2), [2, 2, 2, 2], [0, 2, 1, 3])
+    assert not site((2, 2, 2), [2, 2, 2, 2], [0, 1, 3, 2], source="mul_scalar")  # not an expand
+    assert not last_two_swapped_after_rank_expand(OpCall("p", "permute", ("x",), {"axes": [0, 1, 3, 2]}),
+                                                  [_leaf((2, 2, 2, 2))])  # a leaf: right
