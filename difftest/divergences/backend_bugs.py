@@ -23,6 +23,7 @@ from difftest.divergences.bug_sites import (
     adaptive_pool_after_h_reduction,
     cast_to_bfloat16,
     conv1d_grouped_uncropped,
+    extreme_of_last_two_swapped,
     gelu,
     hard_sigmoid_any,
     last_two_swapped_after_rank_expand,
@@ -297,6 +298,23 @@ WGPU_KERNEL_BUGS: tuple[KnownBug, ...] = (
         ("float32",),
         site=last_two_swapped_after_rank_expand,
         effect=Effect(("grad",), downstream=True),
+        backends=("wgpu",),
+    ),
+    bug_record(
+        "wgpu-max-min-of-last-two-swapped-skips-elements",
+        "max and min of a rank-4 float32 tensor whose last two dims are swapped (transpose, or permute "
+        "[0, 1, 3, 2]) skip elements on burn's Wgpu backend: x [1, 4, 3, 2] on the plain device -> "
+        "transpose -> max gives 2.6003 where the largest element is 2.7004; with a single 1 among zeros, "
+        "max is 0 when the 1 sits at flat index 4 to 7 or 16 to 19 ([2, 4, 3, 2]: 4 to 7, 16 to 19, 28 to "
+        "31, 40 to 43). Measured right: sum, max_dim, and max of [2, 2, 3, 2], [1, 2, 3, 2], [1, 4, 3, 4] "
+        "and rank 3 ([4, 3, 2]); the same program with the leaf on autodiff in a grad region. Found by a "
+        "Wgpu campaign (seed 301, program 745); not measured on a GPU. A real bug, reportable upstream.",
+        ("corpus/backends/wgpu-max-min-of-last-two-swapped-skips-elements.json",
+         burn_source("burn-cubecl", "src/ops/tensor.rs")),
+        None,
+        ("float32",),
+        site=extreme_of_last_two_swapped,
+        effect=Effect(("value", "grad"), downstream=True),
         backends=("wgpu",),
     ),
     bug_record(

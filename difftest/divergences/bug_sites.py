@@ -371,3 +371,27 @@ def last_two_swapped_after_rank_expand(st: Statement, prior: Sequence[Statement]
     shapes = _shapes(prior)
     before = shapes.get(source.inputs[0])
     return before is None or len(before) < 4
+
+
+def _swaps_last_two_of_rank4(st: Statement | None, prior: Sequence[Statement]) -> bool:
+    """A permute, transpose or swap_dims of a rank-4 value that swaps its last two dims and
+    keeps the others."""
+    if not isinstance(st, OpCall):
+        return False
+    if st.op == "permute":
+        swapped = st.attrs.get("axes") == [0, 1, 3, 2]
+    elif st.op == "swap_dims":
+        swapped = sorted((st.attrs.get("dim1", -1) % 4, st.attrs.get("dim2", -1) % 4)) == [2, 3]
+    else:
+        swapped = st.op == "transpose"
+    shape = _shapes(prior).get(st.inputs[0]) if swapped else None
+    return swapped and (shape is None or len(shape) == 4)
+
+
+def extreme_of_last_two_swapped(st: Statement, prior: Sequence[Statement]) -> bool:
+    """A full max or min whose input swaps the last two dims of a rank-4 value: where Wgpu was
+    measured to skip elements."""
+    if not (isinstance(st, OpCall) and st.op in ("max", "min")):
+        return False
+    source = _by_id(prior).get(st.inputs[0])
+    return source is not None and _swaps_last_two_of_rank4(source, prior[: prior.index(source)])

@@ -113,11 +113,16 @@ def forward_fault(verdict: Verdict, m: Mismatch, loc: Localisation | None) -> st
     (of any size or sign: which one is the data's), a wrong shape, or a panic where the model
     predicts none, at that op (a wrong broadcasting rule shows all of them): one case per op.
     A value off by rounding, NaN or inf keeps its own class (a precision or overflow bug is
-    another bug); None for anything else."""
+    another bug); None for anything else. A wrong value no single op makes (`graph`: a fused
+    kernel, a layout two ops make together) is signed by the op that shows it too, so that two
+    such bugs are two cases."""
     program = verdict.program
     where: str | None = None
     if loc is not None and loc.kind == "value" and loc.error in WRONG_NUMBER and loc.verdict == "burn-wrong":
         where = loc.where
+        shown = program.by_id().get(m.statement or "")
+        if where == "graph" and isinstance(shown, (OpCall, Apply)):
+            where += "@" + (shown.op if isinstance(shown, OpCall) else f"apply:{_module_kind(program, shown)}")
     elif loc is None and m.kind in ("shape", "outcome") and m.framework == "burn":
         st = program.by_id().get(m.statement or "")
         failed_here = verdict.burn.error is not None and verdict.burn.error.statement == m.statement

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from difftest.divergences.bug_sites import (
     adaptive_pool_after_h_reduction,
+    extreme_of_last_two_swapped,
     last_two_swapped_after_rank_expand,
     log_softmax_of_one_computed,
     topk_rank4_outer_dim,
     wgpu_f64_site,
 )
+from difftest.program.ir import Program
 from difftest.program.statements import Apply, Leaf, Module, OpCall, Param, Statement
 
 
@@ -78,3 +80,36 @@ def test_the_expand_then_swap_site_needs_a_rank_raising_expand_and_the_last_two_
     assert not site((2, 2, 2), [2, 2, 2, 2], [0, 1, 3, 2], source="mul_scalar")  # not an expand
     assert not last_two_swapped_after_rank_expand(OpCall("p", "permute", ("x",), {"axes": [0, 1, 3, 2]}),
                                                   [_leaf((2, 2, 2, 2))])  # a leaf: right
+
+
+def test_max_and_min_strike_after_the_last_two_dims_of_rank_4_are_swapped() -> None:
+    def site(shape: tuple[int, ...], swap: OpCall, reduce: str = "max") -> bool:
+        return extreme_of_last_two_swapped(OpCall("m", reduce, ("t",)), [_leaf(shape), swap])
+
+    transpose = OpCall("t", "transpose", ("x",))
+    assert site((1, 4, 3, 2), transpose) and site((1, 4, 3, 2), transpose, "min")
+    assert site((1, 4, 3, 2), OpCall("t", "permute", ("x",), {"axes": [0, 1, 3, 2]}))
+    assert site((1, 4, 3, 2), OpCall("t", "swap_dims", ("x",), {"dim1": 3, "dim2": 2}))
+    assert not site((1, 4, 3, 2), OpCall("t", "permute", ("x",), {"axes": [1, 0, 2, 3]}))
+    assert not site((4, 3, 2), transpose)  # rank 3: right
+    assert not site((1, 4, 3, 2), transpose, "sum")  # sum: right
+
+
+def test_a_wrong_value_no_single_op_makes_is_signed_by_the_op_that_shows_it() -> None:
+    """Two composition bugs (a layout two ops make together) are two cases: `graph@max`, not one
+    `graph` for every wrong value the localiser cannot pin on one op."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from difftest.findings.localise import Localisation
+    from difftest.findings.triage import forward_fault
+    from difftest.oracle.compare import Mismatch, Verdict
+
+    program = Program((_leaf((1, 4, 3, 2)), OpCall("t", "transpose", ("x",)), OpCall("m", "max", ("t",)),
+                       OpCall("s", "sum", ("t",))))
+    verdict = cast(Verdict, SimpleNamespace(program=program))
+    graph = Localisation(None, "graph", "value", None, "float32", "large", "burn-wrong")
+    at = {ident: forward_fault(verdict, Mismatch("value", ident, None, None, None, None), graph)
+          for ident in ("m", "s")}
+    assert at["m"] is not None and at["m"].startswith("burn-wrong:-:graph@max:forward #"), at
+    assert at["s"] is not None and at["s"].startswith("burn-wrong:-:graph@sum:forward #"), at
