@@ -421,3 +421,19 @@ def test_the_gradient_of_an_autodiff_cut_of_a_leaf_is_localised_through_the_leaf
     at_cut = next(m for m in verdict.findings if m.kind == "grad" and m.statement == "c")
     loc = localise(verdict, workers[fault], at_cut, same_kind=True)
     assert loc is not None and loc.where == "exp" and loc.confidence == "fails", loc
+
+
+def test_a_tie_is_no_suspect(workers: dict[str, BurnWorker]) -> None:
+    """minimum at a tie: burn gives the gradient to one side (1, 0), PyTorch splits it (0.5,
+    0.5); both are subgradients (ill-conditioned), so minimum is not named as a suspect for a
+    gradient error the path shows elsewhere."""
+    from difftest.findings.localise import _suspect
+
+    if "" not in workers:
+        workers[""] = BurnWorker()
+        workers[""].start()
+    program = Program((leaf("a", [0.5, -1.0], rg=True), leaf("b", [0.5, -1.0], rg=True),
+                       op("y", "minimum", "a", "b"), backward("y")))
+    v = check(program, workers[""])
+    assert v.ok and any(d.kind == "grad" and d.verdict == "ill-conditioned" for d in v.dismissals), v.report()
+    assert _suspect(v, "grad") is None
