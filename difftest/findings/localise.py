@@ -355,7 +355,7 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         # no op fails on its own, but one deviates from the float64 result far more than PyTorch's
         # float32 run does (a fault inside the budget of its one-op program, which the path
         # amplified): the most deviant one is named, marked as a suspect
-        _, st, p, positions, v, f = max(suspects, key=lambda x: x[0])
+        _, st, p, positions, v, f = max(suspects, key=lambda x: suspect_rank(x[0], x[5]))
         return _found(program, st, p, positions, v, f, "suspect", m.verdict or m.kind)
     step = path_has_step(program, m)
     if step is not None:
@@ -422,12 +422,10 @@ def _suspect(v: Verdict, kind: str) -> tuple[float, Mismatch] | None:
     exceeds PyTorch's (at least SUSPECT_RATIO times, median over its elements), or None. A
     value's rounding does not name the op for a gradient finding: on Wgpu a gradient of 3 where
     PyTorch has 0 (a fused expand / permute backward) named remainder, whose value was a few
-    ulps off and whose gradient was right. Only agreements count: at a tie of minimum burn's 1
-    and PyTorch's 0.5 are both subgradients (ill-conditioned), no error of minimum's."""
+    ulps off and whose gradient was right. Ranked by `suspect_rank`."""
     best: tuple[float, Mismatch] | None = None
     for d in v.dismissals:
-        # an ill-conditioned element (a kink, a tie) may take any subgradient: no evidence
-        if d.kind != kind or kind not in ("value", "grad") or d.verdict != "agreement":
+        if d.kind != kind or kind not in ("value", "grad"):
             continue
         ref, t, b = observed_tensor(v.reference, d), observed_tensor(v.torch, d), observed_tensor(v.burn, d)
         if ref is None or t is None or b is None or not len(ref.data) == len(t.data) == len(b.data):
@@ -441,9 +439,17 @@ def _suspect(v: Verdict, kind: str) -> tuple[float, Mismatch] | None:
         if not ratios:
             continue
         ratio = sorted(ratios)[len(ratios) // 2]
-        if ratio >= SUSPECT_RATIO and (best is None or ratio > best[0]):
+        if ratio >= SUSPECT_RATIO and (best is None or suspect_rank(ratio, d) > suspect_rank(*best)):
             best = (ratio, d)
     return best
+
+
+def suspect_rank(ratio: float, d: Mismatch) -> tuple[bool, float]:
+    """How strongly a dismissed mismatch suspects its op: an agreement (burn within the budget,
+    far from the float64 result) before an ill-conditioned element (a kink or a tie, where burn's
+    1 and PyTorch's 0.5 of minimum are both subgradients: a fault there, a derivative scaled at
+    a tie, shows only when no agreement suspects another op), then by the ratio."""
+    return d.verdict == "agreement", ratio
 
 
 def _pick(findings: list[Mismatch], kind: str, program: Program, same_kind: bool) -> Mismatch:
