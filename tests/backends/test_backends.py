@@ -116,8 +116,8 @@ def test_a_known_backend_bug_with_many_findings_downstream_is_still_known(worker
     if "ndarray" not in workers:
         pytest.skip("needs the ndarray backend")
     leaf = Leaf("x", (3,), (0.3, -1.2, 2.0), "autodiff", True)
-    ops = [OpCall("y", "sigmoid", ("x",))] + [OpCall(f"z{i}", op, ("y",)) for i, op in
-                                               enumerate(("exp", "tanh", "sin", "cos", "neg", "square", "sqrt"))]
+    unary = ("exp", "tanh", "sin", "cos", "neg", "square", "sqrt", "abs", "sinh", "cosh", "atan", "erf", "log1p")
+    ops = [OpCall("y", "sigmoid", ("x",))] + [OpCall(f"z{i}", op, ("y",)) for i, op in enumerate(unary)]
     program = Program((leaf, *ops), dtype="float64")
     verdict = check(program, workers["ndarray"])
     assert len(verdict.findings) > MAX_LOCALISED
