@@ -27,7 +27,7 @@ from difftest.oracle.check import check
 from difftest.program.ir import Grad, Module, OpCall, Program
 from difftest.program.jsonio import program_from_dict
 from difftest.program.observation import Observation
-from tests.programs import backward, cut, leaf, op
+from tests.programs import Replay, backward, cut, leaf, op
 
 BUGS = Path(__file__).resolve().parents[2] / "corpus" / "bugs"
 
@@ -320,22 +320,6 @@ def test_a_cut_off_the_autodiff_device_is_one_case_whatever_its_input_required(
     assert len(sigs) == 1 and next(iter(sigs)).startswith("flags:burn:cut:without_autodiff:is_autodiff #"), sigs
 
 
-class _Answer:
-    """A worker stand-in on `backend` that answers with a given burn observation."""
-
-    def __init__(self, observation: Observation, backend: str) -> None:
-        self.observation, self.backend = observation, backend
-
-    def burn_version(self) -> str:
-        return "0.22.1"
-
-    def submit(self, program: Program) -> _Answer:
-        return self
-
-    def result(self) -> Observation:
-        return self.observation
-
-
 @pytest.mark.parametrize("after,explained", [("log_sigmoid", True), ("neg", False)])
 def test_a_value_computed_from_a_gradient_read_is_also_read_as_its_own_ops(
         workers: dict[str, BurnWorker], after: str, explained: bool) -> None:
@@ -351,7 +335,7 @@ def test_a_value_computed_from_a_gradient_read_is_also_read_as_its_own_ops(
     for value in doc["values"]:
         if value["id"] == "v":
             value["data"] = [30.5, 7.4e-315]  # lavapipe's float64 transcendentals
-    verdict = check(program, cast(BurnWorker, _Answer(Observation.from_dict(doc, "burn"), "wgpu")))
+    verdict = check(program, cast(BurnWorker, Replay(Observation.from_dict(doc, "burn"), "wgpu")))
     at_v = next(m for m in verdict.findings if m.statement == "v")
     bug = next(b for b in KNOWN_BUGS if b.name == "wgpu-f64-transcendentals-wrong")
     assert explains(bug, shown_fault(verdict, at_v, "wgpu")) is explained

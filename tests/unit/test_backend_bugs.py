@@ -22,6 +22,7 @@ from difftest.oracle.check import check
 from difftest.program.ir import Backward, Leaf, OpCall, Program
 from difftest.program.jsonio import program_from_dict, program_to_dict
 from difftest.program.observation import Observation
+from tests.programs import Replay
 
 ROOT = Path(__file__).resolve().parents[2]
 BY_NAME = {b.name: b for b in KNOWN_BUGS}
@@ -121,23 +122,6 @@ def test_a_neighbour_on_the_same_backend_is_news() -> None:
     assert _known(_fault("value", "hard_sigmoid", hs, backend="flex", dtype="float64", device="plain")) is None
 
 
-class _Replay:
-    """A worker stand-in that answers with a case's recorded burn observation, on `backend`."""
-
-    def __init__(self, observation: Observation, backend: str | None) -> None:
-        self.observation = observation
-        self.backend = backend
-
-    def burn_version(self) -> str:
-        return "0.22.1"
-
-    def submit(self, program: Program) -> _Replay:
-        return self
-
-    def result(self) -> Observation:
-        return self.observation
-
-
 def test_triage_matches_a_record_on_the_backend_its_worker_runs_on() -> None:
     # a panic at the op: triage signs and matches it without running anything more on the worker
     name = "flex-reduce-dim-after-unit-swap-panics"
@@ -145,7 +129,7 @@ def test_triage_matches_a_record_on_the_backend_its_worker_runs_on() -> None:
     case = load_case(_case_path(bug))
     observed = Observation.from_dict(case.record["observations"]["burn"], "burn")
     for backend in (None, *BACKENDS):  # None: the default backend, Flex
-        worker: Any = _Replay(observed, backend)
+        worker: Any = Replay(observed, backend)
         verdict = check(case.program, worker)
         assert not verdict.ok
         t = triage(verdict, worker)
@@ -175,7 +159,7 @@ def _downstream_verdict(offset: float) -> Any:
     burn = json.loads(json.dumps(case.record["observations"]["burn"]))
     y = next(v for v in burn["values"] if v["id"] == "y")
     burn["values"].append({**y, "id": "z", "data": [math.exp(v) + offset for v in y["data"]]})
-    return check(program, _Replay(Observation.from_dict(burn, "burn"), "ndarray"))
+    return check(program, Replay(Observation.from_dict(burn, "burn"), "ndarray"))
 
 
 def test_a_finding_past_the_localisation_budget_is_matched_where_the_program_shows_it() -> None:
