@@ -292,11 +292,13 @@ def _judge(p: Program, worker: BurnWorker, memo: Judged | None = None) -> Verdic
     key = program_to_json(p) if memo is not None else ""
     if memo is not None and key in memo:
         return memo[key]
+    v: Verdict | None = None
     try:
         check_program(p)
-        v: Verdict | None = check(p, worker)
     except (ProgramError, ValueError):
-        v = None
+        pass  # the op cannot stand alone on these inputs: no one-op verdict
+    else:
+        v = check(p, worker)  # an error of the check itself is not swallowed
     if memo is not None:
         memo[key] = v
     return v
