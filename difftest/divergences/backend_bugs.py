@@ -23,7 +23,6 @@ from difftest.divergences.bug_sites import (
     adaptive_pool_after_h_reduction,
     cast_to_bfloat16,
     conv1d_grouped_uncropped,
-    extreme_of_last_two_swapped,
     gelu,
     hard_sigmoid_any,
     last_two_swapped_after_rank_expand,
@@ -31,8 +30,9 @@ from difftest.divergences.bug_sites import (
     log_softmax_of_one_computed,
     op_in,
     powf_scalar_fractional,
+    reduce_misvectorised,
     sigmoid_default,
-    topk_rank4_outer_dim,
+    topk_slots_misplaced,
     wgpu_f64_site,
 )
 from difftest.divergences.knowledge import burn_source
@@ -241,23 +241,60 @@ WGPU_BUGS: tuple[KnownBug, ...] = (
     ),
 )
 
+REDUCE_MISVECTORISED = "wgpu-reduce-misvectorised-strided-input"
+
 WGPU_KERNEL_BUGS: tuple[KnownBug, ...] = (
     bug_record(
-        "wgpu-topk-rank4-outer-dim-wrong",
-        "topk on burn's Wgpu backend returns wrong values for a rank-4 tensor along dim 0 or 1 with k >= 2: "
-        "topk(x, k=2, dim=1) of a [2, 3, 2, 2] tensor of distinct values puts another slice's value (or 0, "
-        "or garbage such as -0.077 for inputs all 0.5) in some outputs, and topk's gradient, which routes "
-        "through the same kernel's indices, goes to the wrong elements. burn-cubecl's float_topk is "
-        "reduce::reduce_dim with ReduceOperationConfig::TopK(k) (cubek's reduce kernels); measured: every "
-        "rank-3 shape tried and dims 2 and 3 of rank 4 are right, [2, 3, 1, 6], [2, 3, 2, 2] and [2, 2, 3, 2] "
-        "along dim 1 (and [2, 3, 1, 6] along dim 0) wrong in float32, the same program in float64 right; sort "
-        "and gather at topk's indices right. Found by "
-        "a Wgpu campaign (seed 301, program 1492); not measured on a GPU. A real bug, reportable upstream.",
-        ("corpus/backends/wgpu-topk-rank4-outer-dim-wrong.json",
-         burn_source("burn-cubecl", "src/ops/tensor.rs")),
+        REDUCE_MISVECTORISED,
+        "a reduction along a dim of a tensor burn's Wgpu backend holds in a layout other than the "
+        "contiguous one can read the wrong elements: cubek-reduce 0.3.1 (launch/utils.rs, "
+        "generate_vector_size) sizes the vector of a reduction along a dim whose stride is not 1 by "
+        "the product of the axes where the input's and the output's innermost-first orders agree at "
+        "*any* position, where it means their common prefix, so a vector of 4 or 2 spans axes the "
+        "output orders differently; the reader loads v consecutive elements from offset / v (truncated) "
+        "and the writer stores lane j at r * v + j. Measured: x [1, 4, 3, 2] on the plain device -> "
+        "transpose -> max gives 2.6003 where the largest element is 2.7004 (flat indices 4 to 7 and 16 "
+        "to 19 are never read); x [2, 3, 4, 5] -> permute [0, 3, 2, 1] -> sum_dim, mean_dim, max_dim, "
+        "prod_dim or topk along dim 0; the mean of adaptive_avg_pool2d(x [2, 2, 6, 6], [1, 4]) - 1.37 "
+        "(burn-cubecl's pools and conv2d return a channels-last buffer viewed as NCHW; an elementwise op "
+        "keeps that memory order). Rank 2 and 3 were right in every permutation tried; a whole-tensor sum "
+        "is right (shared_sum). The site replays the kernel's addresses on the layout burn-cubecl gives "
+        "the input (difftest/divergences/wgpu_layouts.py, wgpu_reduce.py): 0 disagreements with 1,728 "
+        "measured (shape, permutation, dim) cases per op in float32, and in float64, where a vector "
+        "holds 2 elements at most (1,728 of 1,728 sum_dim, max_dim and mean cases agree). Found by Wgpu "
+        "campaigns (seed 301: program 745, and a pool -> mean); not measured on a GPU. A real bug, "
+        "reportable upstream.",
+        ("corpus/backends/wgpu-reduce-misvectorised-strided-input.json",
+         "corpus/backends/wgpu-reduce-misvectorised-after-pool.json",
+         "https://docs.rs/crate/cubek-reduce/0.3.1/source/src/launch/utils.rs",
+         burn_source("burn-cubecl", "src/kernel/memory_order.rs")),
         None,
-        ("float32",),
-        site=topk_rank4_outer_dim,
+        ("float32", "float64"),
+        site=reduce_misvectorised,
+        effect=Effect(("value", "grad"), downstream=True),
+        backends=("wgpu",),
+    ),
+    bug_record(
+        "wgpu-topk-rank4-outer-dim-wrong",
+        "topk with k >= 2 on burn's Wgpu backend writes results to the wrong output slots: "
+        "topk(x, k=2, dim=1) of a contiguous [2, 3, 2, 2] tensor of distinct values puts another slice's "
+        "value (or 0, or garbage such as -0.077 for inputs all 0.5) in some outputs, and topk's gradient, "
+        "which routes through the same kernel's indices, goes to the wrong elements. burn-cubecl's "
+        "float_topk is cubek-reduce 0.3.1's reduce_dim with TopK(k): the output's k slots are laid out in "
+        "input-vector units where the output is written element by element "
+        "(components/global/base.rs reduction_output_base, writers/layout.rs), and idle_check compares a "
+        "slot offset with the output's length, so the last cube's spare units write too (which write "
+        "lands last decides the result). The site replays the kernel's writes on the input's layout "
+        "(difftest/divergences/wgpu_reduce.py topk_verdict; 0 contradictions with 2,640 measured "
+        "cases at k = 2 and 3); sort and gather at topk's indices are right, and the same program in "
+        "float64 was right (2 float64 elements to a vector). Found by a Wgpu campaign (seed 301, "
+        "program 1492); not measured on a GPU. "
+        "A real bug, reportable upstream.",
+        ("corpus/backends/wgpu-topk-rank4-outer-dim-wrong.json",
+         "https://docs.rs/crate/cubek-reduce/0.3.1/source/src/components/global/base.rs"),
+        None,
+        ("float32", "float64"),
+        site=topk_slots_misplaced,
         effect=Effect(("value", "grad"), downstream=True),
         backends=("wgpu",),
     ),
@@ -285,36 +322,20 @@ WGPU_KERNEL_BUGS: tuple[KnownBug, ...] = (
         "the gradient through an expand that adds a leading dim followed by a permute that swaps the last "
         "two dims goes to the wrong elements on burn's Wgpu backend: x [2, 2, 2] -> expand [2, 2, 2, 2] -> "
         "permute [0, 1, 3, 2] -> narrow(dim 2, 0, 1) -> backward gives x.grad 2 where PyTorch, Flex and "
-        "NdArray give 0 (and 0 where they give 2), as if the permute's backward were skipped; with a mul "
-        "by a leaf instead of the narrow, 10 where they give 14. Measured right: the same permute of a "
-        "leaf, of an expand that broadcasts a size-1 dim without adding one, permutes [1, 0, 2, 3], "
-        "[0, 2, 1, 3] and [3, 1, 2, 0], and rank 3 ([2, 2] -> [2, 2, 2], permute [0, 2, 1]); each op "
-        "alone is right (the localiser names no op: a composition, likely the fused backward's layout "
-        "of a tensor whose last two dims are swapped). Found by a Wgpu campaign (seed 301); not "
-        "measured on a GPU. A real bug, reportable upstream.",
+        "NdArray give 0 (and 0 where they give 2); with a mul by a leaf instead of the narrow, 10 where "
+        "they give 14. The cause is the one of wgpu-reduce-misvectorised-strided-input, in the backward: "
+        "expand's backward sums the incoming gradient over the added dim, and that gradient is permute's "
+        "backward, a view [2, 2, 2, 2] of strides [8, 4, 1, 2], whose sum_dim(0) reads the wrong elements "
+        "(measured alone too). Measured right: the same permute of a leaf, of an expand that broadcasts a "
+        "size-1 dim without adding one, permutes [1, 0, 2, 3], [0, 2, 1, 3] and [3, 1, 2, 0], and rank 3 "
+        "([2, 2] -> [2, 2, 2], permute [0, 2, 1]: a sum over strides [4, 1, 2] that vectorises right). "
+        "Found by a Wgpu campaign (seed 301); not measured on a GPU. One report upstream with its root.",
         ("corpus/backends/wgpu-grad-misplaced-after-expand-and-last-two-swap.json",
          burn_source("burn-cubecl", "src/ops/tensor.rs")),
         None,
         ("float32",),
         site=last_two_swapped_after_rank_expand,
         effect=Effect(("grad",), downstream=True),
-        backends=("wgpu",),
-    ),
-    bug_record(
-        "wgpu-max-min-of-last-two-swapped-skips-elements",
-        "max and min of a rank-4 float32 tensor whose last two dims are swapped (transpose, or permute "
-        "[0, 1, 3, 2]) skip elements on burn's Wgpu backend: x [1, 4, 3, 2] on the plain device -> "
-        "transpose -> max gives 2.6003 where the largest element is 2.7004; with a single 1 among zeros, "
-        "max is 0 when the 1 sits at flat index 4 to 7 or 16 to 19 ([2, 4, 3, 2]: 4 to 7, 16 to 19, 28 to "
-        "31, 40 to 43). Measured right: sum, max_dim, and max of [2, 2, 3, 2], [1, 2, 3, 2], [1, 4, 3, 4] "
-        "and rank 3 ([4, 3, 2]); the same program with the leaf on autodiff in a grad region. Found by a "
-        "Wgpu campaign (seed 301, program 745); not measured on a GPU. A real bug, reportable upstream.",
-        ("corpus/backends/wgpu-max-min-of-last-two-swapped-skips-elements.json",
-         burn_source("burn-cubecl", "src/ops/tensor.rs")),
-        None,
-        ("float32",),
-        site=extreme_of_last_two_swapped,
-        effect=Effect(("value", "grad"), downstream=True),
         backends=("wgpu",),
     ),
     bug_record(

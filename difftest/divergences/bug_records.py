@@ -16,6 +16,19 @@ F32_ULP = 2.0**-24
 
 
 @dataclass(frozen=True)
+class DtypeSite:
+    """A site that depends on the dtype the statement runs in (a kernel whose vector width is
+    counted in bytes): `holds(statement, prior, dtype)`. Called as a plain Trigger, it holds
+    where it holds in any of `dtypes`."""
+
+    holds: Callable[[Statement, Sequence[Statement], str], bool]
+    dtypes: tuple[str, ...]
+
+    def __call__(self, st: Statement, prior: Sequence[Statement]) -> bool:
+        return any(self.holds(st, prior, d) for d in self.dtypes)
+
+
+@dataclass(frozen=True)
 class Fault:
     """What one finding says, as a known-bug record reads it: its mismatch `kind`, the statement
     it is localised to (`site`, in `program`), the dtype the site runs in, and the error: the
@@ -91,6 +104,8 @@ class KnownBug:
         if self.dtypes is not None and dtype not in self.dtypes:
             return False
         site = self.site or self.triggers
+        if isinstance(site, DtypeSite):
+            return site.holds(st, prior, dtype)
         return site is not None and site(st, prior)
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 
+from difftest.divergences.bug_records import DtypeSite
 from difftest.divergences.noops import NOOPS_BY_OP
+from difftest.divergences.wgpu_layouts import ITEM_BYTES, Layout, burn_layouts, elementwise
+from difftest.divergences.wgpu_reduce import full_reduce_wrong, reads_wrong, topk_verdict
 from difftest.ops.validate import infer_shapes
 from difftest.program.ir import (
     Apply,
@@ -319,15 +322,6 @@ def op_in(ops: Collection[str]) -> Callable[[Statement, Sequence[Statement]], bo
     return site
 
 
-def topk_rank4_outer_dim(st: Statement, prior: Sequence[Statement]) -> bool:
-    """A topk of k >= 2 along dim 0 or 1 of a rank-4 tensor: where burn-cubecl's reduce kernel
-    (`ReduceOperationConfig::TopK`) was measured wrong on Wgpu; rank 3 and dims 2 and 3 were right."""
-    if not (isinstance(st, OpCall) and st.op == "topk" and st.attrs.get("k", 0) >= 2 and st.attrs.get("dim") in (0, 1)):
-        return False
-    shape = _shapes(prior).get(st.inputs[0])
-    return shape is None or len(shape) == 4
-
-
 def adaptive_pool_after_h_reduction(st: Statement, prior: Sequence[Statement]) -> bool:
     """An adaptive_avg_pool2d whose input is a mean_dim or sum_dim over dim 2 (the height) and
     whose windows overlap along the width (its input width not a multiple of its output width):
@@ -373,25 +367,55 @@ def last_two_swapped_after_rank_expand(st: Statement, prior: Sequence[Statement]
     return before is None or len(before) < 4
 
 
-def _swaps_last_two_of_rank4(st: Statement | None, prior: Sequence[Statement]) -> bool:
-    """A permute, transpose or swap_dims of a rank-4 value that swaps its last two dims and
-    keeps the others."""
-    if not isinstance(st, OpCall):
-        return False
-    if st.op == "permute":
-        swapped = st.attrs.get("axes") == [0, 1, 3, 2]
-    elif st.op == "swap_dims":
-        swapped = sorted((st.attrs.get("dim1", -1) % 4, st.attrs.get("dim2", -1) % 4)) == [2, 3]
-    else:
-        swapped = st.op == "transpose"
-    shape = _shapes(prior).get(st.inputs[0]) if swapped else None
-    return swapped and (shape is None or len(shape) == 4)
+# reductions burn-cubecl runs as cubek-reduce's reduce_dim along `dim` of their input
+DIM_REDUCTIONS = frozenset({"sum_dim", "mean_dim", "max_dim", "min_dim", "prod_dim", "gather_argmax",
+                            "gather_argmin"})
+# composed by burn of a max_dim or mean_dim of the input and a sum_dim of an elementwise result of it
+SHIFTED_REDUCTIONS = frozenset({"softmax", "log_softmax", "quiet_softmax", "var", "var_bias", "var_mean"})
+# whole-tensor reductions that reduce one dim at a time (a whole-tensor sum is shared_sum: right)
+WHOLE_REDUCTIONS = frozenset({"mean", "max", "min", "prod"})
+TOPK_OPS = frozenset({"topk", "gather_topk_indices"})
 
 
-def extreme_of_last_two_swapped(st: Statement, prior: Sequence[Statement]) -> bool:
-    """A full max or min whose input swaps the last two dims of a rank-4 value: where Wgpu was
-    measured to skip elements."""
-    if not (isinstance(st, OpCall) and st.op in ("max", "min")):
+def _wgpu_input(st: OpCall, prior: Sequence[Statement], dtype: str) -> Layout | None:
+    return burn_layouts(prior, dtype).get(st.inputs[0])
+
+
+def _reduce_misvectorised(st: Statement, prior: Sequence[Statement], dtype: str) -> bool:
+    if not (isinstance(st, OpCall) and st.op in DIM_REDUCTIONS | SHIFTED_REDUCTIONS | WHOLE_REDUCTIONS | TOPK_OPS):
         return False
-    source = _by_id(prior).get(st.inputs[0])
-    return source is not None and _swaps_last_two_of_rank4(source, prior[: prior.index(source)])
+    layout = _wgpu_input(st, prior, dtype)
+    if layout is None:
+        return False
+    shape, strides = layout
+    item = ITEM_BYTES.get(dtype, 4)
+    if st.op in WHOLE_REDUCTIONS:
+        return full_reduce_wrong(shape, strides, item)
+    dim = st.attrs.get("dim", -1) % len(shape)
+    if st.op in TOPK_OPS:
+        return reads_wrong(shape, strides, dim, slots=int(st.attrs.get("k", 1)), item=item)
+    if reads_wrong(shape, strides, dim, item=item):
+        return True
+    # the sum over an elementwise result of the input (exp(x - max), (x - mean)^2)
+    return st.op in SHIFTED_REDUCTIONS and reads_wrong(shape, elementwise(shape, [layout]), dim, item=item)
+
+
+# A reduction whose input's layout on Wgpu makes cubek-reduce pick a vector that spans axes the
+# output orders differently (wgpu_reduce.py, defect 1): it reads the wrong elements.
+reduce_misvectorised = DtypeSite(_reduce_misvectorised, ("float32", "float64"))
+
+
+def _topk_slots_misplaced(st: Statement, prior: Sequence[Statement], dtype: str) -> bool:
+    if not (isinstance(st, OpCall) and st.op in TOPK_OPS and int(st.attrs.get("k", 1)) >= 2):
+        return False
+    layout = _wgpu_input(st, prior, dtype)
+    if layout is None:
+        return False
+    shape, strides = layout
+    dim = st.attrs.get("dim", -1) % len(shape)
+    return topk_verdict(shape, strides, dim, int(st.attrs["k"]), ITEM_BYTES.get(dtype, 4)) != "right"
+
+
+# A top-k of k >= 2 whose k output slots cubek-reduce writes out of place (wgpu_reduce.py, defect
+# 2; or a read of defect 1, which the same emulation replays).
+topk_slots_misplaced = DtypeSite(_topk_slots_misplaced, ("float32", "float64"))

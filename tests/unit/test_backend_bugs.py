@@ -32,9 +32,10 @@ def _case_path(bug: KnownBug) -> Path:
     return ROOT / next(ref for ref in bug.knowledge.evidence if ref.startswith("corpus/"))
 
 
-def _recorded_fault(bug: KnownBug, backend: str) -> Fault:
-    """The bug's case as a fault: its first recorded mismatch, localised to its op, on `backend`."""
-    case = load_case(_case_path(bug))
+def _recorded_fault(bug: KnownBug, backend: str, path: Path | None = None) -> Fault:
+    """The bug's case (or its case at `path`) as a fault: its first recorded mismatch, localised
+    to its op, on `backend`."""
+    case = load_case(path or _case_path(bug))
     m = case.record["verdict"]["mismatches"][0]
     if m["kind"] == "outcome":  # a panic: at the statement that panicked, with its message
         return Fault("outcome", m["statement"], case.program, case.program.dtype, "burn", m["detail"], backend=backend)
@@ -58,6 +59,18 @@ def test_a_backend_bug_is_known_on_its_backends_and_news_on_flex(bug: KnownBug) 
     on_flex = _recorded_fault(bug, "flex")
     assert not explains(bug, on_flex)
     assert known_bug_of([on_flex]) is None  # and no other record explains it there
+
+
+CASES_OF_BACKEND_BUGS = [(b, ref) for b in OTHER_BACKENDS_BUGS for ref in b.knowledge.evidence
+                         if ref.startswith("corpus/backends/")]
+
+
+@pytest.mark.parametrize(("bug", "ref"), CASES_OF_BACKEND_BUGS, ids=[r for _, r in CASES_OF_BACKEND_BUGS])
+def test_every_case_of_a_backend_bug_is_that_bug_on_its_backends(bug: KnownBug, ref: str) -> None:
+    """A record with several cases (one root, several programs) explains each of them."""
+    assert bug.backends is not None
+    for backend in bug.backends:
+        assert explains(bug, _recorded_fault(bug, backend, ROOT / ref)), backend
 
 
 def test_every_record_names_known_backends() -> None:

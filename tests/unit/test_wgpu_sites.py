@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from difftest.divergences.bug_sites import (
     adaptive_pool_after_h_reduction,
-    extreme_of_last_two_swapped,
     last_two_swapped_after_rank_expand,
     log_softmax_of_one_computed,
-    topk_rank4_outer_dim,
+    reduce_misvectorised,
+    topk_slots_misplaced,
     wgpu_f64_site,
 )
+from difftest.divergences.wgpu_layouts import burn_layouts
 from difftest.program.ir import Program
 from difftest.program.statements import Apply, Leaf, Module, OpCall, Param, Statement
 
@@ -21,16 +22,6 @@ def _leaf(shape: tuple[int, ...]) -> Leaf:
         n *= s
     return Leaf("x", shape, tuple(0.5 for _ in range(n)), "autodiff", True)
 
-
-
-def test_topk_strikes_rank_4_outer_dims_with_k_of_two_or_more() -> None:
-    def site(shape: tuple[int, ...], dim: int, k: int) -> bool:
-        return topk_rank4_outer_dim(OpCall("y", "topk", ("x",), {"dim": dim, "k": k}), [_leaf(shape)])
-
-    assert site((2, 3, 2, 2), 1, 2) and site((2, 3, 1, 6), 0, 2)
-    assert not site((2, 3, 4), 1, 2)  # rank 3: right
-    assert not site((2, 3, 2, 2), 3, 2) and not site((2, 3, 2, 2), 2, 2)  # inner dims: right
-    assert not site((2, 3, 2, 2), 1, 1)  # k = 1: right
 
 
 def test_the_adaptive_pool_site_needs_a_height_reduction_and_overlapping_width_windows() -> None:
@@ -82,17 +73,72 @@ def test_the_expand_then_swap_site_needs_a_rank_raising_expand_and_the_last_two_
                                                   [_leaf((2, 2, 2, 2))])  # a leaf: right
 
 
-def test_max_and_min_strike_after_the_last_two_dims_of_rank_4_are_swapped() -> None:
-    def site(shape: tuple[int, ...], swap: OpCall, reduce: str = "max") -> bool:
-        return extreme_of_last_two_swapped(OpCall("m", reduce, ("t",)), [_leaf(shape), swap])
+def _reduce(op: str, source: str, prior: list[Statement], dtype: str = "float32", **attrs: int) -> bool:
+    return reduce_misvectorised.holds(OpCall("r", op, (source,), dict(attrs)), prior, dtype)
 
-    transpose = OpCall("t", "transpose", ("x",))
-    assert site((1, 4, 3, 2), transpose) and site((1, 4, 3, 2), transpose, "min")
-    assert site((1, 4, 3, 2), OpCall("t", "permute", ("x",), {"axes": [0, 1, 3, 2]}))
-    assert site((1, 4, 3, 2), OpCall("t", "swap_dims", ("x",), {"dim1": 3, "dim2": 2}))
-    assert not site((1, 4, 3, 2), OpCall("t", "permute", ("x",), {"axes": [1, 0, 2, 3]}))
-    assert not site((4, 3, 2), transpose)  # rank 3: right
-    assert not site((1, 4, 3, 2), transpose, "sum")  # sum: right
+
+def test_a_reduction_strikes_where_the_kernel_reads_other_elements() -> None:
+    """The measured [2, 3, 4, 5] pattern (tests/backends/test_wgpu_layouts.py measures many more):
+    after permute [0, 3, 2, 1] a reduction along dim 0 reads the wrong elements, along the
+    others right; a leaf, rank 3 and a whole-tensor sum are right."""
+    x = _leaf((2, 3, 4, 5))
+    p = OpCall("p", "permute", ("x",), {"axes": [0, 3, 2, 1]})
+    for op in ("sum_dim", "mean_dim", "max_dim", "prod_dim", "gather_argmax", "softmax", "var"):
+        assert _reduce(op, "p", [x, p], dim=0), op
+        assert not any(_reduce(op, "p", [x, p], dim=d) for d in (1, 2, 3)), op
+    assert _reduce("topk", "p", [x, p], dim=0, k=1)
+    assert not _reduce("sum_dim", "x", [x], dim=0)
+    three = OpCall("p", "permute", ("x",), {"axes": [0, 2, 1]})
+    assert not any(_reduce("sum_dim", "p", [_leaf((3, 4, 5)), three], dim=d) for d in range(3))
+    # whole tensor: mean and max read a wrong set of elements, the sum is shared_sum (right)
+    t = OpCall("t", "transpose", ("x",))
+    assert _reduce("max", "t", [_leaf((1, 4, 3, 2)), t]) and _reduce("mean", "t", [_leaf((1, 4, 3, 2)), t])
+    assert not _reduce("sum", "t", [_leaf((1, 4, 3, 2)), t])
+    assert not _reduce("max", "t", [_leaf((2, 2, 3, 2)), t])
+
+
+def test_the_campaigns_pool_and_convolution_programs_are_this_record() -> None:
+    """burn-cubecl's pools and conv2d return a channels-last buffer viewed as NCHW, and an
+    elementwise op after them keeps that memory order."""
+    x = _leaf((2, 2, 6, 6))
+    pool = OpCall("y", "adaptive_avg_pool2d", ("x",), {"output_size": [1, 4]})
+    sub = OpCall("s", "sub_scalar", ("y",), {"scalar": -1.37})
+    assert _reduce("mean", "s", [x, pool, sub]) and _reduce("mean", "y", [x, pool])
+    whole = OpCall("y", "adaptive_avg_pool2d", ("x",), {"output_size": [1, 1]})  # global_avg_pool2d: contiguous
+    assert not _reduce("mean", "y", [x, whole]) and not _reduce("sum_dim", "y", [x, whole], dim=1)
+    maxpool = OpCall("y", "max_pool2d", ("x",), {"kernel": [2, 1], "stride": [3, 2], "padding": [0, 0]})
+    assert _reduce("topk", "y", [_leaf((2, 2, 2, 4)), maxpool], dim=2, k=1)
+    conv = OpCall("y", "conv2d", ("x", "w"), {"stride": [2, 2], "padding": [1, 1], "dilation": [1, 1], "groups": 1})
+    prior: list[Statement] = [_leaf((2, 2, 1, 6)), Leaf("w", (2, 2, 2, 1), (0.5,) * 8, "autodiff", True), conv]
+    assert _reduce("max_dim", "y", prior, "float64", dim=2)
+    assert not _reduce("max_dim", "y", prior, "float64", dim=3)
+
+
+def test_topk_of_two_or_more_strikes_where_its_slots_are_written_out_of_place() -> None:
+    def site(shape: tuple[int, ...], dim: int, k: int) -> bool:
+        return topk_slots_misplaced.holds(OpCall("y", "topk", ("x",), {"dim": dim, "k": k}), [_leaf(shape)], "float32")
+
+    assert site((2, 3, 2, 2), 1, 2) and site((2, 3, 1, 6), 0, 2)
+    assert not site((2, 3, 2, 2), 3, 2) and not site((2, 3, 2, 2), 2, 2)  # inner dims: right
+    assert not site((2, 3, 2, 2), 1, 1)  # k = 1: no slots to misplace
+
+
+def test_burn_cubecl_layouts() -> None:
+    x = _leaf((2, 1, 4, 2))
+    p = OpCall("p", "permute", ("x",), {"axes": [0, 3, 1, 2]})
+    e = OpCall("e", "neg", ("p",))
+    both = OpCall("b", "add", ("p", "x2"))
+    x2 = _leaf((2, 2, 1, 4))
+    x2 = Leaf("x2", x2.shape, x2.data, "plain", False)
+    out = burn_layouts([x, p, e, x2, both])
+    assert out["p"] == ((2, 2, 1, 4), (8, 1, 8, 2))  # a view
+    assert out["e"] == ((2, 2, 1, 4), (8, 1, 16, 2))  # dense in memory order, the size-1 axis outermost
+    assert out["b"] == ((2, 2, 1, 4), (8, 4, 4, 1))  # two operands of equal bytes disagree: logical order
+    wide = _leaf((2, 2, 8, 4))
+    aligned = OpCall("n", "narrow", ("x",), {"dim": 2, "start": 2, "length": 4})  # 2 * 4 floats = 32 bytes
+    unaligned = OpCall("m", "narrow", ("x",), {"dim": 2, "start": 1, "length": 4})
+    got = burn_layouts([wide, aligned, unaligned])
+    assert got["n"] == ((2, 2, 4, 4), (64, 32, 4, 1)) and got["m"] == ((2, 2, 4, 4), (32, 16, 4, 1))
 
 
 def test_a_wrong_value_no_single_op_makes_is_signed_by_the_op_that_shows_it() -> None:

@@ -1,0 +1,137 @@
+"""The Wgpu reduction model (difftest/divergences/wgpu_layouts.py, wgpu_reduce.py) against the
+backend itself: for layouts made by permutes, elementwise ops, slices, poolings and conv2d, a
+reduction is measured wrong on Wgpu exactly where the `wgpu-reduce-misvectorised-strided-input`
+site predicts it (and top-k with k >= 2 exactly where `wgpu-topk-rank4-outer-dim-wrong`'s does,
+up to the races the model names).
+
+Marked `backends`: runs with `pytest --run-backends flex,wgpu tests/backends -p no:xdist` (a
+build with Wgpu, lavapipe installed: docs/backends.md#wgpu-on-lavapipe); skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pytest
+
+from difftest.divergences.bug_sites import reduce_misvectorised, topk_slots_misplaced
+from difftest.divergences.wgpu_layouts import burn_layouts
+from difftest.divergences.wgpu_reduce import topk_verdict
+from difftest.exec.backends import extra_features, parse_backends
+from difftest.exec.burn_builds import BurnSpec, build
+from difftest.exec.burn_worker import BurnWorker
+from difftest.oracle.pytorch import run as run_torch
+from difftest.program.ir import Program
+from difftest.program.statements import Leaf, OpCall, Statement
+
+pytestmark = pytest.mark.backends
+
+REDUCTIONS = (("sum_dim", True), ("max_dim", True), ("mean", False), ("max", False))
+
+
+@pytest.fixture(scope="module")
+def wgpu(request: pytest.FixtureRequest) -> Iterator[BurnWorker]:
+    backends = parse_backends(str(request.config.getoption("--run-backends")))
+    if "wgpu" not in backends:
+        pytest.skip("needs --run-backends with wgpu (docs/backends.md#wgpu-on-lavapipe)")
+    worker = BurnWorker(str(build(BurnSpec(version="0.22.1", backends=extra_features(backends))).binary),
+                        backend="wgpu")
+    yield worker
+    worker.close()
+
+
+def _leaf(ident: str, shape: Sequence[int], seed: int, dtype: str) -> Leaf:
+    n = int(np.prod(shape))
+    data = np.random.default_rng(seed).permutation(n) / n - 0.5  # distinct values: a skipped one shows
+    return Leaf(ident, tuple(shape), tuple(float(np.asarray(v, dtype=dtype)) for v in data), "plain", False)
+
+
+def _judge(worker: BurnWorker, prior: list[Statement], source: str, dtype: str = "float32") -> list[str]:
+    """Each reduction of `source` (after `prior`): predicted and measured wrong or right, the
+    disagreements as lines."""
+    shape = burn_layouts(prior, dtype)[source][0]
+    reductions: list[OpCall] = []
+    for op, along in REDUCTIONS:
+        dims = range(len(shape)) if along else [None]
+        reductions += [OpCall(f"{op}{'' if d is None else d}", op, (source,), {} if d is None else {"dim": d})
+                       for d in dims]
+    program = Program(tuple(prior) + tuple(reductions), dtype)
+    burn, torch = worker.run(program), run_torch(program, dtype)
+    out = []
+    for r in reductions:
+        b, t = burn.value(r.id), torch.value(r.id)
+        assert b is not None and t is not None and b.value is not None and t.value is not None, r.id
+        measured = not np.allclose(b.value.data, t.value.data, rtol=1e-5, atol=1e-6)
+        predicted = reduce_misvectorised.holds(r, prior, dtype)
+        # a whole max or mean reads a wrong set of elements; max shows it only if it lost the largest
+        if predicted != measured and not (predicted and r.op == "max"):
+            out.append(f"{r.op}{r.attrs} after {[s.id for s in prior]}: predicted {predicted}, measured {measured}")
+    return out
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (2, 1, 4, 2), (1, 4, 3, 2), (2, 2, 2, 2), (3, 1, 2, 4)])
+def test_reductions_of_permuted_and_elementwise_layouts(wgpu: BurnWorker, shape: tuple[int, ...]) -> None:
+    wrong = []
+    for k, axes in enumerate(itertools.permutations(range(4))):
+        x = _leaf("x", shape, k, "float32")
+        p = OpCall("p", "permute", ("x",), {"axes": list(axes)})
+        wrong += _judge(wgpu, [x, p], "p")
+        if k % 3 == 0:  # an elementwise op keeps the memory order (size-1 axes moved out)
+            wrong += _judge(wgpu, [x, p, OpCall("e", "neg", ("p",))], "e")
+            wrong += _judge(wgpu, [x, p, OpCall("e", "mul_scalar", ("p",), {"scalar": 2.0})], "e")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_reductions_of_float64_layouts(wgpu: BurnWorker) -> None:
+    wrong = []
+    for k, axes in enumerate(itertools.permutations(range(4))):
+        prior: list[Statement] = [_leaf("x", (2, 3, 4, 2), k, "float64"),
+                                  OpCall("p", "permute", ("x",), {"axes": list(axes)})]
+        wrong += _judge(wgpu, prior, "p", "float64")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_reductions_after_poolings_convolutions_and_slices(wgpu: BurnWorker) -> None:
+    x = _leaf("x", (2, 2, 6, 6), 1, "float32")
+    cases: list[list[Statement]] = [
+        [OpCall("y", "adaptive_avg_pool2d", ("x",), {"output_size": out})] for out in ([1, 4], [2, 2], [1, 2], [1, 1])
+    ] + [
+        [OpCall("y", "max_pool2d", ("x",), {"kernel": [6, 1], "stride": [6, 2], "padding": [0, 0]})],
+        [OpCall("y", "avg_pool2d", ("x",), {"kernel": [2, 2], "stride": [2, 2], "padding": [0, 0],
+                                            "count_include_pad": 1})],
+        [OpCall("s", "adaptive_avg_pool2d", ("x",), {"output_size": [1, 4]}),
+         OpCall("y", "sub_scalar", ("s",), {"scalar": 1.5})],
+        [OpCall("s", "permute", ("x",), {"axes": [0, 3, 1, 2]}),
+         OpCall("y", "narrow", ("s",), {"dim": 0, "start": 1, "length": 1})],
+        [OpCall("s", "permute", ("x",), {"axes": [0, 3, 1, 2]}),
+         OpCall("y", "narrow", ("s",), {"dim": 3, "start": 1, "length": 4})],
+    ]
+    w = _leaf("w", (3, 2, 2, 1), 2, "float32")
+    conv = [OpCall("y", "conv2d", ("x", "w"), {"stride": [6, 2], "padding": [0, 1], "dilation": [1, 1], "groups": 1})]
+    wrong = [line for prior in cases for line in _judge(wgpu, [x, *prior], "y")]
+    wrong += _judge(wgpu, [x, w, *conv], "y")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_topk_of_two_or_more_where_the_emulation_says(wgpu: BurnWorker) -> None:
+    wrong = []
+    shapes = [(2, 3, 2, 2), (2, 3, 4, 5), (2, 4, 1, 2)]
+    for shape, axes in itertools.product(shapes, [(0, 1, 2, 3), (0, 3, 1, 2), (0, 1, 3, 2)]):
+        x = _leaf("x", shape, 3, "float32")
+        prior: list[Statement] = [x, OpCall("p", "permute", ("x",), {"axes": list(axes)})]
+        layout = burn_layouts(prior)["p"]
+        for dim, k in itertools.product(range(4), (2, 3)):
+            if layout[0][dim] < k:
+                continue
+            st = OpCall("t", "topk", ("p",), {"dim": dim, "k": k})
+            program = Program((*prior, st))
+            b, t = wgpu.run(program).value("t"), run_torch(program).value("t")
+            assert b is not None and t is not None and b.value is not None and t.value is not None
+            measured = not np.allclose(b.value.data, t.value.data, rtol=1e-5, atol=1e-6)
+            verdict = topk_verdict(*layout, dim, k)
+            predicted = any(site.holds(st, prior, "float32") for site in (topk_slots_misplaced, reduce_misvectorised))
+            if verdict != "race" and predicted != measured:
+                wrong.append(f"topk {shape} {axes} dim {dim} k {k}: predicted {predicted}, measured {measured}")
+    assert not wrong, "\n".join(wrong)
