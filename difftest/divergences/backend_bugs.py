@@ -275,7 +275,7 @@ WGPU_KERNEL_BUGS: tuple[KnownBug, ...] = (
         backends=("wgpu",),
     ),
     bug_record(
-        "wgpu-topk-rank4-outer-dim-wrong",
+        "wgpu-topk-slots-written-out-of-place",
         "topk with k >= 2 on burn's Wgpu backend writes results to the wrong output slots: "
         "topk(x, k=2, dim=1) of a contiguous [2, 3, 2, 2] tensor of distinct values puts another slice's "
         "value (or 0, or garbage such as -0.077 for inputs all 0.5) in some outputs, and topk's gradient, "
@@ -290,7 +290,7 @@ WGPU_KERNEL_BUGS: tuple[KnownBug, ...] = (
         "float64 was right (2 float64 elements to a vector). Found by a Wgpu campaign (seed 301, "
         "program 1492); not measured on a GPU. "
         "A real bug, reportable upstream.",
-        ("corpus/backends/wgpu-topk-rank4-outer-dim-wrong.json",
+        ("corpus/backends/wgpu-topk-slots-written-out-of-place.json",
          "https://docs.rs/crate/cubek-reduce/0.3.1/source/src/components/global/base.rs"),
         None,
         ("float32", "float64"),

@@ -1,7 +1,7 @@
 """The Wgpu reduction model (difftest/divergences/wgpu_layouts.py, wgpu_reduce.py) against the
 backend itself: for layouts made by permutes, elementwise ops, slices, poolings and conv2d, a
 reduction is measured wrong on Wgpu exactly where the `wgpu-reduce-misvectorised-strided-input`
-site predicts it (and top-k with k >= 2 exactly where `wgpu-topk-rank4-outer-dim-wrong`'s does,
+site predicts it (and top-k with k >= 2 exactly where `wgpu-topk-slots-written-out-of-place`'s does,
 up to the races the model names).
 
 Marked `backends`: runs with `pytest --run-backends flex,wgpu tests/backends -p no:xdist` (a
