@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from difftest.divergences.knowledge import parse_version
-from difftest.exec import coverage_build
+from difftest.exec import coverage_build, libtorch
 from difftest.exec.burn_patches import BurnPatch, PatchError, prepare
 
 CACHE_ENV = "DIFFTEST_BURN_VERSIONS_DIR"
@@ -416,6 +416,11 @@ def build(spec: BurnSpec, *, on_line: Progress | None = None, cache: Path | None
     args, env = ["build", "--release", *features, "--target-dir", str(target)], None
     if spec.coverage:
         args, env = args + coverage_build.cargo_args(), coverage_build.cargo_env(directory)
+    if "tch" in spec.backends and not libtorch.caller_provides():  # torch-sys needs PyTorch 2.9.0
+        try:
+            env = (env or {}) | libtorch.build_env(libtorch.ensure(on_line))
+        except (libtorch.LibTorchError, OSError) as e:
+            raise BuildError(f"the LibTorch a tch build needs (PyTorch {libtorch.TORCH_FOR_TCH}): {e}") from None
     _run_cargo(args, directory, log, on_line, env)
     binary = coverage_build.binary(target) if spec.coverage else target / "release" / BINARY
     if not binary.is_file():

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from difftest.exec.backends import BACKEND_ENV
+from difftest.exec.libtorch import worker_env
 from difftest.program.ir import Program
 from difftest.program.jsonio import dumps, program_to_dict
 from difftest.program.observation import BackwardObs, ErrorObs, Observation
@@ -144,10 +145,7 @@ class BurnWorker:
         if self._proc is not None and self._proc.poll() is None:
             return
         try:
-            env = dict(os.environ)
-            # the jobs fill the cores: an OpenMP pool per worker (LibTorch) spins on tiny tensors
-            # (a LibTorch campaign ran 4.3x slower); an explicit OMP_NUM_THREADS is kept
-            env.setdefault("OMP_NUM_THREADS", "1")
+            env = worker_env(self.binary)  # one OpenMP thread; a tch build's LibTorch (libtorch.py)
             env.pop("DIFFTEST_BURN_FAULT", None)
             if self.fault:
                 env["DIFFTEST_BURN_FAULT"] = self.fault
