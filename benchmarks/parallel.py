@@ -1,6 +1,6 @@
 """Campaign throughput with 1 job and with J jobs (`difftest fuzz -j`), and the speed-up.
 
-    python benchmarks/parallel.py [--programs N] [--jobs J] [--seed K]
+    python benchmarks/parallel.py [--programs N] [--jobs J] [--seed K] [--backend NAME]
 
 Runs the same campaign (seed, programs) with -j 1 and with -j J, without shrinking and into a
 throw-away corpus, and prints programs/s of each: over the whole run, and after start-up (the
@@ -9,7 +9,9 @@ once is started by a warm-up run first). The programs are the
 same in both runs, so the ratio is the parallel speed-up. Each run also prints the peak
 resident set of its job processes and of their burn workers (sampled from /proc twice a second:
 benchmarks/rss.py). Measurements only: nothing here asserts a speed (on a machine shared with
-other work the ratio is noisy).
+other work the ratio is noisy). `--backend NAME`: the campaign `difftest fuzz --backend NAME`
+runs (a build with that backend, made or found in the cache; the ops and dtypes it runs), so the
+rate per burn backend is measured the same way.
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ from rich.console import Console
 from rss import Sampler
 
 from difftest.campaign.parallel import FuzzOptions, fuzz
+from difftest.cli.backends import fit_campaign, use_backends
 from difftest.findings.summary import Summary
 
 
-def run(jobs: int, programs: int, seed: int, corpus: Path) -> Summary:
+def run(jobs: int, programs: int, seed: int, corpus: Path, ops: str = "", profile: str = "default") -> Summary:
     opts = FuzzOptions(seed=seed, programs=programs, jobs=jobs, corpus=corpus, shrink=False, inflight_dir=None,
-                       live=False, progress_every=1e9)
+                       live=False, progress_every=1e9, ops=tuple(ops.split(",")) if ops else None, profile=profile)
     return fuzz(opts, Console(quiet=True))
 
 
@@ -37,14 +40,19 @@ def main() -> None:
     ap.add_argument("--programs", type=int, default=3000)
     ap.add_argument("--jobs", type=int, default=2, help="the parallel run's jobs (default 2)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--backend", default=None, help="the burn backend (default: the binary's, flex)")
     args = ap.parse_args()
-    print(f"{os.cpu_count()} cores; {args.programs} programs, seed {args.seed}")
+    ops, profile = "", "default"
+    if args.backend:  # as `difftest fuzz --backend` does: the build, then the ops and dtypes it runs
+        use_backends(args.backend, None, several=False)
+        ops, profile = fit_campaign(args.backend, ops, profile)
+    print(f"{os.cpu_count()} cores; {args.programs} programs, seed {args.seed}, backend {args.backend or 'flex'}")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        run(1, 1, args.seed, Path(tmp) / "warm-up")  # starts the forkserver (imports torch once)
+        run(1, 1, args.seed, Path(tmp) / "warm-up", ops, profile)  # starts the forkserver (imports torch once)
         for jobs in (1, args.jobs):
             with Sampler() as sampler:
-                s = run(jobs, args.programs, args.seed, Path(tmp) / f"corpus-{jobs}")
+                s = run(jobs, args.programs, args.seed, Path(tmp) / f"corpus-{jobs}", ops, profile)
             rows.append((jobs, s))
             print(f"-j {jobs}: {s.programs} programs in {s.seconds:.1f}s: {s.rate:.0f} programs/s "
                   f"({s.steady_rate:.0f}/s after {s.startup:.1f}s start-up); peak resident sets: "

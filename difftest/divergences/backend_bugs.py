@@ -20,7 +20,6 @@ from difftest.divergences.bug_sites import (
     LOG1P_POLYFILL_OPS,
     WGPU_DRIVER_PRECISION,
     WGPU_ERF_POLYNOMIAL,
-    adaptive_pool_after_h_reduction,
     cast_to_bfloat16,
     conv1d_grouped_uncropped,
     gelu,
@@ -29,6 +28,7 @@ from difftest.divergences.bug_sites import (
     log_sigmoid,
     log_softmax_of_one_computed,
     op_in,
+    pool_grad_summed_misvectorised,
     powf_scalar_fractional,
     reduce_misvectorised,
     sigmoid_default,
@@ -300,20 +300,23 @@ WGPU_KERNEL_BUGS: tuple[KnownBug, ...] = (
     ),
     bug_record(
         "wgpu-adaptive-avg-pool-grad-after-height-reduction",
-        "the gradient through adaptive_avg_pool2d on burn's Wgpu backend loses one window's share where "
-        "the pooling windows overlap along the width and the pool's input is a mean_dim or sum_dim over "
-        "the height: x [2, 4, 4, 6] -> mean_dim(dim 2) -> adaptive_avg_pool2d(output [1, 4]) -> backward "
-        "gives 0.125 where two windows overlap (PyTorch and Flex 0.25). Measured right: the same pool on a "
-        "leaf of the reduced shape, after mul_scalar, exp, reshape or max_dim, after a reduction over the "
-        "width with windows overlapping along the height, and windows that do not overlap; [1, 1, 4, 7] "
-        "and [1, 4, 4, 7] inputs right, [2, 4, 4, 7] wrong. Found by a Wgpu campaign (seed 301, program "
-        "3364); the kernel at fault (burn-cubecl's adaptive pool backward, or the reduction's backward "
-        "reading its output) is not traced. Not measured on a GPU.",
+        "the gradient through a 2-d pool whose input is a mean_dim or sum_dim lands on the wrong elements "
+        "on burn's Wgpu backend: x [2, 4, 4, 6] -> mean_dim(dim 2) -> adaptive_avg_pool2d(output [1, 4]) -> "
+        "backward gives each width row [.125, .125, .125, .125, .25, .25] where PyTorch and Flex give "
+        "[.125, .25, .125, .125, .25, .125] (the same total, moved). The cause is the one of "
+        "wgpu-reduce-misvectorised-strided-input, in the backward: the pool's backward returns the gradient "
+        "of its input channels-last (burn-cubecl kernel/pool/base.rs), and the reduction's backward sums "
+        "it along the reduced dim of size 1 (burn-autodiff float_mean_dim / float_sum_dim), a read that "
+        "cubek-reduce misvectorises for [B, C, 1, W] with B even, C and W >= 2 and C * W even (replayed "
+        "value for value in 900 measured cases, 0 disagreements; avg_pool2d and max_pool2d alike; a "
+        "uniform incoming gradient hides it where the windows do not overlap). Measured right: a reduction "
+        "over the width, batch 1, one channel. Found by a Wgpu campaign (seed 301, program 3364); not "
+        "measured on a GPU. One report upstream with its root.",
         ("corpus/backends/wgpu-adaptive-avg-pool-grad-after-height-reduction.json",
-         burn_source("burn-cubecl", "src/ops/module.rs")),
+         burn_source("burn-cubecl", "src/kernel/pool/base.rs"), burn_source("burn-autodiff", "src/ops/tensor.rs")),
         None,
-        ("float32",),
-        site=adaptive_pool_after_h_reduction,
+        ("float32", "float64"),
+        site=pool_grad_summed_misvectorised,
         effect=Effect(("grad",), downstream=True),
         backends=("wgpu",),
     ),

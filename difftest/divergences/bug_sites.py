@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from difftest.divergences.bug_records import DtypeSite
 from difftest.divergences.noops import NOOPS_BY_OP
-from difftest.divergences.wgpu_layouts import ITEM_BYTES, Layout, burn_layouts, elementwise
+from difftest.divergences.wgpu_layouts import ITEM_BYTES, Layout, burn_layouts, channels_last, elementwise
 from difftest.divergences.wgpu_reduce import full_reduce_wrong, reads_wrong, topk_verdict
 from difftest.ops.validate import infer_shapes
 from difftest.program.ir import (
@@ -322,21 +322,6 @@ def op_in(ops: Collection[str]) -> Callable[[Statement, Sequence[Statement]], bo
     return site
 
 
-def adaptive_pool_after_h_reduction(st: Statement, prior: Sequence[Statement]) -> bool:
-    """An adaptive_avg_pool2d whose input is a mean_dim or sum_dim over dim 2 (the height) and
-    whose windows overlap along the width (its input width not a multiple of its output width):
-    where Wgpu's gradient was measured to lose one window's share (reduced over the width, or
-    pooled without overlap, it was right)."""
-    if not (isinstance(st, OpCall) and st.op == "adaptive_avg_pool2d"):
-        return False
-    source = _by_id(prior).get(st.inputs[0])
-    if not (isinstance(source, OpCall) and source.op in ("mean_dim", "sum_dim") and source.attrs.get("dim") == 2):
-        return False
-    shape = _shapes(prior).get(st.inputs[0])
-    out_w = st.attrs.get("output_size", [0, 0])[1]
-    return shape is None or (len(shape) == 4 and out_w > 0 and shape[3] % out_w != 0)
-
-
 def log_softmax_of_one_computed(st: Statement, prior: Sequence[Statement]) -> bool:
     """A log_softmax over a dim of size 1 (its exact result: 0) of a value an op computed."""
     if not (isinstance(st, OpCall) and st.op == "log_softmax"):
@@ -419,3 +404,26 @@ def _topk_slots_misplaced(st: Statement, prior: Sequence[Statement], dtype: str)
 # A top-k of k >= 2 whose k output slots cubek-reduce writes out of place (wgpu_reduce.py, defect
 # 2; or a read of defect 1, which the same emulation replays).
 topk_slots_misplaced = DtypeSite(_topk_slots_misplaced, ("float32", "float64"))
+
+
+POOLS_2D = frozenset({"adaptive_avg_pool2d", "avg_pool2d", "max_pool2d"})
+
+
+def _pool_grad_summed_misvectorised(st: Statement, prior: Sequence[Statement], dtype: str) -> bool:
+    if not (isinstance(st, OpCall) and st.op in POOLS_2D):
+        return False
+    source = _by_id(prior).get(st.inputs[0])
+    if not (isinstance(source, OpCall) and source.op in ("sum_dim", "mean_dim")):
+        return False
+    shape = _shapes(prior).get(st.inputs[0])
+    if shape is None or len(shape) != 4:
+        return False
+    dim = source.attrs.get("dim", -1) % 4
+    return reads_wrong(shape, channels_last(shape), dim, item=ITEM_BYTES.get(dtype, 4))
+
+
+# A 2-d pool reading a sum_dim or mean_dim: the pool's backward returns the gradient of its input
+# channels-last (burn-cubecl kernel/pool/base.rs), and the reduction's backward sums that gradient
+# along the reduced dim (burn-autodiff's float_sum_dim / float_mean_dim backward), a misvectorised
+# read where wgpu_reduce.py's defect 1 holds: the gradient is moved between positions.
+pool_grad_summed_misvectorised = DtypeSite(_pool_grad_summed_misvectorised, ("float32", "float64"))

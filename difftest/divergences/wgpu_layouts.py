@@ -94,6 +94,13 @@ def elementwise(out_shape: Shape, operands: Sequence[Layout]) -> Strides:
     return dense_in_order(out_shape, winners[0])
 
 
+def channels_last(shape: Shape) -> Strides:
+    """An NCHW view of a dense NHWC buffer: what burn-cubecl's 2-d pools and conv2d return (and
+    the pools' backwards, for the input's gradient)."""
+    _, c, h, w = shape
+    return (h * w * c, 1, w * c, c)
+
+
 def _sliced(shape: Shape, strides: Strides, starts: Sequence[int], ends: Sequence[int], item: int) -> Strides:
     cut_start = sum(st * s for st, s in zip(strides, starts, strict=False))
     cut_end = sum(st * (n - e) for st, n, e in zip(strides, shape, ends, strict=False))
@@ -136,8 +143,7 @@ def _op_strides(st: OpCall, ins: list[Layout], out: Shape, item: int) -> Strides
     if st.op in CHANNELS_LAST_OPS and len(out) == 4:
         if st.op == "adaptive_avg_pool2d" and tuple(out[2:]) == (1, 1):
             return contiguous_strides(out)
-        _, c, h, w = out
-        return (h * w * c, 1, w * c, c)
+        return channels_last(out)
     return contiguous_strides(out)
 
 

@@ -16,7 +16,12 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pytest
 
-from difftest.divergences.bug_sites import reduce_misvectorised, topk_slots_misplaced
+from difftest.divergences.bug_sites import (
+    POOLS_2D,
+    pool_grad_summed_misvectorised,
+    reduce_misvectorised,
+    topk_slots_misplaced,
+)
 from difftest.divergences.wgpu_layouts import burn_layouts
 from difftest.divergences.wgpu_reduce import topk_verdict
 from difftest.exec.backends import extra_features, parse_backends
@@ -24,7 +29,7 @@ from difftest.exec.burn_builds import BurnSpec, build
 from difftest.exec.burn_worker import BurnWorker
 from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import Program
-from difftest.program.statements import Leaf, OpCall, Statement
+from difftest.program.statements import Backward, Leaf, OpCall, Statement
 
 pytestmark = pytest.mark.backends
 
@@ -134,4 +139,34 @@ def test_topk_of_two_or_more_where_the_emulation_says(wgpu: BurnWorker) -> None:
             predicted = any(site.holds(st, prior, "float32") for site in (topk_slots_misplaced, reduce_misvectorised))
             if verdict != "race" and predicted != measured:
                 wrong.append(f"topk {shape} {axes} dim {dim} k {k}: predicted {predicted}, measured {measured}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_pools_gradient_summed_by_the_reduction_before_it(wgpu: BurnWorker) -> None:
+    """x -> mean_dim or sum_dim(2) -> a 2-d pool -> times a random w -> backward: x's gradient is
+    wrong exactly where `pool_grad_summed_misvectorised` holds (the pool's backward returns the
+    gradient channels-last, the reduction's backward sums it misvectorised); a random w makes the
+    incoming gradient non-uniform, so a misread shows."""
+    wrong = []
+    for (b, c, w), reduce, pool in itertools.product([(1, 4, 6), (2, 4, 6), (2, 1, 6), (2, 3, 5), (2, 3, 6)],
+                                                      ("mean_dim", "sum_dim"), sorted(POOLS_2D)):
+        attrs: dict[str, object] = ({"output_size": [1, 3]} if pool == "adaptive_avg_pool2d"
+                                    else {"kernel": [1, 2], "stride": [1, 2], "padding": [0, 0]})
+        if pool == "avg_pool2d":
+            attrs["count_include_pad"] = 1
+        x = _leaf("x", (b, c, 4, w), 4, "float32")
+        x = Leaf("x", x.shape, x.data, "autodiff", True)
+        m = OpCall("m", reduce, ("x",), {"dim": 2})
+        p = OpCall("p", pool, ("m",), attrs)
+        shape = burn_layouts([x, m, p])["p"][0]
+        weights = _leaf("w", shape, 5, "float32")
+        program = Program((x, m, p, weights, OpCall("y", "mul", ("p", "w")), OpCall("s", "sum", ("y",)),
+                           Backward("bw", "s")))
+        burn, torch = wgpu.run(program), run_torch(program)
+        gb, gt = burn.backwards[-1].grads["x"], torch.backwards[-1].grads["x"]
+        assert gb is not None and gt is not None
+        measured = not np.allclose(gb.data, gt.data, rtol=1e-5, atol=1e-6)
+        predicted = pool_grad_summed_misvectorised.holds(p, [x, m], "float32")
+        if predicted != measured:
+            wrong.append(f"{reduce} -> {pool} of x [{b}, {c}, 4, {w}]: predicted {predicted}, measured {measured}")
     assert not wrong, "\n".join(wrong)

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from difftest.campaign.claims import recheck
+from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.triage import triage
 from difftest.ops.catalog import OPS
@@ -127,8 +128,8 @@ def test_no_false_alarm_in_20000_programs(seed: int) -> None:
             # as a campaign does (campaign/claims.py): a finding that a second run does not give
             # is flaky, counted apart, never a pass (PyTorch 2.15's bfloat16 convolution
             # backwards read uninitialised memory: docs/checks.md)
-            again = recheck(v, None, 60.0, None)
-            assert again != t.signature, f"program {k}: {t.describe()}\n{v.report()}"
+            again = recheck(v, DEFAULT_BACKEND, [None], None, 60.0, None)
+            assert again != t.key, f"program {k}: {t.describe()}\n{v.report()}"
             flaky.append(f"program {k}: {t.signature}, then {again}")
     assert len(flaky) <= MAX_FLAKY, "\n".join(flaky)
     print(f"\nseed {seed}: 20000 programs, 0 unexplained findings, known bugs {dict(known)}, "

@@ -4,9 +4,9 @@ bug was measured and not at the neighbours measured right, so a finding there is
 from __future__ import annotations
 
 from difftest.divergences.bug_sites import (
-    adaptive_pool_after_h_reduction,
     last_two_swapped_after_rank_expand,
     log_softmax_of_one_computed,
+    pool_grad_summed_misvectorised,
     reduce_misvectorised,
     topk_slots_misplaced,
     wgpu_f64_site,
@@ -24,17 +24,25 @@ def _leaf(shape: tuple[int, ...]) -> Leaf:
 
 
 
-def test_the_adaptive_pool_site_needs_a_height_reduction_and_overlapping_width_windows() -> None:
-    def site(reduce: str, dim: int, out: list[int]) -> bool:
-        prior: list[Statement] = [_leaf((2, 4, 4, 6)), OpCall("m", reduce, ("x",), {"dim": dim})]
-        return adaptive_pool_after_h_reduction(OpCall("p", "adaptive_avg_pool2d", ("m",), {"output_size": out}), prior)
+def test_a_pool_after_a_height_reduction_strikes_where_the_reductions_backward_misreads() -> None:
+    """The pool's backward returns its input's gradient channels-last; the reduction's backward
+    sums it along the reduced dim of size 1: misvectorised for [B, C, 1, W] with B even, C and
+    W >= 2 and C * W even (measured: helper sweep of 900 cases; docs/backends.md)."""
+    def site(shape: tuple[int, ...], reduce: str, dim: int, pool: str = "adaptive_avg_pool2d") -> bool:
+        attrs = ({"output_size": [1, 4]} if pool == "adaptive_avg_pool2d"
+                 else {"kernel": [1, 2], "stride": [1, 2], "padding": [0, 0]})
+        prior: list[Statement] = [_leaf(shape), OpCall("m", reduce, ("x",), {"dim": dim})]
+        return pool_grad_summed_misvectorised.holds(OpCall("p", pool, ("m",), attrs), prior, "float32")
 
-    assert site("mean_dim", 2, [1, 4]) and site("sum_dim", 2, [3, 4])
-    assert not site("mean_dim", 2, [1, 3])  # 6 -> 3: no overlap
-    assert not site("mean_dim", 3, [4, 1])  # a width reduction: right
-    assert not site("max_dim", 2, [1, 4])
-    assert not adaptive_pool_after_h_reduction(
-        OpCall("p", "adaptive_avg_pool2d", ("x",), {"output_size": [1, 4]}), [_leaf((2, 4, 1, 6))])  # a leaf
+    assert site((2, 4, 4, 6), "mean_dim", 2) and site((2, 4, 4, 7), "sum_dim", 2)
+    assert site((2, 4, 4, 6), "mean_dim", 2, "avg_pool2d") and site((2, 4, 4, 6), "mean_dim", 2, "max_pool2d")
+    assert not site((1, 4, 4, 7), "mean_dim", 2)  # batch 1: vectors of 1
+    assert not site((2, 1, 4, 7), "mean_dim", 2)  # one channel
+    assert not site((2, 3, 4, 7), "mean_dim", 2)  # C * W odd
+    assert not site((2, 4, 4, 6), "mean_dim", 3)  # a width reduction: right
+    assert not site((2, 4, 4, 6), "max_dim", 2)  # max_dim's backward sums nothing
+    assert not pool_grad_summed_misvectorised.holds(
+        OpCall("p", "adaptive_avg_pool2d", ("x",), {"output_size": [1, 4]}), [_leaf((2, 4, 1, 6))], "float32")
 
 
 def test_log_softmax_of_one_element_needs_a_computed_input() -> None:
