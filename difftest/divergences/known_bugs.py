@@ -50,6 +50,7 @@ from difftest.divergences.bug_sites import (
     conv1d_grouped_uncropped,
     div_scalar,
     hard_sigmoid,
+    op_in,
     pow_zero,
     powf,
     reduce_after_unit_swap,
@@ -76,6 +77,21 @@ def nan_where_base_is_zero(f: Fault) -> bool:
     if len(base) == 1:
         return base[0] == 0.0
     return all(0 <= e < len(base) and base[e] == 0.0 for e in f.elements)
+
+
+F16_MAX = 65504.0
+
+
+def divisor_squared_overflows(f: Fault) -> bool:
+    """div's divisor gradient: 0 exactly at elements whose divisor squared, in float16, overflows
+    (burn computes -a / b^2; b^2 rounds to inf from 65520 on, float16's largest value 65504 plus
+    half an ulp of it)."""
+    if not f.pairs or len(f.inputs) < 2 or not all(b == 0.0 and r != 0.0 for r, b in f.pairs):
+        return False
+    divisor = f.inputs[1]
+    if len(divisor) == 1:
+        return divisor[0] * divisor[0] >= F16_MAX + 16.0
+    return all(0 <= e < len(divisor) and divisor[e] * divisor[e] >= F16_MAX + 16.0 for e in f.elements)
 
 
 def untracked(f: Fault) -> bool:
@@ -198,6 +214,21 @@ BURN_BUGS: tuple[KnownBug, ...] = (
         ("float64",),
         effect=Effect(("grad",), error=within_f32_rounding),
         backward_through=(0,),
+    ),
+    bug_record(
+        "div-divisor-grad-f16-overflow",
+        "the divisor's gradient of a / b in float16 is 0 where b * b overflows float16 (|b| >= 256; "
+        "float16's largest value is 65504): burn-autodiff's Div backward computes -a / b.powi(2), and "
+        "b.powi(2) is inf (d/db sum(100 / b) at b = 300: burn -0.0, PyTorch and the float64 reference "
+        "-0.00111). PyTorch divides twice, -a / b / b, and stays in range. a's gradient (1 / b) is right. "
+        "Found by the no-false-alarm sensitivity run (seed 14, program 8587: a divisor boundary value of "
+        "1000); float32, float64 and bfloat16 overflow only past 1.8e19, outside the catalog's range. "
+        "Shows on Flex, Wgpu and LibTorch (burn-autodiff's backward; NdArray has no float16).",
+        ("corpus/bugs/div-divisor-grad-f16-overflow.json", burn_source("burn-autodiff", "src/ops/tensor.rs")),
+        None,
+        ("float16",),
+        site=op_in(("div",)),
+        effect=Effect(("grad",), input=(1,), error=divisor_squared_overflows),
     ),
     bug_record(
         "hard-sigmoid-autodiff-f64-in-f32",

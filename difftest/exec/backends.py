@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 import subprocess
 
+from difftest.exec.libtorch import worker_env
+
 BACKEND_ENV = "DIFFTEST_BURN_BACKEND"
 DEFAULT_BACKEND = "flex"
 BACKENDS = ("flex", "ndarray", "wgpu", "vulkan", "tch")  # rust/src/backend.rs, in its order
@@ -57,7 +59,8 @@ def binary_backends(binary: str) -> tuple[str, ...]:
     """The backends compiled into a difftest-burn binary, as its `--version` lists them; a
     binary from before backends were selectable has Flex alone."""
     try:
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60, check=True).stdout
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60, check=True,
+                             env=worker_env(binary)).stdout
     except (OSError, subprocess.SubprocessError) as e:
         raise RuntimeError(f"{binary} --version: {e}") from e
     m = _COMPILED.search(out)

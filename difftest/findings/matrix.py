@@ -23,6 +23,7 @@ from typing import Any
 from difftest.divergences.knowledge import parse_version
 from difftest.exec.burn_builds import BuildError, BurnSpec, build_with_status
 from difftest.exec.burn_worker import BurnWorker, WorkerError, find_binary
+from difftest.exec.libtorch import worker_env
 from difftest.findings.across import Cell, judge_on
 from difftest.findings.corpus import Case, CorpusError, load_case
 from difftest.program.jsonio import dumps
@@ -33,7 +34,8 @@ _REPORTED = re.compile(r"\(burn ([^,)\s]+)")
 def binary_burn_version(binary: str) -> str:
     """The burn version a difftest-burn binary reports (`--version`)."""
     try:
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60, check=True).stdout
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60, check=True,
+                             env=worker_env(binary)).stdout
     except (OSError, subprocess.SubprocessError) as e:
         raise WorkerError(f"{binary} --version: {e}") from e
     m = _REPORTED.search(out)

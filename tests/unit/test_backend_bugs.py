@@ -248,3 +248,25 @@ def test_a_gradient_shown_downstream_carries_the_rounding_of_its_terms() -> None
     assert not explains(bug, shown)  # without the terms: 2e-5 relative to 0.0124, past f32 rounding
     assert not explains(bug, replace(shown, pairs=((0.0124, 0.0134),), terms=(31.2,)))  # 1e-3: not rounding
     assert not explains(bug, replace(shown, terms=(31.2,), backend="flex"))
+
+
+def test_the_float16_divisor_gradient_is_known_only_where_its_square_overflows() -> None:
+    """div-divisor-grad-f16-overflow: a zero divisor gradient where b * b overflows float16 is the
+    record; the same zero where b * b fits, a nonzero wrong value, or float32 is news."""
+    def fault(b: float, observed: float, dtype: str = "float16") -> Fault:
+        program = program_from_dict({
+            "format": "difftest-program", "version": 1, "dtype": dtype,
+            "statements": [{"id": "a", "kind": "leaf", "shape": [1], "data": [100.0], "device": "autodiff",
+                            "require_grad": True},
+                           {"id": "b", "kind": "leaf", "shape": [1], "data": [b], "device": "autodiff",
+                            "require_grad": True},
+                           {"id": "y", "kind": "op", "op": "div", "inputs": ["a", "b"]}],
+        })
+        return Fault("grad", "y", program, dtype, None, "", input=(1,), pairs=((-100.0 / b / b, observed),),
+                     elements=(0,), inputs=((100.0,), (b,)))
+
+    assert _known(fault(300.0, -0.0)) == "div-divisor-grad-f16-overflow"
+    assert _known(fault(256.0, 0.0)) == "div-divisor-grad-f16-overflow"  # 65536: inf in float16
+    assert _known(fault(255.0, 0.0)) is None  # 65025 fits: a zero there is news
+    assert _known(fault(300.0, -0.0005)) is None  # wrong, but not the overflow's zero
+    assert _known(fault(300.0, -0.0, "float32")) is None
