@@ -245,7 +245,7 @@ def bilinear_extent(shapes: Sequence[Shape], attrs: Attrs) -> int:
     return 4  # each output mixes at most four input pixels
 
 
-def bilinear_value(xs: Sequence[Tensor], attrs: Attrs) -> Tensor:
+def bilinear_value(xs: Sequence[Tensor], attrs: Attrs, dtype: str) -> Tensor:
     """The size of the terms a float32 bilinear interpolation rounds: PyTorch computes the
     interpolation weights in float32, so an output on an input pixel (weight 1 on it, 0 on its
     neighbours in float64) still mixes in its neighbours at a weight of a few ulps; its error

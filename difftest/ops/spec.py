@@ -29,7 +29,8 @@ ShapeRule = Callable[[Sequence[Shape], Attrs], Shape]
 AttrSampler = Callable[[Choices, Sequence[Shape]], "Attrs | None"]
 ViewRule = Callable[[Shape, tuple[int, ...], Attrs], tuple[int, ...]]
 GradTerms = Callable[[Sequence["torch.Tensor"], Attrs, "torch.Tensor"], list["torch.Tensor"]]
-ValueTerms = Callable[[Sequence["torch.Tensor"], Attrs], "torch.Tensor"]
+# value terms also get the dtype the op rounds in (the terms are in units of its eps)
+ValueTerms = Callable[[Sequence["torch.Tensor"], Attrs, str], "torch.Tensor"]
 # values a template needs beyond the attributes, from the attributes and the input shapes
 # (ints or lists of ints)
 Derive = Callable[[Attrs, Sequence[Shape]], Attrs]
@@ -89,7 +90,8 @@ class OpSpec:
     # input; float32 noise of that size may remain where the terms cancel (noise.py)
     grad_terms: GradTerms | None = None
     # the same for the op's value, where its formula sums terms larger than the result (the
-    # accumulating ops' terms are the op applied to |inputs|, no declaration needed)
+    # accumulating ops' terms are the op applied to |inputs|, no declaration needed), given the
+    # dtype the op rounds in: the terms are in its eps (var's carry the float64 reference's own)
     value_terms: ValueTerms | None = None
     view: ViewRule | None = None  # PyTorch returns a view of input 0: how its strides change
     view_needs_contiguous: bool = False  # a view only when input 0 is contiguous (else a copy)

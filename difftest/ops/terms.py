@@ -25,7 +25,7 @@ def sigmoid_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
     return [g * y * (1.0 + y)]
 
 
-def gelu_value(x: Sequence[Tensor], a: Attrs) -> Tensor:
+def gelu_value(x: Sequence[Tensor], a: Attrs, dtype: str) -> Tensor:
     # x * 0.5 * (1 + erf(x / sqrt 2)): for x << 0 the terms of 1 + erf cancel, leaving noise of
     # float32 size relative to |x| / 2 (PyTorch's float32 forward shows it)
     return x[0].abs() * 0.5 * (1.0 + (x[0] / math.sqrt(2.0)).erf().abs())

@@ -106,7 +106,7 @@ def _op_site(op: str, ident: str, region: Region, inputs: Sequence[torch.Tensor]
 
     def magnitude(xs: Sequence[torch.Tensor]) -> torch.Tensor:
         if value_terms is not None:
-            return value_terms([x.detach() for x in xs], attrs)
+            return value_terms([x.detach() for x in xs], attrs, site_dtype)
         return spec.lower([x.detach().abs() for x in xs], attrs).abs()
 
     extent = spec.reduced_extent([tuple(x.shape) for x in inputs], attrs)
