@@ -25,6 +25,7 @@ import torch
 
 from difftest.ops.catalog import CATALOG
 from difftest.ops.domains import KINK_GAP
+from difftest.oracle.burn_conventions import burn_convention_gradient
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.oracle.finite_diff import estimate_error, finite_difference, value_sides
 from difftest.program.ir import (
@@ -204,5 +205,35 @@ def at_kink(verdict: Verdict, m: Mismatch, element: int, t: float, b: float, r: 
     if lo <= b <= hi and lo <= t <= hi:
         return ("ill-conditioned", f"{kink}; its one-sided limits here differ ({min(finite):.6g} .. "
                 f"{max(finite):.6g}) and both results lie between them", evidence)
+    composed = _burn_composed(verdict, m, element, t, b, r, budget, (lo, hi))
+    if composed is not None:
+        return ("ill-conditioned", f"{kink}; a result lies outside its one-sided limits ({min(finite):.6g} .. "
+                f"{max(finite):.6g}), but {composed}", evidence)
     return (judged[0], f"{judged[1]}; {kink}, and a result lies outside its one-sided limits "
             f"({min(finite):.6g} .. {max(finite):.6g})", evidence)
+
+
+def _burn_composed(verdict: Verdict, m: Mismatch, element: int, t: float, b: float, r: float, budget: float,
+                   hull: tuple[float, float]) -> str | None:
+    """Why a result outside the one-sided limits is still no finding, or None: ops exactly at
+    declared convention points compose. Two non-differentiable points at once (a tie routing the
+    gradient into a kink) give each framework's composed conventions results the hull of the
+    program's one-sided limits need not hold: PyTorch's is its float64 reference r, burn's the
+    reference with burn's convention at each such op (burn_conventions.py). Each result must be
+    between the limits or its own framework's composition; anything else stays a finding."""
+    g = as_gradient(verdict.program, m)
+    if g.kind != "grad" or not isinstance(verdict.program.by_id().get(g.statement or ""), Leaf):
+        return None
+    alt = burn_convention_gradient(verdict.program, g.statement or "", g.backward or "", element)
+    if alt is None:
+        return None
+    rb, used = alt
+    on_path = {st.id for _, st in path_ops(verdict.program, m)} & set(used)
+    lo, hi = hull
+    if not on_path or not math.isfinite(rb):
+        return None
+    if not (lo <= t <= hi or abs(t - r) <= budget) or not (lo <= b <= hi or abs(b - rb) <= budget):
+        return None
+    names = ", ".join(f"{used[x]} at {x}" for x in sorted(on_path))
+    return (f"each is its framework's conventions composed: burn's {b:.6g} is the float64 reference with "
+            f"burn's convention ({names}), {rb:.6g}")

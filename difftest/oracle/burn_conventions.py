@@ -1,0 +1,173 @@
+"""burn's subgradient conventions composed: the float64 reference backward with burn's convention
+at every op whose input sits exactly at a declared convention point (CONVENTIONS in
+difftest/divergences/conventions.py).
+
+At one kink the one-sided limits of the program bound both frameworks' subgradients, and the
+kink check (kinks.py) accepts a result between them. At two non-differentiable points at once (a
+tie that routes the gradient into a kink: gather_argmin of prelu(x) with x = 0 tied with another
+0) the set of results each framework's per-op conventions give is larger than the hull of the
+program's one-sided limits: PyTorch's prelu'(0) = weight and burn's 1 both compose with the tie's
+routing, while moving x either way breaks the tie. burn's result is then no finding when it is
+what burn's own conventions give, composed: this module computes that, in float64, by PyTorch's
+backward with each such op's derivative taken where burn takes it.
+
+burn's convention at an op is a side: the derivative of the op at its input moved by one ulp to
+the side burn takes (prelu at 0: the positive side, slope 1; maximum of a tie: the first operand
+the larger). The forward is unchanged; only the backward reads the moved input.
+`tests/differential/test_burn_conventions.py` checks that each side reproduces the declared
+burn gradients of its Convention, so the sides are data-checked like the conventions themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from difftest.divergences.conventions import CONVENTIONS
+from difftest.exec.torch_values import TorchModule, apply_module
+from difftest.ops.catalog import CATALOG
+from difftest.oracle.pytorch import run
+from difftest.oracle.sites import OpSite, SiteHooks
+from difftest.program.ir import Apply, OpCall, Program
+
+Tensors = Sequence[torch.Tensor]
+
+
+def _up(x: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+    return torch.where(where, torch.nextafter(x, torch.full_like(x, torch.inf)), x)
+
+
+def _down(x: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+    return torch.where(where, torch.nextafter(x, torch.full_like(x, -torch.inf)), x)
+
+
+def _first_extreme(x: torch.Tensor, largest: bool) -> torch.Tensor:
+    """The first (row-major) extreme element moved one ulp beyond the others: burn's choice."""
+    flat = x.reshape(-1)
+    i = int(torch.argmax(flat) if largest else torch.argmin(flat))
+    where = torch.zeros_like(flat, dtype=torch.bool)
+    where[i] = True
+    return (_up(flat, where) if largest else _down(flat, where)).reshape(x.shape)
+
+
+def _ties(x: torch.Tensor) -> bool:
+    flat = x.reshape(-1)
+    return flat.numel() > 1 and int((flat == flat.max()).sum()) > 1
+
+
+def _ties_min(x: torch.Tensor) -> bool:
+    flat = x.reshape(-1)
+    return flat.numel() > 1 and int((flat == flat.min()).sum()) > 1
+
+
+@dataclass(frozen=True)
+class Side:
+    """burn's convention at an op: whether its inputs sit exactly at the convention's point, and
+    the inputs moved to burn's side there (elsewhere as they are)."""
+
+    at_point: Callable[[Tensors, dict[str, Any]], bool]
+    move: Callable[[Tensors, dict[str, Any]], list[torch.Tensor]]
+
+
+def _at_zero(xs: Tensors, a: dict[str, Any]) -> bool:
+    return bool((xs[0] == 0).any())
+
+
+def _bounds(xs: Tensors, a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    x = xs[0]
+    return (x == a["min"]) if "min" in a else torch.zeros_like(x, dtype=torch.bool), \
+        (x == a["max"]) if "max" in a else torch.zeros_like(x, dtype=torch.bool)
+
+
+SIDES: dict[str, Side] = {
+    # the positive side at 0 (slope 1)
+    "prelu": Side(_at_zero, lambda xs, a: [_up(xs[0], xs[0] == 0), *xs[1:]]),
+    "leaky_relu": Side(_at_zero, lambda xs, a: [_up(xs[0], xs[0] == 0)]),
+    # inside the bounds (slope 1)
+    **{op: Side(lambda xs, a: any(bool(w.any()) for w in _bounds(xs, a)),
+                lambda xs, a: [_down(_up(xs[0], _bounds(xs, a)[0]), _bounds(xs, a)[1])])
+       for op in ("clamp", "clamp_min", "clamp_max")},
+    "hard_sigmoid": Side(lambda xs, a: bool(((xs[0] == -3) | (xs[0] == 3)).any()),
+                         lambda xs, a: [_down(_up(xs[0], xs[0] == -3), xs[0] == 3)]),
+    # a tie goes wholly to the first operand: it moved one ulp ahead (the gradients of
+    # maximum/minimum do not depend on the values, so moving every element is moving the ties)
+    "maximum": Side(lambda xs, a: bool((xs[0] == xs[1]).any()),
+                    lambda xs, a: [_up(xs[0], torch.ones_like(xs[0], dtype=torch.bool)), xs[1]]),
+    "minimum": Side(lambda xs, a: bool((xs[0] == xs[1]).any()),
+                    lambda xs, a: [_down(xs[0], torch.ones_like(xs[0], dtype=torch.bool)), xs[1]]),
+    # a tie of the full max/min goes wholly to its first element
+    "max": Side(lambda xs, a: _ties(xs[0]), lambda xs, a: [_first_extreme(xs[0], True)]),
+    "min": Side(lambda xs, a: _ties_min(xs[0]), lambda xs, a: [_first_extreme(xs[0], False)]),
+}
+
+# the declared convention each side stands for (those where the frameworks differ)
+CONVENTION_OF: dict[str, str] = {c.op: c.name for c in CONVENTIONS if c.torch_grads != c.burn_grads}
+
+
+class _BurnSide(torch.autograd.Function):
+    """The op's forward on its inputs, its backward on the inputs moved to burn's side."""
+
+    @staticmethod
+    def forward(ctx: Any, lower: Callable[[Tensors], torch.Tensor], moved: Callable[[Tensors], list[torch.Tensor]],
+                *xs: torch.Tensor) -> torch.Tensor:
+        ctx.lower, ctx.moved = lower, moved
+        ctx.save_for_backward(*xs)
+        return lower(xs)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        xs = ctx.saved_tensors
+        with torch.enable_grad():
+            moved = [x.detach().requires_grad_(need) for x, need in zip(ctx.moved(xs), ctx.needs_input_grad[2:])]
+            wanted = [x for x in moved if x.requires_grad]
+            grads = iter(torch.autograd.grad(ctx.lower(moved), wanted, g, allow_unused=True) if wanted else ())
+        return (None, None, *(next(grads) if x.requires_grad else None for x in moved))
+
+
+class BurnConventionHooks(SiteHooks):
+    """Executor hooks of a float64 run whose backward takes burn's side at every op exactly at a
+    convention point; `used` collects those ops' statement ids."""
+
+    def __init__(self) -> None:
+        self.used: dict[str, str] = {}  # statement id -> convention name
+
+    def on_site(self, site: OpSite, inputs: Tensors, compute: Callable[[Tensors], torch.Tensor]) -> torch.Tensor:
+        return compute(inputs)
+
+    def module(self, st: Apply, handle: TorchModule, x: torch.Tensor, native: str) -> torch.Tensor:
+        return apply_module(handle, x)
+
+    def op(self, st: OpCall, inputs: Tensors, attrs: dict[str, Any], dtypes: dict[str, str],
+           native: str) -> torch.Tensor:
+        spec = CATALOG[st.op]
+        side = SIDES.get(st.op)
+        plain = [x.detach() for x in inputs]
+        if side is None or st.op not in CONVENTION_OF or not side.at_point(plain, attrs):
+            return spec.lower(inputs, attrs)
+        self.used[st.id] = CONVENTION_OF[st.op]
+        out: torch.Tensor = _BurnSide.apply(lambda xs: spec.lower(xs, attrs), lambda xs: side.move(xs, attrs),
+                                            *inputs)
+        return out
+
+
+def burn_convention_gradient(program: Program, leaf: str, backward: str,
+                             element: int) -> tuple[float, dict[str, str]] | None:
+    """The float64 gradient of `leaf`'s element at `backward` with burn's convention at every op
+    exactly at a convention point, and those ops (statement id -> convention); None when no op
+    sits at one or the run fails."""
+    hooks = BurnConventionHooks()
+    try:
+        obs = run(program, "float64", hooks=hooks)
+    except Exception:
+        return None
+    if not hooks.used:
+        return None
+    for bw in obs.backwards:
+        if bw.id == backward:
+            g = bw.grads.get(leaf)
+            if g is not None and element < len(g.data):
+                return g.data[element], hooks.used
+    return None

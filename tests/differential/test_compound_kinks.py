@@ -1,0 +1,91 @@
+"""Compound non-differentiability (difftest/oracle/burn_conventions.py, kinks.py `_burn_composed`):
+a tie routing the gradient into a kink, where each framework's per-op conventions compose to a
+result outside the hull of the program's one-sided limits."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from difftest.divergences.conventions import CONVENTIONS, Convention
+from difftest.exec.burn_worker import BurnWorker
+from difftest.ops.catalog import CATALOG
+from difftest.ops.validate import infer_shapes
+from difftest.oracle.burn_conventions import SIDES, burn_convention_gradient
+from difftest.oracle.check import check
+from difftest.oracle.compare import compare
+from difftest.oracle.model import predict
+from difftest.oracle.numerics import arbitrate
+from difftest.program.observation import BackwardObs, Observation, TensorObs
+from tests.programs import backward, leaf, op, program
+
+# prelu(x, 0.25) at x = [[0, 0]] then gather_argmin over the row: the tie sends the gradient to
+# x[0], through prelu at 0 (PyTorch 0.25, burn 1: the convention prelu-at-zero). Moving x[0] up
+# moves the argmin to x[1] (slope 0), down keeps it (slope 0.25): one-sided limits 0 .. 0.25, and
+# burn's 1 is its conventions composed (argmin's first index, prelu'(0) = 1), outside them.
+TIE_INTO_KINK = program(leaf("x", [0.0, 0.0], rg=True, shape=[1, 2]), leaf("w", [0.25], rg=True),
+                        op("y", "prelu", "x", "w"), op("m", "gather_argmin", "y", dim=1), backward("m"))
+
+DIFFERING = [c for c in CONVENTIONS if c.torch_grads != c.burn_grads]
+
+
+def _with_grad(obs: Observation, leaf_id: str, element: int, value: float) -> Observation:
+    bw = obs.backwards[0]
+    g = bw.grads[leaf_id]
+    assert g is not None
+    data = list(g.data)
+    data[element] = value
+    return replace(obs, backwards=(BackwardObs(bw.id, {**bw.grads, leaf_id: TensorObs(g.shape, tuple(data))}),))
+
+
+def _verdicts(p: object, torch_obs: Observation, burn_obs: Observation) -> dict[str, str]:
+    v = compare(p, infer_shapes(p), predict(p), torch_obs, burn_obs, arbiter=arbitrate)  # type: ignore[arg-type]
+    return {m.statement or "": m.verdict for m in v.mismatches}
+
+
+@pytest.mark.parametrize("c", DIFFERING, ids=[c.name for c in DIFFERING])
+def test_each_side_gives_the_declared_burn_gradients(c: Convention) -> None:
+    """A side is burn's convention: PyTorch's backward at the moved inputs is burn's declared
+    gradient at the point, and the op is at its point there."""
+    xs = [torch.tensor(d, dtype=torch.float64).reshape(c.shape(i)) for i, d in enumerate(c.inputs)]
+    side = SIDES[c.op]
+    assert side.at_point(xs, c.attrs)
+    moved = [x.requires_grad_(True) for x in side.move(xs, c.attrs)]
+    grads = torch.autograd.grad(CATALOG[c.op].lower(moved, c.attrs).sum(), moved)
+    got = [float(v) for g in grads for v in g.reshape(-1)]
+    assert got == pytest.approx([v for g in c.burn_grads for v in g]), f"{c.name}: {got} is not burn's {c.burn_grads}"
+
+
+def test_burn_s_composed_conventions_at_a_tie_into_a_kink_are_ill_conditioned(burn_worker: BurnWorker) -> None:
+    """burn's 1 lies outside the one-sided limits (0 .. 0.25) but is the float64 reference with
+    burn's convention at prelu: ill-conditioned (a burn-wrong without the rule). The same program
+    found by the quality suite's no-false-alarm campaign is corpus/findings/cf48711a3888b61e.json."""
+    alt = burn_convention_gradient(TIE_INTO_KINK, "x", "bw", 0)
+    assert alt == (1.0, {"y": "prelu-at-zero"})
+    verdict = check(TIE_INTO_KINK, burn_worker)
+    assert verdict.ok, verdict.report()
+    assert verdict.burn.backwards[0].grads["x"].data[0] == 1.0  # type: ignore[union-attr]
+    assert {m.statement: m.verdict for m in verdict.mismatches}.get("x") == "ill-conditioned", verdict.report()
+
+
+@pytest.mark.parametrize("value", [0.5, -1.0, 2.0])
+def test_a_gradient_at_the_kink_matching_neither_convention_is_a_finding(burn_worker: BurnWorker,
+                                                                          value: float) -> None:
+    """0.5 is neither PyTorch's composition (0.25) nor burn's (1), and outside the limits 0 .. 0.25."""
+    verdict = check(TIE_INTO_KINK, burn_worker)
+    burn_obs = _with_grad(verdict.burn, "x", 0, value)
+    assert _verdicts(TIE_INTO_KINK, verdict.torch, burn_obs)["x"] == "burn-wrong"
+
+
+def test_a_wrong_prelu_gradient_away_from_the_kink_is_a_finding(burn_worker: BurnWorker) -> None:
+    """x = [[-0.5, 0]]: prelu is at its convention point at x[1], but x[0]'s gradient (0.25, the
+    argmin's) goes through prelu at -0.5: burn's convention composed is 0.25 there too, and 1 is
+    a finding."""
+    p = program(leaf("x", [-0.5, 0.0], rg=True, shape=[1, 2]), leaf("w", [0.25], rg=True),
+                op("y", "prelu", "x", "w"), op("m", "gather_argmin", "y", dim=1), backward("m"))
+    assert burn_convention_gradient(p, "x", "bw", 0) == (0.25, {"y": "prelu-at-zero"})
+    verdict = check(p, burn_worker)
+    assert verdict.ok, verdict.report()
+    assert _verdicts(p, verdict.torch, _with_grad(verdict.burn, "x", 0, 1.0))["x"] == "burn-wrong"
