@@ -14,7 +14,7 @@ backward with each such op's derivative taken where burn takes it.
 burn's convention at an op is a side: the derivative of the op at its input moved by one ulp to
 the side burn takes (prelu at 0: the positive side, slope 1; maximum of a tie: the first operand
 the larger). The forward is unchanged; only the backward reads the moved input.
-`tests/differential/test_burn_conventions.py` checks that each side reproduces the declared
+`tests/differential/test_compound_kinks.py` checks that each side reproduces the declared
 burn gradients of its Convention, so the sides are data-checked like the conventions themselves.
 """
 
