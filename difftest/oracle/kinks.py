@@ -193,6 +193,16 @@ def at_kink(verdict: Verdict, m: Mismatch, element: int, t: float, b: float, r: 
         return ("ill-conditioned", f"{kink}; its one-sided differences agree ({slope:.6g}) but the float64 "
                 f"reference ({r:.6g}) is not that slope: a subgradient chosen at a tie", evidence)
     if not limits:
+        # smooth along this element, yet an op on its path may sit exactly at a convention point
+        # (a tie of min after clamp at its bound): burn's conventions composed may give another
+        # subgradient than the slope both sides agree on
+        one_sided: list[float] = list(evidence.get("one_sided") or [])
+        if len(one_sided) == 2 and all(math.isfinite(x) for x in one_sided):
+            slack = budget + estimate_error([*one_sided, r])
+            composed = _burn_composed(verdict, m, element, t, b, r, budget,
+                                      (min(one_sided) - slack, max(one_sided) + slack))
+            if composed is not None:
+                return ("ill-conditioned", f"{kink}; its one-sided differences agree, but {composed}", evidence)
         return judged[0], f"{judged[1]}; {kink}, but its one-sided differences agree here", evidence
     finite = [x for x in (*limits, r) if math.isfinite(x)]
     if len(finite) <= 1:

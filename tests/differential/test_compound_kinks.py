@@ -89,3 +89,19 @@ def test_a_wrong_prelu_gradient_away_from_the_kink_is_a_finding(burn_worker: Bur
     verdict = check(p, burn_worker)
     assert verdict.ok, verdict.report()
     assert _verdicts(p, verdict.torch, _with_grad(verdict.burn, "x", 0, 1.0))["x"] == "burn-wrong"
+
+
+# clamp_max(x, 1) with x = [1, 1.5]: both clamp to 1, so min(-clamp) ties. Moving x[0] either way
+# leaves its gradient 0 (up: clamped; down: the min moves to x[1]): the one-sided differences
+# agree (0), and so does PyTorch. burn's -1 is its conventions composed (min's first element of the
+# tie, clamp passing the gradient at its bound): no finding; -0.5 is neither, and stays one.
+TIE_AFTER_BOUND = program(leaf("x", [1.0, 1.5], rg=True), op("c", "clamp_max", "x", max=1.0), op("n", "neg", "c"),
+                          op("m", "min", "n"), backward("m"))
+
+
+def test_composed_conventions_where_the_one_sided_differences_agree(burn_worker: BurnWorker) -> None:
+    verdict = check(TIE_AFTER_BOUND, burn_worker)
+    assert verdict.ok, verdict.report()
+    assert verdict.burn.backwards[0].grads["x"].data[0] == -1.0  # type: ignore[union-attr]
+    assert {m.statement: m.verdict for m in verdict.mismatches}.get("x") == "ill-conditioned", verdict.report()
+    assert _verdicts(TIE_AFTER_BOUND, verdict.torch, _with_grad(verdict.burn, "x", 0, -0.5))["x"] == "burn-wrong"
