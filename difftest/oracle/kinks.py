@@ -196,11 +196,10 @@ def at_kink(verdict: Verdict, m: Mismatch, element: int, t: float, b: float, r: 
         # smooth along this element, yet an op on its path may sit exactly at a convention point
         # (a tie of min after clamp at its bound): burn's conventions composed may give another
         # subgradient than the slope both sides agree on
-        one_sided: list[float] = list(evidence.get("one_sided") or [])
-        if len(one_sided) == 2 and all(math.isfinite(x) for x in one_sided):
-            slack = budget + estimate_error([*one_sided, r])
-            composed = _burn_composed(verdict, m, element, t, b, r, budget,
-                                      (min(one_sided) - slack, max(one_sided) + slack))
+        # (the slope is then the float64 reference itself, not an estimate: each result must be
+        # its framework's composition within the element's budget, no finite-difference slack)
+        if math.isfinite(r):
+            composed = _burn_composed(verdict, m, element, t, b, r, budget, (r - budget, r + budget))
             if composed is not None:
                 return ("ill-conditioned", f"{kink}; its one-sided differences agree, but {composed}", evidence)
         return judged[0], f"{judged[1]}; {kink}, but its one-sided differences agree here", evidence
