@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from difftest.choices import Choices
@@ -88,14 +89,7 @@ class GenConfig:
         return GenConfig(**{**PROFILES[name], **kw})  # type: ignore[arg-type]
 
     def op_specs(self, dtype: str = "float32") -> list[OpSpec]:
-        names = self.ops if self.ops is not None else tuple(catalog.CATALOG)
-        unknown = [n for n in names if n not in catalog.CATALOG]
-        if unknown:
-            raise ValueError(f"unknown op(s) {unknown}; `difftest ops` lists the catalog")
-        specs = [catalog.CATALOG[n] for n in names if supported(n, dtype) or not self.only_supported]
-        if names and not specs:
-            raise ValueError(f"none of the ops {list(names)} runs in {dtype} (difftest/ops/dtype_support.py)")
-        return specs
+        return list(_op_specs(None if self.ops is None else tuple(self.ops), self.only_supported, dtype))
 
     def draw_dtype(self, c: Choices) -> str:
         if self.dtype is not None:
@@ -123,3 +117,17 @@ PROFILES: dict[str, dict[str, object]] = {
     "float16": {"dtype": "float16"},
     "bfloat16": {"dtype": "bfloat16"},
 }
+
+
+@functools.lru_cache(maxsize=64)
+def _op_specs(ops: tuple[str, ...] | None, only_supported: bool, dtype: str) -> tuple[OpSpec, ...]:
+    """The catalog entries a generator draws from in `dtype` (GenConfig.op_specs; the catalog
+    is fixed at import, so each answer is computed once per process)."""
+    names = ops if ops is not None else tuple(catalog.CATALOG)
+    unknown = [n for n in names if n not in catalog.CATALOG]
+    if unknown:
+        raise ValueError(f"unknown op(s) {unknown}; `difftest ops` lists the catalog")
+    specs = [catalog.CATALOG[n] for n in names if supported(n, dtype) or not only_supported]
+    if names and not specs:
+        raise ValueError(f"none of the ops {list(names)} runs in {dtype} (difftest/ops/dtype_support.py)")
+    return tuple(specs)

@@ -74,7 +74,7 @@ class _Builder:
         self.values: list[_Value] = []
         self.counter = {"x": 0, "v": 0, "c": 0, "m": 0, "t": 0, "y": 0, "p": 0, "g": 0, "z": 0, "o": 0}
         self.specs = cfg.op_specs(dtype)
-        self.weights = [cfg.weights.get(s.name, 1.0) for s in self.specs]
+        self.weights = [cfg.weights.get(s.name, 1.0) for s in self.specs] if cfg.weights else [1.0] * len(self.specs)
         self.leaves = 0
 
     def floats(self, n: int, lo: float, hi: float) -> list[float]:

@@ -32,6 +32,7 @@ from difftest.program.ir import (
     Step,
     ZeroGrad,
     ancestors,
+    value_inputs,
 )
 from difftest.strategies.choices import weighted
 from difftest.strategies.values import _Value
@@ -50,10 +51,11 @@ WEIGHT_DECAYS = (0.0, 0.0078125, 0.03125)
 
 def consume(b: _Builder, root: str) -> None:
     """Mark the op results the backward of `root` walked (its graph is consumed)."""
-    table = b.statements_by_id()
-    walked = {v.id for v in b.values if v.depth > 0 and v.id in ancestors(table, root)}
+    reached = ancestors(b.statements_by_id(), root)
+    walked = {v.id for v in b.values if v.depth > 0 and v.id in reached}
+    reaching = _reaching(b, walked)
     for v in b.values:  # and what was computed from them (its graph reaches a consumed node)
-        if v.depth > 0 and ancestors(table, v.id) & walked:
+        if v.depth > 0 and v.id in reaching:
             v.consumed = True
 
 
@@ -62,8 +64,18 @@ def stale(b: _Builder) -> set[str]:
     consumed = {v.id for v in b.values if v.consumed}
     if not consumed:
         return set()
-    table = b.statements_by_id()
-    return {v.id for v in b.values if v.depth > 0 and ancestors(table, v.id) & consumed}
+    reaching = _reaching(b, consumed)
+    return {v.id for v in b.values if v.depth > 0 and v.id in reaching}
+
+
+def _reaching(b: _Builder, targets: set[str]) -> set[str]:
+    """The statements computed from one of `targets` (themselves included): those whose
+    `ancestors` meet them, in one pass over the program in order (inputs come first)."""
+    out: set[str] = set()
+    for st in b.statements:
+        if st.id in targets or any(x in out for x in value_inputs(st)):
+            out.add(st.id)
+    return out
 
 
 def after_backward(b: _Builder) -> None:

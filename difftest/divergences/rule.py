@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from difftest.divergences.knowledge import Framework, Knowledge, OneFramework
-from difftest.divergences.states import ModuleState, Result, SessionContext, State
+from difftest.divergences.states import BurnState, ModuleState, Result, SessionContext, State
 from difftest.program.ir import Shape, Statement
 
 
@@ -28,13 +28,26 @@ class Step:
 
 @dataclass(frozen=True)
 class Rule(OneFramework):
-    """A divergence the flag model applies: its record, where it applies, what it predicts."""
+    """A divergence the flag model applies: its record, the statement kinds it can apply to
+    (`on`: the model asks `applies` of no other kind; the declared kinds keep the model from
+    asking every rule of every statement), where it applies, what it predicts."""
 
     KIND = "divergence"
     knowledge: Knowledge
+    on: tuple[type[Statement], ...]
     applies: Callable[[Step], bool]
     effect: Callable[[Step], Result]
 
 
 def divergence(name: str, framework: Framework, reason: str, *evidence: str) -> Knowledge:
     return Knowledge(name, "divergence", framework, reason, evidence)
+
+
+def burn_inputs(step: Step) -> tuple[BurnState, ...]:
+    """The step's input states, in burn's run."""
+    return tuple(s for s in step.inputs if isinstance(s, BurnState))
+
+
+def returns_input(step: Step) -> Result:
+    """The effect of a call that returns its (first) input itself."""
+    return step.inputs[0]

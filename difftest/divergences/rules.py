@@ -8,9 +8,9 @@ base where burn (or PyTorch) documentedly differs. A rule that fires is recorded
 rule whose prediction the observation contradicts while the base prediction matches is *stale*
 (reported like an unexpected pass).
 
-Adding a rule: append a `Rule` to `TENSOR_RULES` or `MODULE_RULES`: its `Knowledge` record
-(name, framework, reason, evidence: a docs/semantics.md anchor, a corpus case, the burn source),
-a predicate and an effect. Tests never special-case a divergence; they only read what the model
+Adding a rule: append a `Rule` to `TENSOR_RULES` (here) or `MODULE_RULES` (module_rules.py):
+its `Knowledge` record (name, framework, reason, evidence: a docs/semantics.md anchor, a corpus
+case, the burn source), the statement kinds it can apply to, a predicate and an effect. Tests never special-case a divergence; they only read what the model
 predicts.
 """
 
@@ -18,23 +18,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from difftest.divergences.knowledge import Framework, burn_source
+from difftest.divergences.knowledge import burn_source
+from difftest.divergences.module_rules import (
+    MODULE_RULES,
+    burn_param_state,
+    module_param_keys,
+    shares_params,
+    torch_param_state,
+)
 from difftest.divergences.noops import NOOPS_BY_OP
-from difftest.divergences.rule import Rule, Step, divergence
+from difftest.divergences.rule import Rule, Step, burn_inputs, divergence, returns_input
 
 __all__ = ["MODULE_RULES", "RULES", "RULES_BY_NAME", "TENSOR_RULES", "Rule", "Step", "burn_param_state",
            "divergence", "module_param_keys", "rules_for", "shares_params", "torch_param_state"]
 from difftest.divergences.session_rules import SESSION_RULES
-from difftest.divergences.states import EMPTY, BurnState, Failure, ModuleState, Result, TorchState
+from difftest.divergences.states import BurnState, Failure, Result, TorchState
 from difftest.ops.catalog import CATALOG
-from difftest.ops.strides import contiguous_strides
 from difftest.ops.value_dtypes import CAST_ATTR_TYPE
-from difftest.program.ir import Apply, Cut, Leaf, Module, OpCall, Param, Shape, region_of
+from difftest.program.ir import Apply, Cut, Leaf, OpCall, Shape, region_of
 from difftest.program.modules import module_kind
-
-
-def _burn_inputs(step: Step) -> tuple[BurnState, ...]:
-    return tuple(s for s in step.inputs if isinstance(s, BurnState))
 
 
 def _torch_inputs(step: Step) -> tuple[TorchState, ...]:
@@ -43,7 +45,7 @@ def _torch_inputs(step: Step) -> tuple[TorchState, ...]:
 
 def _is_leaf_detach(step: Step) -> bool:
     st = step.statement
-    ins = _burn_inputs(step)
+    ins = burn_inputs(step)
     return isinstance(st, Cut) and st.cut == "detach" and st.region == "grad" and bool(ins) and ins[0].is_require_grad
 
 
@@ -118,132 +120,6 @@ def _merges_to_view(shape: Shape, strides: tuple[int, ...]) -> bool:
     return True
 
 
-# ---------------------------------------------------------------- modules
-
-def torch_param_state(m: ModuleState, name: str, shape: Shape) -> TorchState:
-    """A parameter of the handle `m` in PyTorch: its own leaf (every transform deep-copies); a
-    buffer (running statistics) never requires grad."""
-    if module_kind(m.kind).is_buffer(name):
-        return TorchState(False, True, False, False, strides=contiguous_strides(shape) if shape else ())
-    key = m.key(name) if m.requires_grad else None
-    return TorchState(m.requires_grad, True, False, False, key, frozenset({key}) if key else EMPTY,
-                      contiguous_strides(shape) if shape else ())
-
-
-def burn_param_state(m: ModuleState, name: str) -> BurnState:
-    """PyTorch's parameter mapped onto burn's flags: a leaf on the autodiff device that
-    requires grad when PyTorch's does, one leaf per handle (the base; rules refine it). A
-    buffer (running statistics) is a plain value on the parameters' device (burn stores it
-    detached)."""
-    if module_kind(m.kind).is_buffer(name):
-        return BurnState(not m.valid, False, False)
-    if not m.requires_grad:
-        return BurnState(True, False, False)
-    key = m.key(name)
-    return BurnState(True, True, True, key, frozenset({key}))
-
-
-def shares_params(m: ModuleState) -> bool:
-    """burn's parameters of `m` are the leaves of an earlier handle (a clone that kept them)."""
-    return (bool(m.params) and not m.valid and m.requires_grad and m.burn_origin is not None
-            and m.burn_origin != m.id)
-
-
-def module_param_keys(fw: Framework, m: ModuleState) -> list[str]:
-    """The grad keys of the parameters a forward through `m` records, in each framework."""
-    if not m.params or m.valid or not m.requires_grad:
-        return []
-    if fw == "burn" and shares_params(m):
-        return [m.key(name, m.burn_origin) for name in m.params]
-    return [m.key(name) for name in m.params]
-
-
-def _module_of(step: Step) -> ModuleState:
-    assert step.module is not None
-    return step.module
-
-
-def _is_dropout_p1(step: Step) -> bool:
-    st = step.statement
-    return isinstance(st, Module) and st.module == "dropout" and not st.p < 1.0
-
-
-def _valid_module_computes(step: Step) -> bool:
-    """A param of, or a forward through, a module derived from valid() (not trained since)
-    that computes something (a dropout that returns its input as is computes nothing; every
-    other kind computes, a group_norm without parameters too)."""
-    st, m = step.statement, step.module
-    if m is None or not m.valid:
-        return False
-    if isinstance(st, Param):
-        return True
-    return isinstance(st, Apply) and (m.kind != "dropout" or (m.training and m.p > 0.0))
-
-
-def _valid_off_autodiff(step: Step) -> Result:
-    return BurnState(False, False, False)
-
-
-def _valid_with_autodiff_input(step: Step) -> bool:
-    return (
-        _valid_module_computes(step)
-        and isinstance(step.statement, Apply)
-        and _burn_inputs(step)[0].is_autodiff
-    )
-
-
-def _autodiff_input_output(step: Step) -> Result:
-    x = _burn_inputs(step)[0]
-    return BurnState(True, x.is_tracked, False, None, x.sources if x.is_tracked else EMPTY)
-
-
-def _shares_params(step: Step) -> bool:
-    m, st = step.module, step.statement
-    if isinstance(st, Param) and m is not None and module_kind(m.kind).is_buffer(st.param):
-        return False  # a running statistic is no parameter leaf
-    return isinstance(st, (Param, Apply)) and m is not None and shares_params(m)
-
-
-def _shared_params(step: Step) -> Result:
-    st, m, cur = step.statement, _module_of(step), step.current
-    assert isinstance(cur, BurnState)
-    if isinstance(st, Param):
-        key = m.key(st.param, m.burn_origin)
-        return BurnState(True, True, True, key, frozenset({key}))
-    own = frozenset(module_param_keys("torch", m))  # the base: PyTorch's deep copy's keys
-    shared = frozenset(module_param_keys("burn", m))
-    return BurnState(cur.is_autodiff, cur.is_tracked, cur.is_require_grad, cur.key, (cur.sources - own) | shared)
-
-
-def _module_no_grad(step: Step) -> bool:
-    m = step.module
-    return isinstance(step.statement, (Param, Apply)) and m is not None and m.no_grad and not m.valid
-
-
-def _no_grad_semantics(step: Step) -> Result:
-    """burn's Module::no_grad(): every float parameter set_require_grad(false) (a detached
-    leaf on the autodiff device), persistently (train() keeps it); training flags untouched."""
-    if isinstance(step.statement, Param):
-        return BurnState(True, False, False)
-    return step.current
-
-
-def _freeze_survives_train(step: Step) -> bool:
-    m = step.module
-    return (isinstance(step.statement, Apply) and m is not None and m.kind == "dropout" and m.p > 0.0
-            and m.training and not m.burn_training)
-
-
-def _dropout_off_autodiff(step: Step) -> bool:
-    m = step.module
-    return (isinstance(step.statement, Apply) and m is not None and m.kind == "dropout" and m.p > 0.0
-            and m.burn_training and not _burn_inputs(step)[0].is_autodiff)
-
-
-def _returns_input(step: Step) -> Result:
-    return step.inputs[0]
-
-
 def _is_noop_alias(step: Step) -> bool:
     st = step.statement
     if not isinstance(st, OpCall) or st.region != "grad":
@@ -263,9 +139,6 @@ def _is_same_dtype_cast(step: Step, grad_only: bool) -> bool:
 _AUTODIFF_OPS = burn_source("burn-autodiff", "src/ops/tensor.rs")
 _CAST_API = burn_source("burn-tensor", "src/tensor/api/cast.rs")
 _FLOAT_API = burn_source("burn-tensor", "src/tensor/api/float.rs")
-_MODULE_BASE = burn_source("burn-core", "src/module/base.rs")
-_PARAM_TENSOR = burn_source("burn-core", "src/module/param/tensor.rs")
-_DROPOUT = burn_source("burn-nn", "src/modules/dropout.rs")
 
 TENSOR_RULES: tuple[Rule, ...] = (
     Rule(
@@ -279,6 +152,7 @@ TENSOR_RULES: tuple[Rule, ...] = (
             "corpus/seed/flags-of-w.json",
             _AUTODIFF_OPS,
         ),
+        (Cut,),
         _is_leaf_detach,
         _leaf_detach,
     ),
@@ -291,6 +165,7 @@ TENSOR_RULES: tuple[Rule, ...] = (
             "docs/semantics.md#without-autodiff",
             "corpus/seed/flags-of-w.json",
         ),
+        (Cut,),
         _is_without_autodiff,
         lambda step: BurnState(False, False, False),
     ),
@@ -305,6 +180,7 @@ TENSOR_RULES: tuple[Rule, ...] = (
             "docs/semantics.md#mapping",
             "corpus/seed/side-branch-no-grad.json",
         ),
+        (OpCall, Cut),
         _in_region,
         _region_off_autodiff,
     ),
@@ -317,6 +193,7 @@ TENSOR_RULES: tuple[Rule, ...] = (
             "docs/semantics.md#burn-facts",
             _FLOAT_API,
         ),
+        (Leaf,),
         _plain_leaf_require_grad,
         lambda step: Failure("panic", "require_grad() on a plain-device leaf"),
     ),
@@ -331,6 +208,7 @@ TENSOR_RULES: tuple[Rule, ...] = (
             "tests/differential/test_modules.py",
             "https://docs.pytorch.org/cppdocs/notes/inference_mode.html",
         ),
+        (OpCall, Apply),
         _saves_inference_tensor,
         lambda step: Failure("exception", "inference tensor saved for backward"),
     ),
@@ -345,8 +223,9 @@ TENSOR_RULES: tuple[Rule, ...] = (
             "docs/semantics.md#divergences",
             "difftest/divergences/noops.py",
         ),
+        (OpCall,),
         _is_noop_alias,
-        _returns_input,
+        returns_input,
     ),
     Rule(
         divergence(
@@ -360,8 +239,9 @@ TENSOR_RULES: tuple[Rule, ...] = (
             "tests/differential/test_cast.py",
             _CAST_API,
         ),
+        (OpCall,),
         lambda step: _is_same_dtype_cast(step, grad_only=True),
-        _returns_input,
+        returns_input,
     ),
     Rule(
         divergence(
@@ -373,117 +253,9 @@ TENSOR_RULES: tuple[Rule, ...] = (
             "https://docs.pytorch.org/docs/stable/generated/torch.Tensor.to.html",
             "tests/differential/test_cast.py",
         ),
+        (OpCall,),
         lambda step: _is_same_dtype_cast(step, grad_only=False),
-        _returns_input,
-    ),
-)
-
-MODULE_RULES: tuple[Rule, ...] = (
-    Rule(
-        divergence(
-            "dropout-p1-panics",
-            "burn",
-            "burn's DropoutConfig::init panics unless 0 <= p < 1 (\"Dropout probability must be finite "
-            "and in the range [0, 1), but got 1\"); PyTorch's nn.Dropout(1.0) zeroes its input.",
-            "docs/semantics.md#burn-facts",
-            "tests/differential/test_modules.py",
-            _DROPOUT,
-        ),
-        _is_dropout_p1,
-        lambda step: Failure("panic", "DropoutConfig::new(1.0).init() panics (p must be in [0, 1))"),
-    ),
-    Rule(
-        divergence(
-            "valid-off-autodiff",
-            "burn",
-            "valid() returns a snapshot whose parameters are on the plain device (false false false, "
-            "no gradient) until train(); unfreeze() does not bring them back. Its forward computes "
-            "off autodiff: the counterpart of PyTorch's eval() + torch.no_grad() (whose parameters "
-            "still require grad).",
-            "docs/semantics.md#valid-off-autodiff",
-            "docs/semantics.md#golden-linear",
-            "corpus/seed/linear-table.json",
-            _PARAM_TENSOR,
-        ),
-        _valid_module_computes,
-        _valid_off_autodiff,
-    ),
-    Rule(
-        divergence(
-            "valid-with-autodiff-input",
-            "burn",
-            "a valid() module fed an input still on the autodiff device returns an autodiff tensor, "
-            "untracked (true false false) unless the input itself is tracked, in which case the "
-            "graph through the input is recorded and the input gets a gradient. Under PyTorch's "
-            "torch.no_grad() the output never requires grad.",
-            "docs/semantics.md#valid-with-autodiff-input",
-            "docs/semantics.md#golden-linear",
-            "corpus/seed/linear-table.json",
-        ),
-        _valid_with_autodiff_input,
-        _autodiff_input_output,
-    ),
-    Rule(
-        divergence(
-            "module-no-grad",
-            "burn",
-            "Module::no_grad() is requires_grad_(False) on every parameter, not an inference mode: "
-            "the parameters stay on the autodiff device as constants (true false false), forwards "
-            "are still recorded through a tracked input, a later train() does not re-enable "
-            "gradients, and dropout keeps training. Measured against difftest's PyTorch "
-            "counterpart (deep copy + requires_grad_(False)) this is no flag or gradient difference: "
-            "the rule records where the module-no-grad divergence of docs/semantics.md is exercised "
-            "and asserts burn's semantics (its effect equals the base, so it cannot go stale).",
-            "docs/semantics.md#module-no-grad",
-            "docs/semantics.md#mapping",
-            _MODULE_BASE,
-        ),
-        _module_no_grad,
-        _no_grad_semantics,
-    ),
-    Rule(
-        divergence(
-            "clone-shares-params",
-            "burn",
-            "a module clone shares its parameter tensors: train() or unfreeze() of a module whose "
-            "parameters already require grad on the autodiff device keeps the same leaves, so the "
-            "gradient of a forward through the new handle also lands on the old handle's params "
-            "(measured: fc.clone().train() and .unfreeze()), and where both handles reach the loss "
-            "burn's gradient is the sum of what PyTorch gives each deep copy (those gradient values "
-            "are not compared: Prediction.incomparable_grads). PyTorch's counterpart is a deep copy "
-            "with its own leaves.",
-            "tests/differential/test_modules.py",
-            _PARAM_TENSOR,
-            _MODULE_BASE,
-        ),
-        _shares_params,
-        _shared_params,
-    ),
-    Rule(
-        divergence(
-            "freeze-survives-train",
-            "burn",
-            "freeze() clears dropout's training flag persistently: a later train() restores the "
-            "configured flag, which freeze cleared, so the dropout returns its input as is (only "
-            "unfreeze() re-enables it). PyTorch's train() after eval() drops out again.",
-            "tests/differential/test_modules.py",
-            _MODULE_BASE,
-        ),
-        _freeze_survives_train,
-        _returns_input,
-    ),
-    Rule(
-        divergence(
-            "dropout-off-autodiff-identity",
-            "burn",
-            "burn's Dropout::forward returns its input unchanged when the input is not on the "
-            "autodiff device (`!input.device().is_autodiff()`), even in training mode; PyTorch's "
-            "dropout in training mode always draws a mask.",
-            "tests/differential/test_modules.py",
-            _DROPOUT,
-        ),
-        _dropout_off_autodiff,
-        _returns_input,
+        returns_input,
     ),
 )
 

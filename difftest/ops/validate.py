@@ -204,4 +204,6 @@ def check_program(program: Program) -> dict[str, Shape]:
     that run in their inputs' dtype, never on inputs of mixed dtypes (value_dtypes.py,
     ops/dtype_support.py)."""
     check_value_dtypes(program)
-    return infer_shapes(program, bounded=True)
+    shapes = infer_shapes(program, bounded=True)
+    _unbounded_shapes.put(program, dict(shapes))  # the same shapes: the model and probes ask next
+    return shapes

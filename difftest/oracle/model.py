@@ -415,8 +415,9 @@ def _apply_rules(fw: Framework, rules: list[Rule], firings: list[Firing], step: 
     current = base
     if step.current is not current:
         step = replace(step, current=current)
+    st = step.statement
     for rule in rules:
-        if rule.applies(step):
+        if isinstance(st, rule.on) and rule.applies(step):
             new = rule.effect(step)
             firings.append(Firing(rule.name, fw, step.index, step.statement.id, base, new))
             current = new

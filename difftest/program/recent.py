@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from difftest.program.ir import Program, Statement
 
@@ -19,23 +19,34 @@ R = TypeVar("R")
 RECENT = 16  # programs remembered per function (a program, its probes' prefixes and programs)
 
 
-def remembered(fn: Callable[[Program], R]) -> Callable[[Program], R]:
+class Remembered(Generic[R]):
     """`fn`, answering from memory for a program it was given among the last RECENT. The answer
-    is shared: a caller that changes a mutable answer must copy it first."""
-    recent: dict[int, tuple[Program, R]] = {}
+    is shared: a caller that changes a mutable answer must copy it first. `put` remembers an
+    answer computed elsewhere (a caller that computed the same thing on the way to more)."""
 
-    @functools.wraps(fn)
-    def wrapper(program: Program) -> R:
-        hit = recent.get(id(program))
+    def __init__(self, fn: Callable[[Program], R]) -> None:
+        self.fn = fn
+        self.recent: dict[int, tuple[Program, R]] = {}
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, program: Program) -> R:
+        hit = self.recent.get(id(program))
         if hit is not None and hit[0] is program:
             return hit[1]
-        out = fn(program)
-        if len(recent) >= RECENT:
-            del recent[next(iter(recent))]
-        recent[id(program)] = (program, out)
+        out = self.fn(program)
+        self.put(program, out)
         return out
 
-    return wrapper
+    def put(self, program: Program, answer: R) -> None:
+        recent = self.recent
+        if id(program) not in recent and len(recent) >= RECENT:
+            del recent[next(iter(recent))]
+        recent[id(program)] = (program, answer)
+
+
+def remembered(fn: Callable[[Program], R]) -> Remembered[R]:
+    """`fn` remembered for the last RECENT programs (Remembered)."""
+    return Remembered(fn)
 
 
 @remembered

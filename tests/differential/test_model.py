@@ -12,6 +12,7 @@ from difftest.findings.corpus import load_case
 from difftest.oracle.check import check
 from difftest.oracle.model import predict
 from difftest.oracle.pytorch import run as run_torch
+from difftest.program.ir import Cut
 from difftest.strategies.choices import RandomChoices
 from difftest.strategies.generator import generate
 
@@ -48,6 +49,7 @@ def test_a_rule_burn_no_longer_follows_is_reported_stale(burn_worker: BurnWorker
     bogus = Rule(
         Knowledge("bogus-detach-tracks", "divergence", "burn", "pretend detach of an intermediate stays tracked",
                   ("tests/differential/test_model.py",)),
+        (Cut,),
         lambda s: s.statement.id == "w2_detach",
         lambda s: BurnState(True, True, False),
     )
