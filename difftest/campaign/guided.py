@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from difftest.campaign.loop import program_seed
-from difftest.exec.burn_worker import BurnWorker, program_digest
+from difftest.exec.burn_worker import BurnWorker
 from difftest.exec.coverage_map import CoverageError, hit_edges
+from difftest.exec.inflight import program_digest
 from difftest.program.ir import Program
 from difftest.program.jsonio import program_from_dict, program_to_dict
 from difftest.strategies.config import GenConfig

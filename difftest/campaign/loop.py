@@ -20,6 +20,7 @@ from typing import Protocol
 
 from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.inflight import in_flight
 from difftest.oracle.compare import DISMISSED, Verdict
 from difftest.oracle.probe_run import ProbeRun, check_with_probes_on
 from difftest.program.ir import Program
@@ -145,23 +146,26 @@ def run_campaign(
         stats.programs += 1
         op_counts = {e[3:]: v for e, v in c.events.items() if e.startswith("op:")}
         stats.ops.update(op_counts)
-        runs = check_with_probes_on(program, workers, probes=probes)
-        verdict, probed = program_result(runs)
-        if steering is not None:
-            steering.observe(program, first)
-        for v, p in runs.values():
-            stats.probes += p.probes
-            stats.probes_checked += p.checked
-            stats.probes_batch_only += p.batch_only_count
-            stats.dismissals.update(dismissals(v))
-            stats.skipped.update(skipped(v))
-        stats.verdicts[verdict.kind] += 1
-        stats.rules.update(verdict.prediction.rules_fired)
-        stats.restarts = sum(w.restarts for w in workers.values())
-        if on_backends is not None:
-            on_backends(k, runs, op_counts)
-        if on_program is not None:
-            on_program(k, verdict, op_counts, probed)
+        # on disk while the job checks and reports it (exec/inflight.py): written once for its run
+        # and probes on every backend, and kept if the job dies before it is done
+        with in_flight(workers.values(), program):
+            runs = check_with_probes_on(program, workers, probes=probes)
+            verdict, probed = program_result(runs)
+            if steering is not None:
+                steering.observe(program, first)
+            for v, p in runs.values():
+                stats.probes += p.probes
+                stats.probes_checked += p.checked
+                stats.probes_batch_only += p.batch_only_count
+                stats.dismissals.update(dismissals(v))
+                stats.skipped.update(skipped(v))
+            stats.verdicts[verdict.kind] += 1
+            stats.rules.update(verdict.prediction.rules_fired)
+            stats.restarts = sum(w.restarts for w in workers.values())
+            if on_backends is not None:
+                on_backends(k, runs, op_counts)
+            if on_program is not None:
+                on_program(k, verdict, op_counts, probed)
         if not verdict.ok:
             if keep_findings:
                 stats.findings.append(verdict)

@@ -10,8 +10,8 @@ rule whose prediction the observation contradicts while the base prediction matc
 
 Adding a rule: append a `Rule` to `TENSOR_RULES` (here) or `MODULE_RULES` (module_rules.py):
 its `Knowledge` record (name, framework, reason, evidence: a docs/semantics.md anchor, a corpus
-case, the burn source), the statement kinds it can apply to, a predicate and an effect. Tests never special-case a divergence; they only read what the model
-predicts.
+case, the burn source), the statement kinds it can apply to, a predicate and an effect. Tests
+never special-case a divergence; they only read what the model predicts.
 """
 
 from __future__ import annotations

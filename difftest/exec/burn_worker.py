@@ -14,7 +14,6 @@ backstop for what that budget does not foresee.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import queue
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from difftest.exec.backends import BACKEND_ENV
+from difftest.exec.inflight import write_program
 from difftest.exec.libtorch import worker_env
 from difftest.program.ir import Program
 from difftest.program.jsonio import dumps, program_to_dict
@@ -100,10 +100,6 @@ def default_memory_limit() -> int | None:
     return limit or None
 
 
-def program_digest(doc: dict[str, Any]) -> str:
-    return hashlib.sha256(dumps(doc).encode()).hexdigest()[:16]
-
-
 class BurnWorker:
     def __init__(
         self,
@@ -130,6 +126,7 @@ class BurnWorker:
         self.test_requests = test_requests
         self.timeout = timeout
         self.inflight_dir = inflight_dir
+        self.held: Program | None = None  # written to inflight_dir by a caller (inflight.in_flight)
         self._proc: subprocess.Popen[bytes] | None = None
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._stderr: deque[str] = deque(maxlen=200)
@@ -339,7 +336,7 @@ class BurnWorker:
         """Send a program without waiting for its answer (the caller runs PyTorch meanwhile);
         `result()` of the returned handle waits. One program at a time per worker."""
         doc = program if isinstance(program, dict) else program_to_dict(program)
-        pending = self._write_inflight(doc)
+        pending = self._write_inflight(doc, None if isinstance(program, dict) else program)
         started = time.monotonic()
         try:
             rid = self._send_request("run", program=doc)
@@ -381,7 +378,7 @@ class BurnWorker:
     def _send_probe(self, program: Program, probes: Sequence[tuple[int, str]], timeout: float | None, *,
                     grads: bool) -> PendingProbes:
         doc = program_to_dict(program)
-        pending = self._write_inflight(doc)
+        pending = self._write_inflight(doc, program)
         fields: dict[str, Any] = {"program": doc, "probes": [[i, root] for i, root in probes]}
         if grads:
             fields["grads"] = True
@@ -420,15 +417,11 @@ class BurnWorker:
         obs = Observation.from_dict(answer["result"], "burn")
         return Observation("burn", obs.values, obs.backwards, obs.error, {"seconds": elapsed})
 
-    def _write_inflight(self, doc: dict[str, Any]) -> Path | None:
-        if self.inflight_dir is None:
+    def _write_inflight(self, doc: dict[str, Any], program: Program | None) -> Path | None:
+        """The request's own in-flight file (None: none kept, or its program is `held`)."""
+        if self.inflight_dir is None or (program is not None and program is self.held):
             return None
-        self.inflight_dir.mkdir(parents=True, exist_ok=True)
-        path = self.inflight_dir / f"{program_digest(doc)}-{os.getpid()}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(dumps(doc, indent=1))
-        os.replace(tmp, path)
-        return path
+        return write_program(self.inflight_dir, doc)
 
     def _served_one(self, runs: int = 1) -> None:
         self.served += 1

@@ -25,6 +25,7 @@ from difftest.findings.signature import case_signature, corpus_signatures, norma
 from difftest.findings.summary import Summary, merge
 from difftest.oracle.compare import Mismatch
 from difftest.program.ir import Backward
+from difftest.program.jsonio import program_from_dict
 from tests.programs import cut, leaf, op, program
 
 PROG = program(
@@ -245,6 +246,11 @@ def test_a_job_that_crashes_is_restarted_after_its_program(tmp_path: Path, monke
                          inflight_dir=inflight), _quiet())
     assert s.programs == 39, s.programs  # every program but the one it died on
     assert len(s.errors) == 1 and "running program 6" in s.errors[0] and "restarted after it" in s.errors[0], s.errors
+    # it died while reporting program 6, after burn had answered: the program is kept all the same
+    kept = list((tmp_path / "state" / "crashes").glob("program-6-*.json"))
+    assert len(kept) == 1 and f"its program: {kept[0]}" in s.errors[0], s.errors
+    assert program_from_dict(json.loads(kept[0].read_text())).statements  # a program `difftest run` replays
+    assert not list(inflight.glob("*.json"))  # nothing else left in flight
 
 
 def test_the_program_a_dead_job_had_in_flight_is_kept(tmp_path: Path) -> None:
