@@ -182,23 +182,31 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+def _is_ints(v: Any) -> bool:
+    return isinstance(v, list) and all(_is_int(x) for x in v)
+
+
+def _is_tensor_of(v: Any, element: Callable[[Any], bool]) -> bool:
+    return isinstance(v, dict) and "shape" in v and "data" in v and all(element(x) for x in v["data"])
+
+
+# what a value of each attribute type must be (asked of the attribute's own type only)
+_ATTR_TYPES: dict[str, Callable[[Any], bool]] = {
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "int": _is_int,
+    "dim": _is_int,
+    "dims": _is_ints,
+    "ints": _is_ints,
+    "shape": lambda v: _is_ints(v) and all(x >= 1 for x in v),
+    "ranges": lambda v: isinstance(v, list) and all(isinstance(r, list) and len(r) == 2 and _is_ints(r) for r in v),
+    "int_tensor": lambda v: _is_tensor_of(v, _is_int),
+    "bool_tensor": lambda v: _is_tensor_of(v, lambda x: isinstance(x, bool)),
+    "dtype": lambda v: v in FLOAT_DTYPES,
+}
+
+
 def _check_attr_type(op: str, a: AttrSpec, v: Any) -> None:
-    ok = {
-        "float": isinstance(v, (int, float)) and not isinstance(v, bool),
-        "int": _is_int(v),
-        "dim": _is_int(v),
-        "dims": isinstance(v, list) and all(_is_int(x) for x in v),
-        "ints": isinstance(v, list) and all(_is_int(x) for x in v),
-        "shape": isinstance(v, list) and all(_is_int(x) and x >= 1 for x in v),
-        "ranges": isinstance(v, list)
-        and all(isinstance(r, list) and len(r) == 2 and all(_is_int(x) for x in r) for r in v),
-        "int_tensor": isinstance(v, dict) and "shape" in v and "data" in v and all(_is_int(x) for x in v["data"]),
-        "bool_tensor": isinstance(v, dict)
-        and "shape" in v
-        and "data" in v
-        and all(isinstance(x, bool) for x in v["data"]),
-        "dtype": v in FLOAT_DTYPES,
-    }[a.type]
+    ok = _ATTR_TYPES[a.type](v)
     if not ok:
         raise ShapeError(f"{op}: attribute {a.name!r}={v!r} is not of type {a.type}")
     if a.type in ("int_tensor", "bool_tensor") and len(v["data"]) != numel(tuple(v["shape"])):

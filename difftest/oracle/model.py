@@ -321,11 +321,12 @@ _STEPS: ByKind[Callable[[_Run, int, Any], Failure | None]] = ByKind(
 
 def _backward(fw: Framework, i: int, st: Backward, program: Program, pred: FrameworkPrediction,
               rules: list[Rule], firings: list[Firing], shapes: dict[str, Shape], *,
-              outcome_only: bool = False) -> Failure | None:
+              outcome_only: bool = False, walker: sessions.Walker | None = None) -> Failure | None:
     """A backward: the root must be in a graph, and its graph must not reach a node an earlier
     backward consumed; it consumes what the rules say, and gives a fresh gradients handle.
     `outcome_only`: return as soon as the outcome is known, with `pred` unchanged (root probes,
-    probes.py: only whether the backward fails; nothing before that point changes `pred`)."""
+    probes.py: only whether the backward fails; nothing before that point changes `pred`).
+    `walker`: the walks over `pred`'s current states (shared by the probes of one backward)."""
     root = pred.input_state(st.input)
     if isinstance(root, TorchState):
         # a view made under no_grad reports requires_grad but has no graph to walk
@@ -335,8 +336,9 @@ def _backward(fw: Framework, i: int, st: Backward, program: Program, pred: Frame
     if not ok:
         kind = "exception" if fw == "torch" else "panic"
         return Failure(kind, f"backward of {st.input!r}, which is not in a graph")
-    traversed, saving, leaves = sessions.walk(st.input, statements_by_id(program), pred.states, pred.input_state,
-                                              pred.modules, shapes)
+    if walker is None:
+        walker = walker_of(program, pred, shapes)
+    traversed, saving, leaves = walker(st.input)
     before = frozenset(pred.consumed)
     # a leaf root: the leaf itself, which an earlier backward may have consumed as a root
     rooted_at = {root.key} if not sessions.is_node(root) and root.key is not None else set()
@@ -365,6 +367,11 @@ def _backward(fw: Framework, i: int, st: Backward, program: Program, pred: Frame
     for key in root.sources:
         pred.accumulated.setdefault(key, set()).add(st.id)
     return None
+
+
+def walker_of(program: Program, pred: FrameworkPrediction, shapes: dict[str, Shape]) -> sessions.Walker:
+    """The backwards' walks over `pred`'s states as they are now (valid until they change)."""
+    return sessions.Walker(statements_by_id(program), pred.states, pred.input_state, pred.modules, shapes)
 
 
 def _step(fw: Framework, i: int, st: StepStatement, pred: FrameworkPrediction, rules: list[Rule],

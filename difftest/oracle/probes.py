@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from difftest.divergences.rules import RULES, Rule
 from difftest.divergences.states import BurnState
 from difftest.ops.validate import infer_shapes
-from difftest.oracle.model import BackwardHook, Firing, FrameworkPrediction, _backward, _run
+from difftest.oracle.model import BackwardHook, Firing, FrameworkPrediction, _backward, _run, walker_of
 from difftest.program.ir import Backward, Program
 
 
@@ -63,12 +63,13 @@ def probe_collector(program: Program, rules: Sequence[Rule], probes: list[RootPr
     burn_rules = [r for r in rules if r.framework == "burn"]
 
     def at_backward(i: int, st: Backward, pred: FrameworkPrediction) -> None:
+        walker = walker_of(program, pred, shapes)  # the probes leave the states as they are: one walker
         for ident, state in list(pred.states.items()):
             if ident == st.input or not isinstance(state, BurnState) or not state.is_tracked:
                 continue
             scratch: list[Firing] = []
             failure = _backward("burn", i, Backward(st.id, ident), program, pred, burn_rules, scratch, shapes,
-                                outcome_only=True)
+                                outcome_only=True, walker=walker)
             probes.append(RootProbe(i, st.id, ident, failure is not None))
 
     return at_backward

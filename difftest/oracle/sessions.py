@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from difftest.divergences.states import BurnState, ModuleState, State, TorchState
+from difftest.divergences.states import EMPTY, BurnState, ModuleState, State, TorchState
 from difftest.ops.catalog import CATALOG
 from difftest.program.ir import Apply, Cut, OpCall, Shape, Statement, value_inputs
 from difftest.program.modules import module_kind
@@ -52,38 +52,45 @@ def alias_of(st: Statement, state: State, input_state: Callable[[str], State],
     return None
 
 
-def walk(root: str, by_id: Mapping[str, Statement], states: Mapping[str, State], input_state: Callable[[str], State],
-         modules: Mapping[str, ModuleState],
-         shapes: Mapping[str, Shape] | None = None) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
-    """(the graph nodes a backward from `root` walks, those of them that saved tensors, the grad
-    keys of the require-grad leaves it reaches)."""
-    nodes: set[str] = set()
-    saving: set[str] = set()
-    leaves: set[str] = set()
-    seen: set[str] = set()
-    todo = [root]
-    while todo:
-        v = todo.pop()
-        if v in seen or v not in states:
-            continue
-        seen.add(v)
-        st, state = by_id[v], states[v]
-        alias = alias_of(st, state, input_state, states)
+class Walker:
+    """The walks of backwards over one state of the model (the states before a backward): for
+    a root, (the graph nodes a backward from it walks, those of them that saved tensors, the
+    grad keys of the require-grad leaves it reaches). Each node's part is computed once, so the
+    walks of every root probe of a backward share it."""
+
+    def __init__(self, by_id: Mapping[str, Statement], states: Mapping[str, State],
+                 input_state: Callable[[str], State], modules: Mapping[str, ModuleState],
+                 shapes: Mapping[str, Shape] | None = None) -> None:
+        self.by_id, self.states, self.input_state, self.modules, self.shapes = (
+            by_id, states, input_state, modules, shapes)
+        self.memo: dict[str, tuple[frozenset[str], frozenset[str], frozenset[str]]] = {}
+
+    def __call__(self, root: str) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+        got = self.memo.get(root)
+        if got is None:
+            got = self.memo[root] = self._part(root)
+        return got
+
+    def _part(self, v: str) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+        if v not in self.states:
+            return EMPTY, EMPTY, EMPTY
+        st, state = self.by_id[v], self.states[v]
+        alias = alias_of(st, state, self.input_state, self.states)
         if alias is not None:
-            todo.append(alias)
-            continue
+            return self(alias)
         if not is_node(state):
-            if _in_graph(state) and state.key is not None:
-                leaves.add(state.key)
-            continue
-        nodes.add(v)
-        leaves |= state.sources  # the require-grad leaves (module parameters too) it is computed from
-        module = modules.get(st.module) if isinstance(st, Apply) else None
-        needs = tuple(_in_graph(input_state(x)) for x in value_inputs(st))
-        if saves_tensors(st, module, needs, shapes):
-            saving.add(v)
-        todo.extend(x for x in value_inputs(st) if _in_graph(input_state(x)))
-    return frozenset(nodes), frozenset(saving), frozenset(leaves)
+            return EMPTY, EMPTY, (frozenset({state.key}) if _in_graph(state) and state.key is not None else EMPTY)
+        nodes, leaves = {v}, set(state.sources)  # the require-grad leaves (module parameters too) it is computed from
+        module = self.modules.get(st.module) if isinstance(st, Apply) else None
+        needs = tuple(_in_graph(self.input_state(x)) for x in value_inputs(st))
+        saving = {v} if saves_tensors(st, module, needs, self.shapes) else set()
+        for x in value_inputs(st):
+            if _in_graph(self.input_state(x)):
+                n, s, lv = self(x)
+                nodes |= n
+                saving |= s
+                leaves |= lv
+        return frozenset(nodes), frozenset(saving), frozenset(leaves)
 
 
 def _in_graph(s: State) -> bool:
