@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from difftest.findings.cotangents import cotangents
 from difftest.findings.error_classes import mismatch_class, observed_tensor
+from difftest.findings.graph_roots import shown_name, smallest_root
 from difftest.ops.validate import check_program, infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.check import check
@@ -80,10 +81,14 @@ class Localisation:
     # the float64 result far more than PyTorch's float32 run (SUSPECT_RATIO); "path": a step or
     # the graph, where no one-op program ran
     confidence: str = "path"
+    # a gradient localised to the graph: the op (graph_roots.shown_name) whose result, as the
+    # backward's root, first gives the leaf the wrong gradient (graph_roots.py)
+    shown_at: str | None = None
 
     def describe(self) -> str:
         which = f" input {','.join(map(str, self.input))}" if self.input is not None else ""
-        at = f" (statement {self.statement})" if self.statement else ""
+        at = (f" (statement {self.statement})" if self.statement else
+              f" (first shown rooted at {self.shown_at})" if self.shown_at else "")
         attrs = f" {self.attrs}" if self.attrs else ""
         hedge = ""
         if self.confidence == "suspect":
@@ -96,7 +101,7 @@ class Localisation:
         return {
             "statement": self.statement, "where": self.where, "kind": self.kind, "input": self.input,
             "dtype": self.dtype, "error": self.error, "verdict": self.verdict, "attrs": dict(self.attrs),
-            "confidence": self.confidence,
+            "confidence": self.confidence, "shown_at": self.shown_at,
             "program": program_to_dict(self.program) if self.program is not None else None,
         }
 
@@ -362,7 +367,9 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     step = path_has_step(program, m)
     if step is not None:
         return Localisation(step.id, "step", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind)
-    return Localisation(None, "graph", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind)
+    shown = smallest_root(program, m, path, lambda p: _judge(p, worker, memo))
+    return Localisation(None, "graph", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind,
+                        shown_at=shown_name(program, shown) if shown is not None else None)
 
 
 def localise_tracking(verdict: Verdict, worker: BurnWorker, m: Mismatch) -> Localisation | None:

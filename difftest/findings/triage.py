@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
 from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.findings.error_classes import mismatch_pairs, mismatch_terms
+from difftest.findings.graph_roots import shown_name
 from difftest.findings.localise import (
     LOCALISED_KINDS,
     Judged,
@@ -53,7 +54,6 @@ from difftest.program.ir import (
     Statement,
     Transform,
     ancestors,
-    root_module,
 )
 
 if TYPE_CHECKING:
@@ -100,9 +100,11 @@ def localised_signature(loc: Localisation, framework: str | None) -> str:
     a precision loss is another bug)."""
     fw = framework or "-"
     error = "wrong" if loc.kind in ("value", "grad") and loc.error in WRONG_NUMBER else loc.error
-    key = "\x1f".join((loc.verdict, fw, loc.where, loc.kind, error))
+    # a gradient no single op explains, by the op where it first shows (graph_roots.py)
+    where = f"{loc.where}@{loc.shown_at}" if loc.where == "graph" and loc.shown_at else loc.where
+    key = "\x1f".join((loc.verdict, fw, where, loc.kind, error))
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    return f"{loc.verdict}:{fw}:{loc.where}:{loc.kind}:{error} #{digest}"
+    return f"{loc.verdict}:{fw}:{where}:{loc.kind}:{error} #{digest}"
 
 
 WRONG_NUMBER = ("sign", "large", "small", "zero")  # error classes of a wrong number, as opposed to rounding, NaN, inf
@@ -122,12 +124,12 @@ def forward_fault(verdict: Verdict, m: Mismatch, loc: Localisation | None) -> st
         where = loc.where
         shown = program.by_id().get(m.statement or "")
         if where == "graph" and isinstance(shown, (OpCall, Apply)):
-            where += "@" + (shown.op if isinstance(shown, OpCall) else f"apply:{_module_kind(program, shown)}")
+            where += "@" + shown_name(program, shown)
     elif loc is None and m.kind in ("shape", "outcome") and m.framework == "burn":
         st = program.by_id().get(m.statement or "")
         failed_here = verdict.burn.error is not None and verdict.burn.error.statement == m.statement
         if isinstance(st, (OpCall, Apply)) and (m.kind == "shape" or failed_here):
-            where = st.op if isinstance(st, OpCall) else f"apply:{_module_kind(program, st)}"
+            where = shown_name(program, st)
     if where is None:
         return None
     digest = hashlib.sha256(f"forward\x1f{where}".encode()).hexdigest()[:12]
@@ -165,13 +167,6 @@ def state_fault(verdict: Verdict, m: Mismatch) -> str | None:
     flags = "is_autodiff" if "is_autodiff" in differ else ",".join(differ)
     digest = hashlib.sha256(f"flags\x1f{m.framework}\x1f{where}\x1f{flags}".encode()).hexdigest()[:12]
     return f"flags:{m.framework or '-'}:{where}:{flags} #{digest}"
-
-
-def _module_kind(program: Program, st: Apply) -> str:
-    try:
-        return root_module(program, st.module).module
-    except (KeyError, AssertionError):
-        return "?"
 
 
 def dtype_at(program: Program, st: Statement) -> str:
