@@ -13,8 +13,9 @@ nothing but run both executors one after the other: programs / (PyTorch time + b
 
 Pass 2 generates and checks the same programs the way a campaign does
 (`difftest.oracle.probe_run.check_with_probes`: burn works in its process while PyTorch runs here,
-then the probes) and prints its rate as a ratio of that ceiling, and the rate without probes
-(`difftest fuzz --no-probes`). On a machine shared with other work the wall-clock rates move
+then the probes; each program kept in flight on disk while it is checked, as `difftest fuzz`
+keeps it: exec/inflight.py) and prints its rate as a ratio of that ceiling, and the rate without
+probes (`difftest fuzz --no-probes`). On a machine shared with other work the wall-clock rates move
 with the load; the CPU time each side used per program (this process, and the burn workers, read
 from /proc) moves much less, and is printed too.
 
@@ -28,14 +29,18 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import shutil
+import tempfile
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import torch
 from rss import children_cpu_seconds, cpu_seconds, mib, self_peak, status
 
 from difftest.divergences.rules import rules_for
 from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.inflight import in_flight
 from difftest.ops.validate import infer_shapes
 from difftest.oracle.check import check
 from difftest.oracle.compare import compare
@@ -102,9 +107,13 @@ def main() -> None:
         total = time.perf_counter() - start
         samples: list[tuple[int, int, int | None, int, int]] = []  # (k, own RSS, worker pid, its RSS, its peak)
         worker_peak = 0
+        # the campaign passes keep each program in flight on disk, as `difftest fuzz` does
+        worker.inflight_dir = Path(tempfile.mkdtemp(prefix="difftest-inflight-"))
         start, cpu0, burn0 = time.perf_counter(), time.process_time(), burn_cpu(worker)
         for k in range(args.programs):
-            check_with_probes(generate(RandomChoices(args.seed * 1_000_003 + k), GenConfig()), worker)
+            program = generate(RandomChoices(args.seed * 1_000_003 + k), GenConfig())
+            with in_flight([worker], program):
+                check_with_probes(program, worker)
             w_rss, w_hwm = status(worker.pid) if worker.pid else (0, 0)  # each worker's peak before it is recycled
             worker_peak = max(worker_peak, w_hwm)
             if (k + 1) % args.rss_every == 0 or k + 1 == args.programs:
@@ -113,8 +122,11 @@ def main() -> None:
         campaign_cpu, campaign_burn = time.process_time() - cpu0, burn_cpu(worker) - burn0
         start = time.perf_counter()
         for k in range(args.programs):
-            check(generate(RandomChoices(args.seed * 1_000_003 + k), GenConfig()), worker)
+            program = generate(RandomChoices(args.seed * 1_000_003 + k), GenConfig())
+            with in_flight([worker], program):
+                check(program, worker)
         unprobed = time.perf_counter() - start
+        shutil.rmtree(worker.inflight_dir, ignore_errors=True)
     n = args.programs
     print(f"pass 1, stage by stage: {n} programs ({statements / n:.1f} statements on average) in {total:.1f}s: "
           f"{n / total:.0f} programs/s")
