@@ -32,7 +32,7 @@ from difftest.program.ir import (
     Step,
     ZeroGrad,
     ancestors,
-    value_inputs,
+    descendants,
 )
 from difftest.strategies.choices import weighted
 from difftest.strategies.values import _Value
@@ -53,7 +53,7 @@ def consume(b: _Builder, root: str) -> None:
     """Mark the op results the backward of `root` walked (its graph is consumed)."""
     reached = ancestors(b.statements_by_id(), root)
     walked = {v.id for v in b.values if v.depth > 0 and v.id in reached}
-    reaching = _reaching(b, walked)
+    reaching = descendants(b.statements, walked)
     for v in b.values:  # and what was computed from them (its graph reaches a consumed node)
         if v.depth > 0 and v.id in reaching:
             v.consumed = True
@@ -64,18 +64,8 @@ def stale(b: _Builder) -> set[str]:
     consumed = {v.id for v in b.values if v.consumed}
     if not consumed:
         return set()
-    reaching = _reaching(b, consumed)
+    reaching = descendants(b.statements, consumed)
     return {v.id for v in b.values if v.depth > 0 and v.id in reaching}
-
-
-def _reaching(b: _Builder, targets: set[str]) -> set[str]:
-    """The statements computed from one of `targets` (themselves included): those whose
-    `ancestors` meet them, in one pass over the program in order (inputs come first)."""
-    out: set[str] = set()
-    for st in b.statements:
-        if st.id in targets or any(x in out for x in value_inputs(st)):
-            out.add(st.id)
-    return out
 
 
 def after_backward(b: _Builder) -> None:

@@ -47,8 +47,8 @@ from difftest.program.ir import (
     Step,
     Transform,
     ancestors,
+    descendants,
     root_module,
-    value_inputs,
 )
 from difftest.program.jsonio import program_to_dict, program_to_json
 from difftest.program.observation import Observation
@@ -124,14 +124,6 @@ def primary(program: Program, findings: list[Mismatch]) -> Mismatch:
 
 # ------------------------------------------------------------------ the path
 
-def _descendants(program: Program, sources: set[str]) -> set[str]:
-    out = set(sources)
-    for st in program.statements:
-        if any(i in out for i in value_inputs(st)):
-            out.add(st.id)
-    return out
-
-
 def _module_chain(table: dict[str, Statement], handle: str) -> list[Statement] | None:
     """The module statement and the transforms a handle derives from, root first; None when a
     step is on the chain (its parameters at apply time are not the module's inline ones)."""
@@ -178,7 +170,8 @@ def candidates(program: Program, m: Mismatch) -> list[Statement]:
         root = table.get(str(bw))
         if not isinstance(root, Backward):
             return []
-        on_path = ancestors(table, root.input) & _descendants(program, _sharing_gradient(program, table, leaf))
+        sharing = _sharing_gradient(program, table, leaf)
+        on_path = ancestors(table, root.input) & descendants(program.statements, sharing)
     else:
         on_path = ancestors(table, m.statement)
     return [s for s in program.statements if s.id in on_path and isinstance(s, (OpCall, Apply))]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, Union, get_args
 
@@ -342,6 +342,16 @@ def ancestors(by_id: dict[str, Statement], ident: str) -> set[str]:
             continue
         out.add(x)
         todo.extend(value_inputs(by_id[x]))
+    return out
+
+
+def descendants(statements: Iterable[Statement], sources: set[str] | frozenset[str]) -> set[str]:
+    """The statements computed from one of `sources` (themselves included): those whose
+    `ancestors` meet them, in one pass over `statements` in program order (inputs come first)."""
+    out = set(sources)
+    for st in statements:
+        if any(x in out for x in value_inputs(st)):
+            out.add(st.id)
     return out
 
 
