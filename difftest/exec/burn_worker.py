@@ -31,6 +31,7 @@ from typing import Any
 from difftest.exec.backends import BACKEND_ENV
 from difftest.exec.inflight import write_program
 from difftest.exec.libtorch import worker_env
+from difftest.exec.pending import Pending, PendingProbes, PendingRun
 from difftest.program.ir import Program
 from difftest.program.jsonio import dumps, program_to_dict
 from difftest.program.observation import BackwardObs, ErrorObs, Observation
@@ -44,6 +45,7 @@ RECYCLE_RSS_BYTES = 1 << 30  # burn keeps graphs of programs without backward: r
 # (measured: 3 ms a program, probes included, at the start; 56 ms after 9,000 programs). A fresh
 # worker every RECYCLE_RUNS programs run (a probe request counts each probe) costs ~8 ms.
 RECYCLE_RUNS = 1000
+RSS_CHECK_EVERY = 200  # requests served between two checks of the worker's resident set
 # The worker's address-space limit (RLIMIT_AS), in bytes. Address space is not memory: glibc
 # reserves 64 MiB per malloc arena (up to 8 per core) and every thread its stack, so the limit
 # must leave room for reservations that never become resident. An idle worker maps ~10 MiB and
@@ -131,6 +133,10 @@ class BurnWorker:
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._stderr: deque[str] = deque(maxlen=200)
         self._next_id = 0
+        self.incarnation = 0  # bumped each time a process starts (pending.py: a request sent to an earlier one is lost)
+        self._unanswered: deque[int] = deque()  # ids sent to this process whose answers are not read, in order
+        self._early: dict[int, dict[str, Any]] = {}  # answers read ahead of the one asked for, by id
+        self._rss_check_at = RSS_CHECK_EVERY
         self.restarts = 0  # after a crash, a hang or past RECYCLE_RSS_BYTES
         self.recycled = 0  # scheduled restarts (RECYCLE_RUNS)
         self.served = 0
@@ -169,6 +175,9 @@ class BurnWorker:
                 self.kill()
                 raise WorkerError(f"cannot limit the worker's memory to {self.memory_limit} bytes: {e}") from e
         self._lines = queue.Queue()
+        self.incarnation += 1
+        self._unanswered.clear()
+        self._early.clear()
         proc = self._proc
         threading.Thread(target=self._pump_stdout, args=(proc, self._lines), daemon=True).start()
         threading.Thread(target=self._pump_stderr, args=(proc,), daemon=True).start()
@@ -261,13 +270,43 @@ class BurnWorker:
     def _send_request(self, kind: str, **fields: Any) -> int:
         self._next_id += 1
         self._write(dumps({"request": kind, "id": self._next_id, **fields}))
+        self._unanswered.append(self._next_id)
         return self._next_id
 
     def _answer(self, rid: int, timeout: float | None) -> dict[str, Any]:
-        answer = self._read(timeout)
-        if answer.get("id") != rid:
-            raise WorkerError(f"answer id {answer.get('id')!r} does not match request {rid}")
-        return answer
+        """The answer to request `rid` of this process. The worker answers in the order it was
+        asked: the answers to requests sent before `rid` and not read yet are read first and
+        kept for their readers."""
+        early = self._early.pop(rid, None)
+        if early is not None:
+            return early
+        if rid not in self._unanswered:
+            raise WorkerError(f"request {rid} awaits no answer from this worker process")
+        while True:
+            answer = self._read(timeout)
+            expected = self._unanswered[0]
+            if answer.get("id") != expected:
+                raise WorkerError(f"answer id {answer.get('id')!r} does not match request {expected}")
+            self._unanswered.popleft()
+            if expected == rid:
+                return answer
+            self._early[expected] = answer
+
+    def _dispatch(self, sent: Pending) -> None:
+        """Send `sent`'s request to the current process (pending.py)."""
+        try:
+            sent.sent(self._send_request(sent.kind, **sent.fields), self.incarnation)
+        except (EOFError, WorkerError) as e:
+            sent.failed = self._failed(e, sent.inflight, "crash")
+
+    def _observed_pending(self, sent: Pending) -> dict[str, Any] | Observation:
+        """`sent`'s answer, or the observation of its crash or hang; sent again first when the
+        process it went to was replaced before answering it."""
+        if sent.lost:
+            self._dispatch(sent)
+        if sent.failed is not None:
+            return sent.failed
+        return self._observed_answer(sent.rid, sent.timeout, sent.inflight)
 
     def ops(self) -> list[dict[str, Any]]:
         ops: list[dict[str, Any]] = self.request("ops")["ops"]
@@ -336,14 +375,7 @@ class BurnWorker:
         """Send a program without waiting for its answer (the caller runs PyTorch meanwhile);
         `result()` of the returned handle waits. One program at a time per worker."""
         doc = program if isinstance(program, dict) else program_to_dict(program)
-        pending = self._write_inflight(doc, None if isinstance(program, dict) else program)
-        started = time.monotonic()
-        try:
-            rid = self._send_request("run", program=doc)
-        except (EOFError, WorkerError) as e:
-            failed = self._failed(e, pending, "crash")
-            return PendingRun(self, 0, timeout, pending, started, failed)
-        return PendingRun(self, rid, timeout, pending, started)
+        return PendingRun(self, doc, timeout, self._write_inflight(doc, None if isinstance(program, dict) else program))
 
     def probe(self, program: Program, probes: Sequence[tuple[int, str]],
               timeout: float | None = None) -> list[ErrorObs | None] | Observation:
@@ -378,18 +410,13 @@ class BurnWorker:
     def _send_probe(self, program: Program, probes: Sequence[tuple[int, str]], timeout: float | None, *,
                     grads: bool) -> PendingProbes:
         doc = program_to_dict(program)
-        pending = self._write_inflight(doc, program)
         fields: dict[str, Any] = {"program": doc, "probes": [[i, root] for i, root in probes]}
         if grads:
             fields["grads"] = True
-        try:
-            rid = self._send_request("probe", **fields)
-        except (EOFError, WorkerError) as e:
-            return PendingProbes(self, program, probes, 0, timeout, pending, self._failed(e, pending, "crash"))
-        return PendingProbes(self, program, probes, rid, timeout, pending)
+        return PendingProbes(self, program, probes, fields, timeout, self._write_inflight(doc, program))
 
     def _finish_probe(self, sent: PendingProbes) -> dict[str, Any] | Observation:
-        answer = self._observed_answer(sent.rid, sent.timeout, sent.inflight)
+        answer = self._observed_pending(sent)
         if isinstance(answer, Observation):
             return answer
         if sent.inflight:
@@ -402,7 +429,7 @@ class BurnWorker:
         return answer
 
     def _finish_run(self, run: PendingRun) -> Observation:
-        answer = self._observed_answer(run.rid, run.timeout, run.inflight)
+        answer = self._observed_pending(run)
         if isinstance(answer, Observation):
             return answer
         if run.inflight:
@@ -426,11 +453,14 @@ class BurnWorker:
     def _served_one(self, runs: int = 1) -> None:
         self.served += 1
         self._runs += runs
+        if self._unanswered:  # requests queued in this process: recycle after their answers
+            return
         if self._runs >= RECYCLE_RUNS:
             self.kill()
             self.recycled += 1
             self.start()
-        elif self.served % 200 == 0:
+        elif self.served >= self._rss_check_at:
+            self._rss_check_at = self.served + RSS_CHECK_EVERY
             self._maybe_recycle()
 
     def _maybe_recycle(self) -> None:
@@ -439,53 +469,3 @@ class BurnWorker:
                 self.restart()
         except (TimeoutError, EOFError, WorkerError):
             self.restart()
-
-
-class PendingRun:
-    """A program sent to the worker whose answer has not been read yet."""
-
-    def __init__(self, worker: BurnWorker, rid: int, timeout: float | None, inflight: Path | None,
-                 started: float, failed: Observation | None = None) -> None:
-        self.worker = worker
-        self.rid = rid
-        self.timeout = timeout
-        self.inflight = inflight
-        self.started = started
-        self._result = failed
-
-    def result(self) -> Observation:
-        if self._result is None:
-            self._result = self.worker._finish_run(self)
-        return self._result
-
-
-class PendingProbes:
-    """A `probe` request sent to the worker whose answer has not been read yet."""
-
-    def __init__(self, worker: BurnWorker, program: Program, probes: Sequence[tuple[int, str]], rid: int,
-                 timeout: float | None, inflight: Path | None, failed: Observation | None = None) -> None:
-        self.worker, self.program, self.probes = worker, program, list(probes)
-        self.rid, self.timeout, self.inflight = rid, timeout, inflight
-        self._answer: dict[str, Any] | Observation | None = failed
-
-    def answer(self) -> dict[str, Any] | Observation:
-        """The worker's answer, or the observation of its crash, hang or refusal."""
-        if self._answer is None:
-            self._answer = self.worker._finish_probe(self)
-        return self._answer
-
-    def result(self) -> list[tuple[ErrorObs | None, BackwardObs | None]] | Observation:
-        """(outcome, backward) per probe (BurnWorker.probe_grads)."""
-        answer = self.answer()
-        if isinstance(answer, Observation):
-            return answer
-        if "grads" not in answer:
-            return Observation("burn", error=ErrorObs(
-                "invalid-request", "the probe answer has no \"grads\" (a difftest-burn built before probes "
-                "reported gradients)"))
-        out: list[tuple[ErrorObs | None, BackwardObs | None]] = []
-        for (i, _), e, g in zip(self.probes, answer["outcomes"], answer["grads"], strict=True):
-            bw = self.program.statements[i].id
-            out.append((None if e is None else ErrorObs.from_dict(e),
-                        None if g is None else BackwardObs.from_dict({"id": bw, "grads": g})))
-        return out

@@ -18,7 +18,6 @@ from difftest.oracle.model import BackwardHook, Prediction, predict
 from difftest.oracle.numerics import TorchRuns, arbitrate
 from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import Program
-from difftest.program.observation import Observation
 
 
 class Alongside(Protocol):
@@ -32,8 +31,9 @@ class Alongside(Protocol):
     def torch_backward_hook(self) -> BeforeBackward | None:
         """The PyTorch run's `before_backward` (it must leave the run's state as it found it)."""
 
-    def burn_answered(self, burn: Observation, backend: str) -> None:
-        """Called with burn's observation of the program on `backend`, before the comparisons."""
+    def predicted(self) -> None:
+        """Called once the model has run (its hooks with it), before PyTorch runs the program:
+        burn is running it meanwhile, and requests sent now queue behind it."""
 
 
 def check(program: Program, worker: BurnWorker, *, rules: Sequence[Rule] | None = None,
@@ -61,12 +61,11 @@ def check_on(program: Program, workers: Mapping[str, BurnWorker], *, rules: Sequ
     if prediction is None:
         at_burn, at_torch = alongside.model_hooks() if alongside is not None else (None, None)
         prediction = predict(program, rules, at_burn_backward=at_burn, at_torch_backward=at_torch)
+        if alongside is not None:
+            alongside.predicted()
     else:
         assert alongside is None, "a check given its prediction runs no model to hook into"
     torch_obs = run_torch(program, before_backward=alongside.torch_backward_hook() if alongside else None)
     burn = {b: p.result() for b, p in pending.items()}
-    if alongside is not None:
-        for b, obs in burn.items():
-            alongside.burn_answered(obs, b)
     arbiter = partial(arbitrate, runs=TorchRuns(program)) if len(burn) > 1 else arbitrate
     return {b: compare(program, shapes, prediction, torch_obs, obs, arbiter=arbiter) for b, obs in burn.items()}

@@ -6,7 +6,7 @@ outcome and the gradients of its re-rooted backward). A probe is a *suspect* whe
 differs from the model's prediction, or when it succeeded and its gradients fail the screen
 against PyTorch's (PyTorch runs the statements before each backward once, then the backward of
 each of its probes' roots; in a campaign, the check's own run of the program does, and burn
-runs the batch while the check compares: `_ProbesAlongside`; `compare.screen_grads`: the same
+runs the batch while PyTorch runs and the check compares: `_ProbesAlongside`; `compare.screen_grads`: the same
 entries and presence, dtypes, element-wise closeness; no model, no arbitration). Every suspect gets a full
 check of its program (PyTorch, the model, arbitration), whose verdict decides, so probes raise
 no alarm a normal check would not. Every failing probe is reported; the first is the program's
@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 from difftest.divergences.rules import Rule, rules_for
 from difftest.exec.backends import DEFAULT_BACKEND
-from difftest.exec.burn_worker import BurnWorker, PendingProbes, WorkerError
+from difftest.exec.burn_worker import BurnWorker, WorkerError
+from difftest.exec.pending import PendingProbes
 from difftest.exec.torch_exec import BeforeBackward
 from difftest.exec.torch_probes import ProbeResult, probes_before_backwards, torch_probe_grads
 from difftest.ops import tolerance as tol
@@ -282,7 +283,7 @@ def check_with_probes_on(program: Program, workers: Mapping[str, BurnWorker], *,
         batch = along.batches.get(b) if along is not None else None
         if along is None or not verdict.ok:
             if batch is not None:
-                batch.answer()  # the worker answers in order: read the probes' answer, unused
+                batch.discard()
             out[b] = (verdict, ProbeRun())
             continue
         if ahead is None:  # PyTorch's side of the probes, once for every backend
@@ -298,13 +299,14 @@ def check_with_probes_on(program: Program, workers: Mapping[str, BurnWorker], *,
 @dataclass
 class _ProbesAlongside:
     """The root probes' share of a program's check (check.Alongside), so that a campaign runs
-    neither the model nor PyTorch again for them, and burn runs the probe batch while the
-    comparison runs here: the model's burn run collects the probes (probes.probe_collector);
+    neither the model nor PyTorch again for them, and burn runs the probe batch while PyTorch
+    and the comparison run here: the model's burn run collects the probes
+    (probes.probe_collector); the batch is sent as soon as the model has run, queued behind the
+    program's run in each worker (a batch whose worker the program's run crashed or hung is
+    sent again if it is wanted: exec/pending.py; it is not, the program having failed);
     PyTorch's run of the program runs, before each backward, the backwards of the probes the
     model predicts succeed there (torch_probes.probes_before_backwards: torch_ahead's results,
-    from the same statements); the batch is sent as soon as burn has answered the program
-    (unless its run crashed or hung: it is sent after the comparison then, if the program
-    passed). A program with a batch_norm forward leaves PyTorch's probes to torch_ahead: which
+    from the same statements). A program with a batch_norm forward leaves PyTorch's probes to torch_ahead: which
     forwards follow burn's inference path is the model's prediction for each prefix. The model's
     state before each backward is recorded too, for the predictions the screen needs
     (probe_predictions.py)."""
@@ -334,10 +336,10 @@ class _ProbesAlongside:
         self.wanted = _ahead_roots(self.found)
         return probes_before_backwards(self.program, dict(self.wanted), self.served) if self.wanted else None
 
-    def burn_answered(self, burn: Observation, backend: str) -> None:
-        if self.found and (burn.error is None or burn.error.kind not in ("crash", "timeout")):
-            self.batches[backend] = self.workers[backend].submit_probe_grads(
-                self.program, [(p.index, p.root) for p in self.found])
+    def predicted(self) -> None:
+        if self.found:
+            for backend, worker in self.workers.items():
+                self.batches[backend] = worker.submit_probe_grads(self.program, [(p.index, p.root) for p in self.found])
 
     def ahead(self, torch: Observation) -> Ahead | None:
         """torch_ahead's results from the check's PyTorch run (None: it did not serve them). A

@@ -15,6 +15,7 @@ from difftest.exec import burn_worker
 from difftest.exec.burn_worker import BurnWorker
 from difftest.program.ir import Backward, OpCall, Program
 from difftest.program.jsonio import dumps, program_to_dict
+from difftest.program.observation import Observation
 from tests.programs import leaf, op, program
 
 SEED = program(leaf("w", [3.0, 4.0], rg=True), op("y", "tanh", "w"))
@@ -131,3 +132,49 @@ def test_a_worker_is_recycled_after_its_runs(monkeypatch: pytest.MonkeyPatch) ->
         session = Program((*SEED.statements, OpCall("s", "sum", ("y",)), Backward("bw", "s")))
         assert w.probe(session, [(3, "w"), (3, "y"), (3, "w")]) == [None, None, None]
         assert w.recycled == 2 and w.pid != second and w.run(SEED).outcome == "ok"
+
+
+SESSION = Program((*SEED.statements, OpCall("s", "sum", ("y",)), Backward("bw", "s")))
+
+
+def test_requests_queued_behind_a_run_are_answered_in_order_whatever_order_they_are_read() -> None:
+    """A campaign sends a program's run and its probe batch before reading either (probe_run.py):
+    each answer reaches its own request, whichever is read first, and equals a lone request's."""
+    with BurnWorker(os.environ.get("DIFFTEST_BURN") or None) as w:
+        alone_run, alone_probes = w.run(SESSION), w.probe_grads(SESSION, [(3, "w"), (3, "y")])
+        run, probes = w.submit(SESSION), w.submit_probe_grads(SESSION, [(3, "w"), (3, "y")])
+        assert probes.result() == alone_probes  # read first: the run's answer is read and kept for it
+        assert run.result().values == alone_run.values and run.result().backwards == alone_run.backwards
+        assert w.restarts == 0 and w.run(SEED).outcome == "ok"
+
+
+def test_a_request_queued_behind_a_crash_is_sent_again_to_the_new_worker(tmp_path: Path) -> None:
+    """The run crashes the worker with a probe batch queued behind it: the batch is answered by
+    the restarted worker when its answer is asked for, not lost to a timeout; one that is not
+    wanted is never sent again."""
+    w = BurnWorker(_fake_worker(tmp_path, "crash"), inflight_dir=tmp_path / "inflight", timeout=10)
+    run, wanted = w.submit(SEED), w.submit_probe_grads(SESSION, [(3, "w")])
+    unwanted = w.submit_probe_grads(SESSION, [(3, "y")])
+    assert run.result().outcome == "crash" and w.restarts == 1
+    assert wanted.lost and unwanted.lost
+    answer = wanted.answer()
+    assert isinstance(answer, dict) and answer["ok"] is True and answer["id"] == wanted.rid
+    assert w.restarts == 1 and not wanted.lost
+    sent = w._next_id
+    unwanted.discard()
+    assert w._next_id == sent and w.version() == {}
+    w.close()
+
+
+def test_a_worker_is_not_recycled_under_a_queued_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recycle due after a run waits for the requests queued behind it, so none is lost (or
+    run twice) to a scheduled restart."""
+    monkeypatch.setattr(burn_worker, "RECYCLE_RUNS", 1)
+    with BurnWorker(os.environ.get("DIFFTEST_BURN") or None) as w:
+        first = w.pid
+        run, probes = w.submit(SESSION), w.submit_probe_grads(SESSION, [(3, "w"), (3, "y")])
+        assert run.result().outcome == "ok" and w.pid == first and w.recycled == 0
+        answers = probes.result()
+        assert not isinstance(answers, Observation) and [outcome for outcome, _ in answers] == [None, None]
+        assert all(bw is not None and set(bw.grads) == {"w", "y", "s"} for _, bw in answers)
+        assert w.recycled == 1 and w.pid != first and w.restarts == 0
