@@ -133,6 +133,34 @@ DIVISOR = Domain(
 )
 TAN = Domain("tan", "tan has poles at pi/2 + k*pi; |x| <= 1.2", lambda xs, a: _all(xs, lambda x: x.abs() <= 1.2),
              boundary=((-1.2, 1.2),))
+UNIT_INTERIOR = Domain(
+    "unit-interior",
+    "asin/acos/atanh are defined on (-1, 1) and their derivatives blow up at +-1: |x| <= 0.9",
+    lambda xs, a: _all(xs, lambda x: x.abs() <= 0.9),
+    ((-0.85, 0.85),),
+    boundary=((-0.9, 0.9, 0.0),),
+)
+ACOSH = Domain(
+    "acosh",
+    "acosh is defined for x >= 1 and its derivative blows up at 1: x >= 1.1",
+    lambda xs, a: _all(xs, lambda x: x >= 1.1),
+    ((1.2, 3.0),),
+    boundary=((1.1,),),
+)
+ATAN2 = Domain(
+    "atan2",
+    "atan2(y, x) is singular at the origin and jumps by 2 pi across the negative x axis: "
+    "|(y, x)| >= 0.1, and |y| >= 0.01 where x < 0",
+    lambda xs, a: len(xs) < 2 or bool(((xs[0] * xs[0] + xs[1] * xs[1] >= 0.01)
+                                       & ((xs[1] >= 0) | (xs[0].abs() >= KINK_GAP))).all()),
+    boundary=((0.0, 1.0), (0.0, 1.0)),
+)
+HYPOT = Domain(
+    "hypot",
+    "hypot's gradient x / hypot(x, y) is 0 / 0 at the origin: |(x, y)| >= 0.1",
+    lambda xs, a: len(xs) < 2 or bool((xs[0] * xs[0] + xs[1] * xs[1] >= 0.01).all()),
+    boundary=((0.0, 1.0), (0.0, 1.0)),
+)
 KINK_AT_ZERO = Domain(
     "off-zero",
     "relu/abs/sign/leaky_relu are not differentiable at 0: inputs keep |x| >= 0.01 "

@@ -48,8 +48,8 @@ def _remainder_ok(xs: Tensors, a: Attrs) -> bool:
 
 DISTINCT_ALONG_DIM = Domain(
     "distinct-along-dim",
-    "sort/topk route each output's gradient to the input it came from; equal values (ties) "
-    "make that index ambiguous: the values along dim differ by >= 0.01",
+    "sort/topk/cummax/cummin route each output's gradient to the input it came from; equal values "
+    "(ties) make that index ambiguous: the values along dim differ by >= 0.01",
     lambda xs, a: _distinct_along(xs[0], a["dim"]),
     tags=("kink",),
     at_kinks=lambda xs, a: _distinct_along(xs[0], a["dim"], exact=True),

@@ -41,6 +41,16 @@ def _cast_target(st: OpCall) -> str | None:
     return None
 
 
+def cast_to_own_dtype(program: Program, st: OpCall) -> str | None:
+    """The input of `st` when `st` casts it to the dtype it already has (both frameworks then
+    return that very tensor: rules cast-same-dtype-returns-input and to-same-dtype-returns-input),
+    else None."""
+    target = _cast_target(st)
+    if target is None or not st.inputs:
+        return None
+    return st.inputs[0] if value_dtypes(program).get(st.inputs[0], program.dtype) == target else None
+
+
 def value_dtypes(program: Program) -> dict[str, str]:
     """Every value's dtype by id (an op with inputs of mixed dtypes: its first input's)."""
     return dict(_value_dtypes(program))

@@ -25,6 +25,7 @@ import torch
 
 from difftest.ops.catalog import CATALOG
 from difftest.ops.domains import KINK_GAP
+from difftest.ops.value_dtypes import cast_to_own_dtype
 from difftest.oracle.burn_conventions import burn_convention_gradient
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.oracle.finite_diff import estimate_error, finite_difference, value_sides
@@ -48,11 +49,14 @@ def as_gradient(program: Program, m: Mismatch) -> Mismatch:
     """A value read from a gradients handle (`g = grad(x; bw)`) is the gradient of x at bw: its
     mismatch, as that gradient's (so a kink between x and bw's root reaches it, and the
     one-sided differences are x's), else `m` itself. The gradient of `autodiff(x)` of an
-    autodiff leaf x is x's (the same tensor in both frameworks): judged as x's."""
+    autodiff leaf x, and of a cast of x to its own dtype, is x's (the same tensor in both
+    frameworks): judged as x's."""
     by_id = program.by_id()
     st = by_id.get(m.statement or "")
     if m.kind == "value" and isinstance(st, Grad):
         m, st = replace(m, kind="grad", statement=st.of, backward=st.grads), by_id.get(st.of)
+    while m.kind == "grad" and isinstance(st, OpCall) and (same := cast_to_own_dtype(program, st)) is not None:
+        m, st = replace(m, statement=same), by_id.get(same)
     if m.kind == "grad" and isinstance(st, Cut) and st.cut == "autodiff":
         source: Statement | None = st
         while isinstance(source, Cut) and source.cut == "autodiff":

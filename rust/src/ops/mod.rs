@@ -149,6 +149,11 @@ ops! {
     Cosh = "cosh" / 1;
     Erf = "erf" / 1;
     Atan = "atan" / 1;
+    Asin = "asin" / 1;
+    Acos = "acos" / 1;
+    Asinh = "asinh" / 1;
+    Acosh = "acosh" / 1;
+    Atanh = "atanh" / 1;
     Recip = "recip" / 1;
     Square = "square" / 1;
     Abs = "abs" / 1;
@@ -157,6 +162,7 @@ ops! {
     Floor = "floor" / 1;
     Ceil = "ceil" / 1;
     Round = "round" / 1;
+    Trunc = "trunc" / 1;
     Sigmoid = "sigmoid" / 1;
     Relu = "relu" / 1;
     Gelu = "gelu" / 1;
@@ -179,6 +185,8 @@ ops! {
     Powf = "powf" / 2;
     Maximum = "maximum" / 2;
     Minimum = "minimum" / 2;
+    Atan2 = "atan2" / 2;
+    Hypot = "hypot" / 2;
     Matmul = "matmul" / 2;
     Sum = "sum" / 1;
     Mean = "mean" / 1;
@@ -192,6 +200,8 @@ ops! {
     ProdDim = "prod_dim" / 1, { dim: usize };
     Cumsum = "cumsum" / 1, { dim: usize };
     Cumprod = "cumprod" / 1, { dim: usize };
+    Cummax = "cummax" / 1, { dim: usize };
+    Cummin = "cummin" / 1, { dim: usize };
     Softmax = "softmax" / 1, { dim: usize };
     LogSoftmax = "log_softmax" / 1, { dim: usize };
     Reshape = "reshape" / 1, { shape: Dims };

@@ -54,6 +54,11 @@ impl Op {
             | Op::Cosh {}
             | Op::Erf {}
             | Op::Atan {}
+            | Op::Asin {}
+            | Op::Acos {}
+            | Op::Asinh {}
+            | Op::Acosh {}
+            | Op::Atanh {}
             | Op::Recip {}
             | Op::Square {}
             | Op::Abs {}
@@ -62,6 +67,7 @@ impl Op {
             | Op::Floor {}
             | Op::Ceil {}
             | Op::Round {}
+            | Op::Trunc {}
             | Op::Sigmoid {}
             | Op::Relu {}
             | Op::Gelu {}
@@ -86,6 +92,8 @@ impl Op {
             | Op::Powf {}
             | Op::Maximum {}
             | Op::Minimum {}
+            | Op::Atan2 {}
+            | Op::Hypot {}
             | Op::MaskWhere { .. } => broadcast_shapes(&x, inputs.get(1)?)?,
             Op::Matmul {} => {
                 let y = inputs.get(1)?;
@@ -105,6 +113,8 @@ impl Op {
             | Op::ProdDim { dim } => with(*dim, 1)?,
             Op::Cumsum { dim }
             | Op::Cumprod { dim }
+            | Op::Cummax { dim }
+            | Op::Cummin { dim }
             | Op::Softmax { dim }
             | Op::LogSoftmax { dim } => with(*dim, *x.get(*dim)?)?,
             Op::Reshape { shape } => (numel(&shape.0) == numel(&x)).then(|| shape.0.clone())?,
