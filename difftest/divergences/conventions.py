@@ -95,4 +95,12 @@ CONVENTIONS: tuple[Convention, ...] = (
     _convention("topk-tie", "topk", ((2.0, 2.0, 1.0),), {"k": 1, "dim": 0},
                 ((1.0, 0.0, 0.0),), ((1.0, 0.0, 0.0),),
                 "topk over a tie: both give the gradient to the first index"),
+    _convention("cummax-tie", "cummax", ((1.0, 3.0, 2.0, 3.0),), {"dim": 0},
+                ((1.0, 2.0, 0.0, 1.0),), ((1.0, 2.0, 0.0, 1.0),),
+                "cummax where a value ties the running maximum: both give that output's gradient to the "
+                "last of the tied elements (kept so a change on either side is noticed)"),
+    _convention("cummin-tie", "cummin", ((2.0, 1.0, 3.0, 1.0),), {"dim": 0},
+                ((1.0, 2.0, 0.0, 1.0),), ((1.0, 2.0, 0.0, 1.0),),
+                "cummin where a value ties the running minimum: both give that output's gradient to the "
+                "last of the tied elements (kept so a change on either side is noticed)"),
 )
