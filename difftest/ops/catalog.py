@@ -351,7 +351,7 @@ OPS: tuple[OpSpec, ...] = (
     nn_op("max_pool2d", 1, "F.max_pool2d({x}, {kernel}, {stride}, {padding})",
           f"{MODULE}max_pool2d({{x}}, {OPTIONS}MaxPoolOptions::new({{kernel}}).with_stride({{stride}})"
           ".with_padding({padding}))",
-          nn.pool_rule, T.EXACT, domain=nn.UNIQUE_WINDOW_MAX, attrs=POOL_ATTRS, draw_attrs=nn.pool_attrs(False),
+          nn.pool_rule(2), T.EXACT, domain=nn.UNIQUE_WINDOW_MAX, attrs=POOL_ATTRS, draw_attrs=nn.pool_attrs(False),
           first_input=nn.IMAGE, saves=(0,), doc="padding <= kernel / 2"),
     nn_op("embedding", 1, "F.embedding({indices}, {x})",
           block("let input = {x};", "let indices = {indices};", f"{MODULE}embedding(input, indices)"),
@@ -369,12 +369,12 @@ OPS: tuple[OpSpec, ...] = (
           "F.avg_pool2d({x}, {kernel}, {stride}, {padding}, count_include_pad={count_include_pad} == 1)",
           f"{MODULE}avg_pool2d({{x}}, {OPTIONS}AvgPoolOptions::new({{kernel}}).with_stride({{stride}})"
           ".with_padding({padding}).with_count_include_pad({count_include_pad} == 1))",
-          nn.avg_pool_rule, T.ACCUMULATE, attrs=POOL_ATTRS + (AttrSpec("count_include_pad", "int"),),
+          nn.avg_pool_rule(2), T.ACCUMULATE, attrs=POOL_ATTRS + (AttrSpec("count_include_pad", "int"),),
           draw_attrs=nn.pool_attrs(True), first_input=nn.IMAGE, saves=(0,), reduced_extent=nn.pool_extent,
           doc="count_include_pad 0 or 1"),
     nn_op("adaptive_avg_pool2d", 1, "F.adaptive_avg_pool2d({x}, {output_size})",
-          f"{MODULE}adaptive_avg_pool2d({{x}}, {{output_size}})", nn.adaptive_rule, T.ACCUMULATE,
-          attrs=(AttrSpec("output_size", "shape"),), draw_attrs=nn.adaptive_attrs, first_input=nn.IMAGE,
+          f"{MODULE}adaptive_avg_pool2d({{x}}, {{output_size}})", nn.adaptive_rule(2), T.ACCUMULATE,
+          attrs=(AttrSpec("output_size", "shape"),), draw_attrs=nn.adaptive_attrs(2), first_input=nn.IMAGE,
           saves=(0,), reduced_extent=nn.adaptive_extent, doc="output_size [oh, ow]",
           saves_if=nn.adaptive_saves),
     nn_op("conv_transpose2d", VARIADIC,
@@ -387,6 +387,31 @@ OPS: tuple[OpSpec, ...] = (
           saves=(0, 1), reduced_extent=nn.conv_transpose_extent,
           doc="x [N, C, H, W], weight [C, O / groups, kh, kw], optional bias [O]; padding_out is "
               "PyTorch's output_padding"),
+    nn_op("conv_transpose1d", VARIADIC,
+          "F.conv_transpose1d({xs}, stride={stride}, padding={padding}, output_padding={padding_out}, "
+          "groups={groups}, dilation={dilation})",
+          f"{MODULE}conv_transpose1d({{x}}, {{y}}, {{opt_z}}, {OPTIONS}ConvTransposeOptions::new({{stride}}, "
+          "{padding}, {padding_out}, {dilation}, {groups}))",
+          nn.conv(1, transposed=True), T.ACCUMULATE, attrs=CONV_ATTRS + (AttrSpec("padding_out", "dims"),),
+          draw_attrs=nn.conv_attrs(1, transposed=True), partners=nn.CONV_TRANSPOSE, first_input=nn.SEQUENCE,
+          saves=(0, 1), reduced_extent=nn.conv_transpose_extent,
+          doc="x [N, C, L], weight [C, O / groups, k], optional bias [O]; padding_out is PyTorch's output_padding"),
+    nn_op("max_pool1d", 1, "F.max_pool1d({x}, {kernel}, {stride}, {padding})",
+          f"{MODULE}max_pool1d({{x}}, {OPTIONS}MaxPoolOptions::new({{kernel}}).with_stride({{stride}})"
+          ".with_padding({padding}))",
+          nn.pool_rule(1), T.EXACT, domain=nn.UNIQUE_WINDOW_MAX, attrs=POOL_ATTRS,
+          draw_attrs=nn.pool_attrs(False, 1), first_input=nn.SEQUENCE, saves=(0,), doc="padding <= kernel / 2"),
+    nn_op("avg_pool1d", 1,
+          "F.avg_pool1d({x}, {kernel}, {stride}, {padding}, count_include_pad={count_include_pad} == 1)",
+          f"{MODULE}avg_pool1d({{x}}, {OPTIONS}AvgPoolOptions::new({{kernel}}).with_stride({{stride}})"
+          ".with_padding({padding}).with_count_include_pad({count_include_pad} == 1))",
+          nn.avg_pool_rule(1), T.ACCUMULATE, attrs=POOL_ATTRS + (AttrSpec("count_include_pad", "int"),),
+          draw_attrs=nn.pool_attrs(True, 1), first_input=nn.SEQUENCE, saves=(0,), reduced_extent=nn.pool_extent,
+          doc="count_include_pad 0 or 1"),
+    nn_op("adaptive_avg_pool1d", 1, "F.adaptive_avg_pool1d({x}, {output_size})",
+          f"{MODULE}adaptive_avg_pool1d({{x}}, {{output_size}}[0])", nn.adaptive_rule(1), T.ACCUMULATE,
+          attrs=(AttrSpec("output_size", "shape"),), draw_attrs=nn.adaptive_attrs(1), first_input=nn.SEQUENCE,
+          saves=(0,), reduced_extent=nn.adaptive_extent, doc="output_size [ol]", saves_if=nn.adaptive_saves),
     nn_op("interpolate_nearest", 1, 'F.interpolate({x}, size={output_size}, mode="nearest")',
           f"{MODULE}interpolate({{x}}, {OPTIONS}InterpolateOptions::new({OPTIONS}InterpolateMode::Nearest)"
           ".with_output_size({output_size}))",

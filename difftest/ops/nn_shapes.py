@@ -106,34 +106,43 @@ CONV_TRANSPOSE = _conv_partners(True)  # weight [C_in, C_out / groups, k...], th
 # ---------------------------------------------------------------- pooling
 
 
-def pool_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
-    x = shapes[0]
-    _rank(x, 4, "pooling input")
-    kernel, stride, padding = (_spatial(attrs, a, 2) for a in ("kernel", "stride", "padding"))
-    _positive(attrs, "kernel", "stride")
-    if any(p > k // 2 for p, k in zip(padding, kernel)):
-        raise ShapeError(f"pooling padding {padding} must be at most half the kernel {kernel}")
-    out = [conv_out(x[2 + i], kernel[i], stride[i], padding[i], 1) for i in range(2)]
-    _sizes(out, "pooling")
-    return (x[0], x[1], *out)
+def pool_rule(n: int) -> ShapeRule:
+    """The output shape of a pooling over the last `n` dims of an input of rank n + 2."""
+    def rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+        x = shapes[0]
+        _rank(x, n + 2, "pooling input")
+        kernel, stride, padding = (_spatial(attrs, a, n) for a in ("kernel", "stride", "padding"))
+        _positive(attrs, "kernel", "stride")
+        if any(p > k // 2 for p, k in zip(padding, kernel)):
+            raise ShapeError(f"pooling padding {padding} must be at most half the kernel {kernel}")
+        out = [conv_out(x[2 + i], kernel[i], stride[i], padding[i], 1) for i in range(n)]
+        _sizes(out, "pooling")
+        return (x[0], x[1], *out)
+
+    return rule
 
 
-def avg_pool_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
-    if attrs["count_include_pad"] not in (0, 1):
-        raise ShapeError(f"count_include_pad={attrs['count_include_pad']} must be 0 or 1")
-    return pool_rule(shapes, attrs)
+def avg_pool_rule(n: int) -> ShapeRule:
+    pooled = pool_rule(n)
+
+    def rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+        if attrs["count_include_pad"] not in (0, 1):
+            raise ShapeError(f"count_include_pad={attrs['count_include_pad']} must be 0 or 1")
+        return pooled(shapes, attrs)
+
+    return rule
 
 
 def pool_extent(shapes: Sequence[Shape], attrs: Attrs) -> int:
     return int(math.prod(attrs["kernel"]))
 
 
-def pool_attrs(average: bool) -> AttrSampler:
+def pool_attrs(average: bool, n: int = 2) -> AttrSampler:
     def draw(c: Choices, shapes: Sequence[Shape]) -> Attrs:
-        kernel = [c.integer(1, 3) for _ in range(2)]
+        kernel = [c.integer(1, 3) for _ in range(n)]
         attrs: Attrs = {
             "kernel": kernel,
-            "stride": [c.integer(1, 3) for _ in range(2)],
+            "stride": [c.integer(1, 3) for _ in range(n)],
             "padding": [c.integer(0, k // 2) for k in kernel],
         }
         if average:
@@ -143,30 +152,40 @@ def pool_attrs(average: bool) -> AttrSampler:
     return draw
 
 
-def adaptive_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
-    x = shapes[0]
-    _rank(x, 4, "adaptive_avg_pool2d input")
-    out = _spatial(attrs, "output_size", 2)
-    return (x[0], x[1], *out)
+def adaptive_rule(n: int) -> ShapeRule:
+    def rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+        x = shapes[0]
+        _rank(x, n + 2, f"adaptive_avg_pool{n}d input")
+        out = _spatial(attrs, "output_size", n)
+        return (x[0], x[1], *out)
+
+    return rule
 
 
 def adaptive_extent(shapes: Sequence[Shape], attrs: Attrs) -> int:
     x, out = shapes[0], attrs["output_size"]
-    return math.prod(math.ceil(x[2 + i] / out[i]) + 1 for i in range(2))
+    return math.prod(math.ceil(x[2 + i] / out[i]) + 1 for i in range(len(out)))
 
 
-def adaptive_attrs(c: Choices, shapes: Sequence[Shape]) -> Attrs:
-    return {"output_size": [c.integer(1, 4) for _ in range(2)]}
+def adaptive_attrs(n: int) -> AttrSampler:
+    def draw(c: Choices, shapes: Sequence[Shape]) -> Attrs:
+        return {"output_size": [c.integer(1, 4) for _ in range(n)]}
+
+    return draw
 
 
 def _windows(x: Tensor, attrs: Attrs) -> Tensor:
-    """The pooling windows of x, padded with -inf: [N, C, out_h, out_w, kernel elements]."""
+    """The pooling windows of x (over its dims after the first two), padded with -inf:
+    [N, C, out..., kernel elements]."""
     kernel, stride, padding = attrs["kernel"], attrs["stride"], attrs["padding"]
-    n, ch, h, w = x.shape
-    padded = x.double().new_full((n, ch, h + 2 * padding[0], w + 2 * padding[1]), -math.inf)
-    padded[:, :, padding[0] : padding[0] + h, padding[1] : padding[1] + w] = x.double()
-    win = padded.unfold(2, kernel[0], stride[0]).unfold(3, kernel[1], stride[1])
-    return win.reshape(*win.shape[:4], -1)
+    n = len(kernel)
+    spatial = x.shape[2:]
+    padded = x.double().new_full((*x.shape[:2], *(s + 2 * p for s, p in zip(spatial, padding))), -math.inf)
+    padded[(slice(None), slice(None), *(slice(p, p + s) for p, s in zip(padding, spatial)))] = x.double()
+    win = padded
+    for i in range(n):
+        win = win.unfold(2 + i, kernel[i], stride[i])
+    return win.reshape(*win.shape[: 2 + n], -1)
 
 
 def _unique_window_max(xs: Sequence[Tensor], attrs: Attrs, exact: bool = False) -> bool:
@@ -260,5 +279,6 @@ def bilinear_value(xs: Sequence[Tensor], attrs: Attrs, dtype: str) -> Tensor:
 
 
 def adaptive_saves(attrs: Attrs, shapes: Sequence[Shape]) -> bool:
-    """PyTorch's adaptive_avg_pool2d to [1, 1] is a mean, which saves nothing (measured)."""
-    return list(attrs["output_size"]) != [1, 1]
+    """PyTorch's adaptive_avg_pool2d to [1, 1] is a mean, which saves nothing (measured); its
+    adaptive_avg_pool1d is adaptive_avg_pool2d to [1, L]."""
+    return any(o != 1 for o in attrs["output_size"])

@@ -167,7 +167,8 @@ def _recorded_calls(op: str, n: int = 6) -> list[tuple[OpCall, list[torch.Tensor
         for i, st in enumerate(p.statements):
             if isinstance(st, OpCall) and st.op == op:
                 vals = {v.id: v.value for v in run_torch(Program(p.statements[:i])).values}
-                out.append((st, [torch.tensor(vals[x].data).reshape(vals[x].shape).float() for x in st.inputs]))
+                if set(st.inputs) <= vals.keys():  # else PyTorch's run failed before the call (a backward)
+                    out.append((st, [torch.tensor(vals[x].data).reshape(vals[x].shape).float() for x in st.inputs]))
                 break
         if len(out) == n:
             return out

@@ -295,6 +295,31 @@ impl Op {
             Op::AdaptiveAvgPool2d { output_size } => {
                 nn::adaptive_avg_pool2d(next!(), &output_size.0)
             }
+            Op::ConvTranspose1d {
+                stride,
+                padding,
+                dilation,
+                groups,
+                padding_out,
+            } => nn::conv_transpose1d(
+                inputs,
+                &conv(stride, padding, dilation, groups),
+                padding_out,
+            ),
+            Op::MaxPool1d {
+                kernel,
+                stride,
+                padding,
+            } => nn::max_pool1d(next!(), &pool(kernel, stride, padding)),
+            Op::AvgPool1d {
+                kernel,
+                stride,
+                padding,
+                count_include_pad,
+            } => nn::avg_pool1d(next!(), &pool(kernel, stride, padding), *count_include_pad),
+            Op::AdaptiveAvgPool1d { output_size } => {
+                nn::adaptive_avg_pool1d(next!(), &output_size.0)
+            }
             Op::InterpolateNearest { output_size } => {
                 nn::interpolate(next!(), &output_size.0, None)
             }

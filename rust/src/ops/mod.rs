@@ -253,6 +253,10 @@ ops! {
     AvgPool2d = "avg_pool2d" / 1, { kernel: Vec<usize>, stride: Vec<usize>, padding: Vec<usize>, count_include_pad: i64 };
     AdaptiveAvgPool2d = "adaptive_avg_pool2d" / 1, { output_size: Dims };
     ConvTranspose2d = "conv_transpose2d" / NARY, { stride: Vec<usize>, padding: Vec<usize>, dilation: Vec<usize>, groups: Positive, padding_out: Vec<usize> };
+    ConvTranspose1d = "conv_transpose1d" / NARY, { stride: Vec<usize>, padding: Vec<usize>, dilation: Vec<usize>, groups: Positive, padding_out: Vec<usize> };
+    MaxPool1d = "max_pool1d" / 1, { kernel: Vec<usize>, stride: Vec<usize>, padding: Vec<usize> };
+    AvgPool1d = "avg_pool1d" / 1, { kernel: Vec<usize>, stride: Vec<usize>, padding: Vec<usize>, count_include_pad: i64 };
+    AdaptiveAvgPool1d = "adaptive_avg_pool1d" / 1, { output_size: Dims };
     InterpolateNearest = "interpolate_nearest" / 1, { output_size: Dims };
     InterpolateBilinear = "interpolate_bilinear" / 1, { output_size: Dims, align_corners: i64 };
     // indices used through gather (one statement: the IR carries float values only)

@@ -95,17 +95,42 @@ pub fn conv2d(inputs: Vec<DynTensor>, c: &Conv) -> DynTensor {
     DynTensor::R4(module::conv2d(x, w, b, c.options::<2>("conv2d")))
 }
 
+impl Conv<'_> {
+    fn transpose_options<const N: usize>(
+        &self,
+        what: &str,
+        padding_out: &[usize],
+    ) -> ConvTransposeOptions<N> {
+        ConvTransposeOptions::new(
+            arr(what, "stride", self.stride),
+            arr(what, "padding", self.padding),
+            arr(what, "padding_out", padding_out),
+            arr(what, "dilation", self.dilation),
+            self.groups,
+        )
+    }
+}
+
+pub fn conv_transpose1d(inputs: Vec<DynTensor>, c: &Conv, padding_out: &[usize]) -> DynTensor {
+    let what = "conv_transpose1d";
+    let (x, w, b) = conv_inputs::<3>(what, inputs);
+    DynTensor::R3(module::conv_transpose1d(
+        x,
+        w,
+        b,
+        c.transpose_options(what, padding_out),
+    ))
+}
+
 pub fn conv_transpose2d(inputs: Vec<DynTensor>, c: &Conv, padding_out: &[usize]) -> DynTensor {
     let what = "conv_transpose2d";
     let (x, w, b) = conv_inputs::<4>(what, inputs);
-    let options = ConvTransposeOptions::new(
-        arr(what, "stride", c.stride),
-        arr(what, "padding", c.padding),
-        arr(what, "padding_out", padding_out),
-        arr(what, "dilation", c.dilation),
-        c.groups,
-    );
-    DynTensor::R4(module::conv_transpose2d(x, w, b, options))
+    DynTensor::R4(module::conv_transpose2d(
+        x,
+        w,
+        b,
+        c.transpose_options(what, padding_out),
+    ))
 }
 
 /// Pooling attributes (kernel, stride, padding; two values each).
@@ -124,25 +149,60 @@ pub fn pool<'a>(kernel: &'a [usize], stride: &'a [usize], padding: &'a [usize]) 
     }
 }
 
+impl Pool<'_> {
+    fn max_options<const N: usize>(&self, what: &str) -> MaxPoolOptions<N> {
+        MaxPoolOptions::new(arr(what, "kernel", self.kernel))
+            .with_stride(arr(what, "stride", self.stride))
+            .with_padding(arr(what, "padding", self.padding))
+    }
+
+    fn avg_options<const N: usize>(&self, what: &str, count_include_pad: i64) -> AvgPoolOptions<N> {
+        assert!(
+            matches!(count_include_pad, 0 | 1),
+            "{what}: count_include_pad is {count_include_pad}; it must be 0 or 1"
+        );
+        AvgPoolOptions::new(arr(what, "kernel", self.kernel))
+            .with_stride(arr(what, "stride", self.stride))
+            .with_padding(arr(what, "padding", self.padding))
+            .with_count_include_pad(count_include_pad == 1)
+    }
+}
+
+pub fn max_pool1d(x: DynTensor, p: &Pool) -> DynTensor {
+    let what = "max_pool1d";
+    DynTensor::R3(module::max_pool1d(
+        ranked(what, "input", 3, x),
+        p.max_options(what),
+    ))
+}
+
 pub fn max_pool2d(x: DynTensor, p: &Pool) -> DynTensor {
     let what = "max_pool2d";
-    let options = MaxPoolOptions::new(arr(what, "kernel", p.kernel))
-        .with_stride(arr(what, "stride", p.stride))
-        .with_padding(arr(what, "padding", p.padding));
-    DynTensor::R4(module::max_pool2d(ranked(what, "input", 4, x), options))
+    DynTensor::R4(module::max_pool2d(
+        ranked(what, "input", 4, x),
+        p.max_options(what),
+    ))
+}
+
+pub fn avg_pool1d(x: DynTensor, p: &Pool, count_include_pad: i64) -> DynTensor {
+    let what = "avg_pool1d";
+    let options = p.avg_options(what, count_include_pad);
+    DynTensor::R3(module::avg_pool1d(ranked(what, "input", 3, x), options))
 }
 
 pub fn avg_pool2d(x: DynTensor, p: &Pool, count_include_pad: i64) -> DynTensor {
     let what = "avg_pool2d";
-    assert!(
-        matches!(count_include_pad, 0 | 1),
-        "{what}: count_include_pad is {count_include_pad}; it must be 0 or 1"
-    );
-    let options = AvgPoolOptions::new(arr(what, "kernel", p.kernel))
-        .with_stride(arr(what, "stride", p.stride))
-        .with_padding(arr(what, "padding", p.padding))
-        .with_count_include_pad(count_include_pad == 1);
+    let options = p.avg_options(what, count_include_pad);
     DynTensor::R4(module::avg_pool2d(ranked(what, "input", 4, x), options))
+}
+
+pub fn adaptive_avg_pool1d(x: DynTensor, output_size: &[usize]) -> DynTensor {
+    let what = "adaptive_avg_pool1d";
+    let [size] = arr(what, "output_size", output_size);
+    DynTensor::R3(module::adaptive_avg_pool1d(
+        ranked(what, "input", 3, x),
+        size,
+    ))
 }
 
 pub fn adaptive_avg_pool2d(x: DynTensor, output_size: &[usize]) -> DynTensor {
@@ -236,18 +296,27 @@ pub fn conv_shape(
     Some(out)
 }
 
-pub fn pool_shape(x: &[usize], p: &Pool) -> Option<Vec<usize>> {
-    if x.len() != 4 || p.kernel.len() != 2 || p.stride.len() != 2 || p.padding.len() != 2 {
+/// The output shape of a pooling over the last `n` dims of `x` (rank `n + 2`), or `None`.
+pub fn pool_shape(x: &[usize], p: &Pool, n: usize) -> Option<Vec<usize>> {
+    if x.len() != n + 2 || [p.kernel.len(), p.stride.len(), p.padding.len()] != [n; 3] {
         return None;
     }
-    let h = conv_out(x[2], p.kernel[0], p.stride[0], p.padding[0], 1)?;
-    let w = conv_out(x[3], p.kernel[1], p.stride[1], p.padding[1], 1)?;
-    Some(vec![x[0], x[1], h, w])
+    let mut out = x[..2].to_vec();
+    for i in 0..n {
+        out.push(conv_out(
+            x[2 + i],
+            p.kernel[i],
+            p.stride[i],
+            p.padding[i],
+            1,
+        )?);
+    }
+    Some(out)
 }
 
+/// `x` (rank `output_size.len() + 2`) with its last dims `output_size`, or `None`.
 pub fn adaptive_shape(x: &[usize], output_size: &[usize]) -> Option<Vec<usize>> {
-    (x.len() == 4 && output_size.len() == 2)
-        .then(|| vec![x[0], x[1], output_size[0], output_size[1]])
+    (x.len() == output_size.len() + 2).then(|| [&x[..2], output_size].concat())
 }
 
 pub fn embedding_shape(weight: &[usize], indices: &Inline<i64>) -> Option<Vec<usize>> {
@@ -307,6 +376,27 @@ mod tests {
                 "adaptive_avg_pool2d",
                 json!({"output_size": [3, 2]}),
                 vec![vec![1, 2, 5, 4]],
+            ),
+            (
+                "conv_transpose1d",
+                json!({"stride": [2], "padding": [1], "dilation": [2], "groups": 2,
+                       "padding_out": [1]}),
+                vec![vec![2, 4, 3], vec![4, 1, 3], vec![2]],
+            ),
+            (
+                "max_pool1d",
+                json!({"kernel": [3], "stride": [2], "padding": [1]}),
+                vec![vec![2, 3, 5]],
+            ),
+            (
+                "avg_pool1d",
+                json!({"kernel": [2], "stride": [3], "padding": [1], "count_include_pad": 1}),
+                vec![vec![1, 2, 6]],
+            ),
+            (
+                "adaptive_avg_pool1d",
+                json!({"output_size": [4]}),
+                vec![vec![2, 3, 5]],
             ),
             (
                 "interpolate_nearest",

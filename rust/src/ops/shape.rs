@@ -294,6 +294,13 @@ impl Op {
                 dilation,
                 groups,
                 padding_out,
+            }
+            | Op::ConvTranspose1d {
+                stride,
+                padding,
+                dilation,
+                groups,
+                padding_out,
             } => nn::conv_shape(
                 inputs,
                 &conv(stride, padding, dilation, groups),
@@ -309,8 +316,20 @@ impl Op {
                 stride,
                 padding,
                 ..
-            } => nn::pool_shape(&x, &pool(kernel, stride, padding))?,
-            Op::AdaptiveAvgPool2d { output_size }
+            } => nn::pool_shape(&x, &pool(kernel, stride, padding), 2)?,
+            Op::MaxPool1d {
+                kernel,
+                stride,
+                padding,
+            }
+            | Op::AvgPool1d {
+                kernel,
+                stride,
+                padding,
+                ..
+            } => nn::pool_shape(&x, &pool(kernel, stride, padding), 1)?,
+            Op::AdaptiveAvgPool1d { output_size }
+            | Op::AdaptiveAvgPool2d { output_size }
             | Op::InterpolateNearest { output_size }
             | Op::InterpolateBilinear { output_size, .. } => {
                 nn::adaptive_shape(&x, &output_size.0)?
