@@ -17,6 +17,7 @@ from typing import Any
 
 from difftest.ops import domains as dom
 from difftest.ops import nn_shapes as nn
+from difftest.ops import remainder as rem
 from difftest.ops import sampling as draw
 from difftest.ops import shape_rules as rule
 from difftest.ops import strides as sv
@@ -150,6 +151,9 @@ OPS: tuple[OpSpec, ...] = (
               saves_tensors=True),
     scalar_op("div_scalar", "{x} / {scalar}", "{x}.div_scalar({scalar})", "scalar", 0.25, 4.0, T.ROUNDED,
               saves_tensors=True),
+    OpSpec("remainder_scalar", "scalar", 1, "torch.remainder({x}, {scalar})", "{x}.remainder_scalar({scalar})",
+           rule.same, T.ROUNDED, rem.REMAINDER_SCALAR, (AttrSpec("scalar", "float"),), draw.number("scalar", -3.0, 3.0),
+           saves=(), value_terms=rem.remainder_scalar_value, doc="x - floor(x / s) * s (sign of s); |s| >= 0.25"),
     # binary with broadcasting (burn: rank promotion first)
     binary("add", "torch.add({x}, {y})", "{x}.add({y})", T.ROUNDED, saves=()),
     binary("sub", "torch.sub({x}, {y})", "{x}.sub({y})", T.ROUNDED, saves=()),
@@ -321,8 +325,8 @@ OPS: tuple[OpSpec, ...] = (
            tx.narrow_rule, T.EXACT, attrs=(AttrSpec("dim", "dim"), AttrSpec("start", "int"), AttrSpec("length", "int")),
            draw_attrs=tx.narrow, view=sv.same_view, doc="length elements from start along dim"),
     OpSpec("remainder", "binary", 2, "torch.remainder({x}, {y})", "{x}.remainder({y})", rule.bcast, T.ROUNDED,
-           tx.REMAINDER, partners=draw.BROADCASTING, promotes_rank=True, saves=(0,), saved_for_other=(0,),
-           value_terms=tx.remainder_value, doc="x - floor(x / y) * y (sign of y)", saves_only_for=(1,)),
+           rem.REMAINDER, partners=draw.BROADCASTING, promotes_rank=True, saves=(0,), saved_for_other=(0,),
+           value_terms=rem.remainder_value, doc="x - floor(x / y) * y (sign of y)", saves_only_for=(1,)),
     unary("softplus", "F.softplus({x}, {beta})", "activation::softplus({x}, {beta})", T.TRANSCENDENTAL,
           tx.SOFTPLUS, attrs=(AttrSpec("beta", "float"),), draw_attrs=draw.number("beta", 0.5, 2.0),
           doc="log(1 + exp(beta x)) / beta; identity above beta x = 20 in both"),

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from difftest.choices import Choices
-from difftest.ops.domains import KINK_GAP, Domain, Tensors, off_or_on
+from difftest.ops.domains import KINK_GAP, Domain, off_or_on
 from difftest.ops.sampling import Partners, slice_ranges
 from difftest.ops.shape_rules import slice_rule
 from difftest.ops.spec import GradTerms, ValueTerms
@@ -37,15 +37,6 @@ def _distinct_along(x: Tensor, dim: int, exact: bool = False) -> bool:
     return bool((ok | (gaps == 0)).all() if exact else ok.all())
 
 
-def _remainder_ok(xs: Tensors, a: Attrs) -> bool:
-    x, y = xs[0].double(), xs[1].double()
-    if not bool((y.abs() >= 0.1).all()):
-        return False
-    q = x / y
-    frac = q - q.floor()
-    return bool((q.abs() <= 100.0).all()) and bool(((frac > KINK_GAP) & (frac < 1.0 - KINK_GAP)).all())
-
-
 DISTINCT_ALONG_DIM = Domain(
     "distinct-along-dim",
     "sort/topk/cummax/cummin route each output's gradient to the input it came from; equal values "
@@ -53,15 +44,6 @@ DISTINCT_ALONG_DIM = Domain(
     lambda xs, a: _distinct_along(xs[0], a["dim"]),
     tags=("kink",),
     at_kinks=lambda xs, a: _distinct_along(xs[0], a["dim"], exact=True),
-)
-REMAINDER = Domain(
-    "remainder",
-    "remainder(x, y) = x - floor(x / y) * y jumps where x / y is an integer, and its y-gradient "
-    "-floor(x / y) with it: |y| >= 0.1, |x / y| <= 100 and x / y keeps a gap of 0.01 from integers",
-    _remainder_ok,
-    ((-3.0, 3.0), (0.25, 2.0)),
-    tags=("kink",),
-    boundary=((), (0.1, -0.1)),
 )
 HARD_SIGMOID = Domain(
     "hard-sigmoid-off-bounds",
@@ -318,11 +300,6 @@ def select_assign_extent(shapes: Sequence[Shape], attrs: Attrs) -> int:
 
 
 # ---------------------------------------------------------------- terms
-
-
-def remainder_value(x: Sequence[Tensor], a: Attrs, dtype: str) -> Tensor:
-    # burn: x - floor(x / y) * y; where the result is small against x its terms cancel
-    return x[0].abs() + (x[0] / x[1]).floor().abs() * x[1].abs()
 
 
 def cross_entropy_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:

@@ -142,6 +142,7 @@ impl Op {
             Op::SubScalar { scalar } => map!(next!(), t => t.sub_scalar(*scalar)),
             Op::MulScalar { scalar } => map!(next!(), t => t.mul_scalar(*scalar)),
             Op::DivScalar { scalar } => map!(next!(), t => t.div_scalar(*scalar)),
+            Op::RemainderScalar { scalar } => map!(next!(), t => t.remainder_scalar(*scalar)),
             Op::Add {} => zip!(next!(), next!(), a, b => a.add(b)),
             Op::Sub {} => zip!(next!(), next!(), a, b => a.sub(b)),
             Op::Mul {} => zip!(next!(), next!(), a, b => a.mul(b)),

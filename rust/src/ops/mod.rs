@@ -178,6 +178,7 @@ ops! {
     SubScalar = "sub_scalar" / 1, { scalar: f64 };
     MulScalar = "mul_scalar" / 1, { scalar: f64 };
     DivScalar = "div_scalar" / 1, { scalar: f64 };
+    RemainderScalar = "remainder_scalar" / 1, { scalar: f64 };
     Add = "add" / 2;
     Sub = "sub" / 2;
     Mul = "mul" / 2;

@@ -83,6 +83,7 @@ impl Op {
             | Op::SubScalar { .. }
             | Op::MulScalar { .. }
             | Op::DivScalar { .. }
+            | Op::RemainderScalar { .. }
             | Op::Flip { .. } => x,
             Op::MaskFill { mask, .. } => (mask.shape == x).then_some(x)?,
             Op::Add {}
