@@ -166,6 +166,10 @@ OPS: tuple[OpSpec, ...] = (
     # PyTorch saves each input only when that input needs its gradient, and the result always
     OpSpec("hypot", "binary", 2, "torch.hypot({x}, {y})", "{x}.hypot({y})", rule.bcast, T.TRANSCENDENTAL, dom.HYPOT,
            partners=draw.BROADCASTING, promotes_rank=True, saves=(), saves_tensors=True),
+    OpSpec("cross", "binary", 2, "torch.linalg.cross({x}, {y}, dim={dim})", "{x}.cross({y}, {dim})", tx.cross_rule,
+           T.ROUNDED, attrs=A_DIM, draw_attrs=tx.cross_dim, partners=draw.SAME_SHAPE, saves=(0, 1),
+           saved_for_other=(0, 1), value_terms=terms.cross_value, grad_terms=terms.cross_grad,
+           doc="the cross product along dim (of size 3); equal shapes"),
     OpSpec("matmul", "matmul", 2, "torch.matmul({x}, {y})", "{x}.matmul({y})", rule.matmul_rule, T.ACCUMULATE,
            partners=draw.MATMUL, promotes_rank=True, min_rank=2, saves=(0, 1), saved_for_other=(0, 1),
            reduced_extent=rule.matmul_extent, doc="both rank >= 2, batch dims broadcast"),

@@ -288,6 +288,20 @@ def prelu_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
     return s
 
 
+def cross_rule(shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+    s = same_shapes(shapes, "cross")
+    d = check_dim(s, attrs["dim"])
+    if s[d] != 3:
+        raise ShapeError(f"cross: dim {d} of {list(s)} has size {s[d]}; it needs 3")
+    return s
+
+
+def cross_dim(c: Choices, shapes: Sequence[Shape]) -> Attrs | None:
+    """A dim of size 3 (the cross product's), if the input has one."""
+    dims = [i for i, n in enumerate(shapes[0]) if n == 3]
+    return {"dim": c.choice(dims)} if dims else None
+
+
 # ---------------------------------------------------------------- reduced extents
 
 

@@ -55,3 +55,21 @@ def log_softmax_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
     # burn: x - log(sum(exp(x - max))) - max; its backward sums g and softmax * sum(g)
     s = x[0].softmax(a["dim"])
     return [g + s * g.sum(a["dim"], keepdim=True)]
+
+
+def _cross_terms(a: Tensor, b: Tensor, dim: int) -> Tensor:
+    """Per component i of cross(a, b) along `dim`, the sizes of the two products it subtracts:
+    |a[i+1] b[i+2]| + |a[i+2] b[i+1]| (indices mod 3), which cancel where the result is small."""
+    a, b = a.abs(), b.abs()
+    return a.roll(-1, dim) * b.roll(-2, dim) + a.roll(-2, dim) * b.roll(-1, dim)
+
+
+def cross_value(x: Sequence[Tensor], a: Attrs, dtype: str) -> Tensor:
+    # a[i+1] b[i+2] - a[i+2] b[i+1]: rounded in each framework its own way (PyTorch may fuse a
+    # multiply-add), so the result carries ulps of the products, not of itself
+    return _cross_terms(x[0], x[1], a["dim"])
+
+
+def cross_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
+    # burn: cross(b, g) for a, cross(g, a) for b: the same cancellation
+    return [_cross_terms(x[1], g, a["dim"]), _cross_terms(g, x[0], a["dim"])]

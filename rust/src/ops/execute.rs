@@ -152,6 +152,7 @@ impl Op {
             Op::Minimum {} => zip!(next!(), next!(), a, b => a.min_pair(b)),
             Op::Atan2 {} => zip!(next!(), next!(), a, b => a.atan2(b)),
             Op::Hypot {} => zip!(next!(), next!(), a, b => a.hypot(b)),
+            Op::Cross { dim } => zip!(next!(), next!(), a, b => a.cross(b, *dim)),
             Op::Matmul {} => zip!(next!(), next!(), a, b => a.matmul(b)),
             Op::Sum {} => DynTensor::R1(apply!(next!(), t => t.sum())),
             Op::Mean {} => DynTensor::R1(apply!(next!(), t => t.mean())),

@@ -188,6 +188,7 @@ ops! {
     Minimum = "minimum" / 2;
     Atan2 = "atan2" / 2;
     Hypot = "hypot" / 2;
+    Cross = "cross" / 2, { dim: usize };
     Matmul = "matmul" / 2;
     Sum = "sum" / 1;
     Mean = "mean" / 1;

@@ -96,6 +96,10 @@ impl Op {
             | Op::Atan2 {}
             | Op::Hypot {}
             | Op::MaskWhere { .. } => broadcast_shapes(&x, inputs.get(1)?)?,
+            Op::Cross { dim } => {
+                let y = inputs.get(1)?;
+                (*y == x && x.get(*dim) == Some(&3)).then_some(x)?
+            }
             Op::Matmul {} => {
                 let y = inputs.get(1)?;
                 let (m, k) = (x.len().checked_sub(2)?, y.len().checked_sub(2)?);
