@@ -94,6 +94,46 @@ CONV_ATTRS = (AttrSpec("stride", "dims"), AttrSpec("padding", "dims"), AttrSpec(
               AttrSpec("groups", "int"))
 POOL_ATTRS = (AttrSpec("kernel", "dims"), AttrSpec("stride", "dims"), AttrSpec("padding", "dims"))
 
+
+# the 1-d and 2-d forms of an nn function differ only in n: one entry each, by n
+
+
+def conv_transpose(n: int) -> OpSpec:
+    name = f"conv_transpose{n}d"
+    x, k = ("[N, C, L]", "k") if n == 1 else ("[N, C, H, W]", "kh, kw")
+    return nn_op(name, VARIADIC,
+                 f"F.{name}({{xs}}, stride={{stride}}, padding={{padding}}, output_padding={{padding_out}}, "
+                 "groups={groups}, dilation={dilation})",
+                 f"{MODULE}{name}({{x}}, {{y}}, {{opt_z}}, {OPTIONS}ConvTransposeOptions::new({{stride}}, "
+                 "{padding}, {padding_out}, {dilation}, {groups}))",
+                 nn.conv(n, transposed=True), T.ACCUMULATE, attrs=CONV_ATTRS + (AttrSpec("padding_out", "dims"),),
+                 draw_attrs=nn.conv_attrs(n, transposed=True), partners=nn.CONV_TRANSPOSE,
+                 first_input=nn.SEQUENCE if n == 1 else nn.IMAGE, saves=(0, 1),
+                 reduced_extent=nn.conv_transpose_extent,
+                 doc=f"x {x}, weight [C, O / groups, {k}], optional bias [O]; padding_out is PyTorch's output_padding")
+
+
+def max_pool(n: int) -> OpSpec:
+    name = f"max_pool{n}d"
+    return nn_op(name, 1, f"F.{name}({{x}}, {{kernel}}, {{stride}}, {{padding}})",
+                 f"{MODULE}{name}({{x}}, {OPTIONS}MaxPoolOptions::new({{kernel}}).with_stride({{stride}})"
+                 ".with_padding({padding}))",
+                 nn.pool_rule(n), T.EXACT, domain=nn.UNIQUE_WINDOW_MAX, attrs=POOL_ATTRS,
+                 draw_attrs=nn.pool_attrs(False, n), first_input=nn.SEQUENCE if n == 1 else nn.IMAGE, saves=(0,),
+                 doc="padding <= kernel / 2")
+
+
+def avg_pool(n: int) -> OpSpec:
+    name = f"avg_pool{n}d"
+    return nn_op(name, 1,
+                 f"F.{name}({{x}}, {{kernel}}, {{stride}}, {{padding}}, count_include_pad={{count_include_pad}} == 1)",
+                 f"{MODULE}{name}({{x}}, {OPTIONS}AvgPoolOptions::new({{kernel}}).with_stride({{stride}})"
+                 ".with_padding({padding}).with_count_include_pad({count_include_pad} == 1))",
+                 nn.avg_pool_rule(n), T.ACCUMULATE, attrs=POOL_ATTRS + (AttrSpec("count_include_pad", "int"),),
+                 draw_attrs=nn.pool_attrs(True, n), first_input=nn.SEQUENCE if n == 1 else nn.IMAGE, saves=(0,),
+                 reduced_extent=nn.pool_extent, doc="count_include_pad 0 or 1")
+
+
 OPS: tuple[OpSpec, ...] = (
     # unary elementwise
     unary("exp", "torch.exp({x})", "{x}.exp()", T.TRANSCENDENTAL, dom.EXP, saves=(), saves_tensors=True),
@@ -356,11 +396,7 @@ OPS: tuple[OpSpec, ...] = (
           nn.conv(2), T.ACCUMULATE, attrs=CONV_ATTRS, draw_attrs=nn.conv_attrs(2), partners=nn.CONV,
           first_input=nn.IMAGE, saves=(0, 1), reduced_extent=nn.conv_extent,
           doc="x [N, C, H, W], weight [O, C / groups, kh, kw], optional bias [O]"),
-    nn_op("max_pool2d", 1, "F.max_pool2d({x}, {kernel}, {stride}, {padding})",
-          f"{MODULE}max_pool2d({{x}}, {OPTIONS}MaxPoolOptions::new({{kernel}}).with_stride({{stride}})"
-          ".with_padding({padding}))",
-          nn.pool_rule(2), T.EXACT, domain=nn.UNIQUE_WINDOW_MAX, attrs=POOL_ATTRS, draw_attrs=nn.pool_attrs(False),
-          first_input=nn.IMAGE, saves=(0,), doc="padding <= kernel / 2"),
+    max_pool(2),
     nn_op("embedding", 1, "F.embedding({indices}, {x})",
           block("let input = {x};", "let indices = {indices};", f"{MODULE}embedding(input, indices)"),
           nn.embedding_rule, T.EXACT, attrs=(AttrSpec("indices", "int_tensor"),), draw_attrs=nn.embedding_attrs,
@@ -373,49 +409,16 @@ OPS: tuple[OpSpec, ...] = (
           nn.conv(1), T.ACCUMULATE, attrs=CONV_ATTRS, draw_attrs=nn.conv_attrs(1), partners=nn.CONV,
           first_input=nn.SEQUENCE, saves=(0, 1), reduced_extent=nn.conv_extent,
           doc="x [N, C, L], weight [O, C / groups, k], optional bias [O]"),
-    nn_op("avg_pool2d", 1,
-          "F.avg_pool2d({x}, {kernel}, {stride}, {padding}, count_include_pad={count_include_pad} == 1)",
-          f"{MODULE}avg_pool2d({{x}}, {OPTIONS}AvgPoolOptions::new({{kernel}}).with_stride({{stride}})"
-          ".with_padding({padding}).with_count_include_pad({count_include_pad} == 1))",
-          nn.avg_pool_rule(2), T.ACCUMULATE, attrs=POOL_ATTRS + (AttrSpec("count_include_pad", "int"),),
-          draw_attrs=nn.pool_attrs(True), first_input=nn.IMAGE, saves=(0,), reduced_extent=nn.pool_extent,
-          doc="count_include_pad 0 or 1"),
+    avg_pool(2),
     nn_op("adaptive_avg_pool2d", 1, "F.adaptive_avg_pool2d({x}, {output_size})",
           f"{MODULE}adaptive_avg_pool2d({{x}}, {{output_size}})", nn.adaptive_rule(2), T.ACCUMULATE,
           attrs=(AttrSpec("output_size", "shape"),), draw_attrs=nn.adaptive_attrs(2), first_input=nn.IMAGE,
           saves=(0,), reduced_extent=nn.adaptive_extent, doc="output_size [oh, ow]",
           saves_if=nn.adaptive_saves),
-    nn_op("conv_transpose2d", VARIADIC,
-          "F.conv_transpose2d({xs}, stride={stride}, padding={padding}, output_padding={padding_out}, "
-          "groups={groups}, dilation={dilation})",
-          f"{MODULE}conv_transpose2d({{x}}, {{y}}, {{opt_z}}, {OPTIONS}ConvTransposeOptions::new({{stride}}, "
-          "{padding}, {padding_out}, {dilation}, {groups}))",
-          nn.conv(2, transposed=True), T.ACCUMULATE, attrs=CONV_ATTRS + (AttrSpec("padding_out", "dims"),),
-          draw_attrs=nn.conv_attrs(2, transposed=True), partners=nn.CONV_TRANSPOSE, first_input=nn.IMAGE,
-          saves=(0, 1), reduced_extent=nn.conv_transpose_extent,
-          doc="x [N, C, H, W], weight [C, O / groups, kh, kw], optional bias [O]; padding_out is "
-              "PyTorch's output_padding"),
-    nn_op("conv_transpose1d", VARIADIC,
-          "F.conv_transpose1d({xs}, stride={stride}, padding={padding}, output_padding={padding_out}, "
-          "groups={groups}, dilation={dilation})",
-          f"{MODULE}conv_transpose1d({{x}}, {{y}}, {{opt_z}}, {OPTIONS}ConvTransposeOptions::new({{stride}}, "
-          "{padding}, {padding_out}, {dilation}, {groups}))",
-          nn.conv(1, transposed=True), T.ACCUMULATE, attrs=CONV_ATTRS + (AttrSpec("padding_out", "dims"),),
-          draw_attrs=nn.conv_attrs(1, transposed=True), partners=nn.CONV_TRANSPOSE, first_input=nn.SEQUENCE,
-          saves=(0, 1), reduced_extent=nn.conv_transpose_extent,
-          doc="x [N, C, L], weight [C, O / groups, k], optional bias [O]; padding_out is PyTorch's output_padding"),
-    nn_op("max_pool1d", 1, "F.max_pool1d({x}, {kernel}, {stride}, {padding})",
-          f"{MODULE}max_pool1d({{x}}, {OPTIONS}MaxPoolOptions::new({{kernel}}).with_stride({{stride}})"
-          ".with_padding({padding}))",
-          nn.pool_rule(1), T.EXACT, domain=nn.UNIQUE_WINDOW_MAX, attrs=POOL_ATTRS,
-          draw_attrs=nn.pool_attrs(False, 1), first_input=nn.SEQUENCE, saves=(0,), doc="padding <= kernel / 2"),
-    nn_op("avg_pool1d", 1,
-          "F.avg_pool1d({x}, {kernel}, {stride}, {padding}, count_include_pad={count_include_pad} == 1)",
-          f"{MODULE}avg_pool1d({{x}}, {OPTIONS}AvgPoolOptions::new({{kernel}}).with_stride({{stride}})"
-          ".with_padding({padding}).with_count_include_pad({count_include_pad} == 1))",
-          nn.avg_pool_rule(1), T.ACCUMULATE, attrs=POOL_ATTRS + (AttrSpec("count_include_pad", "int"),),
-          draw_attrs=nn.pool_attrs(True, 1), first_input=nn.SEQUENCE, saves=(0,), reduced_extent=nn.pool_extent,
-          doc="count_include_pad 0 or 1"),
+    conv_transpose(2),
+    conv_transpose(1),
+    max_pool(1),
+    avg_pool(1),
     nn_op("adaptive_avg_pool1d", 1, "F.adaptive_avg_pool1d({x}, {output_size})",
           f"{MODULE}adaptive_avg_pool1d({{x}}, {{output_size}}[0])", nn.adaptive_rule(1), T.ACCUMULATE,
           attrs=(AttrSpec("output_size", "shape"),), draw_attrs=nn.adaptive_attrs(1), first_input=nn.SEQUENCE,
