@@ -23,9 +23,10 @@ from typing import Any
 
 import torch
 
+from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
 from difftest.ops.domains import KINK_GAP
-from difftest.ops.value_dtypes import cast_to_own_dtype
+from difftest.ops.value_dtypes import cast_to_own_dtype, value_dtypes
 from difftest.oracle.burn_conventions import burn_convention_gradient
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.oracle.finite_diff import estimate_error, finite_difference, value_sides
@@ -211,9 +212,11 @@ def at_kink(verdict: Verdict, m: Mismatch, element: int, t: float, b: float, r: 
     if len(finite) <= 1:
         return "ill-conditioned", f"{kink}; its one-sided limits are not finite", evidence
     # the limits are finite-difference estimates: a result exactly at a limit (a subgradient's
-    # end, a tie's whole gradient) may lie just outside the estimate, by its error, not by the
-    # element's float32 budget alone
-    slack = budget + estimate_error(finite)
+    # end, a tie's whole gradient) may lie just outside the estimate, by its error, and by the
+    # rounding of a result of that size in the element's dtype (the element's own budget is
+    # sized by its reference, which may be the other limit: 0 where a tie sent nothing)
+    dtype = value_dtypes(verdict.program).get(m.statement or "", verdict.program.dtype)
+    slack = budget + estimate_error(finite) + tol.budget(0.0, max(abs(x) for x in finite), 0.0, dtype)
     lo, hi = min(finite) - slack, max(finite) + slack
     if lo <= b <= hi and lo <= t <= hi:
         return ("ill-conditioned", f"{kink}; its one-sided limits here differ ({min(finite):.6g} .. "
