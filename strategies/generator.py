@@ -170,19 +170,22 @@ class _Builder:
     def op(self) -> bool:
         """One op drawn by weight, tried on up to `op_attempts` inputs (so ops whose domain or
         attributes rarely fit a random value still appear as often as the others)."""
-        spec = weighted(self.c, self.specs, self.weights)
+        c = self.c
+        spec = weighted(c, self.specs, self.weights)
         for attempt in range(self.cfg.op_attempts):
             mark = self.mark()
             if self.try_op(spec, attempt):
                 return True
             self.rollback(mark)
+        c.note(f"op-miss:{spec.name}")  # every attempt failed: how often an op is given up
         return False
 
     def try_op(self, spec: OpSpec, attempt: int) -> bool:
         c = self.c
         # The first attempts take existing values (which keeps chains going); where they do not
         # fit the domain, the later ones take fresh leaves, drawn from the domain's range, and the
-        # last one a fresh first input of a fresh shape from that range narrowed around its middle.
+        # last one a fresh first input of a fresh shape from that range narrowed around its middle
+        # (as does any attempt that finds no existing value of the op's rank).
         fresh_ok = attempt >= self.cfg.op_attempts - 2
         last = attempt == self.cfg.op_attempts - 1
         narrow = 0.25 if last else 1.0
@@ -192,16 +195,21 @@ class _Builder:
             mid, half = (lo + hi) / 2, (hi - lo) / 2 * narrow
             return (mid - half, mid + half)
 
-        first = None
-        if last and self.leaves < self.cfg.max_leaves:
+        def existing() -> _Value | None:
+            return self.pick_existing(lambda v: len(v.shape) >= spec.min_rank and (
+                spec.first_input is None or spec.first_input.rank in (None, len(v.shape))) and (
+                not v.dtype or supported(spec.name, v.dtype)))
+
+        # A fresh first input on the last attempt, and on any attempt where no existing value is
+        # of the op's rank (an op of an exact rank is not left to its last attempt alone).
+        first = None if last else existing()
+        if first is None and self.leaves < self.cfg.max_leaves:
             # of the op's rank (an op of rank >= 2 is not starved by rank-1 fresh shapes)
             fresh = spec.first_input.draw(c) if spec.first_input is not None else self.draw_shape(spec.min_rank)
             if len(fresh) >= spec.min_rank:
                 first = self.leaf(fresh, leaf_range(0), spec.domain)
-        if first is None:
-            first = self.pick_existing(lambda v: len(v.shape) >= spec.min_rank and (
-                spec.first_input is None or len(v.shape) == spec.first_input.rank) and (
-                not v.dtype or supported(spec.name, v.dtype)))
+        if first is None and last:
+            first = existing()
         if first is None:
             return False
         # a value a cast made in another dtype: the op's other inputs in it too, never fresh

@@ -203,8 +203,31 @@ CONCATENATED = Partners("concatenated", _concatenated, after_attrs=True)  # 0 to
 
 @dataclass(frozen=True)
 class FirstInput:
-    """An op whose first input has one exact rank (images, embedding tables: nn_shapes.py): the
-    generator takes existing values of that rank, and draws fresh ones with `draw`."""
+    """The first input of an op that a random shape rarely fits: one exact rank (images,
+    embedding tables: nn_shapes.py; [batch, classes] logits) and/or a size its attributes need
+    (a dim of size 3 for a cross product). The generator takes existing values of `rank` (None:
+    any rank >= the op's min_rank) and draws fresh first inputs with `draw`."""
 
-    rank: int
+    rank: int | None
     draw: Callable[[Choices], Shape]
+
+
+def _with_size(size: int, min_rank: int, max_dim: int) -> Callable[[Choices], Shape]:
+    def draw(c: Choices) -> Shape:
+        shape = [c.integer(1, max_dim) for _ in range(c.integer(min_rank, 3))]
+        shape[c.integer(0, len(shape) - 1)] = size
+        return tuple(shape)
+
+    return draw
+
+
+def with_size(size: int, min_rank: int = 1, max_dim: int = 4) -> FirstInput:
+    """Fresh first inputs of rank min_rank to 3 with one dim of `size`."""
+    return FirstInput(None, _with_size(size, min_rank, max_dim))
+
+
+def _matrix(c: Choices) -> Shape:
+    return (c.integer(1, 4), c.integer(1, 4))
+
+
+MATRIX = FirstInput(2, _matrix)  # [batch, classes] and other exactly rank-2 inputs

@@ -67,7 +67,8 @@ class OpSpec:
     # burn: the lower-rank operand gets leading size-1 dims first (the interpreter's `zip!`)
     promotes_rank: bool = False
     min_rank: int = 1
-    # the first input's exact rank and how to draw a fresh one (nn ops; None: any rank >= min_rank)
+    # the first input's exact rank and/or a size its attributes need, and how to draw a fresh one
+    # (sampling.FirstInput; None: any shape of rank >= min_rank)
     first_input: FirstInput | None = None
     saves: tuple[int, ...] = ()  # inputs PyTorch saves for backward (inference-tensor rule)
     # of those, the ones PyTorch saves only when *another* input needs a gradient (mul saves a
@@ -135,7 +136,7 @@ class OpSpec:
             raise ShapeError(f"{self.name} takes {self.arity} input(s), got {len(shapes)}")
         if not shapes:
             raise ShapeError(f"{self.name} needs at least one input")
-        if self.first_input is not None and len(shapes[0]) != self.first_input.rank:
+        if self.first_input is not None and self.first_input.rank not in (None, len(shapes[0])):
             raise ShapeError(f"{self.name} needs a rank-{self.first_input.rank} first input, got {list(shapes[0])}")
         for s in shapes:
             if len(s) < self.min_rank:

@@ -58,13 +58,15 @@ class Figures:
     distinct_leaf_values: float
     zero_leaf_values: float
     boundary_leaves: float = 0.0
+    fit_min: tuple[str, float] = ("", 1.0)  # the op placed least often of the times it was drawn
 
     def show(self, label: str) -> str:
         return (
             f"{label}: {self.programs} programs, {self.statements:.1f} statements and {self.ops:.2f} ops each; "
             f"backward {self.backward:.1%}, of a tracked root {self.tracked_root:.1%}, "
             f"through >= 2 ops {self.deep_root:.1%}; op share min {self.op_min[0]} {self.op_min[1]:.2%} "
-            f"max {self.op_max[0]} {self.op_max[1]:.2%} (uniform {1 / len(CATALOG):.2%}), never drawn "
+            f"max {self.op_max[0]} {self.op_max[1]:.2%} (uniform {1 / len(CATALOG):.2%}), placed when drawn min "
+            f"{self.fit_min[0]} {self.fit_min[1]:.1%}, never drawn "
             f"{len(self.never)}; leaf values distinct {self.distinct_leaf_values:.1%}, "
             f"zero {self.zero_leaf_values:.2%}; leaves with boundary values {self.boundary_leaves:.1%}"
         )
@@ -110,10 +112,11 @@ def _has_boundary(data: tuple[float, ...]) -> bool:
 
 
 def figures(progs: Iterable[Program], drawn_ops: Counter[str] | None = None,
-            drawn_values: list[float] | None = None) -> Figures:
-    """The figures of `progs`; op shares from `drawn_ops` (the ops drawn from the catalog) and
-    distinctness from `drawn_values` (the value drawer's output) when given, else from the
-    programs' op statements and leaves."""
+            drawn_values: list[float] | None = None, missed_ops: Counter[str] | None = None) -> Figures:
+    """The figures of `progs`; op shares from `drawn_ops` (the ops drawn from the catalog and
+    placed), fit rates from it and `missed_ops` (drawn and given up), and distinctness from
+    `drawn_values` (the value drawer's output) when given, else from the programs' op
+    statements and leaves."""
     progs = list(progs)
     ops: Counter[str] = Counter()
     statements = backward = tracked = deep = 0
@@ -150,6 +153,9 @@ def figures(progs: Iterable[Program], drawn_ops: Counter[str] | None = None,
     lo, hi = min(share, key=share.__getitem__), max(share, key=share.__getitem__)
     n = len(progs)
     distinct = Counter(values)
+    missed = missed_ops or Counter()
+    fit = {name: ops[name] / (ops[name] + missed[name]) for name in CATALOG if ops[name] + missed[name]}
+    worst = min(fit, key=fit.__getitem__, default="")
     return Figures(
         n,
         statements / n,
@@ -163,6 +169,7 @@ def figures(progs: Iterable[Program], drawn_ops: Counter[str] | None = None,
         len(distinct) / max(len(values), 1),
         distinct.get(0.0, 0) / max(len(values), 1),
         sum(map(_has_boundary, float32_leaves)) / max(len(float32_leaves), 1),
+        (worst, fit.get(worst, 1.0)),
     )
 
 
@@ -170,12 +177,14 @@ def seeded(cfg: GenConfig) -> Figures:
     """The figures of the campaign's first PROGRAMS programs under `cfg`."""
     drawn_values: list[float] = []
     drawn_ops: Counter[str] = Counter()
+    missed_ops: Counter[str] = Counter()
     progs = []
     for k in range(PROGRAMS):
         c = RecordingChoices(k, drawn_values)
         progs.append(generate(c, cfg))
         drawn_ops.update({e[3:]: n for e, n in c.events.items() if e.startswith("op:")})
-    return figures(progs, drawn_ops, drawn_values)
+        missed_ops.update({e[8:]: n for e, n in c.events.items() if e.startswith("op-miss:")})
+    return figures(progs, drawn_ops, drawn_values, missed_ops)
 
 
 @pytest.mark.quality
@@ -184,7 +193,12 @@ def test_seeded_programs_reach_a_tracked_root_through_several_ops_and_every_op_e
     f = seeded(cfg)
     print("\n" + f.show("RandomChoices"))
     assert f.deep_root >= 0.70, f.show("RandomChoices")
-    assert not f.never and f.op_max[1] <= 2.0 * f.op_min[1], f.show("RandomChoices")
+    # An op drawn is placed, whatever its domain, rank or attributes need (the generator's
+    # attempts: existing values, then fresh leaves and shapes); its share then varies only with
+    # how often the uniform draw picked it (about +-25% at 2,000 programs: some 100 draws an op).
+    assert f.fit_min[1] >= 0.90, f.show("RandomChoices")
+    uniform = 1 / len(CATALOG)
+    assert not f.never and f.op_min[1] >= 0.5 * uniform and f.op_max[1] <= 1.5 * uniform, f.show("RandomChoices")
     assert f.distinct_leaf_values >= 0.95 and f.zero_leaf_values < 0.01, f.show("RandomChoices")
     # boundary leaves: the declared share, less the leaves none of whose elements was replaced
     assert 0.5 * cfg.p_boundary_leaf <= f.boundary_leaves <= 1.2 * cfg.p_boundary_leaf, f.show("RandomChoices")
