@@ -19,7 +19,10 @@ reference `r` and the budget from its own measured noise `D` (noise.py):
   input), *and* a one-sided finite-difference check of this very element sees the kink (its
   left and right differences disagree), *and* both results lie between the one-sided limits
   (a subgradient, a side of a jump). An element the kink does not reach, or a result outside
-  what either side gives, is judged like any other (kinks.py).
+  what either side gives, is judged like any other (kinks.py). In a coarse dtype a framework's
+  own input of such an op can sit at or across the kink while the float64 input keeps its gap:
+  a result that is the float64 program recomputed from its own framework's inputs there (and
+  the other's, or the reference) is `ill-conditioned` too (kink_inputs.py).
 * equal non-finite results (which pass the screen) are checked against float64 too: the same
   non-finite result or a float64 result beyond the dtype's range -> `agreement`; a finite
   float64 result within the range -> `ill-conditioned` (an intermediate value overflows in
@@ -42,6 +45,7 @@ from typing import Any
 
 from difftest.ops import tolerance as tol
 from difftest.ops.value_dtypes import value_dtypes
+from difftest.oracle import kink_inputs as ki
 from difftest.oracle.compare import Mismatch, Verdict, equal_nonfinite
 from difftest.oracle.finite_diff import finite_difference
 from difftest.oracle.kinks import at_kink, near_kink
@@ -213,6 +217,8 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch], runs: TorchRuns | None 
         kink = near_kink(program, ref, m)
         judged: list[Judgement] = []
         kink_sides: list[dict[str, Any]] = []
+        crossed: dict[str, Any] | None = None  # kinks between float64's and a framework's own inputs
+        own: dict[str, TensorObs] = {}
         for j in elements:
             r = rt.data[j]
             if equal_nonfinite(tt.data[j], bt.data[j]):
@@ -227,6 +233,16 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch], runs: TorchRuns | None 
                                               tol.budget(d, r, terms, dtype), kink, (kind, reason))
                 if sides:
                     kink_sides.append({"element": j, **sides})
+            if kind in ("burn-wrong", "torch-wrong"):
+                if crossed is None:
+                    crossed = ki.kinks_on_the_way(verdict, ref, m)
+                    own = ki.own_results(verdict, m, crossed, _tensor) if crossed else {}
+                mine = {name: o.data[j] for name, o in own.items() if j < len(o.data)}
+                if crossed and ki.explained(tt.data[j], bt.data[j], r, mine, d, terms, dtype):
+                    kind = "ill-conditioned"
+                    reason = (f"{ki.describe(program, crossed)}; "
+                              "each result is the float64 result from its own framework's inputs there ("
+                              + ", ".join(f"{k} {v:.6g}" for k, v in mine.items()) + ") or the reference")
             if not samples and failed:
                 reason += f" (no noise run measured it: {failed[0].kind}: {failed[0].message[:200]})"
             judged.append(Judgement(j, kind, reason, tt.data[j], bt.data[j], r, d,

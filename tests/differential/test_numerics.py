@@ -6,12 +6,14 @@ import math
 from dataclasses import replace
 
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
 from difftest.exec.burn_worker import BurnWorker
 from difftest.ops import tolerance as tol
 from difftest.ops.validate import infer_shapes
+from difftest.oracle import kink_inputs as ki
 from difftest.oracle.check import check
 from difftest.oracle.compare import compare
 from difftest.oracle.model import predict
@@ -314,3 +316,51 @@ def test_a_cross_product_that_cancels_is_judged_by_the_size_of_its_products(burn
     verdict = check(p, burn_worker)
     assert verdict.ok, verdict.report()
     assert any(m.statement == "y" and m.verdict == "agreement" for m in verdict.mismatches)  # the cancelling element
+
+
+def _with_values(obs: Observation, **values: list[float]) -> Observation:
+    """`obs` with the given values' data replaced (a framework's own result, as it might round)."""
+    return replace(obs, values=tuple(replace(v, value=replace(v.value, data=tuple(values[v.id])))
+                                     if v.id in values else v for v in obs.values))
+
+
+# bfloat16: y is x times 1; the float64 y is 4.53125, 0.03 off round's jump at 4.5, and one
+# bfloat16 ulp below it is 4.5 itself: a framework whose rounding gave y = 4.5 rounds it to 4
+JUMP = Program((leaf("x", [4.53125], rg=True), op("y", "mul_scalar", "x", scalar=1.0), op("r", "round", "y"),
+                op("z", "mul", "r", "x"), op("s", "sum", "z"), backward("s")), "bfloat16")
+
+
+def _jump_verdict(burn_obs: Observation) -> dict[str, str]:
+    v = compare(JUMP, infer_shapes(JUMP), predict(JUMP), run_torch(JUMP), burn_obs, arbiter=arbitrate)
+    return {m.statement or "": m.verdict for m in v.mismatches}
+
+
+def test_a_framework_s_own_input_across_a_jump_is_ill_conditioned_only_where_it_explains_the_result(
+        burn_worker: BurnWorker) -> None:
+    """burn's y rounded to 4.5 (one ulp off the float64 4.53125, within its noise): its round is
+    4 and z = round(y) * x follows, where PyTorch's are 5. The one-sided differences around the
+    float64 y see no jump; the float64 program from burn's own y does: ill-conditioned. A round
+    that is not round(4.5) stays wrong, and so does a 4 from a y that never reached the jump."""
+    burn_obs = burn_worker.run(JUMP)
+    assert _jump_verdict(burn_obs) == {}
+
+    def tampered(y: float, r: float) -> Observation:
+        return _with_values(burn_obs, y=[y], r=[r], z=[r * 4.53125], s=[r * 4.53125])
+
+    got = _jump_verdict(tampered(4.5, 4.0))
+    assert {got[k] for k in "rzs"} == {"ill-conditioned"}, got
+    assert _jump_verdict(tampered(4.5, 3.0))["r"] == "burn-wrong"
+    assert _jump_verdict(tampered(4.53125, 4.0))["r"] == "burn-wrong"
+
+
+def test_a_recomputation_from_own_inputs_keeps_the_gradient_flowing_through_them() -> None:
+    """The float64 run from a framework's own input of relu: moved to the negative side, x's
+    gradient is relu's 0 there; moved on the positive side, it still reaches x (the move is a
+    constant added to the input, not a cut)."""
+    p = program(leaf("x", [0.004, 2.0], rg=True), op("y", "mul_scalar", "x", scalar=1.0), op("r", "relu", "y"),
+                op("s", "sum", "r"), backward("s"))
+    for moved, want in ((-0.004, 0.0), (0.5, 1.0)):
+        obs = ki.from_own_inputs(p, {"r": [torch.tensor([moved, 2.0], dtype=torch.float64)]})
+        assert obs is not None
+        g = obs.backwards[0].grads["x"]
+        assert g is not None and g.data == (want, 1.0), (moved, g)
