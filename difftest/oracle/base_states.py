@@ -101,11 +101,17 @@ def _torch_op(st: OpCall, ins: list[TorchState], shapes: Mapping[str, Shape],
     return TorchState(False, True, False, False, strides=strides)
 
 
+def forward_returns_input(m: ModuleState) -> bool:
+    """Both frameworks answer a forward of `m` with its input tensor itself: a dropout with p = 0
+    or in eval mode (PyTorch's native dropout, burn-nn's Dropout::forward)."""
+    return m.kind == "dropout" and (not m.training or m.p == 0.0)
+
+
 def _torch_forward(m: ModuleState, x: TorchState, shape: Shape) -> TorchState:
     """nn.Linear / nn.Dropout on x; a module derived from `valid` runs under torch.no_grad()."""
     const = TorchState(False, True, False, False, strides=contiguous_strides(shape))
     if m.kind == "dropout":
-        if not m.training or m.p == 0.0:
+        if forward_returns_input(m):
             return x  # PyTorch returns its input itself
         if m.valid or not x.requires_grad:
             return const
@@ -154,7 +160,7 @@ def _burn_forward(m: ModuleState, x: BurnState) -> BurnState:
     autodiff device, so the output is too (a module without parameters, a group_norm built
     without affine ones, computes on its input's device)."""
     if m.kind == "dropout":
-        if not m.training or m.p == 0.0:
+        if forward_returns_input(m):
             return x
         if m.valid:
             return BurnState(x.is_autodiff, False, False)

@@ -29,8 +29,9 @@ import torch
 from difftest.divergences.conventions import CONVENTIONS
 from difftest.exec.torch_values import TorchModule, apply_module
 from difftest.ops.catalog import CATALOG
+from difftest.oracle.noise import MagnitudeHooks
 from difftest.oracle.pytorch import run
-from difftest.oracle.sites import OpSite, SiteHooks
+from difftest.oracle.sites import OpSite, SiteHooks, op_site
 from difftest.program.ir import Apply, OpCall, Program
 
 Tensors = Sequence[torch.Tensor]
@@ -171,3 +172,37 @@ def burn_convention_gradient(program: Program, leaf: str, backward: str,
             if g is not None and element < len(g.data):
                 return g.data[element], hooks.used
     return None
+
+
+class BurnMagnitudeHooks(MagnitudeHooks):
+    """The magnitude run (noise.py) with burn's side at every op exactly at a convention point:
+    per gradient element, the size of the terms burn's composition sums (where PyTorch's
+    convention sends no gradient, as clamp at its bound, burn's may carry terms that cancel)."""
+
+    def op(self, st: OpCall, inputs: Tensors, attrs: dict[str, Any], dtypes: dict[str, str],
+           native: str) -> torch.Tensor:
+        spec = CATALOG[st.op]
+        side = SIDES.get(st.op)
+        if side is None or st.op not in CONVENTION_OF or not side.at_point([x.detach() for x in inputs], attrs):
+            return super().op(st, inputs, attrs, dtypes, native)
+
+        def moved(xs: Tensors) -> torch.Tensor:  # burn's side, moved by a constant (no gradient of the move)
+            to = side.move([x.detach() for x in xs], attrs)
+            return spec.lower([x + (t - x.detach()) for x, t in zip(xs, to)], attrs)
+
+        return self.on_site(op_site(st, inputs, attrs, dtypes, native), inputs, moved)
+
+
+def burn_convention_terms(program: Program, leaf: str, backward: str, element: int) -> float:
+    """The size of the terms burn's composed conventions sum into `leaf`'s element at `backward`
+    (BurnMagnitudeHooks); 0 when the run fails or has no such gradient."""
+    try:
+        obs = run(program, "float64", hooks=BurnMagnitudeHooks())
+    except Exception:  # no measurement: no budget from it
+        return 0.0
+    for bw in obs.backwards:
+        if bw.id == backward:
+            g = bw.grads.get(leaf)
+            if g is not None and element < len(g.data):
+                return abs(g.data[element])
+    return 0.0

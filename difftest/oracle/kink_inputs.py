@@ -71,7 +71,7 @@ def kinks_on_the_way(verdict: Verdict, ref: Observation, m: Mismatch) -> dict[st
     rejects that framework's own input, or a point between the float64 input and it: their
     statement ids and that framework's inputs there. Empty when there is none."""
     out: dict[str, Sites] = {}
-    for _, st in path_ops(verdict.program, m):
+    for _, st in path_ops(verdict.program, m, verdict.prediction.torch.modules):
         spec = CATALOG.get(st.op)
         if spec is None or "kink" not in spec.domain.tags:
             continue

@@ -214,7 +214,7 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch], runs: TorchRuns | None 
             noisy = runs.noisy(len(noisy) + 1)
         # a noise run that raised measures nothing: say so, never let it pass as zero noise
         failed = [o.error for o in noisy if o.error is not None and _tensor(o, m) is None]
-        kink = near_kink(program, ref, m)
+        kink = near_kink(program, ref, m, verdict.prediction.torch.modules)
         judged: list[Judgement] = []
         kink_sides: list[dict[str, Any]] = []
         crossed: dict[str, Any] | None = None  # kinks between float64's and a framework's own inputs
