@@ -74,13 +74,19 @@ def test_the_edges_of_a_program_are_stable_across_runs_and_workers(worker: BurnW
             assert len(run - common) <= 0.02 * len(common), (op, sorted(run - common))
 
 
-def test_counters_are_reset_between_programs(worker: BurnWorker) -> None:
+def test_counters_are_reset_between_programs(worker: BurnWorker, edge_map: EdgeMap) -> None:
+    """A program run after a larger one hits none of the larger one's own burn edges (counters
+    not reset would carry all of them over). Edges outside burn are left out: std's collections
+    and atomics take other paths with the state earlier programs left (measured: 27 of the
+    larger program's 1,324 own edges, none of them burn's, where a reset-less worker carries
+    1,324)."""
     big, small = _programs("conv2d", 1)[0], _programs("exp", 1)[0]
     _edges(worker, small)
     alone = _edges(worker, small)
-    _edges(worker, big)
+    big_only = (_edges(worker, big) - alone) & edge_map.burn_edges
     after_big = _edges(worker, small)
-    assert len(after_big ^ alone) <= 0.02 * len(alone)  # not the union of both programs
+    assert len(big_only) > 100
+    assert len(after_big & big_only) <= 0.02 * len(big_only), sorted(after_big & big_only)
 
 
 def test_an_op_no_earlier_program_called_reaches_new_edges(worker: BurnWorker, edge_map: EdgeMap) -> None:
