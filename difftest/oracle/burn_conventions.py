@@ -108,6 +108,15 @@ SIDES: dict[str, Side] = {
 CONVENTION_OF: dict[str, str] = {c.op: c.name for c in CONVENTIONS if c.torch_grads != c.burn_grads}
 
 
+def side_at_point(st: OpCall, inputs: Tensors, attrs: dict[str, Any]) -> Side | None:
+    """burn's side of `st` when its inputs sit exactly at a point where burn's declared convention
+    differs from PyTorch's, else None."""
+    side = SIDES.get(st.op)
+    if side is None or st.op not in CONVENTION_OF or not side.at_point([x.detach() for x in inputs], attrs):
+        return None
+    return side
+
+
 class _BurnSide(torch.autograd.Function):
     """The op's forward on its inputs, its backward on the inputs moved to burn's side."""
 
@@ -144,9 +153,8 @@ class BurnConventionHooks(SiteHooks):
     def op(self, st: OpCall, inputs: Tensors, attrs: dict[str, Any], dtypes: dict[str, str],
            native: str) -> torch.Tensor:
         spec = CATALOG[st.op]
-        side = SIDES.get(st.op)
-        plain = [x.detach() for x in inputs]
-        if side is None or st.op not in CONVENTION_OF or not side.at_point(plain, attrs):
+        side = side_at_point(st, inputs, attrs)
+        if side is None:
             return spec.lower(inputs, attrs)
         self.used[st.id] = CONVENTION_OF[st.op]
         out: torch.Tensor = _BurnSide.apply(lambda xs: spec.lower(xs, attrs), lambda xs: side.move(xs, attrs),
@@ -182,8 +190,8 @@ class BurnMagnitudeHooks(MagnitudeHooks):
     def op(self, st: OpCall, inputs: Tensors, attrs: dict[str, Any], dtypes: dict[str, str],
            native: str) -> torch.Tensor:
         spec = CATALOG[st.op]
-        side = SIDES.get(st.op)
-        if side is None or st.op not in CONVENTION_OF or not side.at_point([x.detach() for x in inputs], attrs):
+        side = side_at_point(st, inputs, attrs)
+        if side is None:
             return super().op(st, inputs, attrs, dtypes, native)
 
         def moved(xs: Tensors) -> torch.Tensor:  # burn's side, moved by a constant (no gradient of the move)

@@ -56,7 +56,8 @@ def frozen_values(verdict: Verdict, leaf: Leaf, prefix: tuple[Statement, ...]) -
     return out
 
 
-def _as_tensor(t: TensorObs) -> torch.Tensor:
+def as_tensor(t: TensorObs) -> torch.Tensor:
+    """An observed tensor as a float64 torch tensor of its shape."""
     return torch.tensor(t.data, dtype=torch.float64).reshape(t.shape)
 
 
@@ -94,7 +95,7 @@ def finite_difference(verdict: Verdict, leaf_id: str, backward_id: str, element:
         for ident in frozen_values(verdict, leaf, prefix):
             v = base.value(ident)
             if v is not None:
-                constants[ident] = _as_tensor(v.value)
+                constants[ident] = as_tensor(v.value)
     hooks = FreezeHooks(constants)
 
     def loss(x: float) -> float:

@@ -28,7 +28,7 @@ from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
 from difftest.ops.domains import KINK_GAP
 from difftest.oracle.compare import Mismatch, Verdict
-from difftest.oracle.kinks import path_ops
+from difftest.oracle.kinks import input_values, path_ops
 from difftest.oracle.pytorch import run
 from difftest.oracle.sites import OpSite, SiteHooks
 from difftest.program.ir import OpCall, Program
@@ -37,16 +37,6 @@ from difftest.program.observation import Observation, TensorObs
 MAX_POINTS = 64  # points checked between the float64 input and a framework's own input
 
 Sites = dict[str, list[torch.Tensor]]  # statement id -> a framework's own inputs, float64
-
-
-def _values(obs: Observation | None, st: OpCall) -> list[torch.Tensor] | None:
-    out = []
-    for x in st.inputs:
-        v = obs.value(x) if obs is not None else None
-        if v is None:
-            return None
-        out.append(torch.tensor(v.value.data, dtype=torch.float64).reshape(v.value.shape))
-    return out
 
 
 def _across(predicate: Callable[[Sequence[torch.Tensor], dict[str, Any]], bool], ref: list[torch.Tensor],
@@ -75,11 +65,11 @@ def kinks_on_the_way(verdict: Verdict, ref: Observation, m: Mismatch) -> dict[st
         spec = CATALOG.get(st.op)
         if spec is None or "kink" not in spec.domain.tags:
             continue
-        base = _values(ref, st)
+        base = input_values(ref, st)
         if base is None:
             continue
         for name, obs in (("torch", verdict.torch), ("burn", verdict.burn)):
-            own = _values(obs, st)
+            own = input_values(obs, st)
             if own is not None and _across(spec.domain.predicate, base, own, st.attrs):
                 out.setdefault(name, {})[st.id] = own
     return out

@@ -32,7 +32,7 @@ from difftest.ops.value_dtypes import cast_to_own_dtype, value_dtypes
 from difftest.oracle.base_states import forward_returns_input
 from difftest.oracle.burn_conventions import burn_convention_gradient, burn_convention_terms
 from difftest.oracle.compare import Mismatch, Verdict
-from difftest.oracle.finite_diff import estimate_error, finite_difference, value_sides
+from difftest.oracle.finite_diff import as_tensor, estimate_error, finite_difference, value_sides
 from difftest.program.ir import (
     Apply,
     Backward,
@@ -138,17 +138,22 @@ def near_kink(program: Program, ref: Observation, m: Mismatch,
         spec = CATALOG.get(st.op)
         if spec is None or "kink" not in spec.domain.tags:
             continue
-        xs = []
-        for x in st.inputs:
-            v = ref.value(x)
-            if v is None:
-                break
-            xs.append(torch.tensor(v.value.data, dtype=torch.float64).reshape(v.value.shape))
-        else:
-            if not spec.domain.predicate(xs, st.attrs):
-                return (f"{st.op} at statement {i} ({st.id}) has an input within {KINK_GAP} of its kink "
-                        f"({spec.domain.name}: {spec.domain.reason})")
+        xs = input_values(ref, st)
+        if xs is not None and not spec.domain.predicate(xs, st.attrs):
+            return (f"{st.op} at statement {i} ({st.id}) has an input within {KINK_GAP} of its kink "
+                    f"({spec.domain.name}: {spec.domain.reason})")
     return None
+
+
+def input_values(obs: Observation | None, st: OpCall) -> list[torch.Tensor] | None:
+    """The inputs of `st` as `obs` observed them, float64; None when one is missing."""
+    out = []
+    for x in st.inputs:
+        v = obs.value(x) if obs is not None else None
+        if v is None:
+            return None
+        out.append(as_tensor(v.value))
+    return out
 
 
 def _sides(verdict: Verdict, m: Mismatch, element: int, r: float,
