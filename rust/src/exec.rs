@@ -233,7 +233,10 @@ fn flag_site(stmt: &Statement, statements: &[Statement]) -> Option<fault::FlagSi
 
 /// A tensor kept as burn stores it (a parameter or a parameter's gradient): reported, and seen
 /// by later statements, in PyTorch's layout; its flags are those of `raw`.
-fn param_outcome(stmt: &Statement, raw: DynTensor, transposed: bool) -> Outcome {
+fn param_outcome(stmt: &Statement, raw: DynTensor, transposed: bool, observe: bool) -> Outcome {
+    if !observe {
+        return Outcome::Slot(Box::new(Slot::Param { raw, transposed }), None);
+    }
     let obs = untranspose(TensorObs::of(&raw), transposed);
     let obs = ValueObs {
         id: stmt.id.clone(),
@@ -245,8 +248,15 @@ fn param_outcome(stmt: &Statement, raw: DynTensor, transposed: bool) -> Outcome 
     Outcome::Slot(Box::new(Slot::Param { raw, transposed }), Some(obs))
 }
 
-/// Runs one statement on the slots of the statements before it.
-fn run_statement(stmt: &Statement, env: &[Slot], program: &Program, devices: &Devices) -> Outcome {
+/// Runs one statement on the slots of the statements before it; `observe`: report what it
+/// left (its value, or its backward's gradient entries), which only costs reads when not.
+fn run_statement(
+    stmt: &Statement,
+    env: &[Slot],
+    program: &Program,
+    devices: &Devices,
+    observe: bool,
+) -> Outcome {
     let get = |i: usize| env[i].value();
     let value = match &stmt.kind {
         Kind::Leaf { .. } | Kind::Op { .. } | Kind::Cut { .. } => {
@@ -266,7 +276,7 @@ fn run_statement(stmt: &Statement, env: &[Slot], program: &Program, devices: &De
         }
         Kind::Param { module, param } => {
             let m = env[*module].module();
-            return param_outcome(stmt, m.param(*param), m.transposed(*param));
+            return param_outcome(stmt, m.param(*param), m.transposed(*param), observe);
         }
         Kind::Grad { grads, of } => {
             let handle = env[*grads].grads().borrow();
@@ -276,7 +286,7 @@ fn run_statement(stmt: &Statement, env: &[Slot], program: &Program, devices: &De
                 _ => unreachable!("`of` is an earlier value statement"),
             };
             return match raw {
-                Some(raw) => param_outcome(stmt, raw, transposed),
+                Some(raw) => param_outcome(stmt, raw, transposed, observe),
                 None => Outcome::Failed {
                     kind: "missing-gradient",
                     message: format!(
@@ -288,12 +298,16 @@ fn run_statement(stmt: &Statement, env: &[Slot], program: &Program, devices: &De
         }
         Kind::Backward { input } => {
             let grads = apply!(fault::backward_root(get(*input)), t => t.backward());
-            let obs = program
-                .statements
-                .iter()
-                .zip(env)
-                .filter_map(|(s, slot)| Some((s.id.clone(), slot.grad_obs(&grads)?)))
-                .collect();
+            let obs = if observe {
+                program
+                    .statements
+                    .iter()
+                    .zip(env)
+                    .filter_map(|(s, slot)| Some((s.id.clone(), slot.grad_obs(&grads)?)))
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let obs = BackwardObs {
                 id: stmt.id.clone(),
                 grads: Grads(obs),
@@ -319,6 +333,9 @@ fn run_statement(stmt: &Statement, env: &[Slot], program: &Program, devices: &De
             return Outcome::Slot(Box::new(Slot::Module(Box::new(m))), None);
         }
     };
+    if !observe {
+        return Outcome::Slot(Box::new(Slot::Value(value)), None);
+    }
     let TensorObs { shape, data, dtype } = TensorObs::of(&value);
     let obs = ValueObs {
         id: stmt.id.clone(),
@@ -332,6 +349,22 @@ fn run_statement(stmt: &Statement, env: &[Slot], program: &Program, devices: &De
 
 /// Runs a valid program. A panic in a statement stops the run and becomes `error`.
 pub fn run(program: &Program) -> Observation {
+    run_observing(program, Observe::All)
+}
+
+/// What a run reports besides how it ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Observe {
+    /// Every value and every backward's gradient entries (a program's run).
+    All,
+    /// Only the last statement's (a root probe: its re-rooted backward; the statements before
+    /// it are the program's own, whose values and gradients its run already reported).
+    Last,
+}
+
+/// Runs a valid program, reporting what `observe` asks for. Reading a value or a gradient back
+/// changes nothing in burn's state, so both modes run the same statements the same way.
+pub fn run_observing(program: &Program, observe: Observe) -> Observation {
     let mut obs = Observation::default();
     let devices = match catch_unwind(Devices::new) {
         Ok(mut d) => {
@@ -355,7 +388,8 @@ pub fn run(program: &Program) -> Observation {
     let mut env: Vec<Slot> = Vec::with_capacity(program.statements.len());
     for (index, stmt) in program.statements.iter().enumerate() {
         let outcome = catch_unwind(AssertUnwindSafe(|| {
-            run_statement(stmt, &env, program, &devices)
+            let observed = observe == Observe::All || index + 1 == program.statements.len();
+            run_statement(stmt, &env, program, &devices, observed)
         }));
         match outcome {
             Ok(Outcome::Slot(slot, v)) => {
@@ -436,6 +470,33 @@ mod tests {
                 None
             ]
         );
+    }
+
+    /// A run observing only its last statement runs the same statements: the same outcome and
+    /// the same gradient entries of its last backward, and no values.
+    #[test]
+    fn observing_the_last_statement_only() {
+        let doc = serde_json::json!({"format": "difftest-program", "version": 2, "statements": [
+            {"id": "x", "kind": "leaf", "shape": [2], "data": [0.5, -1.5], "device": "autodiff",
+             "require_grad": true},
+            {"id": "e", "kind": "op", "op": "exp", "inputs": ["x"]},
+            {"id": "s", "kind": "op", "op": "sum", "inputs": ["e"]},
+            {"id": "bw", "kind": "backward", "input": "s"},
+            {"id": "y", "kind": "leaf", "shape": [2], "data": [2.0, 0.25], "device": "autodiff",
+             "require_grad": true},
+            {"id": "m", "kind": "op", "op": "mul", "inputs": ["y", "y"]},
+            {"id": "bw1", "kind": "backward", "input": "m"}
+        ]});
+        let program = Program::from_json(&doc).unwrap();
+        let all = run(&program);
+        let last = run_observing(&program, Observe::Last);
+        assert!(all.error.is_none() && last.error.is_none());
+        assert!(last.values.is_empty(), "{:?}", last.values);
+        assert_eq!(all.backwards.len(), 2);
+        assert!(last.backwards[0].grads.0.is_empty());
+        let json =
+            |o: &Observation| serde_json::to_string(&o.backwards.last().unwrap().grads).unwrap();
+        assert_eq!(json(&all), json(&last));
     }
 
     /// A module stepped from a `valid()` handle is still derived from it (the step keeps the

@@ -106,7 +106,7 @@ pub fn handle(obj: &Map<String, Value>) -> Result<Probed, RequestError> {
     let mut outcomes = Vec::with_capacity(probes.len());
     let mut grads = Vec::with_capacity(probes.len());
     for p in &probes {
-        let obs = exec::run(&probe_program(&program, p));
+        let obs = exec::run_observing(&probe_program(&program, p), exec::Observe::Last);
         // the probe's backward is the run's last statement: its entry is the last one, and
         // only a run that got through it reports one
         let last = match obs.error {
