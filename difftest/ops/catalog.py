@@ -24,6 +24,7 @@ from difftest.ops import strides as sv
 from difftest.ops import tensor_ops as tx
 from difftest.ops import terms
 from difftest.ops import tolerance as T
+from difftest.ops import windows as win
 from difftest.ops.spec import VARIADIC, Attrs, AttrSampler, AttrSpec, GradTerms, OpSpec, ShapeRule, ValueTerms
 from difftest.program.ir import Shape
 
@@ -267,6 +268,9 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("expand", "shape", 1, "{x}.expand({shape})", "{x}.expand(Shape::from(vec!{shape}))", rule.expand_rule,
            T.EXACT, attrs=(AttrSpec("shape", "shape"),), draw_attrs=draw.expand, view=sv.expand_view,
            doc="broadcast to shape (rank >= input rank)"),
+    OpSpec("unfold", "shape", 1, "{x}.unfold({dim}, {size}, {step})", "{x}.unfold({dim}, {size}, {step})",
+           win.unfold_rule, T.EXACT, attrs=(AttrSpec("dim", "dim"), AttrSpec("size", "int"), AttrSpec("step", "int")),
+           draw_attrs=win.unfold, view=win.unfold_view, doc="windows of size along dim, step apart; rank <= 3"),
     OpSpec("repeat_dim", "shape", 1, "{x}.repeat({reps})", "{x}.repeat_dim({dim}, {times})", rule.repeat_rule,
            T.EXACT, attrs=(AttrSpec("dim", "dim"), AttrSpec("times", "int")), draw_attrs=draw.repeat,
            derive=_repeats),

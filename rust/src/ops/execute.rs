@@ -210,6 +210,12 @@ impl Op {
                 of_rank!(shape.0.len(), "expand", apply!(x, t => t.expand(to)))
             }
             Op::RepeatDim { dim, times } => map!(next!(), t => t.repeat_dim(*dim, times.0)),
+            Op::Unfold { dim, size, step } => match next!() {
+                DynTensor::R1(t) => DynTensor::R2(t.unfold(*dim, size.0, step.0)),
+                DynTensor::R2(t) => DynTensor::R3(t.unfold(*dim, size.0, step.0)),
+                DynTensor::R3(t) => DynTensor::R4(t.unfold(*dim, size.0, step.0)),
+                DynTensor::R4(_) => panic!("unfold: rank 5 is not supported (ranks 1 to 4)"),
+            },
             Op::Gather { dim, indices } => map!(next!(), t => {
                 let idx = int_tensor(&indices.data, &indices.shape, &t.device());
                 t.gather(*dim, idx)

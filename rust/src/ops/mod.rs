@@ -217,6 +217,7 @@ ops! {
     Cat = "cat" / NARY, { dim: usize };
     Stack = "stack" / NARY, { dim: usize };
     Expand = "expand" / 1, { shape: Dims };
+    Unfold = "unfold" / 1, { dim: usize, size: Positive, step: Positive };
     RepeatDim = "repeat_dim" / 1, { dim: usize, times: Positive };
     Gather = "gather" / 1, { dim: usize, indices: Inline<i64> };
     Select = "select" / 1, { dim: usize, indices: Vec<i64> };

@@ -205,6 +205,16 @@ impl Op {
                 fits.then(|| to.clone())?
             }
             Op::RepeatDim { dim, times } => with(*dim, x.get(*dim)?.saturating_mul(times.0))?,
+            Op::Unfold { dim, size, step } => {
+                // complete windows only: none (an empty tensor, refused) when size > x[dim]
+                let n = x.get(*dim)?.checked_sub(size.0)? / step.0 + 1;
+                if rank >= 4 {
+                    return None;
+                }
+                let mut s = with(*dim, n)?;
+                s.push(size.0);
+                s
+            }
             Op::Gather { dim, indices } => {
                 (*dim < rank && indices.shape.len() == rank).then(|| indices.shape.clone())?
             }
