@@ -1,0 +1,121 @@
+"""The constructors the catalog's entries are written with (catalog.py): one per family of
+entries that differ only in their names, templates and a few fields (unary, binary, the
+reductions, the nn functions by n), the burn paths the nn templates spell in full, and the
+`derive` hooks that compute a template's values from the attributes. Torch-free at import."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from difftest.ops import domains as dom
+from difftest.ops import nn_shapes as nn
+from difftest.ops import sampling as draw
+from difftest.ops import shape_rules as rule
+from difftest.ops import tolerance as T
+from difftest.ops.spec import VARIADIC, Attrs, AttrSampler, AttrSpec, GradTerms, OpSpec, ShapeRule, ValueTerms
+from difftest.program.ir import Shape
+
+A_DIM = (AttrSpec("dim", "dim"),)
+
+
+def block(*lines: str) -> str:
+    """A burn block expression: `let` lines, then the value."""
+    return "{\n" + "".join(f"    {line}\n" for line in lines) + "}"
+
+
+def unary(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
+          saves: tuple[int, ...] = (0,), grad_terms: GradTerms | None = None,
+          value_terms: ValueTerms | None = None, attrs: tuple[AttrSpec, ...] = (),
+          draw_attrs: AttrSampler | None = None, doc: str = "", saves_tensors: bool | None = None) -> OpSpec:
+    return OpSpec(name, "unary", 1, pytorch, burn, rule.same, t, d, attrs, draw_attrs, saves=saves,
+                  grad_terms=grad_terms, value_terms=value_terms, doc=doc, saves_tensors=saves_tensors)
+
+
+def scalar_op(name: str, pytorch: str, burn: str, attr: str, lo: float, hi: float, t: T.ToleranceClass,
+              d: dom.Domain = dom.ANY, attr_type: str = "float", saves: tuple[int, ...] = (),
+              saves_tensors: bool | None = None) -> OpSpec:
+    return OpSpec(name, "scalar", 1, pytorch, burn, rule.same, t, d, (AttrSpec(attr, attr_type),),
+                  draw.number(attr, lo, hi, attr_type), saves=saves, saves_tensors=saves_tensors)
+
+
+def binary(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
+           saves: tuple[int, ...] = (0, 1), saved_for_other: tuple[int, ...] = ()) -> OpSpec:
+    return OpSpec(name, "binary", 2, pytorch, burn, rule.bcast, t, d, partners=draw.BROADCASTING,
+                  promotes_rank=True, saves=saves, saved_for_other=saved_for_other)
+
+
+def reduce_all(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
+               saves: tuple[int, ...] = ()) -> OpSpec:
+    return OpSpec(name, "reduction", 1, pytorch, burn, rule.to_one, t, d, saves=saves,
+                  reduced_extent=rule.extent)
+
+
+def reduce_dim(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
+               saves: tuple[int, ...] = (), shape_rule: ShapeRule = rule.keep_dim,
+               grad_terms: GradTerms | None = None, saves_tensors: bool | None = None) -> OpSpec:
+    return OpSpec(name, "reduction", 1, pytorch, burn, shape_rule, t, d, A_DIM, draw.dim, saves=saves,
+                  reduced_extent=rule.dim_extent, grad_terms=grad_terms, saves_tensors=saves_tensors)
+
+
+def nn_op(name: str, arity: int, pytorch: str, burn: str, shape_rule: ShapeRule, t: T.ToleranceClass,
+          **fields: Any) -> OpSpec:
+    """burn's module functions (family "nn"): PyTorch keeps a channels_last input's memory format,
+    so the model measures the result's layout."""
+    return OpSpec(name, "nn", arity, pytorch, burn, shape_rule, t, measured_layout=True, **fields)
+
+
+def repeats(attrs: Attrs, shapes: Sequence[Shape]) -> Attrs:
+    # PyTorch's repeat takes a count per dim of the input
+    return {"reps": [attrs["times"] if i == attrs["dim"] else 1 for i in range(len(shapes[0]))]}
+
+
+def bounds(attrs: Attrs, shapes: Sequence[Shape]) -> Attrs:
+    # slice_assign in PyTorch: `t[a:b, …] = v` on a clone, spelled with slice objects
+    return {"bounds": [list(r) for r in attrs["ranges"]]}
+
+# nn functions: burn's paths, spelled in full so that a reproducer needs no import for them
+MODULE = "burn::tensor::module::"
+OPTIONS = "burn::tensor::ops::"
+CONV_ATTRS = (AttrSpec("stride", "dims"), AttrSpec("padding", "dims"), AttrSpec("dilation", "dims"),
+              AttrSpec("groups", "int"))
+POOL_ATTRS = (AttrSpec("kernel", "dims"), AttrSpec("stride", "dims"), AttrSpec("padding", "dims"))
+
+
+# the 1-d and 2-d forms of an nn function differ only in n: one entry each, by n
+
+
+def conv_transpose(n: int) -> OpSpec:
+    name = f"conv_transpose{n}d"
+    x, k = ("[N, C, L]", "k") if n == 1 else ("[N, C, H, W]", "kh, kw")
+    return nn_op(name, VARIADIC,
+                 f"F.{name}({{xs}}, stride={{stride}}, padding={{padding}}, output_padding={{padding_out}}, "
+                 "groups={groups}, dilation={dilation})",
+                 f"{MODULE}{name}({{x}}, {{y}}, {{opt_z}}, {OPTIONS}ConvTransposeOptions::new({{stride}}, "
+                 "{padding}, {padding_out}, {dilation}, {groups}))",
+                 nn.conv(n, transposed=True), T.ACCUMULATE, attrs=CONV_ATTRS + (AttrSpec("padding_out", "dims"),),
+                 draw_attrs=nn.conv_attrs(n, transposed=True), partners=nn.CONV_TRANSPOSE,
+                 first_input=nn.SEQUENCE if n == 1 else nn.IMAGE, saves=(0, 1),
+                 reduced_extent=nn.conv_transpose_extent,
+                 doc=f"x {x}, weight [C, O / groups, {k}], optional bias [O]; padding_out is PyTorch's output_padding")
+
+
+def max_pool(n: int) -> OpSpec:
+    name = f"max_pool{n}d"
+    return nn_op(name, 1, f"F.{name}({{x}}, {{kernel}}, {{stride}}, {{padding}})",
+                 f"{MODULE}{name}({{x}}, {OPTIONS}MaxPoolOptions::new({{kernel}}).with_stride({{stride}})"
+                 ".with_padding({padding}))",
+                 nn.pool_rule(n), T.EXACT, domain=nn.UNIQUE_WINDOW_MAX, attrs=POOL_ATTRS,
+                 draw_attrs=nn.pool_attrs(False, n), first_input=nn.SEQUENCE if n == 1 else nn.IMAGE, saves=(0,),
+                 doc="padding <= kernel / 2")
+
+
+def avg_pool(n: int) -> OpSpec:
+    name = f"avg_pool{n}d"
+    return nn_op(name, 1,
+                 f"F.{name}({{x}}, {{kernel}}, {{stride}}, {{padding}}, count_include_pad={{count_include_pad}} == 1)",
+                 f"{MODULE}{name}({{x}}, {OPTIONS}AvgPoolOptions::new({{kernel}}).with_stride({{stride}})"
+                 ".with_padding({padding}).with_count_include_pad({count_include_pad} == 1))",
+                 nn.avg_pool_rule(n), T.ACCUMULATE, attrs=POOL_ATTRS + (AttrSpec("count_include_pad", "int"),),
+                 draw_attrs=nn.pool_attrs(True, n), first_input=nn.SEQUENCE if n == 1 else nn.IMAGE, saves=(0,),
+                 reduced_extent=nn.pool_extent, doc="count_include_pad 0 or 1")
