@@ -15,6 +15,7 @@ Torch-free at import (tests/unit/test_layers.py).
 from __future__ import annotations
 
 from difftest.ops import domains as dom
+from difftest.ops import nd_index as nd
 from difftest.ops import nn_shapes as nn
 from difftest.ops import remainder as rem
 from difftest.ops import sampling as draw
@@ -121,6 +122,7 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("cross", "binary", 2, "torch.linalg.cross({x}, {y}, dim={dim})", "{x}.cross({y}, {dim})", tx.cross_rule,
            T.ROUNDED, attrs=A_DIM, draw_attrs=tx.cross_dim, partners=draw.SAME_SHAPE, first_input=draw.with_size(3),
            saves=(0, 1), saved_for_other=(0, 1), value_terms=terms.cross_value, grad_terms=terms.cross_grad,
+           measured_layout=True,
            doc="the cross product along dim (of size 3); equal shapes"),
     OpSpec("matmul", "matmul", 2, "torch.matmul({x}, {y})", "{x}.matmul({y})", rule.matmul_rule, T.ACCUMULATE,
            partners=draw.MATMUL, promotes_rank=True, min_rank=2, saves=(0, 1), saved_for_other=(0, 1),
@@ -189,6 +191,11 @@ OPS: tuple[OpSpec, ...] = (
            block("let input = {x};", "let indices = {indices};", "input.gather({dim}, indices)"),
            rule.gather_rule, T.EXACT, attrs=(AttrSpec("dim", "dim"), AttrSpec("indices", "int_tensor")),
            draw_attrs=draw.gather, saves_tensors=True),
+    OpSpec("gather_nd", "index", 1, "{x}[tuple({indices}.unbind(-1))]",
+           block("let input = {x};", "let indices = {indices};", "input.gather_nd(indices)"),
+           nd.gather_nd_rule, T.EXACT, attrs=(AttrSpec("indices", "int_tensor"),), draw_attrs=nd.indices_nd,
+           measured_layout=True, saves_tensors=True,
+           doc="indices [n, k]: the n slices x[i0, ..., ik-1]; repeats accumulate"),
     OpSpec("select", "index", 1, "torch.index_select({x}, {dim}, torch.tensor({indices}, dtype=torch.int64))",
            block("let input = {x};", "let indices = {indices};", "input.select({dim}, indices)"),
            rule.select_rule, T.EXACT, attrs=(AttrSpec("dim", "dim"), AttrSpec("indices", "ints")),
@@ -209,6 +216,13 @@ OPS: tuple[OpSpec, ...] = (
            draw_attrs=tx.scatter, partners=tx.SCATTERED, reduced_extent=tx.scatter_extent,
            doc="add: values (input 1) of the indices' shape; repeated indices accumulate",
            saves_tensors=True, saves_only_for=(1,)),
+    OpSpec("scatter_nd", "index", 2, "{x}.index_put(tuple({indices}.unbind(-1)), {y}, accumulate=True)",
+           block("let input = {x};", "let indices = {indices};",
+                 "input.scatter_nd(indices, {y}, burn::tensor::IndexingUpdateOp::Add)"),
+           nd.scatter_nd_rule, T.ACCUMULATE, attrs=(AttrSpec("indices", "int_tensor"),), draw_attrs=nd.indices_nd,
+           partners=nd.SLICES, reduced_extent=nd.scatter_nd_extent,
+           measured_layout=True, saves_tensors=True,
+           doc="add: values (input 1) [n] + x's dims after k at the indices [n, k]; repeats accumulate"),
     OpSpec("select_assign", "index", 2, "torch.index_add({x}, {dim}, torch.tensor({indices}, dtype=torch.int64), {y})",
            block("let input = {x};", "let indices = {indices};",
                  "input.select_assign({dim}, indices, {y}, burn::tensor::IndexingUpdateOp::Add)"),

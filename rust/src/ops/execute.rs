@@ -4,7 +4,7 @@ use burn::tensor::activation;
 use burn::tensor::{Int, Shape, Tensor, TensorData};
 
 use super::nn::{self, conv, pool};
-use super::{Op, Range, extra};
+use super::{Op, Range, extra, nd_index};
 use crate::value::{DynTensor, MAX_RANK, bool_tensor, int_tensor};
 use crate::{apply, map, of_rank};
 
@@ -220,6 +220,7 @@ impl Op {
                 let idx = int_tensor(&indices.data, &indices.shape, &t.device());
                 t.gather(*dim, idx)
             }),
+            Op::GatherNd { indices } => nd_index::gather_nd(next!(), indices),
             Op::Select { dim, indices } => map!(next!(), t => {
                 let data = TensorData::new(indices.clone(), [indices.len()]);
                 let idx = Tensor::<1, Int>::from_data(data, &t.device());
@@ -235,6 +236,7 @@ impl Op {
             }),
             // tensor ops, activations, losses
             Op::Scatter { dim, indices } => extra::scatter(next!(), next!(), *dim, indices),
+            Op::ScatterNd { indices } => nd_index::scatter_nd(next!(), next!(), indices),
             Op::SelectAssign { dim, indices } => {
                 extra::select_assign(next!(), next!(), *dim, indices)
             }

@@ -10,6 +10,7 @@
 mod attr;
 mod execute;
 pub mod extra;
+pub mod nd_index;
 pub mod nn;
 mod shape;
 
@@ -220,11 +221,13 @@ ops! {
     Unfold = "unfold" / 1, { dim: usize, size: Positive, step: Positive };
     RepeatDim = "repeat_dim" / 1, { dim: usize, times: Positive };
     Gather = "gather" / 1, { dim: usize, indices: Inline<i64> };
+    GatherNd = "gather_nd" / 1, { indices: Inline<i64> };
     Select = "select" / 1, { dim: usize, indices: Vec<i64> };
     MaskFill = "mask_fill" / 1, { mask: Inline<bool>, value: f64 };
     MaskWhere = "mask_where" / 2, { mask: Inline<bool> };
     // tensor ops, activations, losses (their longer burn calls: extra.rs)
     Scatter = "scatter" / 2, { dim: usize, indices: Inline<i64> };
+    ScatterNd = "scatter_nd" / 2, { indices: Inline<i64> };
     SelectAssign = "select_assign" / 2, { dim: usize, indices: Vec<i64> };
     SelectReplace = "select_replace" / 2, { dim: usize, indices: Vec<i64> };
     SliceAssign = "slice_assign" / 2, { ranges: Vec<Range> };

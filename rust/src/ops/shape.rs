@@ -218,6 +218,7 @@ impl Op {
             Op::Gather { dim, indices } => {
                 (*dim < rank && indices.shape.len() == rank).then(|| indices.shape.clone())?
             }
+            Op::GatherNd { indices } => nd_slices(&x, &indices.shape)?,
             Op::Select { dim, indices } => with(*dim, indices.len())?,
             // tensor ops, activations, losses
             Op::Mish {} | Op::LogSigmoid {} | Op::HardSigmoid {} | Op::Softplus { .. } => x,
@@ -244,6 +245,9 @@ impl Op {
                     && inputs.get(1)? == &indices.shape
                     && (0..rank).all(|d| d == *dim || indices.shape[d] == x[d]);
                 fits.then_some(x)?
+            }
+            Op::ScatterNd { indices } => {
+                (inputs.get(1)? == &nd_slices(&x, &indices.shape)?).then_some(x)?
             }
             Op::SelectAssign { dim, indices } | Op::SelectReplace { dim, indices } => {
                 let values = with(*dim, indices.len())?;
@@ -352,6 +356,15 @@ impl Op {
             Op::Embedding { indices } => nn::embedding_shape(&x, indices)?,
         };
         check_shape(&shape).is_ok().then_some(shape)
+    }
+}
+
+/// The shape of the slices `[n, k]` indices select from an input of shape `x`: `[n] + x[k..]`
+/// (gather_nd; scatter_nd's values).
+fn nd_slices(x: &[usize], indices: &[usize]) -> Option<Vec<usize>> {
+    match *indices {
+        [n, k] if (1..=x.len()).contains(&k) => Some([&[n][..], &x[k..]].concat()),
+        _ => None,
     }
 }
 

@@ -32,6 +32,26 @@ fn inferred_shapes_match_burn() {
         ),
         ("permute", json!({"axes": [2, 0, 1]}), vec![vec![2, 3, 4]]),
         ("unsqueeze", json!({"dim": 1}), vec![vec![2, 3]]),
+        (
+            "unfold",
+            json!({"dim": 1, "size": 2, "step": 1}),
+            vec![vec![2, 4, 3]],
+        ),
+        (
+            "unfold",
+            json!({"dim": 0, "size": 3, "step": 2}),
+            vec![vec![6]],
+        ),
+        (
+            "gather_nd",
+            json!({"indices": {"shape": [3, 2], "data": [0, 1, 1, 0, 0, 1]}}),
+            vec![vec![2, 2, 4]],
+        ),
+        (
+            "scatter_nd",
+            json!({"indices": {"shape": [2, 1], "data": [1, 1]}}),
+            vec![vec![2, 3, 4], vec![2, 3, 4]],
+        ),
         ("squeeze", json!({"dim": 1}), vec![vec![2, 1, 3]]),
         ("slice", json!({"ranges": [[1, 3]]}), vec![vec![4, 2]]),
         ("cat", json!({"dim": 1}), vec![vec![2, 3], vec![2, 1]]),
