@@ -20,7 +20,6 @@ from difftest.divergences.bug_sites import (
     LOG1P_POLYFILL_OPS,
     WGPU_DRIVER_PRECISION,
     WGPU_ERF_POLYNOMIAL,
-    cast_to_bfloat16,
     conv1d_grouped_uncropped,
     gelu,
     hard_sigmoid_any,
@@ -31,6 +30,7 @@ from difftest.divergences.bug_sites import (
     pool_grad_summed_misvectorised,
     powf_scalar_fractional,
     reduce_misvectorised,
+    runs_in_bfloat16,
     sigmoid_default,
     topk_slots_misplaced,
     wgpu_f64_site,
@@ -230,12 +230,12 @@ WGPU_BUGS: tuple[KnownBug, ...] = (
         "burn's Wgpu backend on lavapipe computes bfloat16 tensors wrong: a cast of float32 "
         "[0.5, 1, -2, 3.25] to bfloat16 gives [0, 0, 0, 0] (PyTorch and Flex: the same values), and a "
         "bfloat16 program's mul gives 0 where x * x = 0.25. WGSL has no bfloat16 type; burn does not "
-        "refuse the dtype on Wgpu (float16 is right). Not measured on a GPU. Any error at a cast to "
-        "bfloat16 on Wgpu, and downstream of it, is this bug; a bfloat16 program on Wgpu is not drawn "
-        "by a campaign (profile no-half).",
+        "refuse the dtype on Wgpu (float16 is right). Not measured on a GPU. Any error at an op that "
+        "runs in bfloat16 on Wgpu (a cast to it, any op or module forward of a bfloat16 program: "
+        "gather_argmax of [0.5, ...] gives -0.508), and downstream of it, is this bug.",
         ("corpus/backends/wgpu-bfloat16-wrong.json",),
         None,
-        site=cast_to_bfloat16,
+        site=runs_in_bfloat16,
         effect=Effect(("value", "grad"), downstream=True),
         backends=("wgpu",),
     ),

@@ -337,6 +337,15 @@ def cast_to_bfloat16(st: Statement, prior: Sequence[Statement]) -> bool:
     return isinstance(st, OpCall) and st.op == "cast" and st.attrs.get("dtype") == "bfloat16"
 
 
+def _runs_in_bfloat16(st: Statement, prior: Sequence[Statement], dtype: str) -> bool:
+    """A cast to bfloat16, or an op or module forward whose inputs are bfloat16 (a bfloat16
+    program's, or downstream of such a cast)."""
+    return cast_to_bfloat16(st, prior) or (dtype == "bfloat16" and isinstance(st, (OpCall, Apply)))
+
+
+runs_in_bfloat16 = DtypeSite(_runs_in_bfloat16, ("float32", "float64", "float16", "bfloat16"))
+
+
 def last_two_swapped_after_rank_expand(st: Statement, prior: Sequence[Statement]) -> bool:
     """A permute of a rank-4 value that swaps its last two dims and keeps the others, where the
     value is an expand that added leading dims: where Wgpu's gradient was measured to land on

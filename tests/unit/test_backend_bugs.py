@@ -270,3 +270,15 @@ def test_the_float16_divisor_gradient_is_known_only_where_its_square_overflows()
     assert _known(fault(255.0, 0.0)) is None  # 65025 fits: a zero there is news
     assert _known(fault(300.0, -0.0005)) is None  # wrong, but not the overflow's zero
     assert _known(fault(300.0, -0.0, "float32")) is None
+
+
+def test_wgpu_bfloat16_is_any_op_that_runs_in_bfloat16_on_wgpu() -> None:
+    # gather_argmax of [0.5, ...] in a bfloat16 program on Wgpu gave -0.508: the op runs in
+    # bfloat16, which Wgpu computes wrong, whether the program is bfloat16 or a cast made it so
+    wrong = ((0.5, -0.5078125),)
+    assert _known(_fault("value", "abs", wrong, backend="wgpu", dtype="bfloat16")) == "wgpu-bfloat16-wrong"
+    assert _known(_fault("grad", "exp", wrong, backend="wgpu", dtype="bfloat16")) == "wgpu-bfloat16-wrong"
+    # the same error in another dtype, on another backend, or as a refusal is not this record's
+    assert _known(_fault("value", "abs", wrong, backend="wgpu", dtype="float16")) is None
+    assert _known(_fault("value", "abs", wrong, backend="flex", dtype="bfloat16")) is None
+    assert _known(_fault("outcome", "abs", (), backend="wgpu", dtype="bfloat16")) is None
