@@ -306,6 +306,9 @@ WGPU_DRIVER_PRECISION: dict[str, tuple[str, ...]] = {
                                         "atan", "sigmoid", "silu", "mish", "softmax", "log_softmax",
                                         "quiet_softmax")},
     "erf": ("grad",),  # burn-autodiff's erf backward: 2 / sqrt(pi) exp(-x^2), the driver's exp
+    # the inverse functions' values (their gradients are PyTorch's to the ulp): asin 3,820 ulps
+    # (3.5e-4 at -0.84), acos 1,310, asinh and atanh near 0 (5.7e-7 and 1.6e-7 absolute)
+    **{op: ("value",) for op in ("asin", "acos", "asinh", "acosh", "atanh")},
 }
 WGPU_ERF_POLYNOMIAL: dict[str, tuple[str, ...]] = {"erf": ("value",), "gelu": ("value",)}
 LOG1P_POLYFILL_OPS = frozenset({"log1p", "softplus"})
