@@ -340,6 +340,24 @@ def cast_to_bfloat16(st: Statement, prior: Sequence[Statement]) -> bool:
     return isinstance(st, OpCall) and st.op == "cast" and st.attrs.get("dtype") == "bfloat16"
 
 
+def nd_indexing(st: Statement, prior: Sequence[Statement]) -> bool:
+    """A scatter_nd or gather_nd (whose backward is a scatter_nd): NdArray's kernels of both read
+    their tensors as contiguous slices."""
+    return isinstance(st, OpCall) and st.op in ("scatter_nd", "gather_nd")
+
+
+def repeated_nd_tuples(st: Statement, prior: Sequence[Statement]) -> bool:
+    """A scatter_nd (add), or a gather_nd (whose backward is one), with an index tuple given
+    more than once: where Wgpu's scatter_nd kernel drops all but one of the repeated updates."""
+    if not (isinstance(st, OpCall) and st.op in ("scatter_nd", "gather_nd")):
+        return False
+    idx = st.attrs.get("indices") or {}
+    shape, data = idx.get("shape") or [0, 1], idx.get("data") or []
+    k = max(int(shape[-1]), 1)
+    tuples = [tuple(data[i : i + k]) for i in range(0, len(data), k)]
+    return len(set(tuples)) < len(tuples)
+
+
 def _runs_in_bfloat16(st: Statement, prior: Sequence[Statement], dtype: str) -> bool:
     """A cast to bfloat16, or an op or module forward whose inputs are bfloat16 (a bfloat16
     program's, or downstream of such a cast)."""

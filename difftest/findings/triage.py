@@ -216,9 +216,33 @@ def shown_fault(verdict: Verdict, m: Mismatch, backend: str = DEFAULT_BACKEND) -
     read = _gradient_read(table, m.statement) if m.kind == "value" else None
     if read is not None:
         # a value computed from a gradient read: that backward's gradient, as shown, or else the
-        # value itself (an op between the read and the value, a float64 log_sigmoid on Wgpu)
-        return replace(fault, kind="grad", site=read.grads, alternative=fault)
+        # value itself (an op between the read and the value, a float64 log_sigmoid on Wgpu).
+        # The read itself, or a cut of it, holds the gradient's elements: its terms are the
+        # gradient's (a value's own terms, of a detach, are none)
+        terms = fault.terms
+        if _same_values(table, m.statement, read.id) and not any(terms):
+            terms = _gradient_terms(verdict, read) or terms
+        return replace(fault, kind="grad", site=read.grads, alternative=fault, terms=terms)
     return fault
+
+
+def _same_values(table: dict[str, Statement], ident: str | None, read: str) -> bool:
+    """Whether `ident` is the gradient read `read` or a chain of cuts of it (the same elements)."""
+    while ident is not None and ident != read:
+        st = table.get(ident)
+        if not isinstance(st, Cut):
+            return False
+        ident = st.input
+    return ident == read
+
+
+def _gradient_terms(verdict: Verdict, read: Grad) -> tuple[float, ...]:
+    """The terms of the gradient finding `read` reads (of `read.of` at `read.grads`), if the
+    verdict has one."""
+    for g in verdict.findings:
+        if g.kind == "grad" and g.statement == read.of and g.backward == read.grads:
+            return tuple(mismatch_terms(verdict, g))
+    return ()
 
 
 def _gradient_read(table: dict[str, Statement], ident: str | None) -> Grad | None:

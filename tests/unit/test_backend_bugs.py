@@ -282,3 +282,22 @@ def test_wgpu_bfloat16_is_any_op_that_runs_in_bfloat16_on_wgpu() -> None:
     assert _known(_fault("value", "abs", wrong, backend="wgpu", dtype="float16")) is None
     assert _known(_fault("value", "abs", wrong, backend="flex", dtype="bfloat16")) is None
     assert _known(_fault("outcome", "abs", (), backend="wgpu", dtype="bfloat16")) is None
+
+
+def test_gelus_gradient_error_is_carried_by_the_terms_of_a_gradient_upstream() -> None:
+    # NdArray's tanh-approximate gelu derivative, 8.7e-4 per unit of incoming gradient at most,
+    # shows in x1's gradient (terms 15 to 24) as 0.0066 to 0.011, and in g0 = grad(x1; bw1) and its
+    # detach c4, whose own terms are none: they carry the gradient's
+    doc = json.loads((Path(__file__).parent / "data" / "ndarray-gelu-through-a-gradient-read.json").read_text())
+    program = program_from_dict(doc["program"])
+    verdict = check(program, Replay(Observation.from_dict(doc["burn"], "burn"), "ndarray"))
+    gelu = BY_NAME["ndarray-gelu-grad-tanh-approximation"]
+    by_statement = {m.statement: m for m in verdict.findings if m.kind == "value"}
+    grad = next(m for m in verdict.findings if m.kind == "grad" and m.statement == "x1" and m.backward == "bw1")
+    for m in (grad, by_statement["g0"], by_statement["c4"]):
+        f = shown_fault(verdict, m, "ndarray")
+        assert f.kind == "grad" and f.site == "bw1" and min(f.terms) > 10, (m.statement, f.terms)
+        assert explains(gelu, f), m.statement
+        assert not explains(gelu, replace(f, backend="flex"))
+        # ten times the error: beyond the approximation's, news
+        assert not explains(gelu, replace(f, pairs=tuple((r, r + 10 * (b - r)) for r, b in f.pairs)))
