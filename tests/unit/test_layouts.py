@@ -1,5 +1,7 @@
 """The model's layout of every op's PyTorch result against PyTorch's own, on inputs of the
-layouts programs make (contiguous, and with the last two dims swapped back from a transpose).
+layouts programs make (contiguous, and with the last two dims swapped back from a transpose),
+and every declared view (`OpSpec.view`: how a view's strides follow its input's) against the
+strides of PyTorch's view, on dims of more than one element.
 
 The layout decides what the model predicts downstream: a `reshape` (PyTorch's
 `x.contiguous().view(...)`) of a contiguous value is a view, which under no_grad reports
@@ -16,6 +18,7 @@ from difftest.divergences.states import TorchState
 from difftest.ops.catalog import OPS
 from difftest.ops.lowering import result_strides
 from difftest.ops.spec import OpSpec
+from difftest.ops.strides import contiguous_strides as contiguous
 from difftest.oracle.base_states import _torch_op
 from difftest.program.ir import Shape
 from difftest.program.shapes import ShapeError
@@ -25,15 +28,9 @@ from difftest.strategies.choices import RandomChoices
 MAX_DIM = 4
 
 
-def contiguous(shape: Shape) -> tuple[int, ...]:
-    out, n = [], 1
-    for size in reversed(shape):
-        out.append(n)
-        n *= size
-    return tuple(reversed(out))
-
-
 def transposed(shape: Shape) -> tuple[int, ...]:
+    """The strides of a contiguous tensor of `shape` with its last two dims swapped, swapped
+    back: a non-contiguous layout of `shape`."""
     if len(shape) < 2:
         return contiguous(shape)
     s = contiguous(shape[:-2] + (shape[-1], shape[-2]))
@@ -89,3 +86,25 @@ def test_predicted_layout_is_pytorchs(spec: OpSpec) -> None:
             assert significant(predicted, out) == significant(real, out), (shapes, strides, attrs, predicted, real)
             checked += 1
     assert checked >= 10, f"{spec.name}: only {checked} calls drawn"
+
+
+@pytest.mark.parametrize("spec", [op for op in OPS if op.view is not None and op.arity == 1], ids=lambda s: s.name)
+def test_declared_view_is_pytorchs(spec: OpSpec) -> None:
+    checked = 0
+    for seed in range(60):
+        c = RandomChoices(seed)
+        shape = tuple(c.integer(1, MAX_DIM) for _ in range(c.integer(max(spec.min_rank, 1), 3)))
+        attrs = spec.sample_attrs(c, [shape])
+        if attrs is None:
+            continue
+        try:
+            out = spec.shape([shape], attrs)
+        except ShapeError:
+            continue
+        assert spec.view is not None
+        for strides in [contiguous(shape)] + ([] if spec.view_needs_contiguous else [transposed(shape)]):
+            declared, real = spec.view(shape, strides, attrs), result_strides(spec, [shape], [strides], attrs)
+            assert len(declared) == len(out)
+            assert significant(declared, out) == significant(real, out), (shape, strides, attrs, declared, real)
+            checked += 1
+    assert checked >= 20, f"{spec.name}: only {checked} layouts drawn"
