@@ -212,10 +212,10 @@ class FirstInput:
     draw: Callable[[Choices], Shape]
 
 
-def _with_size(size: int, min_rank: int, max_dim: int) -> Callable[[Choices], Shape]:
+def _with_size(lo: int, hi: int, min_rank: int, max_dim: int) -> Callable[[Choices], Shape]:
     def draw(c: Choices) -> Shape:
         shape = [c.integer(1, max_dim) for _ in range(c.integer(min_rank, 3))]
-        shape[c.integer(0, len(shape) - 1)] = size
+        shape[c.integer(0, len(shape) - 1)] = c.integer(lo, hi)
         return tuple(shape)
 
     return draw
@@ -223,7 +223,13 @@ def _with_size(size: int, min_rank: int, max_dim: int) -> Callable[[Choices], Sh
 
 def with_size(size: int, min_rank: int = 1, max_dim: int = 4) -> FirstInput:
     """Fresh first inputs of rank min_rank to 3 with one dim of `size`."""
-    return FirstInput(None, _with_size(size, min_rank, max_dim))
+    return FirstInput(None, _with_size(size, size, min_rank, max_dim))
+
+
+def with_size_at_least(size: int, max_dim: int = 4) -> FirstInput:
+    """Fresh first inputs of rank 1 to 3 with one dim of `size` to max_dim (a variance's
+    dim of at least 2 elements)."""
+    return FirstInput(None, _with_size(size, max_dim, 1, max_dim))
 
 
 def _matrix(c: Choices) -> Shape:

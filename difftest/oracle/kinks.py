@@ -93,12 +93,16 @@ def _itself(program: Program, by_id: dict[str, Statement], ident: str,
 def _sources(program: Program, by_id: dict[str, Statement], ident: str) -> set[str]:
     """Where the gradient of `ident` enters the program: the value itself, or for a parameter
     read (`p = m.weight`) every forward of a module that derives from the same `module`
-    statement (transforms and steps share its parameters), where that parameter is used."""
+    statement (transforms and steps share its parameters), where that parameter is used, and
+    every read of that parameter through any of those modules (`minimum(p1, p0)` of two reads
+    of one weight is a tie at every element)."""
     st = by_id.get(ident)
     if not isinstance(st, Param):
         return {ident}
     root = root_module(program, st.module, by_id).id
-    return {a.id for a in by_id.values() if isinstance(a, Apply) and root_module(program, a.module, by_id).id == root}
+    return {a.id for a in by_id.values()
+            if (isinstance(a, Apply) or (isinstance(a, Param) and a.param == st.param))
+            and root_module(program, a.module, by_id).id == root}
 
 
 def _between(program: Program, by_id: dict[str, Statement], leaf: str, backward: str) -> set[str]:
