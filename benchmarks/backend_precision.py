@@ -4,7 +4,8 @@
                                            [--write difftest/divergences/precision-wgpu-f32.json]
 
 For each catalog op of one input whose tolerance class is transcendental (without attributes, or
-along a dim: the softmaxes, on rows (x, 0)), one program: a leaf
+along a dim: the softmaxes, on rows (x, 0); of two inputs: atan2, hypot, on pairs of a coarser
+grid), one program: a leaf
 holding a grid of the op's domain (a dense linear part, magnitudes from subnormal to the domain's
 edge on a log scale, 0 and -0.0; every value the op's domain accepts, as the generator draws
 them), the op, its sum and a backward. It runs on the burn backend and in PyTorch (float32, and
@@ -79,10 +80,30 @@ def grid(spec: OpSpec) -> list[float]:
     return sorted(set(keep) | ({-0.0} if 0.0 in keep else set()))
 
 
+def pair_grid(spec: OpSpec) -> list[tuple[float, float]]:
+    """A binary op's domain: the pairs of a coarser grid (linear over [-10, 10], magnitudes from
+    1e-30 to the domain's edge on a log scale, 0) that its domain accepts."""
+    mags = np.logspace(-30, math.log10(MAX_MAGNITUDE), 40)
+    base = np.unique(np.concatenate([np.linspace(-10.0, 10.0, 161), mags, -mags, [0.0]]).astype(np.float32))
+    a, b = np.meshgrid(base.astype(np.float64), base.astype(np.float64), indexing="ij")
+    xs, ys = torch.tensor(a.ravel()), torch.tensor(b.ravel())
+    keep = [i for i in range(len(xs)) if spec.domain.accepts([xs[i : i + 1], ys[i : i + 1]], {})]
+    return [(float(xs[i]), float(ys[i])) for i in keep]
+
+
 def programs_of(spec: OpSpec, xs: list[float]) -> list[tuple[Program, list[float]]]:
     """The op over the grid, each program with the grid value each of its output elements stands
     for. An op along a dim (the softmaxes) runs on rows (x, 0) along dim 1, where every output
-    depends on x, and on rows (x) of one element, where its result is exact (0 or 1)."""
+    depends on x, and on rows (x) of one element, where its result is exact (0 or 1). A binary
+    op runs on the pairs of `pair_grid` (each element stands for its first input; the gradient's
+    elements are both inputs')."""
+    if spec.arity == 2:
+        pairs = pair_grid(spec)
+        first, second = tuple(x for x, _ in pairs), tuple(y for _, y in pairs)
+        n = (len(pairs),)
+        return [(Program((Leaf("x", n, first, "autodiff", True), Leaf("x2", n, second, "autodiff", True),
+                          OpCall("y", spec.name, ("x", "x2")), OpCall("s", "sum", ("y",)), Backward("b", "s"),
+                          Grad("g", "b", "x"), Grad("g2", "b", "x2"))), list(first))]
     if not spec.attrs:
         return [(_program(Leaf("x", (len(xs),), tuple(xs), "autodiff", True), OpCall("y", spec.name, ("x",))), xs)]
     pairs = Leaf("x", (len(xs), 2), tuple(v for x in xs for v in (x, 0.0)), "autodiff", True)
@@ -128,7 +149,8 @@ def binade_errors(ref: np.ndarray, got: np.ndarray) -> list[list[float]]:
 def measure(spec: OpSpec, worker: BurnWorker) -> OpPrecision:
     x: list[float] = []
     data: dict[str, dict[str, list[float]]] = {i: {"burn": [], "torch": [], "ref": []} for i in ("y", "g")}
-    for program, at in programs_of(spec, grid(spec)):
+    programs = programs_of(spec, grid(spec) if spec.arity == 1 else [])
+    for program, at in programs:
         burn = worker.run(program)
         if burn.error is not None:
             raise RuntimeError(f"{spec.name} on burn: {burn.error.kind}: {burn.error.message}")
@@ -138,14 +160,16 @@ def measure(spec: OpSpec, worker: BurnWorker) -> OpPrecision:
         for ident, parts in data.items():
             for who, obs in runs.items():
                 parts[who].extend(_data(obs, ident))
+                if ident == "g" and spec.arity == 2:  # the second input's gradient
+                    parts[who].extend(_data(obs, "g2"))
     xa = np.asarray(x, dtype=np.float64)
     out: dict[str, dict[str, Worst]] = {}
     binades: dict[str, list[list[float]]] = {}
     for ident, part in (("y", "value"), ("g", "grad")):
         ref, got = np.asarray(data[ident]["ref"]), np.asarray(data[ident]["burn"])
-        if len(ref) != len(xa):  # a gradient has the leaf's shape: one element per grid value
-            xs_g = np.asarray([v for program, at in programs_of(spec, grid(spec))
-                               for v in program.statements[0].data], dtype=np.float64)  # type: ignore[union-attr]
+        if len(ref) != len(xa):  # a gradient has the leaf's shape (of each input): one element per grid value
+            xs_g = np.asarray([v for program, at in programs for st in program.statements
+                               if isinstance(st, Leaf) for v in st.data], dtype=np.float64)
         else:
             xs_g = xa
         out[ident] = {"burn": worst(xs_g, ref, got), "torch": worst(xs_g, ref, np.asarray(data[ident]["torch"]))}
@@ -181,10 +205,12 @@ def _up(e: float) -> str:
     return text if float(text) >= e else f"{float(text) + 10 ** (math.floor(math.log10(e)) - 2):.2e}"
 
 
-def transcendental_unary() -> list[OpSpec]:
-    """The catalog's transcendental ops of one input without attributes, and those along a dim."""
-    return [s for s in OPS if s.arity == 1 and s.tolerance is T.TRANSCENDENTAL
-            and (not s.attrs or tuple(a.name for a in s.attrs) == ("dim",))]
+def transcendental_ops() -> list[OpSpec]:
+    """The catalog's transcendental ops of one input without attributes, those along a dim, and
+    those of two inputs without attributes (atan2, hypot)."""
+    return [s for s in OPS if s.tolerance is T.TRANSCENDENTAL
+            and ((s.arity == 1 and (not s.attrs or tuple(a.name for a in s.attrs) == ("dim",)))
+                 or (s.arity == 2 and not s.attrs))]
 
 
 def main() -> None:
@@ -194,7 +220,7 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="also write the figures as JSON")
     ap.add_argument("--write", default=None, help="write the per-binade error table a precision record reads")
     args = ap.parse_args()
-    specs = transcendental_unary()
+    specs = transcendental_ops()
     if args.ops:
         wanted = set(args.ops.split(","))
         specs = [s for s in specs if s.name in wanted]

@@ -241,6 +241,7 @@ def powf_scalar_fractional(st: Statement, prior: Sequence[Statement]) -> bool:
 # and the float64 cast
 WGPU_F64_OPS = frozenset({
     "exp", "log", "log1p", "sqrt", "sin", "cos", "tan", "tanh", "sinh", "cosh", "erf", "atan", "gelu", "cast",
+    "asin", "acos", "asinh", "acosh", "atanh", "atan2",
     "powf_scalar", "powf", "softmax", "log_softmax", "quiet_softmax", "cross_entropy", "cross_entropy_with_logits",
     "softplus", "mish", "log_sigmoid",
 })
@@ -309,6 +310,8 @@ WGPU_DRIVER_PRECISION: dict[str, tuple[str, ...]] = {
     # the inverse functions' values (their gradients are PyTorch's to the ulp): asin 3,820 ulps
     # (3.5e-4 at -0.84), acos 1,310, asinh and atanh near 0 (5.7e-7 and 1.6e-7 absolute)
     **{op: ("value",) for op in ("asin", "acos", "asinh", "acosh", "atanh")},
+    # atan2's value, as atan's (347 ulps, 3.3e-6 absolute; its gradient, arithmetic, is PyTorch's)
+    "atan2": ("value",),
 }
 WGPU_ERF_POLYNOMIAL: dict[str, tuple[str, ...]] = {"erf": ("value",), "gelu": ("value",)}
 LOG1P_POLYFILL_OPS = frozenset({"log1p", "softplus"})

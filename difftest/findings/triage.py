@@ -303,7 +303,9 @@ def known_bug_of(faults: list[Fault], bugs: tuple[KnownBug, ...] = KNOWN_BUGS) -
 
 def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] = KNOWN_BUGS) -> Triage:
     """The signature of a failing verdict and the known bug that explains it, if one does (a
-    record declared for the backend `worker` runs on)."""
+    record declared for the backend `worker` runs on). A verdict whose first finding a record
+    explains but another finding no record does is news signed by that other finding: a program
+    that shows a known bug and a new one is a case of the new one, named after it."""
     findings = verdict.findings
     backend = worker.backend or DEFAULT_BACKEND
     if not findings:
@@ -311,24 +313,9 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
     first = primary(verdict.program, findings)
     memo: Judged = {}  # the one-op verdicts, shared by the findings' localisations
     loc = localise(verdict, worker, first, memo=memo) if first.kind in LOCALISED_KINDS else None
-    forward = forward_fault(verdict, first, loc)
-    state = state_fault(verdict, first) if forward is None else None
-    if forward is not None:
-        sig = forward
-    elif loc is not None:
-        shown = loc.mismatch if loc.mismatch is not None else first
-        sig = localised_signature(loc, shown.framework if shown.kind == "grad-presence" else None)
-    else:
-        # an op's lost tracking shows as wrong flags, a missing gradient or a backward that
-        # does not fail where it should: signed, where one can be traced, as the op's missing
-        # gradient, so that one fault makes one case (its known-bug matching stays on `first`)
-        tracked = localise_tracking(verdict, worker, first)
-        sig = (localised_signature(tracked, tracked.mismatch.framework if tracked.mismatch else None)
-               if tracked is not None
-               else state if state is not None else signature_of_mismatch(first, verdict.program))
     faults = [fault_of(verdict, first, loc, backend)]
     if not any(explains(b, faults[0]) for b in bugs):
-        return Triage(sig, loc, None, faults)
+        return Triage(_sign(verdict, worker, first, loc), loc, None, faults)
     seen = {(first.kind, first.statement, first.backward)}
     localised = 1
     for m in findings:
@@ -338,9 +325,35 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
         other = None
         if m.kind in LOCALISED_KINDS:
             if localised >= MAX_LOCALISED:  # too many to localise each: as the program shows it
-                faults.append(shown_fault(verdict, m, backend))
-                continue
-            localised += 1
-            other = localise(verdict, worker, m, same_kind=True, memo=memo)
-        faults.append(fault_of(verdict, m, other, backend))
-    return Triage(sig, loc, known_bug_of(faults, bugs), faults)
+                fault = shown_fault(verdict, m, backend)
+            else:
+                localised += 1
+                other = localise(verdict, worker, m, same_kind=True, memo=memo)
+                fault = fault_of(verdict, m, other, backend)
+        else:
+            fault = fault_of(verdict, m, None, backend)
+        faults.append(fault)
+        if not any(explains(b, fault) for b in bugs):
+            # localised as a first finding is (the one-op finding that shows first), to sign it
+            # as it would be signed alone; the one-op verdicts are memoised
+            shown = localise(verdict, worker, m, memo=memo) if m.kind in LOCALISED_KINDS else None
+            return Triage(_sign(verdict, worker, m, shown), shown, None, faults)
+    return Triage(_sign(verdict, worker, first, loc), loc, known_bug_of(faults, bugs), faults)
+
+
+def _sign(verdict: Verdict, worker: BurnWorker, m: Mismatch, loc: Localisation | None) -> str:
+    """The signature of the finding `m` (`loc`: its localisation, None for kinds not localised)."""
+    forward = forward_fault(verdict, m, loc)
+    if forward is not None:
+        return forward
+    if loc is not None:
+        shown = loc.mismatch if loc.mismatch is not None else m
+        return localised_signature(loc, shown.framework if shown.kind == "grad-presence" else None)
+    # an op's lost tracking shows as wrong flags, a missing gradient or a backward that does not
+    # fail where it should: signed, where one can be traced, as the op's missing gradient, so that
+    # one fault makes one case (its known-bug matching stays on the finding itself)
+    state = state_fault(verdict, m)
+    tracked = localise_tracking(verdict, worker, m)
+    if tracked is not None:
+        return localised_signature(tracked, tracked.mismatch.framework if tracked.mismatch else None)
+    return state if state is not None else signature_of_mismatch(m, verdict.program)

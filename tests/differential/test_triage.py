@@ -424,3 +424,17 @@ def test_a_tie_suspects_its_op_only_after_every_agreement(workers: dict[str, Bur
     assert v.ok and tie is not None and tie[1].verdict == "ill-conditioned", v.report()
     agreement = replace(tie[1], verdict="agreement")
     assert suspect_rank(31.0, agreement) > suspect_rank(1e30, tie[1]) > suspect_rank(30.0, tie[1])
+
+
+def test_a_new_bug_after_a_known_one_is_named_after_the_new_one(workers: dict[str, BurnWorker]) -> None:
+    """The program shows a known bug first (float64 hard_sigmoid computed in f32 on the autodiff
+    device) and a new one later (exp's value scaled): the case is the new bug's, signed by exp,
+    not by the op of the known bug that shows first."""
+    program = Program((
+        leaf("x", [0.1, -0.4, 0.9], rg=True), op("y", "hard_sigmoid", "x"),
+        leaf("z", [0.3, -0.7, 1.1], rg=True), op("e", "exp", "z"), op("s", "sum", "e"), backward("s"),
+    ), "float64")
+    known = _triage(workers, Program(program.statements[:2], "float64"), None)
+    assert known.known is not None and known.known.name == "hard-sigmoid-autodiff-f64-in-f32", known.describe()
+    t = _triage(workers, program, "value-scale:exp:1e-6")
+    assert t.known is None and ":exp:" in t.signature, t.describe()
