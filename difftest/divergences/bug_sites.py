@@ -8,7 +8,7 @@ from collections.abc import Callable, Collection, Sequence
 from difftest.divergences.bug_records import DtypeSite
 from difftest.divergences.noops import NOOPS_BY_OP
 from difftest.divergences.wgpu_layouts import ITEM_BYTES, Layout, burn_layouts, channels_last, elementwise
-from difftest.divergences.wgpu_reduce import full_reduce_wrong, reads_wrong, topk_verdict
+from difftest.divergences.wgpu_reduce import copy_misvectorised, full_reduce_wrong, reads_wrong, topk_verdict
 from difftest.ops.validate import infer_shapes
 from difftest.program.ir import (
     Apply,
@@ -460,3 +460,15 @@ def _pool_grad_summed_misvectorised(st: Statement, prior: Sequence[Statement], d
 # along the reduced dim (burn-autodiff's float_sum_dim / float_mean_dim backward), a misvectorised
 # read where wgpu_reduce.py's defect 1 holds: the gradient is moved between positions.
 pool_grad_summed_misvectorised = DtypeSite(_pool_grad_summed_misvectorised, ("float32", "float64"))
+
+
+def _misvectorised_view(st: Statement, prior: Sequence[Statement], dtype: str) -> bool:
+    if not isinstance(st, OpCall):
+        return False
+    layout = burn_layouts([*prior, st], dtype).get(st.id)
+    return layout is not None and copy_misvectorised(*layout, ITEM_BYTES.get(dtype, 4))
+
+
+# A value Wgpu holds as a view that cubecl reads in vectors its strides do not fit (wgpu_reduce.py,
+# defect 3): whatever reads it (its read-back, an elementwise op, a sum) gets the wrong elements.
+misvectorised_view = DtypeSite(_misvectorised_view, ("float32", "float64"))

@@ -33,7 +33,6 @@ from difftest.divergences.backend_bugs import (
     NDARRAY_BUGS,
     TCH_BUGS,
     WGPU_BUGS,
-    WGPU_KERNEL_BUGS,
     WGPU_PRECISION,
 )
 from difftest.divergences.bug_records import (
@@ -59,6 +58,7 @@ from difftest.divergences.bug_sites import (
     used_leaf_backward,
 )
 from difftest.divergences.knowledge import burn_source
+from difftest.divergences.wgpu_kernel_bugs import WGPU_KERNEL_BUGS
 from difftest.program.ir import Statement
 
 __all__ = ["BACKEND_BUGS", "KNOWN_BUGS", "Effect", "Fault", "KnownBug", "known_bug"]

@@ -14,6 +14,8 @@ What burn-cubecl does, as read in its source and measured on lavapipe
 - conv2d and the 2-d poolings write a channels-last buffer and return it viewed as NCHW
   (`kernel/pool/base.rs`, `kernel/conv/direct.rs`: `permute_nhwc_to_nchw`), except an adaptive
   average pool to [1, 1] (`global_avg_pool2d`, contiguous);
+- unfold is a view (`ops/base.rs` unfold): the unfolded dim's stride times `step`, and a last dim
+  of the input dim's stride;
 - a cut (detach, autodiff, without_autodiff) keeps its input's layout; every other op, leaf and
   parameter is taken as contiguous (not traced further: a reduction after one is not predicted
   wrong, so a finding there stays news)."""
@@ -127,6 +129,10 @@ def _op_strides(st: OpCall, ins: list[Layout], out: Shape, item: int) -> Strides
         lead = len(out) - len(shape)
         return (0,) * lead + tuple(0 if n == 1 and out[lead + i] != 1 else s
                                    for i, (n, s) in enumerate(zip(shape, strides, strict=True)))
+    if st.op == "unfold":  # a view: the dim steps by `step` windows, a new last dim by one element
+        shape, strides = ins[0]
+        d = attrs["dim"] % len(shape)
+        return tuple(attrs["step"] * s if a == d else s for a, s in enumerate(strides)) + (strides[d],)
     if st.op in ("narrow", "slice"):
         shape, strides = ins[0]
         starts, ends = [0] * len(shape), list(shape)

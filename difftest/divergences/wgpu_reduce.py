@@ -1,4 +1,5 @@
-"""burn's Wgpu reductions as cubek-reduce 0.3.1 runs them, and two defects of that crate, as a
+"""burn's Wgpu reductions as cubek-reduce 0.3.1 runs them, two defects of that crate and one of
+cubecl-core's vectorisation, as a
 model the known-bug records of backend_bugs.py read (burn-cubecl 0.22.1 built with `wgpu` alone:
 no autotune, no fusion, so every reduction along a dim is cubek's Unit routine; a whole-tensor
 `sum` is burn-cubecl's `shared_sum` instead, and the other whole-tensor reductions reduce one dim
@@ -16,6 +17,13 @@ at a time, smallest first).
    output is written element by element (`components/global/base.rs::reduction_output_base`,
    `writers/layout.rs`), and `idle_check` compares a slot offset with the output's length, so the
    last cube's spare units write too (the result then depends on which write lands last).
+
+3. A read along a dim of stride 1 (`parallel_vector_size`, cubecl-core 0.11.3 lib.rs
+   `try_tensor_vector_size_parallel`, which cubecl-std's copies and linear views use too): the
+   vector size must divide every other dim's stride, as the function's own comment says, but only
+   the smallest is checked. A view whose smallest other stride belongs to a dim of one element
+   (unfold to one window: [2, 3] -> [2, 1, 2], strides [3, 2, 1]) is read in vectors of 2 that the
+   outer stride 3 does not fit (`copy_misvectorised`): [0, 1, 3, 4] is read as [0, 1, 2, 3].
 
 Vector sizes: Wgpu loads 16 bytes at most (cubecl-wgpu's load width, 128 bits), so 4, 2 or 1
 float32 elements, 2 or 1 float64 ones; measured on both.
@@ -51,9 +59,7 @@ def vector_size(shape: Shape, strides: Strides, dim: int, slots: int = 1, item: 
     sizes = vector_sizes(item)
     rank = len(shape)
     if strides[dim] == 1:
-        others = [s for a, s in enumerate(strides) if a != dim and s != 0]
-        nearest = min(others) if others else 0
-        return "parallel", max(v for v in sizes if shape[dim] % v == 0 and nearest % v == 0)
+        return "parallel", parallel_vector_size(shape, strides, dim, item)
     stride = strides[dim]
     if stride != prod(shape[a] for a in range(rank) if strides[a] < stride):
         return "perpendicular", 1  # the axes under `dim` do not fill its stride
@@ -64,6 +70,25 @@ def vector_size(shape: Shape, strides: Strides, dim: int, slots: int = 1, item: 
     outer = [a for a in _by_key(contiguous_strides(tuple(out_shape))) if a != dim]
     shared = prod(out_shape[i] for i, o in zip(inner, outer, strict=False) if i == o)  # the defect
     return "perpendicular", max(v for v in sizes if shared % v == 0 and stride % v == 0)
+
+
+def parallel_vector_size(shape: Shape, strides: Strides, axis: int, item: int = 4) -> int:
+    """The vector size cubecl-core 0.11.3 `try_tensor_vector_size_parallel` picks to read along
+    `axis` (stride 1): the widest that divides the axis' size and the *smallest* other non-zero
+    stride. A stride that is no multiple of it (3 beside 2) is not checked: defect 3."""
+    others = [s for a, s in enumerate(strides) if a != axis and s != 0]
+    nearest = min(others) if others else 0
+    return max(v for v in vector_sizes(item) if shape[axis] % v == 0 and nearest % v == 0)
+
+
+def copy_misvectorised(shape: Shape, strides: Strides, item: int = 4) -> bool:
+    """Defect 3: a view read along its last dim (stride 1) in vectors that some dim of more than
+    one element does not step by whole vectors, so the reader's `offset / v` truncates and loads
+    the wrong elements (cubecl-std's linear views: into_contiguous, what elementwise kernels read)."""
+    if len(shape) < 2 or strides[-1] != 1:
+        return False
+    v = parallel_vector_size(shape, strides, len(shape) - 1, item)
+    return v > 1 and any(n > 1 and s % v != 0 for n, s in zip(shape[:-1], strides[:-1], strict=True))
 
 
 def _coords(index: int, shape: Sequence[int], strides: Sequence[int]) -> list[int]:

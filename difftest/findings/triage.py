@@ -41,6 +41,8 @@ from difftest.findings.localise import (
     primary,
 )
 from difftest.findings.signature import signature_of_mismatch
+from difftest.ops import tolerance as T
+from difftest.ops.catalog import CATALOG
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.ir import (
@@ -222,8 +224,31 @@ def shown_fault(verdict: Verdict, m: Mismatch, backend: str = DEFAULT_BACKEND) -
         terms = fault.terms
         if _same_values(table, m.statement, read.id) and not any(terms):
             terms = _gradient_terms(verdict, read) or terms
+        elif not any(terms) and _selected_from(table, m.statement, read.id):
+            # ops that only move or select the read's elements (cummax, gather, a reshape): each
+            # element is one of the gradient's, whose error its terms bound at most by the largest
+            gradient = _gradient_terms(verdict, read)
+            terms = (max(gradient),) * len(fault.pairs) if gradient and fault.pairs else terms
         return replace(fault, kind="grad", site=read.grads, alternative=fault, terms=terms)
     return fault
+
+
+def _selected_from(table: dict[str, Statement], ident: str | None, read: str) -> bool:
+    """Whether every statement between the gradient read `read` and `ident` is a cut or an op
+    that moves or selects values (tolerance class exact), so that each element of `ident` is an
+    element of the read (or 0)."""
+    if ident is None or ident == read:
+        return False
+    between = [x for x in ancestors(table, ident) if x != read and read in ancestors(table, x)]
+    for x in between:
+        st = table.get(x)
+        spec = CATALOG.get(st.op) if isinstance(st, OpCall) else None
+        if not (isinstance(st, Cut) or (spec is not None and spec.tolerance is T.EXACT)):
+            return False
+        inputs = (st.input,) if isinstance(st, Cut) else st.inputs if isinstance(st, OpCall) else ()
+        if any(read not in ancestors(table, i) for i in inputs):
+            return False  # another input: its elements are not the read's
+    return True
 
 
 def _same_values(table: dict[str, Statement], ident: str | None, read: str) -> bool:

@@ -18,6 +18,7 @@ import pytest
 
 from difftest.divergences.bug_sites import (
     POOLS_2D,
+    misvectorised_view,
     pool_grad_summed_misvectorised,
     reduce_misvectorised,
     topk_slots_misplaced,
@@ -170,3 +171,33 @@ def test_a_pools_gradient_summed_by_the_reduction_before_it(wgpu: BurnWorker) ->
         if predicted != measured:
             wrong.append(f"{reduce} -> {pool} of x [{b}, {c}, 4, {w}]: predicted {predicted}, measured {measured}")
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_unfold_views_read_wrong_exactly_where_the_vectorisation_model_says(wgpu: BurnWorker, dtype: str) -> None:
+    """Every unfold of ranks 1 to 3 with sizes up to 4 and steps 1 to 3 (1,710 views): its value,
+    read back and through neg (exp is wrong in float64 on Wgpu anyway), is wrong on Wgpu exactly
+    where `wgpu-view-read-in-misaligned-vectors` strikes."""
+    statements: list[Statement] = []
+    predicted: dict[str, bool] = {}
+    for rank in (1, 2, 3):
+        for shape in itertools.product(*[range(1, 5)] * rank):
+            for dim in range(rank):
+                for size in range(1, shape[dim] + 1):
+                    for step in (1, 2, 3):
+                        k = len(predicted)
+                        x = _leaf(f"x{k}", shape, k, dtype)
+                        y = OpCall(f"y{k}", "unfold", (x.id,), {"dim": dim, "size": size, "step": step})
+                        predicted[y.id] = misvectorised_view.holds(y, [x], dtype)
+                        statements += [x, y, OpCall(f"e{k}", "neg", (y.id,))]
+    program = Program(tuple(statements), dtype)
+    burn, torch = wgpu.run(program), run_torch(program, dtype)
+    wrong = []
+    for y, pred in predicted.items():
+        for ident in (y, "e" + y[1:]):
+            b, t = burn.value(ident), torch.value(ident)
+            assert b is not None and t is not None and b.value is not None and t.value is not None, ident
+            measured = not np.allclose(b.value.data, t.value.data, rtol=1e-5, atol=1e-6)
+            if measured != pred:
+                wrong.append(f"{ident}: predicted {pred}, measured {measured}")
+    assert sum(predicted.values()) >= 10 and not wrong, "\n".join(wrong)

@@ -301,3 +301,23 @@ def test_gelus_gradient_error_is_carried_by_the_terms_of_a_gradient_upstream() -
         assert not explains(gelu, replace(f, backend="flex"))
         # ten times the error: beyond the approximation's, news
         assert not explains(gelu, replace(f, pairs=tuple((r, r + 10 * (b - r)) for r, b in f.pairs)))
+
+
+def test_a_selection_of_a_gradient_read_carries_the_gradients_terms() -> None:
+    # Wgpu's float32 asin error (2e-4 at 0.7) reaches g0 = grad(x3; bw) through mul: each element
+    # of g0 sums three asin values (terms 1.5 to 1.8), so it can be off by 1.3e-4 at -0.037. v3 =
+    # cummax(g0) only selects g0's elements, so the largest of g0's terms bounds each of v3's
+    doc = json.loads((Path(__file__).parent / "data" / "wgpu-asin-through-cummax-of-a-gradient-read.json").read_text())
+    program = program_from_dict(doc["program"])
+    verdict = check(program, Replay(Observation.from_dict(doc["burn"], "burn"), "wgpu"))
+    precision = BY_NAME["wgpu-f32-transcendental-precision"]
+    cummax = next(m for m in verdict.findings if m.kind == "value" and m.statement == "v3")
+    f = shown_fault(verdict, cummax, "wgpu")
+    assert f.kind == "grad" and f.site == "bw" and min(f.terms) > 1, f.terms
+    assert explains(precision, f)
+    # ten times the error: beyond the driver's precision, news
+    assert not explains(precision, replace(f, pairs=tuple((r, r + 10 * (b - r)) for r, b in f.pairs)))
+    # an op that computes (not only selects) from the read carries no such bound
+    computed = replace(program, statements=tuple(replace(s, op="exp") if s.id == "v3" else s  # type: ignore[call-arg]
+                                                 for s in program.statements))
+    assert not any(shown_fault(replace(verdict, program=computed), cummax, "wgpu").terms)

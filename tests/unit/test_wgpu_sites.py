@@ -6,6 +6,7 @@ from __future__ import annotations
 from difftest.divergences.bug_sites import (
     last_two_swapped_after_rank_expand,
     log_softmax_of_one_computed,
+    misvectorised_view,
     pool_grad_summed_misvectorised,
     reduce_misvectorised,
     topk_slots_misplaced,
@@ -167,3 +168,24 @@ def test_a_wrong_value_no_single_op_makes_is_signed_by_the_op_that_shows_it() ->
           for ident in ("m", "s")}
     assert at["m"] is not None and at["m"].startswith("burn-wrong:-:graph@max:forward #"), at
     assert at["s"] is not None and at["s"].startswith("burn-wrong:-:graph@sum:forward #"), at
+
+
+def test_a_view_read_in_vectors_its_strides_do_not_fit_strikes_at_the_view() -> None:
+    """unfold to one window leaves a dim of one element whose stride (2) is the smallest other:
+    cubecl reads the last dim in vectors of 2 that the outer stride 3 does not fit (measured on
+    the backend: tests/backends/test_wgpu_layouts.py)."""
+    x = Leaf("x", (2, 3), (0.0, 1.0, 2.0, 3.0, 4.0, 5.0), "autodiff", True)
+    one = OpCall("y", "unfold", ("x",), {"dim": 1, "size": 2, "step": 2})
+    assert burn_layouts([x, one])["y"] == ((2, 1, 2), (3, 2, 1))
+    assert misvectorised_view.holds(one, [x], "float32") and misvectorised_view.holds(one, [x], "float64")
+    # two windows of a dim of 4: strides [4, 2, 1], all multiples of the vector of 2
+    x4 = Leaf("x", (2, 4), tuple(float(i) for i in range(8)), "autodiff", True)
+
+    def unfold(size: int, step: int) -> OpCall:
+        return OpCall("y", "unfold", ("x",), {"dim": 1, "size": size, "step": step})
+
+    assert not misvectorised_view.holds(unfold(2, 2), [x4], "float32")
+    # windows of 1 element: the last dim is read one element at a time
+    assert not misvectorised_view.holds(unfold(1, 2), [x], "float32")
+    # overlapping windows (step 1): the smallest other stride is 1
+    assert not misvectorised_view.holds(unfold(2, 1), [x], "float32")
