@@ -282,6 +282,13 @@ def test_wgpu_bfloat16_is_any_op_that_runs_in_bfloat16_on_wgpu() -> None:
     assert _known(_fault("value", "abs", wrong, backend="wgpu", dtype="float16")) is None
     assert _known(_fault("value", "abs", wrong, backend="flex", dtype="bfloat16")) is None
     assert _known(_fault("outcome", "abs", (), backend="wgpu", dtype="bfloat16")) is None
+    # cubecl's matmul checks the dtype and refuses: the same root (no bfloat16 in WGSL), by its message
+    refused = ("called `Result::unwrap()` on an `Err` value: Unable to launch matmul because a required feature "
+               "is unavailable: Types lhs=Float(BF16), rhs=Float(BF16) and/or output=Float(BF16) not supported.")
+    panic = replace(_fault("outcome", "abs", (), backend="wgpu", dtype="bfloat16"), message=refused)
+    assert _known(panic) == "wgpu-bfloat16-wrong"
+    assert _known(replace(panic, dtype="float32", program=replace(panic.program, dtype="float32"))) is None
+    assert _known(replace(panic, message="index out of bounds")) is None
 
 
 def test_gelus_gradient_error_is_carried_by_the_terms_of_a_gradient_upstream() -> None:
