@@ -57,3 +57,23 @@ def test_a_transformed_modules_forward_shares_the_parameter_and_another_module_d
     )
     assert _ops(p, "p0", "bw") == ["maximum", "add"]
     assert _ops(p, "p1", "bw") == ["relu", "add"]
+
+
+def test_a_parameters_gradient_goes_through_every_read_of_it() -> None:
+    # minimum(p1, p0) of two reads of one weight (through no_grad() and unfreeze(), which share
+    # its parameters) is a tie at every element: the path of p0's gradient holds minimum whichever
+    # read carries it; another parameter of another module, read the same way, is not on it
+    p = _program(
+        {"id": "t0", "kind": "transform", "transform": "no_grad", "input": "m0"},
+        {"id": "t1", "kind": "transform", "transform": "unfreeze", "input": "m0"},
+        {"id": "p0", "kind": "param", "module": "t1", "param": "weight"},
+        {"id": "p1", "kind": "param", "module": "t0", "param": "weight"},
+        {"id": "q", "kind": "param", "module": "m1", "param": "weight"},
+        {"id": "v", "kind": "op", "op": "minimum", "inputs": ["p1", "p0"]},
+        {"id": "w", "kind": "op", "op": "exp", "inputs": ["q"]},
+        {"id": "s", "kind": "op", "op": "add", "inputs": ["v", "w"]},
+        {"id": "bw", "kind": "backward", "input": "s"},
+    )
+    assert _ops(p, "p0", "bw") == ["minimum", "add"]
+    assert _ops(p, "p1", "bw") == ["minimum", "add"]
+    assert _ops(p, "q", "bw") == ["exp", "add"]
