@@ -48,6 +48,8 @@ def _across(predicate: Callable[[Sequence[torch.Tensor], dict[str, Any]], bool],
     span = max((float((b - a).abs().max()) for a, b in zip(ref, own) if a.numel()), default=0.0)
     if not span > 0.0:
         return False  # the same input: kinks.py judges that one
+    if not math.isfinite(span):
+        return False  # a non-finite own input (a wrong value upstream, already its own finding) crosses no kink
     n = min(MAX_POINTS, math.ceil(span / KINK_GAP) + 1)
     for k in range(n, -1, -1):  # the framework's own input first
         t = k / n

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from difftest.exec.burn_worker import BurnWorker
 from difftest.ops import tolerance as tol
+from difftest.ops.catalog import CATALOG
 from difftest.ops.validate import infer_shapes
 from difftest.oracle import kink_inputs as ki
 from difftest.oracle.check import check
@@ -364,3 +365,15 @@ def test_a_recomputation_from_own_inputs_keeps_the_gradient_flowing_through_them
         assert obs is not None
         g = obs.backwards[0].grads["x"]
         assert g is not None and g.data == (want, 1.0), (moved, g)
+
+
+def test_a_non_finite_own_input_crosses_no_kink() -> None:
+    # a framework's own input of inf (a wrong value upstream, Wgpu's float64 garbage) has no point
+    # on the way to it to check: no crossing, never an OverflowError that stops the campaign
+    spec = CATALOG["relu"]
+    ref = [torch.tensor([0.5, -0.5], dtype=torch.float64)]
+    for bad in (math.inf, -math.inf, math.nan):
+        own = [torch.tensor([0.5, bad], dtype=torch.float64)]
+        assert not ki._across(spec.domain.predicate, ref, own, {})
+    # a finite one across relu's kink still crosses
+    assert ki._across(spec.domain.predicate, ref, [torch.tensor([0.5, 0.5], dtype=torch.float64)], {})
