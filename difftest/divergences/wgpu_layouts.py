@@ -11,6 +11,8 @@ What burn-cubecl does, as read in its source and measured on lavapipe
   its operands in the order the operands of the output's shape occupy memory, by a vote of their
   bytes, and writes a fresh result dense in that order (`kernel/memory_order.rs`; ties and the
   logical order give a contiguous result);
+- conv1d (`kernel/conv/base.rs` conv_forward::<1>) writes a channels-last buffer and returns it
+  viewed as NCL (measured through reductions and top-k of it: tests/backends);
 - conv2d and the 2-d poolings write a channels-last buffer and return it viewed as NCHW
   (`kernel/pool/base.rs`, `kernel/conv/direct.rs`: `permute_nhwc_to_nchw`), except an adaptive
   average pool to [1, 1] (`global_avg_pool2d`, contiguous);
@@ -97,10 +99,11 @@ def elementwise(out_shape: Shape, operands: Sequence[Layout]) -> Strides:
 
 
 def channels_last(shape: Shape) -> Strides:
-    """An NCHW view of a dense NHWC buffer: what burn-cubecl's 2-d pools and conv2d return (and
-    the pools' backwards, for the input's gradient)."""
-    _, c, h, w = shape
-    return (h * w * c, 1, w * c, c)
+    """An NCHW (NCL) view of a dense NHWC (NLC) buffer: what burn-cubecl's 2-d pools and its
+    convolutions return (and the pools' backwards, for the input's gradient)."""
+    c, spatial = shape[1], shape[2:]
+    inner = [c * prod(spatial[i + 1 :]) for i in range(len(spatial))]
+    return (c * prod(spatial), 1, *inner)
 
 
 def _sliced(shape: Shape, strides: Strides, starts: Sequence[int], ends: Sequence[int], item: int) -> Strides:
@@ -146,6 +149,8 @@ def _op_strides(st: OpCall, ins: list[Layout], out: Shape, item: int) -> Strides
     spec = CATALOG.get(st.op)
     if spec is not None and spec.family in ELEMENTWISE_FAMILIES:
         return elementwise(out, ins)
+    if st.op == "conv1d" and len(out) == 3:  # conv_forward::<1>: the NLC result viewed as NCL
+        return channels_last(out)
     if st.op in CHANNELS_LAST_OPS and len(out) == 4:
         if st.op == "adaptive_avg_pool2d" and tuple(out[2:]) == (1, 1):
             return contiguous_strides(out)

@@ -201,3 +201,30 @@ def test_unfold_views_read_wrong_exactly_where_the_vectorisation_model_says(wgpu
             if measured != pred:
                 wrong.append(f"{ident}: predicted {pred}, measured {measured}")
     assert sum(predicted.values()) >= 10 and not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("shape", [(2, 2, 6), (2, 4, 5), (1, 3, 8), (3, 2, 4)])
+def test_reductions_and_topk_after_conv1d(wgpu: BurnWorker, shape: tuple[int, ...]) -> None:
+    """conv1d returns its channels-last result viewed as NCL (wgpu_layouts.py): each reduction
+    and top-k of it is wrong on Wgpu exactly where the records' sites say."""
+    x = _leaf("x", shape, 4, "float32")
+    wrong: list[str] = []
+    for out_channels, kernel, stride in ((2, 1, 1), (4, 2, 1), (3, 1, 2)):
+        w = _leaf("w", (out_channels, shape[1], kernel), 5, "float32")
+        conv = OpCall("y", "conv1d", ("x", "w"), {"stride": [stride], "padding": [0], "dilation": [1], "groups": 1})
+        prior: list[Statement] = [x, w, conv]
+        wrong += _judge(wgpu, prior, "y")
+        layout = burn_layouts(prior)["y"]
+        for dim in range(3):
+            if layout[0][dim] < 2:
+                continue
+            st = OpCall("t", "topk", ("y",), {"dim": dim, "k": 2})
+            program = Program((*prior, st))
+            b, t = wgpu.run(program).value("t"), run_torch(program).value("t")
+            assert b is not None and t is not None and b.value is not None and t.value is not None
+            measured = not np.allclose(b.value.data, t.value.data, rtol=1e-5, atol=1e-6)
+            predicted = any(site.holds(st, prior, "float32") for site in (topk_slots_misplaced, reduce_misvectorised))
+            if topk_verdict(*layout, dim, 2) != "race" and predicted != measured:
+                wrong.append(f"topk of conv1d {shape} -> {layout}, dim {dim}: predicted {predicted}, "
+                             f"measured {measured}")
+    assert not wrong, "\n".join(wrong)
