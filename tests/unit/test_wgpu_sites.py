@@ -61,6 +61,11 @@ def test_float64_on_wgpu_strikes_transcendentals_norms_and_parameters_read_after
     assert wgpu_f64_site(OpCall("y", "powi_scalar", ("x",), {"exponent": 3}), [x])
     assert not wgpu_f64_site(OpCall("y", "powi_scalar", ("x",), {"exponent": 2}), [x])
     assert not wgpu_f64_site(OpCall("y", "mul", ("x", "x")), [x])
+    # the inverse functions are WGSL builtins too (measured: asin(0.5) = 0.52339 in float64)
+    for op in ("asin", "acos", "asinh", "acosh", "atanh"):
+        assert wgpu_f64_site(OpCall("y", op, ("x",)), [x]), op
+    assert wgpu_f64_site(OpCall("y", "atan2", ("x", "x")), [x])
+    assert not wgpu_f64_site(OpCall("y", "hypot", ("x", "x")), [x])  # measured right
     assert wgpu_f64_site(Apply("y", "m", "x"), [x, norm])
     assert not wgpu_f64_site(Apply("y", "n", "x"), [x, linear])
     assert wgpu_f64_site(Param("p", "n", "weight"), [x, linear, norm, Apply("y", "m", "x")])
