@@ -28,6 +28,7 @@ from difftest.divergences.states import ModuleState
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
 from difftest.ops.domains import KINK_GAP
+from difftest.ops.validate import infer_shapes
 from difftest.ops.value_dtypes import cast_to_own_dtype, value_dtypes
 from difftest.oracle.base_states import forward_returns_input
 from difftest.oracle.burn_conventions import burn_convention_gradient, burn_convention_terms
@@ -42,6 +43,7 @@ from difftest.program.ir import (
     OpCall,
     Param,
     Program,
+    ProgramError,
     Statement,
     ancestors,
     root_module,
@@ -160,11 +162,58 @@ def input_values(obs: Observation | None, st: OpCall) -> list[torch.Tensor] | No
     return out
 
 
+# ops whose output elements are elements of their one input, chosen whatever the values
+# (a reshape, a narrow, a permute): an element of a value they make from a gradient read is
+# an element of that gradient, found by running them on the read's element numbers
+PLACING_FAMILIES = frozenset({"shape", "index"})
+
+
+def _placed_from_read(program: Program, by_id: dict[str, Statement], ident: str,
+                      element: int) -> tuple[Grad, int] | None:
+    """The gradient read `ident` is placed from by cuts and value-independent selections
+    (PLACING_FAMILIES ops of one input, attributes only), and the read's element that `element`
+    of `ident` is; None otherwise."""
+    chain: list[Statement] = []
+    st = by_id.get(ident)
+    while isinstance(st, (Cut, OpCall)):
+        if isinstance(st, OpCall):
+            spec = CATALOG.get(st.op)
+            if spec is None or spec.family not in PLACING_FAMILIES or len(st.inputs) != 1:
+                return None
+        chain.append(st)
+        st = by_id.get(st.input if isinstance(st, Cut) else st.inputs[0])
+    if not isinstance(st, Grad) or not any(isinstance(c, OpCall) for c in chain):
+        return None
+    try:
+        shape = infer_shapes(program).get(st.id)
+    except ProgramError:
+        return None
+    if shape is None:
+        return None
+    numbers = torch.arange(1, math.prod(shape) + 1, dtype=torch.float64).reshape(shape)
+    try:
+        for c in reversed(chain):
+            if isinstance(c, OpCall):
+                numbers = CATALOG[c.op].lower([numbers], c.attrs)
+        number = int(numbers.reshape(-1)[element])
+    except (IndexError, KeyError, RuntimeError, TypeError, ValueError):
+        return None
+    return (st, number - 1) if number >= 1 else None  # 0: a placed zero (tril), no element of the read
+
+
 def _sides(verdict: Verdict, m: Mismatch, element: int, r: float,
            budget: float) -> tuple[list[float], dict[str, Any]] | None:
     """The one-sided limits of the element that disagree (a kink reaches it), [] when they
-    agree, or None when no one-sided check applies (a gradient of a parameter)."""
+    agree, or None when no one-sided check applies (a gradient of a parameter). A value placed
+    from a gradient read (`narrow(grad(x; bw))`) is judged as that gradient's element: moving
+    every leaf, as a value's check does, moves a cut's input and the cut together, so it never
+    sees the kink autodiff sees there (minimum(v, without_autodiff(v)) ties whatever v is)."""
     program = verdict.program
+    if m.kind == "value":
+        placed = _placed_from_read(program, program.by_id(), m.statement or "", element)
+        if placed is not None:
+            read, element = placed
+            m = replace(m, statement=read.id)
     m = as_gradient(program, m, verdict.prediction.torch.modules)
     if m.kind == "grad":
         if not isinstance(program.by_id().get(m.statement or ""), Leaf):

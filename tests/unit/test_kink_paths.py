@@ -10,9 +10,9 @@ from difftest.oracle.kinks import path_ops
 from difftest.program.jsonio import program_from_dict
 
 
-def _program(*statements: dict[str, Any]) -> Any:
+def _program(*statements: dict[str, Any], version: int = 1) -> Any:
     weight = {"shape": [4, 2], "data": [-0.8, -0.39, 0.58, -0.36, -0.33, 0.15, 0.36, 0.53]}
-    return program_from_dict({"format": "difftest-program", "version": 1, "statements": [
+    return program_from_dict({"format": "difftest-program", "version": version, "statements": [
         {"id": "m0", "kind": "module", "module": "embedding", "weight": weight},
         {"id": "m1", "kind": "module", "module": "embedding", "weight": weight},
         {"id": "t", "kind": "leaf", "shape": [2, 3], "data": [2.0, 3.0, 3.0, 0.0, 3.0, 0.0],
@@ -77,3 +77,25 @@ def test_a_parameters_gradient_goes_through_every_read_of_it() -> None:
     assert _ops(p, "p0", "bw") == ["minimum", "add"]
     assert _ops(p, "p1", "bw") == ["minimum", "add"]
     assert _ops(p, "q", "bw") == ["exp", "add"]
+
+
+def test_a_value_placed_from_a_gradient_read_is_that_gradients_element() -> None:
+    from difftest.oracle.kinks import _placed_from_read
+
+    p = _program(
+        {"id": "y", "kind": "op", "op": "exp", "inputs": ["x"]},
+        {"id": "s", "kind": "op", "op": "sum", "inputs": ["y"]},
+        {"id": "bw", "kind": "backward", "input": "s"},
+        {"id": "g", "kind": "grad", "grads": "bw", "of": "x"},
+        {"id": "n", "kind": "op", "op": "narrow", "inputs": ["g"], "attrs": {"dim": 2, "start": 1, "length": 1}},
+        {"id": "d", "kind": "cut", "cut": "detach", "input": "n"},
+        {"id": "q", "kind": "op", "op": "permute", "inputs": ["d"], "attrs": {"axes": [2, 0, 1]}},
+        {"id": "e", "kind": "op", "op": "exp", "inputs": ["g"]},
+        version=2,
+    )
+    by_id = p.by_id()
+    # x is [2, 3, 2]: narrow keeps x[:, :, 1], elements 1, 3, 5, 7, 9, 11 of g
+    assert [_placed_from_read(p, by_id, "n", k)[1] for k in range(6)] == [1, 3, 5, 7, 9, 11]  # type: ignore[index]
+    assert [_placed_from_read(p, by_id, "q", k)[1] for k in range(6)] == [1, 3, 5, 7, 9, 11]  # type: ignore[index]
+    assert _placed_from_read(p, by_id, "e", 0) is None  # exp computes, it does not place
+    assert _placed_from_read(p, by_id, "g", 0) is None  # the read itself: as_gradient's
