@@ -41,10 +41,9 @@ from difftest.findings.localise import (
     primary,
 )
 from difftest.findings.signature import signature_of_mismatch
-from difftest.ops import tolerance as T
-from difftest.ops.catalog import CATALOG
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.compare import Mismatch, Verdict
+from difftest.oracle.gradient_reads import between_read, selecting
 from difftest.program.ir import (
     Apply,
     Backward,
@@ -222,43 +221,16 @@ def shown_fault(verdict: Verdict, m: Mismatch, backend: str = DEFAULT_BACKEND) -
         # The read itself, or a cut of it, holds the gradient's elements: its terms are the
         # gradient's (a value's own terms, of a detach, are none)
         terms = fault.terms
-        if _same_values(table, m.statement, read.id) and not any(terms):
+        between = between_read(table, m.statement, read.id, selecting)
+        if between is not None and all(isinstance(x, Cut) for x in between) and not any(terms):
             terms = _gradient_terms(verdict, read) or terms
-        elif not any(terms) and _selected_from(table, m.statement, read.id):
+        elif not any(terms) and between:
             # ops that only move or select the read's elements (cummax, gather, a reshape): each
             # element is one of the gradient's, whose error its terms bound at most by the largest
             gradient = _gradient_terms(verdict, read)
             terms = (max(gradient),) * len(fault.pairs) if gradient and fault.pairs else terms
         return replace(fault, kind="grad", site=read.grads, alternative=fault, terms=terms)
     return fault
-
-
-def _selected_from(table: dict[str, Statement], ident: str | None, read: str) -> bool:
-    """Whether every statement between the gradient read `read` and `ident` is a cut or an op
-    that moves or selects values (tolerance class exact), so that each element of `ident` is an
-    element of the read (or 0)."""
-    if ident is None or ident == read:
-        return False
-    between = [x for x in ancestors(table, ident) if x != read and read in ancestors(table, x)]
-    for x in between:
-        st = table.get(x)
-        spec = CATALOG.get(st.op) if isinstance(st, OpCall) else None
-        if not (isinstance(st, Cut) or (spec is not None and spec.tolerance is T.EXACT)):
-            return False
-        inputs = (st.input,) if isinstance(st, Cut) else st.inputs if isinstance(st, OpCall) else ()
-        if any(read not in ancestors(table, i) for i in inputs):
-            return False  # another input: its elements are not the read's
-    return True
-
-
-def _same_values(table: dict[str, Statement], ident: str | None, read: str) -> bool:
-    """Whether `ident` is the gradient read `read` or a chain of cuts of it (the same elements)."""
-    while ident is not None and ident != read:
-        st = table.get(ident)
-        if not isinstance(st, Cut):
-            return False
-        ident = st.input
-    return ident == read
 
 
 def _gradient_terms(verdict: Verdict, read: Grad) -> tuple[float, ...]:

@@ -34,6 +34,7 @@ from difftest.oracle.base_states import forward_returns_input
 from difftest.oracle.burn_conventions import burn_convention_gradient, burn_convention_terms
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.oracle.finite_diff import as_tensor, estimate_error, finite_difference, value_sides
+from difftest.oracle.gradient_reads import placing_read
 from difftest.program.ir import (
     Apply,
     Backward,
@@ -162,43 +163,30 @@ def input_values(obs: Observation | None, st: OpCall) -> list[torch.Tensor] | No
     return out
 
 
-# ops whose output elements are elements of their one input, chosen whatever the values
-# (a reshape, a narrow, a permute): an element of a value they make from a gradient read is
-# an element of that gradient, found by running them on the read's element numbers
-PLACING_FAMILIES = frozenset({"shape", "index"})
-
-
 def _placed_from_read(program: Program, by_id: dict[str, Statement], ident: str,
                       element: int) -> tuple[Grad, int] | None:
-    """The gradient read `ident` is placed from by cuts and value-independent selections
-    (PLACING_FAMILIES ops of one input, attributes only), and the read's element that `element`
-    of `ident` is; None otherwise."""
-    chain: list[Statement] = []
-    st = by_id.get(ident)
-    while isinstance(st, (Cut, OpCall)):
-        if isinstance(st, OpCall):
-            spec = CATALOG.get(st.op)
-            if spec is None or spec.family not in PLACING_FAMILIES or len(st.inputs) != 1:
-                return None
-        chain.append(st)
-        st = by_id.get(st.input if isinstance(st, Cut) else st.inputs[0])
-    if not isinstance(st, Grad) or not any(isinstance(c, OpCall) for c in chain):
+    """The gradient read `ident` is placed from (gradient_reads.placing_read) and the read's
+    element that `element` of `ident` is, found by running the ops in between on the read's
+    element numbers; None otherwise, or when the element is a placed zero (tril)."""
+    found = placing_read(by_id, ident)
+    if found is None:
         return None
+    read, chain = found
     try:
-        shape = infer_shapes(program).get(st.id)
+        shape = infer_shapes(program).get(read.id)
     except ProgramError:
         return None
     if shape is None:
         return None
     numbers = torch.arange(1, math.prod(shape) + 1, dtype=torch.float64).reshape(shape)
     try:
-        for c in reversed(chain):
+        for c in chain:
             if isinstance(c, OpCall):
                 numbers = CATALOG[c.op].lower([numbers], c.attrs)
         number = int(numbers.reshape(-1)[element])
     except (IndexError, KeyError, RuntimeError, TypeError, ValueError):
         return None
-    return (st, number - 1) if number >= 1 else None  # 0: a placed zero (tril), no element of the read
+    return (read, number - 1) if number >= 1 else None
 
 
 def _sides(verdict: Verdict, m: Mismatch, element: int, r: float,
