@@ -39,6 +39,10 @@ class Domain:
     boundary: tuple[tuple[float, ...], ...] = ()
     # the predicate with exact kink points and exact ties admitted (None: `predicate` alone)
     at_kinks: Callable[[Tensors, dict[str, Any]], bool] | None = None
+    # the op routes its gradient among exactly equal input elements by a convention (split
+    # evenly, or to one index): an exact tie is a fact of the program, which the oracle's noise
+    # runs keep (oracle/noise.py) rather than break with their jitter
+    ties: bool = False
 
     def accepts(self, xs: Tensors, attrs: dict[str, Any], at_kinks: bool = False) -> bool:
         """The inputs are finite, within MAX_MAGNITUDE and in the domain; with `at_kinks`, also
@@ -204,6 +208,7 @@ NO_TIES_PAIR = Domain(
     "maximum/minimum of equal values split the gradient differently: |a - b| >= 0.01",
     lambda xs, a: bool(((xs[0] - xs[1]).abs() >= KINK_GAP).all()),
     tags=("kink",),
+    ties=True,
     at_kinks=lambda xs, a: bool(off_or_on(xs[0] - xs[1]).all()),
 )
 UNIQUE_EXTREME = Domain(
@@ -211,6 +216,7 @@ UNIQUE_EXTREME = Domain(
     "max/min with ties split the gradient by convention: the extreme is unique by 0.01",
     lambda xs, a: _unique_extreme(xs[0], a.get("dim")),
     tags=("kink",),
+    ties=True,
     at_kinks=lambda xs, a: _unique_extreme(xs[0], a.get("dim"), exact=True),
 )
 PRODUCT = Domain(

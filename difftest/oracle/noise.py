@@ -16,6 +16,13 @@ op class for float32 and scales them to the dtype; each op's own rounding is mea
 
 Leaves, cuts and values behind them are not perturbed beyond what flows into them. Runs are
 seeded from the program, so the measurement is deterministic.
+
+Exact ties are kept: at an op that routes its gradient among equal input elements by a
+convention (max/min, sort, topk, maximum; ops/domains.py Domain.ties), the elements that the
+float64 run has exactly equal (cos of a vanishing angle, a value and its detached copy) are
+made equal again in each noise run, to the noisy value of the first of them, each keeping its
+own gradient path. A real run that has the tie splits the gradient as the float64 run does; a
+noise run that broke it would send it all to one element and measure another computation.
 """
 
 from __future__ import annotations
@@ -29,9 +36,10 @@ import torch
 
 from difftest.exec.torch_values import DTYPES
 from difftest.ops import tolerance as tol
+from difftest.ops.catalog import CATALOG
 from difftest.oracle.pytorch import run as run_torch
 from difftest.oracle.sites import OpSite, SiteHooks
-from difftest.program.ir import Program
+from difftest.program.ir import OpCall, Program
 from difftest.program.jsonio import dumps, program_to_dict
 from difftest.program.observation import Observation
 
@@ -47,6 +55,48 @@ class _Jitter(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         return grads[0] * ctx.bwd, None, None
+
+
+def _keep_ties(inputs: Sequence[torch.Tensor], refs: Sequence[torch.Tensor],
+               pair: bool) -> list[torch.Tensor]:
+    """`inputs` with the elements exactly equal in `refs` (their float64 values) equal again: in
+    one input, each to the first element of its value; in a pair (maximum), the second input's
+    to the first's where the two are equal. Values only: each element keeps its gradient."""
+    xs = list(inputs)
+    if len(refs) != len(xs) or any(r.shape != x.shape for r, x in zip(refs, xs)):
+        return xs
+    if pair and len(xs) == 2:
+        shape = torch.broadcast_shapes(xs[0].shape, xs[1].shape)  # type: ignore[no-untyped-call]
+        equal = refs[0].expand(shape) == refs[1].expand(shape)
+        if bool(equal.any()):
+            second = xs[1].expand(shape)
+            gap = (xs[0].detach().expand(shape) - second.detach()).where(equal, 0.0)
+            xs[1] = second + gap
+        return xs
+    for k, (x, r) in enumerate(zip(xs, refs)):
+        flat = r.reshape(-1)
+        uniq, inverse = torch.unique(flat, return_inverse=True)
+        if uniq.numel() == flat.numel():
+            continue
+        first = torch.full((uniq.numel(),), flat.numel(), dtype=torch.long)
+        first = first.scatter_reduce(0, inverse, torch.arange(flat.numel()), reduce="amin")
+        held = x.detach().reshape(-1)
+        xs[k] = x + (held[first[inverse]] - held).reshape(x.shape)
+    return xs
+
+
+def tie_references(program: Program, reference: Observation) -> dict[str, list[torch.Tensor]]:
+    """The float64 values of the inputs of each op that keeps ties (Domain.ties), by statement."""
+    out: dict[str, list[torch.Tensor]] = {}
+    for st in program.statements:
+        spec = CATALOG.get(st.op) if isinstance(st, OpCall) else None
+        if spec is None or not spec.domain.ties or not isinstance(st, OpCall):
+            continue
+        refs = [reference.value(i) for i in st.inputs]
+        if all(v is not None for v in refs):
+            out[st.id] = [torch.tensor(v.value.data, dtype=torch.float64).reshape(v.value.shape)
+                          for v in refs if v is not None]
+    return out
 
 
 def _finite(diff: torch.Tensor) -> torch.Tensor:
@@ -124,8 +174,9 @@ class _Measured(torch.autograd.Function):
 class NoiseHooks(SiteHooks):
     """Site hooks (sites.py) that inject the noise described above."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, ties: dict[str, list[torch.Tensor]] | None = None) -> None:
         self.gen = torch.Generator().manual_seed(seed)
+        self.ties = ties or {}  # tie_references: the float64 inputs of the ops that keep ties
 
     def uniform(self, shape: torch.Size) -> torch.Tensor:
         return torch.rand(shape, generator=self.gen, dtype=torch.float64) * 2.0 - 1.0
@@ -154,6 +205,8 @@ class NoiseHooks(SiteHooks):
         rel, input_rel = cls.rel * k, cls.input_rel * k
         recording = site.region == "grad" and torch.is_grad_enabled()
         bwd = max(rel, tol.BACKWARD_REL * k)
+        if site.ties and site.id in self.ties:
+            inputs = _keep_ties(inputs, self.ties[site.id], site.elementwise)
         out_shape = torch.broadcast_shapes(*(x.shape for x in inputs)) if site.elementwise else None  # type: ignore[no-untyped-call]
         xs: list[torch.Tensor] = []
         for x in inputs:
@@ -258,8 +311,13 @@ def program_seed(program: Program) -> int:
     return zlib.crc32(dumps(program_to_dict(program)).encode())
 
 
-def noisy_runs(program: Program, samples: int = tol.NOISE_SAMPLES, start: int = 0) -> list[Observation]:
+def noisy_runs(program: Program, samples: int = tol.NOISE_SAMPLES, start: int = 0,
+               reference: Observation | None = None) -> list[Observation]:
     """Runs `start` to `samples` - 1 of `program`'s float64 runs with rounding noise,
-    deterministically seeded: run k is the same whichever others are made."""
+    deterministically seeded: run k is the same whichever others are made. `reference`: the
+    plain float64 run, whose exact ties the runs keep (made here when not given)."""
     seed = program_seed(program)
-    return [run_torch(program, "float64", hooks=NoiseHooks(seed + k)) for k in range(start, samples)]
+    if start >= samples:
+        return []
+    ties = tie_references(program, reference if reference is not None else run_torch(program, "float64"))
+    return [run_torch(program, "float64", hooks=NoiseHooks(seed + k, ties)) for k in range(start, samples)]

@@ -161,7 +161,7 @@ class TorchRuns:
     def noisy(self, count: int) -> list[Observation]:
         """The first `count` noise runs (noisy_runs: run k is the same whichever others are made)."""
         if len(self._noisy) < count:
-            self._noisy += noisy_runs(self.program, count, len(self._noisy))
+            self._noisy += noisy_runs(self.program, count, len(self._noisy), self.reference())
         return self._noisy[:count]
 
     def magnitudes(self) -> Observation:

@@ -55,6 +55,9 @@ class OpSite:
     # rounding shared by many elements (a normalisation's statistics), given uniform draws: a
     # differentiable perturbation of the output that the noise runs add (oracle/shared_noise.py)
     shared: Callable[[Sequence[torch.Tensor], Callable[[torch.Size], torch.Tensor]], torch.Tensor | None] | None = None
+    # the op routes its gradient among exactly equal input elements by a convention (ops/domains.py
+    # Domain.ties): the noise runs keep the float64 run's exact ties at its inputs
+    ties: bool = False
 
 
 class SiteHooks:
@@ -125,7 +128,8 @@ def _op_site(op: str, ident: str, region: Region, inputs: Sequence[torch.Tensor]
     return OpSite(ident, region, spec.tolerance, spec.family == "binary", extent,
                   magnitude if accumulates or value_terms is not None else None, measure=True,
                   grad_terms=grad_terms if has_terms else None,
-                  declared_terms=terms is not None and spec.family == "unary", dtype=site_dtype)
+                  declared_terms=terms is not None and spec.family == "unary", dtype=site_dtype,
+                  ties=spec.domain.ties)
 
 
 def module_forward(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: SiteHooks,
