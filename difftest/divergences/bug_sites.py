@@ -7,8 +7,6 @@ from collections.abc import Callable, Collection, Sequence
 
 from difftest.divergences.bug_records import DtypeSite
 from difftest.divergences.noops import NOOPS_BY_OP
-from difftest.divergences.wgpu_layouts import ITEM_BYTES, Layout, burn_layouts, channels_last, elementwise
-from difftest.divergences.wgpu_reduce import copy_misvectorised, full_reduce_wrong, reads_wrong, topk_verdict
 from difftest.ops.validate import infer_shapes
 from difftest.program.ir import (
     Apply,
@@ -38,7 +36,7 @@ def hard_sigmoid(st: Statement, prior: Sequence[Statement]) -> bool:
     # input there); flex's own, off it, computes in the input's dtype
     if not (isinstance(st, OpCall) and st.op == "hard_sigmoid" and st.region == "grad"):
         return False
-    by_id = _by_id(prior)
+    by_id = prior_by_id(prior)
     return any(_on_autodiff(x, by_id) for x in st.inputs)
 
 
@@ -111,14 +109,14 @@ def conv1d_grouped_uncropped(st: Statement, prior: Sequence[Statement]) -> bool:
     s, p, d = st.attrs["stride"][0], st.attrs["padding"][0], st.attrs["dilation"][0]
     if s == 1:
         return False
-    shapes = _shapes(prior)
+    shapes = prior_shapes(prior)
     x, w = shapes.get(st.inputs[0]), shapes.get(st.inputs[1])
     if x is None or w is None:
         return True  # unknown shapes: avoid conservatively
     return bool((x[-1] + 2 * p - d * (w[-1] - 1) - 1) % s != 0)
 
 
-def _shapes(prior: Sequence[Statement]) -> dict[str, tuple[int, ...]]:
+def prior_shapes(prior: Sequence[Statement]) -> dict[str, tuple[int, ...]]:
     """The shapes of the values before a statement, as far as the catalog's shape rules give them."""
 
     try:
@@ -150,7 +148,7 @@ def chunk_uneven(st: Statement, prior: Sequence[Statement]) -> bool:
     return 0 <= dim < len(shape) and burn_chunk_panics(shape[dim], st.attrs["chunks"])
 
 
-def _by_id(prior: Sequence[Statement]) -> dict[str, Statement]:
+def prior_by_id(prior: Sequence[Statement]) -> dict[str, Statement]:
     return {s.id: s for s in prior}
 
 
@@ -160,7 +158,7 @@ def _unit_swap(st: Statement | None, prior: Sequence[Statement]) -> bool:
     takes its `dim_stride == 1` branch on a strided tensor)."""
     if not isinstance(st, OpCall) or st.op not in ("swap_dims", "permute", "transpose"):
         return False
-    shape = _shapes(prior).get(st.inputs[0])
+    shape = prior_shapes(prior).get(st.inputs[0])
     if shape is None:
         return False
     rank = len(shape)
@@ -186,7 +184,7 @@ UNIT_SWAP_REDUCTIONS = frozenset({"sum_dim", "mean_dim"})
 def reduce_after_unit_swap(st: Statement, prior: Sequence[Statement]) -> bool:
     if not (isinstance(st, OpCall) and st.op in UNIT_SWAP_REDUCTIONS):
         return False
-    table = _by_id(prior)
+    table = prior_by_id(prior)
     return _unit_swap(table.get(st.inputs[0]), [s for s in prior if s.id != st.id])
 
 
@@ -196,7 +194,7 @@ def backward_through_swapped_reduction(st: Statement, prior: Sequence[Statement]
     if not isinstance(st, Backward):
         return False
 
-    table = _by_id(prior)
+    table = prior_by_id(prior)
     for ident in ancestors(table, st.input):
         s = table[ident]
         if _unit_swap(s, prior) and isinstance(s, OpCall):
@@ -212,7 +210,7 @@ def used_leaf_backward(st: Statement, prior: Sequence[Statement]) -> bool:
 
     if not isinstance(st, Backward):
         return False
-    table = _by_id(prior)
+    table = prior_by_id(prior)
     root = table.get(st.input)
     while isinstance(root, OpCall) and root.op in NOOPS_BY_OP and NOOPS_BY_OP[root.op].applies(root.attrs):
         root = table.get(root.inputs[0])
@@ -267,7 +265,7 @@ def wgpu_f64_site(st: Statement, prior: Sequence[Statement]) -> bool:
     if not isinstance(st, Apply):
         return False
     try:
-        return root_module(Program(()), st.module, _by_id(prior)).module in NORM_MODULES
+        return root_module(Program(()), st.module, prior_by_id(prior)).module in NORM_MODULES
     except (KeyError, AssertionError):
         return False
 
@@ -276,7 +274,7 @@ def rms_norm_apply(st: Statement, prior: Sequence[Statement]) -> bool:
     if not isinstance(st, Apply):
         return False
     try:
-        return root_module(Program(()), st.module, _by_id(prior)).module == "rms_norm"
+        return root_module(Program(()), st.module, prior_by_id(prior)).module == "rms_norm"
     except (KeyError, AssertionError):
         return False
 
@@ -292,7 +290,7 @@ def sgd_f32_hyperparameter(st: Statement, prior: Sequence[Statement]) -> bool:
 
     if not isinstance(st, Step):
         return False
-    opt = _by_id(prior).get(st.optimizer)
+    opt = prior_by_id(prior).get(st.optimizer)
     return isinstance(opt, Optimizer) and (
         (opt.momentum != 0.0 and _inexact_in_f32(opt.momentum))
         or (opt.weight_decay != 0.0 and _inexact_in_f32(opt.weight_decay))
@@ -332,9 +330,9 @@ def log_softmax_of_one_computed(st: Statement, prior: Sequence[Statement]) -> bo
     """A log_softmax over a dim of size 1 (its exact result: 0) of a value an op computed."""
     if not (isinstance(st, OpCall) and st.op == "log_softmax"):
         return False
-    if not isinstance(_by_id(prior).get(st.inputs[0]), OpCall):
+    if not isinstance(prior_by_id(prior).get(st.inputs[0]), OpCall):
         return False
-    shape = _shapes(prior).get(st.inputs[0])
+    shape = prior_shapes(prior).get(st.inputs[0])
     dim = st.attrs.get("dim", -1)
     return shape is None or (0 <= dim < len(shape) and shape[dim] == 1)
 
@@ -368,107 +366,3 @@ def _runs_in_bfloat16(st: Statement, prior: Sequence[Statement], dtype: str) -> 
 
 
 runs_in_bfloat16 = DtypeSite(_runs_in_bfloat16, ("float32", "float64", "float16", "bfloat16"))
-
-
-def last_two_swapped_after_rank_expand(st: Statement, prior: Sequence[Statement]) -> bool:
-    """A permute of a rank-4 value that swaps its last two dims and keeps the others, where the
-    value is an expand that added leading dims: where Wgpu's gradient was measured to land on
-    the wrong elements (the same permute of a leaf, of an expand of a size-1 dim without a new
-    one, permutes moving other dims, and rank 3 were right)."""
-    if not (isinstance(st, OpCall) and st.op == "permute" and st.attrs.get("axes") == [0, 1, 3, 2]):
-        return False
-    source = _by_id(prior).get(st.inputs[0])
-    if not (isinstance(source, OpCall) and source.op == "expand"):
-        return False
-    shapes = _shapes(prior)
-    before = shapes.get(source.inputs[0])
-    return before is None or len(before) < 4
-
-
-# reductions burn-cubecl runs as cubek-reduce's reduce_dim along `dim` of their input
-DIM_REDUCTIONS = frozenset({"sum_dim", "mean_dim", "max_dim", "min_dim", "prod_dim", "gather_argmax",
-                            "gather_argmin"})
-# composed by burn of a max_dim or mean_dim of the input and a sum_dim of an elementwise result of it
-SHIFTED_REDUCTIONS = frozenset({"softmax", "log_softmax", "quiet_softmax", "var", "var_bias", "var_mean"})
-# whole-tensor reductions that reduce one dim at a time (a whole-tensor sum is shared_sum: right)
-WHOLE_REDUCTIONS = frozenset({"mean", "max", "min", "prod"})
-TOPK_OPS = frozenset({"topk", "gather_topk_indices"})
-
-
-def _wgpu_input(st: OpCall, prior: Sequence[Statement], dtype: str) -> Layout | None:
-    return burn_layouts(prior, dtype).get(st.inputs[0])
-
-
-def _reduce_misvectorised(st: Statement, prior: Sequence[Statement], dtype: str) -> bool:
-    if not (isinstance(st, OpCall) and st.op in DIM_REDUCTIONS | SHIFTED_REDUCTIONS | WHOLE_REDUCTIONS | TOPK_OPS):
-        return False
-    layout = _wgpu_input(st, prior, dtype)
-    if layout is None:
-        return False
-    shape, strides = layout
-    item = ITEM_BYTES.get(dtype, 4)
-    if st.op in WHOLE_REDUCTIONS:
-        return full_reduce_wrong(shape, strides, item)
-    dim = st.attrs.get("dim", -1) % len(shape)
-    if st.op in TOPK_OPS:
-        return reads_wrong(shape, strides, dim, slots=int(st.attrs.get("k", 1)), item=item)
-    if reads_wrong(shape, strides, dim, item=item):
-        return True
-    # the sum over an elementwise result of the input (exp(x - max), (x - mean)^2)
-    return st.op in SHIFTED_REDUCTIONS and reads_wrong(shape, elementwise(shape, [layout]), dim, item=item)
-
-
-# A reduction whose input's layout on Wgpu makes cubek-reduce pick a vector that spans axes the
-# output orders differently (wgpu_reduce.py, defect 1): it reads the wrong elements.
-reduce_misvectorised = DtypeSite(_reduce_misvectorised, ("float32", "float64"))
-
-
-def _topk_slots_misplaced(st: Statement, prior: Sequence[Statement], dtype: str) -> bool:
-    if not (isinstance(st, OpCall) and st.op in TOPK_OPS and int(st.attrs.get("k", 1)) >= 2):
-        return False
-    layout = _wgpu_input(st, prior, dtype)
-    if layout is None:
-        return False
-    shape, strides = layout
-    dim = st.attrs.get("dim", -1) % len(shape)
-    return topk_verdict(shape, strides, dim, int(st.attrs["k"]), ITEM_BYTES.get(dtype, 4)) != "right"
-
-
-# A top-k of k >= 2 whose k output slots cubek-reduce writes out of place (wgpu_reduce.py, defect
-# 2; or a read of defect 1, which the same emulation replays).
-topk_slots_misplaced = DtypeSite(_topk_slots_misplaced, ("float32", "float64"))
-
-
-POOLS_2D = frozenset({"adaptive_avg_pool2d", "avg_pool2d", "max_pool2d"})
-
-
-def _pool_grad_summed_misvectorised(st: Statement, prior: Sequence[Statement], dtype: str) -> bool:
-    if not (isinstance(st, OpCall) and st.op in POOLS_2D):
-        return False
-    source = _by_id(prior).get(st.inputs[0])
-    if not (isinstance(source, OpCall) and source.op in ("sum_dim", "mean_dim")):
-        return False
-    shape = _shapes(prior).get(st.inputs[0])
-    if shape is None or len(shape) != 4:
-        return False
-    dim = source.attrs.get("dim", -1) % 4
-    return reads_wrong(shape, channels_last(shape), dim, item=ITEM_BYTES.get(dtype, 4))
-
-
-# A 2-d pool reading a sum_dim or mean_dim: the pool's backward returns the gradient of its input
-# channels-last (burn-cubecl kernel/pool/base.rs), and the reduction's backward sums that gradient
-# along the reduced dim (burn-autodiff's float_sum_dim / float_mean_dim backward), a misvectorised
-# read where wgpu_reduce.py's defect 1 holds: the gradient is moved between positions.
-pool_grad_summed_misvectorised = DtypeSite(_pool_grad_summed_misvectorised, ("float32", "float64"))
-
-
-def _misvectorised_view(st: Statement, prior: Sequence[Statement], dtype: str) -> bool:
-    if not isinstance(st, OpCall):
-        return False
-    layout = burn_layouts([*prior, st], dtype).get(st.id)
-    return layout is not None and copy_misvectorised(*layout, ITEM_BYTES.get(dtype, 4))
-
-
-# A value Wgpu holds as a view that cubecl reads in vectors its strides do not fit (wgpu_reduce.py,
-# defect 3): whatever reads it (its read-back, an elementwise op, a sum) gets the wrong elements.
-misvectorised_view = DtypeSite(_misvectorised_view, ("float32", "float64"))

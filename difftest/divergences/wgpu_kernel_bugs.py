@@ -7,16 +7,15 @@ from __future__ import annotations
 
 from difftest.divergences.backend_bugs import absolute_rounding_at_one
 from difftest.divergences.bug_records import Effect, KnownBug, bug_record
-from difftest.divergences.bug_sites import (
+from difftest.divergences.bug_sites import log_softmax_of_one_computed, repeated_nd_tuples
+from difftest.divergences.knowledge import burn_source
+from difftest.divergences.wgpu_sites import (
+    channels_last_grad_summed,
     last_two_swapped_after_rank_expand,
-    log_softmax_of_one_computed,
     misvectorised_view,
-    pool_grad_summed_misvectorised,
     reduce_misvectorised,
-    repeated_nd_tuples,
     topk_slots_misplaced,
 )
-from difftest.divergences.knowledge import burn_source
 
 REDUCE_MISVECTORISED = "wgpu-reduce-misvectorised-strided-input"
 
@@ -95,24 +94,32 @@ WGPU_KERNEL_BUGS: tuple[KnownBug, ...] = (
         backends=("wgpu",),
     ),
     bug_record(
-        "wgpu-adaptive-avg-pool-grad-after-height-reduction",
-        "the gradient through a 2-d pool whose input is a mean_dim or sum_dim lands on the wrong elements "
-        "on burn's Wgpu backend: x [2, 4, 4, 6] -> mean_dim(dim 2) -> adaptive_avg_pool2d(output [1, 4]) -> "
-        "backward gives each width row [.125, .125, .125, .125, .25, .25] where PyTorch and Flex give "
-        "[.125, .25, .125, .125, .25, .125] (the same total, moved). The cause is the one of "
-        "wgpu-reduce-misvectorised-strided-input, in the backward: the pool's backward returns the gradient "
-        "of its input channels-last (burn-cubecl kernel/pool/base.rs), and the reduction's backward sums "
-        "it along the reduced dim of size 1 (burn-autodiff float_mean_dim / float_sum_dim), a read that "
-        "cubek-reduce misvectorises for [B, C, 1, W] with B even, C and W >= 2 and C * W even (replayed "
-        "value for value in 900 measured cases, 0 disagreements; avg_pool2d and max_pool2d alike; a "
-        "uniform incoming gradient hides it where the windows do not overlap). Measured right: a reduction "
-        "over the width, batch 1, one channel. Found by a Wgpu campaign (seed 301, program 3364); not "
-        "measured on a GPU. One report upstream with its root.",
-        ("corpus/backends/wgpu-adaptive-avg-pool-grad-after-height-reduction.json",
-         burn_source("burn-cubecl", "src/kernel/pool/base.rs"), burn_source("burn-autodiff", "src/ops/tensor.rs")),
+        "wgpu-channels-last-grad-summed-misvectorised",
+        "the gradient through a 2-d pool or conv2d whose input's gradient is then summed along a dim (by "
+        "the backward of a sum_dim, mean_dim, softmax or log_softmax before it) lands on the wrong "
+        "elements on burn's Wgpu backend: x [2, 4, 4, 6] -> mean_dim(dim 2) -> adaptive_avg_pool2d(output "
+        "[1, 4]) -> backward gives each width row [.125, .125, .125, .125, .25, .25] where PyTorch and Flex "
+        "give [.125, .25, .125, .125, .25, .125] (the same total, moved); x [2, 4, 4, 1] -> log_softmax(dim "
+        "3) -> conv2d(1x1) -> backward gives x a gradient where PyTorch's is 0 (log_softmax over one "
+        "element). The cause is the one of wgpu-reduce-misvectorised-strided-input, in the backward: the "
+        "pool's and the convolution's backward return the gradient of their input channels-last "
+        "(burn-cubecl kernel/pool/base.rs, kernel/conv), and the backward before it sums that gradient "
+        "along the dim (burn-autodiff float_sum_dim / float_mean_dim: sum_dim of the incoming gradient; "
+        "burn-backend's log_softmax, x - max - log(sum_dim(exp(..))): sum_dim of the negated gradient, a "
+        "fresh elementwise result), a read cubek-reduce misvectorises where the reduction model says. "
+        "Replayed value for value: every [B, C, H, W] up to [2, 4, 3, 3] and every dim, through conv2d and "
+        "avg_pool2d, directly and through add and scatter_nd (2,472 measured cases in float32, 0 "
+        "disagreements; 204 sum_dim and mean_dim cases in float64); softmax's and log_softmax's float64 "
+        "backward is wrong everywhere on Wgpu (its exp) and not this record's. Found by Wgpu campaigns "
+        "(seed 301, program 3364; --profile no-half seed 21, program 117); not measured on a GPU. One "
+        "report upstream with its root.",
+        ("corpus/backends/wgpu-channels-last-grad-summed-misvectorised.json",
+         "corpus/backends/wgpu-channels-last-grad-summed-misvectorised-conv2d.json",
+         burn_source("burn-cubecl", "src/kernel/pool/base.rs"), burn_source("burn-autodiff", "src/ops/tensor.rs"),
+         "https://docs.rs/crate/burn-backend/0.22.1/source/src/backend/ops/activation.rs"),
         None,
         ("float32", "float64"),
-        site=pool_grad_summed_misvectorised,
+        site=channels_last_grad_summed,
         effect=Effect(("grad",), downstream=True),
         backends=("wgpu",),
     ),

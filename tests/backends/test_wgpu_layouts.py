@@ -16,15 +16,14 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pytest
 
-from difftest.divergences.bug_sites import (
-    POOLS_2D,
+from difftest.divergences.wgpu_layouts import burn_layouts
+from difftest.divergences.wgpu_reduce import topk_verdict
+from difftest.divergences.wgpu_sites import (
+    channels_last_grad_summed,
     misvectorised_view,
-    pool_grad_summed_misvectorised,
     reduce_misvectorised,
     topk_slots_misplaced,
 )
-from difftest.divergences.wgpu_layouts import burn_layouts
-from difftest.divergences.wgpu_reduce import topk_verdict
 from difftest.exec.backends import extra_features, parse_backends
 from difftest.exec.burn_builds import BurnSpec, build
 from difftest.exec.burn_worker import BurnWorker
@@ -143,33 +142,50 @@ def test_topk_of_two_or_more_where_the_emulation_says(wgpu: BurnWorker) -> None:
     assert not wrong, "\n".join(wrong)
 
 
-def test_a_pools_gradient_summed_by_the_reduction_before_it(wgpu: BurnWorker) -> None:
-    """x -> mean_dim or sum_dim(2) -> a 2-d pool -> times a random w -> backward: x's gradient is
-    wrong exactly where `pool_grad_summed_misvectorised` holds (the pool's backward returns the
-    gradient channels-last, the reduction's backward sums it misvectorised); a random w makes the
-    incoming gradient non-uniform, so a misread shows."""
+def test_a_channels_last_gradient_summed_by_the_backward_before_it(wgpu: BurnWorker) -> None:
+    """x -> sum_dim, mean_dim, softmax or log_softmax -> [add, scatter_nd] -> a 2-d pool or conv2d
+    -> times a random w -> backward: x's gradient is wrong exactly where
+    `channels_last_grad_summed` holds (the pool's or convolution's backward returns the gradient
+    channels-last, the backward before it sums it misvectorised); a random w makes the incoming
+    gradient non-uniform, so a misread shows."""
     wrong = []
-    for (b, c, w), reduce, pool in itertools.product([(1, 4, 6), (2, 4, 6), (2, 1, 6), (2, 3, 5), (2, 3, 6)],
-                                                      ("mean_dim", "sum_dim"), sorted(POOLS_2D)):
-        attrs: dict[str, object] = ({"output_size": [1, 3]} if pool == "adaptive_avg_pool2d"
-                                    else {"kernel": [1, 2], "stride": [1, 2], "padding": [0, 0]})
-        if pool == "avg_pool2d":
-            attrs["count_include_pad"] = 1
-        x = _leaf("x", (b, c, 4, w), 4, "float32")
-        x = Leaf("x", x.shape, x.data, "autodiff", True)
-        m = OpCall("m", reduce, ("x",), {"dim": 2})
-        p = OpCall("p", pool, ("m",), attrs)
-        shape = burn_layouts([x, m, p])["p"][0]
-        weights = _leaf("w", shape, 5, "float32")
-        program = Program((x, m, p, weights, OpCall("y", "mul", ("p", "w")), OpCall("s", "sum", ("y",)),
+    cases = itertools.product([(2, 4, 1, 2), (2, 4, 2, 1), (2, 3, 1, 3), (1, 4, 1, 2), (2, 4, 3, 3), (2, 1, 1, 2)],
+                              ("sum_dim", "mean_dim", "softmax", "log_softmax"), (1, 2, 3),
+                              ("conv2d", "avg_pool2d", "adaptive_avg_pool2d"), ("", "add", "scatter_nd"))
+    for out, producer, dim, consumer, between in cases:
+        if producer in ("sum_dim", "mean_dim") and out[dim] != 1:
+            continue
+        shape = tuple(3 if a == dim and producer in ("sum_dim", "mean_dim") else n for a, n in enumerate(out))
+        x = _leaf("x", shape, 4, "float32")
+        prior: list[Statement] = [Leaf("x", x.shape, x.data, "autodiff", True),
+                                  OpCall("m", producer, ("x",), {"dim": dim})]
+        source = "m"
+        if between == "add":
+            prior += [_leaf("u", out, 6, "float32"), OpCall("z", "add", ("m", "u"))]
+            source = "z"
+        elif between == "scatter_nd":
+            prior += [_leaf("u", (1, *out[1:]), 6, "float32"),
+                      OpCall("z", "scatter_nd", ("m", "u"), {"indices": {"shape": [1, 1], "data": [0]}})]
+            source = "z"
+        if consumer == "conv2d":
+            prior.append(_leaf("k", (out[1], out[1], 1, 1), 7, "float32"))
+            attrs: dict[str, object] = {"stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1}
+            p = OpCall("p", consumer, (source, "k"), attrs)
+        else:
+            attrs = ({"output_size": list(out[2:])} if consumer == "adaptive_avg_pool2d"
+                     else {"kernel": [1, 1], "stride": [1, 1], "padding": [0, 0], "count_include_pad": 1})
+            p = OpCall("p", consumer, (source,), attrs)
+        weights = _leaf("w", burn_layouts([*prior, p])["p"][0], 5, "float32")
+        program = Program((*prior, p, weights, OpCall("y", "mul", ("p", "w")), OpCall("s", "sum", ("y",)),
                            Backward("bw", "s")))
         burn, torch = wgpu.run(program), run_torch(program)
         gb, gt = burn.backwards[-1].grads["x"], torch.backwards[-1].grads["x"]
         assert gb is not None and gt is not None
         measured = not np.allclose(gb.data, gt.data, rtol=1e-5, atol=1e-6)
-        predicted = pool_grad_summed_misvectorised.holds(p, [x, m], "float32")
+        predicted = channels_last_grad_summed.holds(p, prior, "float32")
         if predicted != measured:
-            wrong.append(f"{reduce} -> {pool} of x [{b}, {c}, 4, {w}]: predicted {predicted}, measured {measured}")
+            wrong.append(f"{producer}({dim}) -> {between or '-'} -> {consumer} of {list(out)}: "
+                         f"predicted {predicted}, measured {measured}")
     assert not wrong, "\n".join(wrong)
 
 

@@ -1,18 +1,17 @@
-"""Where the Wgpu records strike (difftest/divergences/bug_sites.py): each site holds where the
+"""Where the Wgpu records strike (difftest/divergences/wgpu_sites.py, bug_sites.py): each site holds where the
 bug was measured and not at the neighbours measured right, so a finding there is news."""
 
 from __future__ import annotations
 
-from difftest.divergences.bug_sites import (
+from difftest.divergences.bug_sites import log_softmax_of_one_computed, wgpu_f64_site
+from difftest.divergences.wgpu_layouts import burn_layouts
+from difftest.divergences.wgpu_sites import (
+    channels_last_grad_summed,
     last_two_swapped_after_rank_expand,
-    log_softmax_of_one_computed,
     misvectorised_view,
-    pool_grad_summed_misvectorised,
     reduce_misvectorised,
     topk_slots_misplaced,
-    wgpu_f64_site,
 )
-from difftest.divergences.wgpu_layouts import burn_layouts
 from difftest.program.ir import Program
 from difftest.program.statements import Apply, Leaf, Module, OpCall, Param, Statement
 
@@ -33,7 +32,7 @@ def test_a_pool_after_a_height_reduction_strikes_where_the_reductions_backward_m
         attrs = ({"output_size": [1, 4]} if pool == "adaptive_avg_pool2d"
                  else {"kernel": [1, 2], "stride": [1, 2], "padding": [0, 0]})
         prior: list[Statement] = [_leaf(shape), OpCall("m", reduce, ("x",), {"dim": dim})]
-        return pool_grad_summed_misvectorised.holds(OpCall("p", pool, ("m",), attrs), prior, "float32")
+        return channels_last_grad_summed.holds(OpCall("p", pool, ("m",), attrs), prior, "float32")
 
     assert site((2, 4, 4, 6), "mean_dim", 2) and site((2, 4, 4, 7), "sum_dim", 2)
     assert site((2, 4, 4, 6), "mean_dim", 2, "avg_pool2d") and site((2, 4, 4, 6), "mean_dim", 2, "max_pool2d")
@@ -42,8 +41,35 @@ def test_a_pool_after_a_height_reduction_strikes_where_the_reductions_backward_m
     assert not site((2, 3, 4, 7), "mean_dim", 2)  # C * W odd
     assert not site((2, 4, 4, 6), "mean_dim", 3)  # a width reduction: right
     assert not site((2, 4, 4, 6), "max_dim", 2)  # max_dim's backward sums nothing
-    assert not pool_grad_summed_misvectorised.holds(
+    assert not channels_last_grad_summed.holds(
         OpCall("p", "adaptive_avg_pool2d", ("x",), {"output_size": [1, 4]}), [_leaf((2, 4, 1, 6))], "float32")
+
+
+def test_a_conv2d_after_log_softmax_strikes_through_ops_that_pass_the_gradient_on() -> None:
+    """conv2d's backward returns its input's gradient channels-last too; log_softmax's backward
+    sums the negated gradient (a fresh elementwise result of it), softmax's the gradient as it is;
+    add and scatter_nd hand the gradient on unchanged (measured: tests/backends)."""
+    kernel = Leaf("k", (4, 4, 1, 1), tuple(0.5 for _ in range(16)), "plain", False)
+    conv = {"stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1}
+
+    def site(shape: tuple[int, ...], op: str, dim: int, between: str = "", dtype: str = "float32") -> bool:
+        prior: list[Statement] = [_leaf(shape), kernel, OpCall("m", op, ("x",), {"dim": dim})]
+        source = "m"
+        if between == "scatter_nd":
+            prior += [Leaf("u", (1, *shape[1:]), tuple(0.5 for _ in range(4 * shape[2] * shape[3])), "plain", False),
+                      OpCall("z", "scatter_nd", ("m", "u"), {"indices": {"shape": [1, 1], "data": [0]}})]
+            source = "z"
+        elif between == "exp":
+            prior.append(OpCall("z", "exp", ("m",)))
+            source = "z"
+        return channels_last_grad_summed.holds(OpCall("p", "conv2d", (source, "k"), conv), prior, dtype)
+
+    assert site((2, 4, 4, 1), "log_softmax", 3) and site((2, 4, 4, 1), "log_softmax", 3, "scatter_nd")
+    assert not site((2, 4, 4, 1), "softmax", 3)  # the gradient as it is: read right there
+    assert site((2, 4, 1, 2), "softmax", 2) and site((2, 4, 1, 2), "sum_dim", 2)
+    assert not site((2, 4, 4, 3), "log_softmax", 3)  # measured right
+    assert not site((2, 4, 4, 1), "log_softmax", 3, "exp")  # exp's backward makes a fresh gradient
+    assert not site((2, 4, 4, 1), "log_softmax", 3, dtype="float64")  # not measured apart from exp's
 
 
 def test_log_softmax_of_one_element_needs_a_computed_input() -> None:
