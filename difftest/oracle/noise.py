@@ -18,11 +18,12 @@ Leaves, cuts and values behind them are not perturbed beyond what flows into the
 seeded from the program, so the measurement is deterministic.
 
 Exact ties are kept: at an op that routes its gradient among equal input elements by a
-convention (max/min, sort, topk, maximum; ops/domains.py Domain.ties), the elements that the
-float64 run has exactly equal (cos of a vanishing angle, a value and its detached copy) are
-made equal again in each noise run, to the noisy value of the first of them, each keeping its
-own gradient path. A real run that has the tie splits the gradient as the float64 run does; a
-noise run that broke it would send it all to one element and measure another computation.
+convention (max/min, sort, topk, maximum; ops/domains.py Domain.ties), the elements that both
+the float64 run and PyTorch's own run have exactly equal (cos of a vanishing angle, a value and
+its detached copy) are made equal again in each noise run, to the noisy value of the first of
+them, each keeping its own gradient path. A real run that has the tie splits the gradient as
+the float64 run does; a noise run that broke it would send it all to one element and measure
+another computation. A float64 tie the real run does not have is left to the draws.
 """
 
 from __future__ import annotations
@@ -57,45 +58,59 @@ class _Jitter(torch.autograd.Function):
         return grads[0] * ctx.bwd, None, None
 
 
-def _keep_ties(inputs: Sequence[torch.Tensor], refs: Sequence[torch.Tensor],
+def _keep_ties(inputs: Sequence[torch.Tensor], keys: Sequence[torch.Tensor],
                pair: bool) -> list[torch.Tensor]:
-    """`inputs` with the elements exactly equal in `refs` (their float64 values) equal again: in
-    one input, each to the first element of its value; in a pair (maximum), the second input's
-    to the first's where the two are equal. Values only: each element keeps its gradient."""
+    """`inputs` with the elements whose keys (tie_references: per element, its float64 value and
+    its value in PyTorch's own run) are equal made equal again: in one input, each to the first
+    element of its key; in a pair (maximum), the second input's to the first's where the two
+    keys are equal. Values only: each element keeps its gradient."""
     xs = list(inputs)
-    if len(refs) != len(xs) or any(r.shape != x.shape for r, x in zip(refs, xs)):
+    if len(keys) != len(xs) or any(k.shape != (*x.shape, 2) for k, x in zip(keys, xs)):
         return xs
     if pair and len(xs) == 2:
         shape = torch.broadcast_shapes(xs[0].shape, xs[1].shape)  # type: ignore[no-untyped-call]
-        equal = refs[0].expand(shape) == refs[1].expand(shape)
+        equal = (keys[0].expand(*shape, 2) == keys[1].expand(*shape, 2)).all(-1)
         if bool(equal.any()):
             second = xs[1].expand(shape)
             gap = (xs[0].detach().expand(shape) - second.detach()).where(equal, 0.0)
             xs[1] = second + gap
         return xs
-    for k, (x, r) in enumerate(zip(xs, refs)):
-        flat = r.reshape(-1)
-        uniq, inverse = torch.unique(flat, return_inverse=True)
-        if uniq.numel() == flat.numel():
+    for k, (x, key) in enumerate(zip(xs, keys)):
+        flat = key.reshape(-1, 2)
+        uniq, inverse = torch.unique(flat, dim=0, return_inverse=True)
+        if uniq.shape[0] == flat.shape[0]:
             continue
-        first = torch.full((uniq.numel(),), flat.numel(), dtype=torch.long)
-        first = first.scatter_reduce(0, inverse, torch.arange(flat.numel()), reduce="amin")
+        first = torch.full((uniq.shape[0],), flat.shape[0], dtype=torch.long)
+        first = first.scatter_reduce(0, inverse, torch.arange(flat.shape[0]), reduce="amin")
         held = x.detach().reshape(-1)
         xs[k] = x + (held[first[inverse]] - held).reshape(x.shape)
     return xs
 
 
-def tie_references(program: Program, reference: Observation) -> dict[str, list[torch.Tensor]]:
-    """The float64 values of the inputs of each op that keeps ties (Domain.ties), by statement."""
+def tie_references(program: Program, reference: Observation,
+                   observed: Observation | None) -> dict[str, list[torch.Tensor]]:
+    """Per op that keeps ties (Domain.ties), by statement, the tie keys of its inputs: each
+    element's float64 value and its value in PyTorch's own run (`observed`, in the program's
+    dtype), stacked on a last dim of 2. A tie is kept where both have it: a float64 tie that the
+    real run breaks (x * y - y * x is 0 in float64, a fused multiply-add's residue in float32)
+    routes the real gradient to one element, as the noise runs' independent draws then do."""
     out: dict[str, list[torch.Tensor]] = {}
+    if observed is None:
+        return out
     for st in program.statements:
         spec = CATALOG.get(st.op) if isinstance(st, OpCall) else None
         if spec is None or not spec.domain.ties or not isinstance(st, OpCall):
             continue
-        refs = [reference.value(i) for i in st.inputs]
-        if all(v is not None for v in refs):
-            out[st.id] = [torch.tensor(v.value.data, dtype=torch.float64).reshape(v.value.shape)
-                          for v in refs if v is not None]
+        keys = []
+        for i in st.inputs:
+            ref, own = reference.value(i), observed.value(i)
+            if ref is None or own is None or ref.value is None or own.value is None \
+                    or len(ref.value.data) != len(own.value.data):
+                break
+            pair = [torch.tensor(v.value.data, dtype=torch.float64).reshape(v.value.shape) for v in (ref, own)]
+            keys.append(torch.stack(pair, dim=-1))
+        else:
+            out[st.id] = keys
     return out
 
 
@@ -312,12 +327,14 @@ def program_seed(program: Program) -> int:
 
 
 def noisy_runs(program: Program, samples: int = tol.NOISE_SAMPLES, start: int = 0,
-               reference: Observation | None = None) -> list[Observation]:
+               reference: Observation | None = None, observed: Observation | None = None) -> list[Observation]:
     """Runs `start` to `samples` - 1 of `program`'s float64 runs with rounding noise,
     deterministically seeded: run k is the same whichever others are made. `reference`: the
-    plain float64 run, whose exact ties the runs keep (made here when not given)."""
+    plain float64 run (made here when not given), and `observed`: PyTorch's run of the program
+    in its own dtype; the exact ties both have are kept (tie_references; none without
+    `observed`)."""
     seed = program_seed(program)
     if start >= samples:
         return []
-    ties = tie_references(program, reference if reference is not None else run_torch(program, "float64"))
+    ties = tie_references(program, reference if reference is not None else run_torch(program, "float64"), observed)
     return [run_torch(program, "float64", hooks=NoiseHooks(seed + k, ties)) for k in range(start, samples)]

@@ -149,6 +149,9 @@ class TorchRuns:
     alone (the noise runs are seeded by it), so sharing changes no verdict."""
 
     program: Program
+    # PyTorch's run of the program in its own dtype (the check's; the same for every backend),
+    # whose exact ties at tie-convention ops the noise runs keep (noise.tie_references)
+    observed: Observation | None = None
     _reference: Observation | None = None
     _noisy: list[Observation] = field(default_factory=list)
     _magnitudes: Observation | None = None
@@ -161,7 +164,7 @@ class TorchRuns:
     def noisy(self, count: int) -> list[Observation]:
         """The first `count` noise runs (noisy_runs: run k is the same whichever others are made)."""
         if len(self._noisy) < count:
-            self._noisy += noisy_runs(self.program, count, len(self._noisy), self.reference())
+            self._noisy += noisy_runs(self.program, count, len(self._noisy), self.reference(), self.observed)
         return self._noisy[:count]
 
     def magnitudes(self) -> Observation:
@@ -176,6 +179,8 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch], runs: TorchRuns | None 
     when other verdicts of the same program share them."""
     program = verdict.program
     runs = runs if runs is not None and runs.program is program else TorchRuns(program)
+    if runs.observed is None:
+        runs.observed = verdict.torch
     ref = runs.reference()
     verdict.reference = ref
     noisy: list[Observation] = []  # the noise runs made so far (noisy_runs, in order)

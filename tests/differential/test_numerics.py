@@ -153,7 +153,7 @@ def test_a_noise_run_that_raises_is_reported_not_taken_for_zero_noise(monkeypatc
     from difftest.program.observation import ErrorObs
 
     def failing(p: Program, samples: int = 4, start: int = 0,
-                reference: Observation | None = None) -> list[Observation]:
+                reference: Observation | None = None, observed: Observation | None = None) -> list[Observation]:
         return [Observation("torch64", error=ErrorObs("exception", "RuntimeError: boom", 0, "x"))] * (samples - start)
 
     monkeypatch.setattr(numerics, "noisy_runs", failing)
