@@ -17,7 +17,7 @@ handling (difftest/oracle/kinks.py) and the declared conventions
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -39,9 +39,12 @@ class Domain:
     boundary: tuple[tuple[float, ...], ...] = ()
     # the predicate with exact kink points and exact ties admitted (None: `predicate` alone)
     at_kinks: Callable[[Tensors, dict[str, Any]], bool] | None = None
-    # the op routes its gradient among exactly equal input elements by a convention (split
-    # evenly, or to one index): an exact tie is a fact of the program, which the oracle's noise
-    # runs keep (oracle/noise.py) rather than break with their jitter
+    # the op splits its gradient among exactly equal input elements (full max/min: evenly;
+    # maximum/minimum: half each): an exact tie is a fact of the program, which the oracle's noise
+    # runs keep (oracle/noise.py) rather than break with their jitter, or they would send the whole
+    # gradient through one element. Ops that route it to one of the tied elements (max_dim, sort,
+    # topk, argmax gathers) leave ties to the jitter: which one is each implementation's choice,
+    # and a broken tie varies it across the runs as implementations vary it
     ties: bool = False
 
     def accepts(self, xs: Tensors, attrs: dict[str, Any], at_kinks: bool = False) -> bool:
@@ -219,6 +222,8 @@ UNIQUE_EXTREME = Domain(
     ties=True,
     at_kinks=lambda xs, a: _unique_extreme(xs[0], a.get("dim"), exact=True),
 )
+# max_dim/min_dim and argmax/argmin gathers: the gradient goes to one index of a tie
+UNIQUE_EXTREME_ALONG = replace(UNIQUE_EXTREME, ties=False)
 PRODUCT = Domain(
     "product",
     "prod/cumprod gradients divide by the inputs: |x| in [0.25, 2]",

@@ -43,7 +43,6 @@ DISTINCT_ALONG_DIM = Domain(
     "(ties) make that index ambiguous: the values along dim differ by >= 0.01",
     lambda xs, a: _distinct_along(xs[0], a["dim"]),
     tags=("kink",),
-    ties=True,
     at_kinks=lambda xs, a: _distinct_along(xs[0], a["dim"], exact=True),
 )
 HARD_SIGMOID = Domain(

@@ -17,13 +17,15 @@ op class for float32 and scales them to the dtype; each op's own rounding is mea
 Leaves, cuts and values behind them are not perturbed beyond what flows into them. Runs are
 seeded from the program, so the measurement is deterministic.
 
-Exact ties are kept: at an op that routes its gradient among equal input elements by a
-convention (max/min, sort, topk, maximum; ops/domains.py Domain.ties), the elements that both
+Exact ties are kept: at an op that splits its gradient among equal input elements (full
+max/min, maximum/minimum; ops/domains.py Domain.ties), the elements that both
 the float64 run and PyTorch's own run have exactly equal (cos of a vanishing angle, a value and
 its detached copy) are made equal again in each noise run, to the noisy value of the first of
 them, each keeping its own gradient path. A real run that has the tie splits the gradient as
 the float64 run does; a noise run that broke it would send it all to one element and measure
-another computation. A float64 tie the real run does not have is left to the draws.
+another computation. A float64 tie the real run does not have is left to the draws, as are ties
+at ops that route the gradient to one of the tied elements (max_dim, sort, topk): which one is
+each implementation's choice, and the draws vary it across the runs as implementations do.
 """
 
 from __future__ import annotations

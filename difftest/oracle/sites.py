@@ -55,8 +55,8 @@ class OpSite:
     # rounding shared by many elements (a normalisation's statistics), given uniform draws: a
     # differentiable perturbation of the output that the noise runs add (oracle/shared_noise.py)
     shared: Callable[[Sequence[torch.Tensor], Callable[[torch.Size], torch.Tensor]], torch.Tensor | None] | None = None
-    # the op routes its gradient among exactly equal input elements by a convention (ops/domains.py
-    # Domain.ties): the noise runs keep the float64 run's exact ties at its inputs
+    # the op splits its gradient among exactly equal input elements (ops/domains.py Domain.ties):
+    # the noise runs keep the float64 run's exact ties at its inputs
     ties: bool = False
 
 
