@@ -11,6 +11,10 @@ Torch-free at import.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
 from difftest.program.dtypes import FLOAT_DTYPES
 from difftest.program.ir import OpCall, Program
 
@@ -22,28 +26,45 @@ DTYPES: dict[str, tuple[str, ...]] = {
     "ndarray": ("float32", "float64"),
 }
 
-# backend -> op -> (the message of its panic, where burn says so)
-UNSUPPORTED_OPS: dict[str, dict[str, tuple[str, str]]] = {
+@dataclass(frozen=True)
+class Refusal:
+    """How a backend refuses an op: its panic's message, for every call of the op or, with
+    `attr`, only for the values of that attribute in `by_value`, each with its own message."""
+
+    source: str  # where burn says so
+    message: str = ""
+    attr: str | None = None
+    by_value: Mapping[Any, str] = field(default_factory=dict)
+
+    def message_for(self, attrs: Mapping[str, Any]) -> str | None:
+        """The message of the panic a call with these attributes meets, or None: it runs."""
+        if self.attr is None:
+            return self.message
+        return self.by_value.get(attrs.get(self.attr))
+
+
+# backend -> op -> how it refuses it; a campaign on the backend leaves the op out whole (a cast's
+# target dtype is drawn from every float dtype: ops/sampling.py)
+UNSUPPORTED_OPS: dict[str, dict[str, Refusal]] = {
     "ndarray": {
-        # refused for a float16 / bfloat16 target only; a campaign leaves it out whole (the op's
-        # dtype attribute is drawn from every float dtype: ops/sampling.py)
-        "cast": (
-            "Unsupported dtype: BF16",
+        "cast": Refusal(
             "burn-ndarray 0.22.1 has no half precision (src/backend.rs supports_dtype), so a cast to float16 or "
-            "bfloat16 panics",
+            "bfloat16 panics (a cast to float32 or float64 runs)",
+            attr="dtype",
+            by_value={"float16": "Unsupported dtype: F16", "bfloat16": "Unsupported dtype: BF16"},
         ),
-        "interpolate_bilinear": (
-            "bilinear interpolation backward is not supported for ndarray backend",
+        "interpolate_bilinear": Refusal(
             "burn-ndarray 0.22.1 src/ops/module.rs, interpolate_backward: an explicit panic for every mode but "
             "Nearest (the forward runs)",
+            "bilinear interpolation backward is not supported for ndarray backend",
         ),
     },
     "wgpu": {
-        "interpolate_bilinear": (
-            "interpolation backward is not supported by JIT backend",
+        "interpolate_bilinear": Refusal(
             "burn-cubecl 0.22.1 runs interpolate_backward through cubek-interpolate 0.3.1 (src/lib.rs), which "
             "refuses every mode but Nearest: 'Bilinear interpolation backward is not supported by JIT backend' "
             "(the forward runs)",
+            "interpolation backward is not supported by JIT backend",
         ),
     },
 }
@@ -54,7 +75,7 @@ def dtypes(backend: str) -> tuple[str, ...]:
     return DTYPES.get(backend, FLOAT_DTYPES)
 
 
-def unsupported_ops(backend: str) -> dict[str, tuple[str, str]]:
+def unsupported_ops(backend: str) -> dict[str, Refusal]:
     return UNSUPPORTED_OPS.get(backend, {})
 
 
@@ -64,5 +85,9 @@ def refusal(program: Program, backend: str) -> str | None:
     if program.dtype not in dtypes(backend):
         return "Unsupported dtype"
     refused = unsupported_ops(backend)
-    ops = [s.op for s in program.statements if isinstance(s, OpCall) and s.op in refused]
-    return refused[ops[0]][0] if ops else None
+    for s in program.statements:
+        if isinstance(s, OpCall) and s.op in refused:
+            message = refused[s.op].message_for(s.attrs)
+            if message is not None:
+                return message
+    return None

@@ -15,7 +15,7 @@ from difftest.exec.backends import BACKENDS, KERNEL_CRATES, extra_features, pars
 from difftest.exec.burn_builds import BurnSpec, generate_manifest, repository_rust_dir
 from difftest.findings.backends import where
 from difftest.findings.corpus import CorpusError, load_case
-from difftest.ops.backend_support import UNSUPPORTED_OPS, dtypes
+from difftest.ops.backend_support import UNSUPPORTED_OPS, dtypes, refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,6 +95,21 @@ def test_backend_support_names_catalog_ops_and_known_dtypes() -> None:
         assert backend in BACKENDS and set(ops) <= set(CATALOG), ops
         assert set(dtypes(backend)) <= set(FLOAT_DTYPES) and "float32" in dtypes(backend)
     assert dtypes("flex") == FLOAT_DTYPES
+
+
+def test_ndarray_refuses_a_cast_to_half_precision_only() -> None:
+    # measured on the backend tier (tests/backends/): a cast to float64 runs on NdArray
+    from difftest.program.ir import Leaf, OpCall, Program
+
+    def cast_to(dtype: str) -> Program:
+        return Program((Leaf("x0", (2,), (1.0, 2.0), require_grad=True),
+                        OpCall("v0", "cast", ("x0",), {"dtype": dtype})))
+
+    assert refusal(cast_to("float64"), "ndarray") is None
+    assert refusal(cast_to("float32"), "ndarray") is None
+    assert refusal(cast_to("float16"), "ndarray") == "Unsupported dtype: F16"
+    assert refusal(cast_to("bfloat16"), "ndarray") == "Unsupported dtype: BF16"
+    assert refusal(cast_to("bfloat16"), "flex") is None
 
 
 def test_a_campaign_on_ndarray_draws_only_what_it_runs() -> None:
