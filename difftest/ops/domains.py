@@ -17,7 +17,7 @@ handling (difftest/oracle/kinks.py) and the declared conventions
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -39,13 +39,6 @@ class Domain:
     boundary: tuple[tuple[float, ...], ...] = ()
     # the predicate with exact kink points and exact ties admitted (None: `predicate` alone)
     at_kinks: Callable[[Tensors, dict[str, Any]], bool] | None = None
-    # the op splits its gradient among exactly equal input elements (full max/min: evenly;
-    # maximum/minimum: half each): an exact tie is a fact of the program, which the oracle's noise
-    # runs keep (oracle/noise.py) rather than break with their jitter, or they would send the whole
-    # gradient through one element. Ops that route it to one of the tied elements (max_dim, sort,
-    # topk, argmax gathers) leave ties to the jitter: which one is each implementation's choice,
-    # and a broken tie varies it across the runs as implementations vary it
-    ties: bool = False
 
     def accepts(self, xs: Tensors, attrs: dict[str, Any], at_kinks: bool = False) -> bool:
         """The inputs are finite, within MAX_MAGNITUDE and in the domain; with `at_kinks`, also
@@ -211,7 +204,6 @@ NO_TIES_PAIR = Domain(
     "maximum/minimum of equal values split the gradient differently: |a - b| >= 0.01",
     lambda xs, a: bool(((xs[0] - xs[1]).abs() >= KINK_GAP).all()),
     tags=("kink",),
-    ties=True,
     at_kinks=lambda xs, a: bool(off_or_on(xs[0] - xs[1]).all()),
 )
 UNIQUE_EXTREME = Domain(
@@ -219,11 +211,8 @@ UNIQUE_EXTREME = Domain(
     "max/min with ties split the gradient by convention: the extreme is unique by 0.01",
     lambda xs, a: _unique_extreme(xs[0], a.get("dim")),
     tags=("kink",),
-    ties=True,
     at_kinks=lambda xs, a: _unique_extreme(xs[0], a.get("dim"), exact=True),
 )
-# max_dim/min_dim and argmax/argmin gathers: the gradient goes to one index of a tie
-UNIQUE_EXTREME_ALONG = replace(UNIQUE_EXTREME, ties=False)
 PRODUCT = Domain(
     "product",
     "prod/cumprod gradients divide by the inputs: |x| in [0.25, 2]",

@@ -40,15 +40,16 @@ def scalar_op(name: str, pytorch: str, burn: str, attr: str, lo: float, hi: floa
 
 
 def binary(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
-           saves: tuple[int, ...] = (0, 1), saved_for_other: tuple[int, ...] = ()) -> OpSpec:
+           saves: tuple[int, ...] = (0, 1), saved_for_other: tuple[int, ...] = (),
+           splits_ties: bool = False) -> OpSpec:
     return OpSpec(name, "binary", 2, pytorch, burn, rule.bcast, t, d, partners=draw.BROADCASTING,
-                  promotes_rank=True, saves=saves, saved_for_other=saved_for_other)
+                  promotes_rank=True, saves=saves, saved_for_other=saved_for_other, splits_ties=splits_ties)
 
 
 def reduce_all(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
-               saves: tuple[int, ...] = ()) -> OpSpec:
+               saves: tuple[int, ...] = (), splits_ties: bool = False) -> OpSpec:
     return OpSpec(name, "reduction", 1, pytorch, burn, rule.to_one, t, d, saves=saves,
-                  reduced_extent=rule.extent)
+                  reduced_extent=rule.extent, splits_ties=splits_ties)
 
 
 def reduce_dim(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,

@@ -90,6 +90,13 @@ class OpSpec:
     # terms their gradient sums (given the inputs, attrs and |incoming gradient|), one tensor per
     # input; float32 noise of that size may remain where the terms cancel (noise.py)
     grad_terms: GradTerms | None = None
+    # the op splits its gradient among exactly equal input elements (full max/min: evenly;
+    # maximum/minimum: half each): an exact tie is a fact of the program, which the oracle's noise
+    # runs keep (oracle/noise.py) rather than break with their jitter, or they would send the whole
+    # gradient through one element. Ops that send it to one of the tied elements (max_dim, argmax
+    # gathers, sort, topk, cummax) leave ties to the jitter: which one is each implementation's
+    # choice, and a broken tie varies it across the runs as implementations vary it
+    splits_ties: bool = False
     # the same for the op's value, where its formula sums terms larger than the result (the
     # accumulating ops' terms are the op applied to |inputs|, no declaration needed), given the
     # dtype the op rounds in: the terms are in its eps (var's carry the float64 reference's own)

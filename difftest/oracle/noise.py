@@ -18,7 +18,7 @@ Leaves, cuts and values behind them are not perturbed beyond what flows into the
 seeded from the program, so the measurement is deterministic.
 
 Exact ties are kept: at an op that splits its gradient among equal input elements (full
-max/min, maximum/minimum; ops/domains.py Domain.ties), the elements that both
+max/min, maximum/minimum; ops/spec.py OpSpec.splits_ties), the elements that both
 the float64 run and PyTorch's own run have exactly equal (cos of a vanishing angle, a value and
 its detached copy) are made equal again in each noise run, to the noisy value of the first of
 them, each keeping its own gradient path. A real run that has the tie splits the gradient as
@@ -91,7 +91,7 @@ def _keep_ties(inputs: Sequence[torch.Tensor], keys: Sequence[torch.Tensor],
 
 def tie_references(program: Program, reference: Observation,
                    observed: Observation | None) -> dict[str, list[torch.Tensor]]:
-    """Per op that keeps ties (Domain.ties), by statement, the tie keys of its inputs: each
+    """Per op that keeps ties (OpSpec.splits_ties), by statement, the tie keys of its inputs: each
     element's float64 value and its value in PyTorch's own run (`observed`, in the program's
     dtype), stacked on a last dim of 2. A tie is kept where both have it: a float64 tie that the
     real run breaks (x * y - y * x is 0 in float64, a fused multiply-add's residue in float32)
@@ -101,7 +101,7 @@ def tie_references(program: Program, reference: Observation,
         return out
     for st in program.statements:
         spec = CATALOG.get(st.op) if isinstance(st, OpCall) else None
-        if spec is None or not spec.domain.ties or not isinstance(st, OpCall):
+        if spec is None or not spec.splits_ties or not isinstance(st, OpCall):
             continue
         keys = []
         for i in st.inputs:

@@ -55,7 +55,7 @@ class OpSite:
     # rounding shared by many elements (a normalisation's statistics), given uniform draws: a
     # differentiable perturbation of the output that the noise runs add (oracle/shared_noise.py)
     shared: Callable[[Sequence[torch.Tensor], Callable[[torch.Size], torch.Tensor]], torch.Tensor | None] | None = None
-    # the op splits its gradient among exactly equal input elements (ops/domains.py Domain.ties):
+    # the op splits its gradient among exactly equal input elements (ops/spec.py OpSpec.splits_ties):
     # the noise runs keep the float64 run's exact ties at its inputs
     ties: bool = False
 
@@ -129,7 +129,7 @@ def _op_site(op: str, ident: str, region: Region, inputs: Sequence[torch.Tensor]
                   magnitude if accumulates or value_terms is not None else None, measure=True,
                   grad_terms=grad_terms if has_terms else None,
                   declared_terms=terms is not None and spec.family == "unary", dtype=site_dtype,
-                  ties=spec.domain.ties)
+                  ties=spec.splits_ties)
 
 
 def module_forward(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: SiteHooks,
