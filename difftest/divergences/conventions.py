@@ -92,9 +92,17 @@ CONVENTIONS: tuple[Convention, ...] = (
                 ((1.0, 0.7310585975646973),), ((1.0, 0.7310585975646973),),
                 "softplus where beta * x = 20, the threshold: both still take the identity's gradient 1 "
                 "(kept so a change on either side is noticed)"),
-    _convention("topk-tie", "topk", ((2.0, 2.0, 1.0),), {"k": 1, "dim": 0},
-                ((1.0, 0.0, 0.0),), ((1.0, 0.0, 0.0),),
-                "topk over a tie: both give the gradient to the first index"),
+    # burn sorts stably, descending (burn-flex topk_with_indices): a tie's first elements win;
+    # PyTorch's CPU kernel selects by partial sort, whose pick among equals is its own ([2, 2, 1]
+    # with k = 1 gives index 0 in both; [1, 1, 1, 1] gives 2)
+    _convention("topk-tie", "topk", ((1.0, 1.0, 1.0, 1.0),), {"k": 1, "dim": 0},
+                ((0.0, 0.0, 1.0, 0.0),), ((1.0, 0.0, 0.0, 0.0),),
+                "topk over a tie: burn gives the gradient to the first tied elements, PyTorch to those "
+                "its partial sort picks"),
+    _convention("gather-topk-indices-tie", "gather_topk_indices", ((1.0, 1.0, 1.0, 1.0),), {"k": 2, "dim": 0},
+                ((0.0, 0.0, 1.0, 1.0),), ((1.0, 1.0, 0.0, 0.0),),
+                "x gathered at topk's indices over a tie: burn gives the gradient to the first tied "
+                "elements, PyTorch to those its partial sort picks"),
     _convention("cummax-tie", "cummax", ((1.0, 3.0, 2.0, 3.0),), {"dim": 0},
                 ((1.0, 2.0, 0.0, 1.0),), ((1.0, 2.0, 0.0, 1.0),),
                 "cummax where a value ties the running maximum: both give that output's gradient to the "

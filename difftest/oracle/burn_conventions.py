@@ -64,6 +64,28 @@ def _ties_min(x: torch.Tensor) -> bool:
     return flat.numel() > 1 and int((flat == flat.min()).sum()) > 1
 
 
+def _tie_ranks(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Per element, how many earlier elements along `dim` equal it."""
+    xt = x.movedim(dim, -1)
+    n = xt.shape[-1]
+    earlier = torch.ones(n, n, dtype=torch.bool).tril(-1)
+    ranks = ((xt.unsqueeze(-1) == xt.unsqueeze(-2)) & earlier).sum(-1)
+    return ranks.movedim(-1, dim)
+
+
+def _stable_first(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """`x` with each element tied with earlier ones along `dim` lowered by as many ulps as they
+    are (a float64 value's ulps: far below a float32 value's gap to its neighbours), so that any
+    selection of the largest takes a tie's first elements, as burn's stable sort does."""
+    ranks = _tie_ranks(x, dim).to(x.dtype)
+    ulp = torch.nextafter(x, torch.full_like(x, torch.inf)) - x
+    return x - ranks * ulp
+
+
+def _tied_along(xs: Tensors, a: dict[str, Any]) -> bool:
+    return bool((_tie_ranks(xs[0], a["dim"]) > 0).any())
+
+
 @dataclass(frozen=True)
 class Side:
     """burn's convention at an op: whether its inputs sit exactly at the convention's point, and
@@ -102,6 +124,9 @@ SIDES: dict[str, Side] = {
     # a tie of the full max/min goes wholly to its first element
     "max": Side(lambda xs, a: _ties(xs[0]), lambda xs, a: [_first_extreme(xs[0], True)]),
     "min": Side(lambda xs, a: _ties_min(xs[0]), lambda xs, a: [_first_extreme(xs[0], False)]),
+    # a tie's first elements are the largest (burn's stable descending sort)
+    **{op: Side(_tied_along, lambda xs, a: [_stable_first(xs[0], a["dim"])])
+       for op in ("topk", "gather_topk_indices")},
 }
 
 # the declared convention each side stands for (those where the frameworks differ)
