@@ -80,6 +80,10 @@ class GenConfig:
     # magnitudes), and ops accept inputs exactly at their kinks; off: continuous leaves only
     boundary: bool = True
     p_boundary_leaf: float = 0.15
+    # the burn backends the programs are for (`difftest fuzz --backend`): a call one of them
+    # refuses for its attribute values (a cast to half precision on NdArray:
+    # ops/backend_support.py) is redrawn, as a call outside the op's domain is
+    backends: tuple[str, ...] = ()
 
     @staticmethod
     def profile(name: str, **kw: object) -> GenConfig:

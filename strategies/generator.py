@@ -37,6 +37,7 @@ import torch
 
 from difftest.choices import Choices
 from difftest.divergences.known_bugs import known_bug
+from difftest.ops.backend_support import call_refusal
 from difftest.ops.catalog import OpSpec
 from difftest.ops.domains import MAX_MAGNITUDE, Domain
 from difftest.ops.dtype_support import supported
@@ -227,7 +228,7 @@ class _Builder:
                     return False
                 inputs.append(partner)
         attrs = spec.sample_attrs(c, [v.shape for v in inputs])
-        if attrs is None:
+        if attrs is None or any(call_refusal(b, spec.name, attrs) is not None for b in self.cfg.backends):
             return False
         if partners is not None and partners.after_attrs:
             for shape in partners.draw(c, first.shape, attrs, self.cfg.max_dim):

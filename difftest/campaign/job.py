@@ -148,7 +148,8 @@ def job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
         guide = None
         first = next(iter(workers.values()))
         if spec.frontier is not None:
-            cfg = GenConfig.profile(spec.profile, ops=spec.ops, max_statements=spec.max_statements)
+            cfg = GenConfig.profile(spec.profile, ops=spec.ops, max_statements=spec.max_statements,
+                                    backends=tuple(workers))
             guide = Guide(Frontier.load(Path(spec.frontier)), cfg, spec.seed, spec.guided_share,
                           load_map(first).burn_edges)
         stats = run_campaign(

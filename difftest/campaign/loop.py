@@ -46,11 +46,12 @@ def program_seed(seed: int, k: int) -> int:
 
 
 def program_at(seed: int, k: int, ops: tuple[str, ...] | None = None, max_statements: int = 10,
-               profile: str = "default") -> Program:
-    """Program k of a campaign (the same program `run_campaign` checks at index k)."""
+               profile: str = "default", backends: tuple[str, ...] = ()) -> Program:
+    """Program k of a campaign (the same program `run_campaign` checks at index k; `backends`:
+    the campaign's, whose refused calls the generator redraws)."""
 
     return generate(RandomChoices(program_seed(seed, k)),
-                    GenConfig.profile(profile, ops=ops, max_statements=max_statements))
+                    GenConfig.profile(profile, ops=ops, max_statements=max_statements, backends=backends))
 
 
 def dismissals(verdict: Verdict) -> list[str]:
@@ -126,7 +127,7 @@ def run_campaign(
     workers = {worker.backend or DEFAULT_BACKEND: worker} if isinstance(worker, BurnWorker) else dict(worker)
     first = next(iter(workers.values()))
 
-    cfg = GenConfig.profile(profile, ops=ops, max_statements=max_statements)
+    cfg = GenConfig.profile(profile, ops=ops, max_statements=max_statements, backends=tuple(workers))
     cfg.op_specs()
     stats = CampaignStats()
     begin = last = time.monotonic()

@@ -41,6 +41,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from difftest.campaign.guided import Frontier
 from difftest.campaign.job import CRASH_ENV, JobSpec, job_main
 from difftest.divergences.known_bugs import KNOWN_BUGS
+from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.findings.corpus import save_case
 from difftest.findings.signature import corpus_signatures
 from difftest.findings.summary import Summary, Timeline
@@ -130,7 +131,7 @@ class FuzzOptions:
 
     def source(self) -> str:
         parts = [f"difftest fuzz --seed {self.seed}"]
-        if len(self.backends) > 1:
+        if self.backends and self.backends != (DEFAULT_BACKEND,):  # the generator redraws what they refuse
             parts.append(f"--backend {','.join(self.backends)}")
         if self.ops:
             parts.append(f"--ops {','.join(self.ops)}")

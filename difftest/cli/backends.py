@@ -68,11 +68,12 @@ def backend_workers(worker: BurnWorker) -> dict[str, BurnWorker]:
 
 
 def fit_campaign(backend: str, ops: str, profile: str) -> tuple[str, str]:
-    """A campaign's `--ops` and `--profile` on `backend`: without the ops it refuses and, when it
-    has no half precision, the dtypes it lacks (ops/backend_support.py); a dtype it lacks asked
-    for explicitly is a ValueError."""
+    """A campaign's `--ops` and `--profile` on `backend`: without the ops it refuses outright
+    and, when it has no half precision, the dtypes it lacks (ops/backend_support.py); a dtype it
+    lacks asked for explicitly is a ValueError. The calls it refuses for some attribute values
+    only are left out by the generator (GenConfig.backends), which the campaign tells it of."""
     from difftest.ops import catalog
-    from difftest.ops.backend_support import dtypes, unsupported_ops
+    from difftest.ops.backend_support import dtypes, refused_outright, unsupported_ops
 
     has = dtypes(backend)
     if profile in ("float16", "bfloat16", "float32", "float64") and profile not in has:
@@ -82,12 +83,16 @@ def fit_campaign(backend: str, ops: str, profile: str) -> tuple[str, str]:
         profile = "no-half"
     elif profile == "sessions" and "float16" not in has:
         raise ValueError(f"--profile sessions draws float16 programs, which the {backend} backend does not run")
-    refused = unsupported_ops(backend)
+    refused = refused_outright(backend)
     if refused:
         chosen = ops.split(",") if ops else list(catalog.CATALOG)
         ops = ",".join(op for op in chosen if op not in refused)
         print(f"{backend}: without {', '.join(sorted(refused))} (the backend refuses it: "
               "difftest/ops/backend_support.py)", file=sys.stderr)
+    for op, r in sorted(unsupported_ops(backend).items()):
+        if r.attr is not None and (not ops or op in ops.split(",")):
+            print(f"{backend}: {op} without {r.attr} {', '.join(map(str, r.by_value))} (the backend refuses "
+                  "those calls: difftest/ops/backend_support.py)", file=sys.stderr)
     return ops, profile
 
 

@@ -2,7 +2,8 @@
 
 Flex runs the whole catalog in every dtype of `program/dtypes.py` (ops/dtype_support.py says
 where PyTorch or burn-nn does not). Another backend may refuse a dtype or an op outright (a
-documented panic of its own, not a wrong answer): a campaign on that backend draws neither
+documented panic of its own, not a wrong answer), or refuse an op only for some values of one
+attribute (NdArray: a cast to half precision): a campaign on that backend draws none of them
 (`difftest fuzz --backend`), and the backend tier (tests/backends/) measures that each refusal
 still happens, with the message recorded here. docs/backends.md
 
@@ -43,8 +44,9 @@ class Refusal:
         return self.by_value.get(attrs.get(self.attr))
 
 
-# backend -> op -> how it refuses it; a campaign on the backend leaves the op out whole (a cast's
-# target dtype is drawn from every float dtype: ops/sampling.py)
+# backend -> op -> how it refuses it. A campaign on the backend leaves out an op it refuses
+# outright (`refused_outright`), and draws an op it refuses for some attribute values with the
+# others only: the generator redraws a call the backend refuses (GenConfig.backends).
 UNSUPPORTED_OPS: dict[str, dict[str, Refusal]] = {
     "ndarray": {
         "cast": Refusal(
@@ -79,15 +81,26 @@ def unsupported_ops(backend: str) -> dict[str, Refusal]:
     return UNSUPPORTED_OPS.get(backend, {})
 
 
+def refused_outright(backend: str) -> set[str]:
+    """The ops `backend` refuses whatever their attributes: a campaign on it leaves them out."""
+    return {op for op, r in unsupported_ops(backend).items() if r.attr is None}
+
+
+def call_refusal(backend: str, op: str, attrs: Mapping[str, Any]) -> str | None:
+    """The panic message `backend` refuses one call of `op` with these attributes with, or None
+    when it runs it."""
+    refused = unsupported_ops(backend).get(op)
+    return None if refused is None else refused.message_for(attrs)
+
+
 def refusal(program: Program, backend: str) -> str | None:
     """The panic message `backend` refuses `program` with (its dtype, or an op it refuses,
     backward included), or None when it runs it."""
     if program.dtype not in dtypes(backend):
         return "Unsupported dtype"
-    refused = unsupported_ops(backend)
     for s in program.statements:
-        if isinstance(s, OpCall) and s.op in refused:
-            message = refused[s.op].message_for(s.attrs)
+        if isinstance(s, OpCall):
+            message = call_refusal(backend, s.op, s.attrs)
             if message is not None:
                 return message
     return None

@@ -118,11 +118,31 @@ def test_a_campaign_on_ndarray_draws_only_what_it_runs() -> None:
 
     ops, profile = fit_campaign("ndarray", "", "default")
     assert profile == "no-half"
-    assert set(ops.split(",")) == set(CATALOG) - set(UNSUPPORTED_OPS["ndarray"])
+    # interpolate_bilinear is refused whatever its attributes; cast only to half precision, which
+    # the generator redraws (test_the_generator_redraws_a_call_its_backends_refuse)
+    assert set(ops.split(",")) == set(CATALOG) - {"interpolate_bilinear"}
     assert fit_campaign("flex", "", "default") == ("", "default")
-    assert fit_campaign("ndarray", "exp,cast", "float64") == ("exp", "float64")
+    assert fit_campaign("ndarray", "exp,interpolate_bilinear", "float64") == ("exp", "float64")
+    assert fit_campaign("ndarray", "exp,cast", "float64") == ("exp,cast", "float64")
     with pytest.raises(ValueError, match="runs float32, float64 only"):
         fit_campaign("ndarray", "", "float16")
+
+
+def test_the_generator_redraws_a_call_its_backends_refuse() -> None:
+    """A campaign on NdArray draws casts, to the dtypes NdArray runs only; on Flex, to every one."""
+    from difftest.program.ir import OpCall
+    from difftest.strategies.choices import RandomChoices
+    from difftest.strategies.config import GenConfig
+    from difftest.strategies.generator import generate
+
+    def targets(backends: tuple[str, ...]) -> set[str]:
+        cfg = GenConfig.profile("no-half", ops=("cast", "exp", "sum"), backends=backends)
+        return {s.attrs["dtype"] for k in range(300) for s in generate(RandomChoices(k), cfg).statements
+                if isinstance(s, OpCall) and s.op == "cast"}
+
+    assert targets(("ndarray",)) == {"float32", "float64"}
+    assert targets(("flex", "ndarray")) == {"float32", "float64"}
+    assert targets(("flex",)) == targets(()) == {"float32", "float64", "float16", "bfloat16"}
 
 
 def test_the_burn_reproducer_of_a_case_on_another_backend_uses_its_device() -> None:
@@ -132,3 +152,13 @@ def test_the_burn_reproducer_of_a_case_on_another_backend_uses_its_device() -> N
     assert rust_on_backend(test, "flex") == test
     on = rust_on_backend(test, "ndarray")
     assert "Device::ndarray().autodiff()" in on and "Device::flex()" not in on and "#[allow(deprecated)]" in on
+
+
+def test_a_campaigns_command_names_its_backend() -> None:
+    """Program k of a campaign on NdArray is drawn for NdArray (its refused calls redrawn): the
+    command a finding records regenerates it only with the backend named."""
+    from difftest.campaign.parallel import FuzzOptions
+
+    assert FuzzOptions(seed=5, backends=("ndarray",)).source() == "difftest fuzz --seed 5 --backend ndarray"
+    assert FuzzOptions(seed=5, backends=("flex",)).source() == "difftest fuzz --seed 5"
+    assert FuzzOptions(seed=5, backends=("flex", "ndarray")).source() == "difftest fuzz --seed 5 --backend flex,ndarray"
