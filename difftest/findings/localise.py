@@ -12,8 +12,12 @@ rounding / small / large by the relative error) goes into the signature with the
 the mismatch kind (the inputs whose gradient is wrong are recorded beside it). If no
 candidate fails with ones, each is run again with the cotangent PyTorch propagated to its result
 in the failing backward, then with a fixed varied one; if none fails then, the
-one that deviates most beyond PyTorch's own error is named as a suspect; failing that, the
-fault is in how the graph combines them (accumulation, a lost branch): `graph`.
+one that deviates most beyond PyTorch's own error is named as a suspect; failing that, a
+finding after an optimizer step is traced to the gradients the step consumed (a wrong one is
+localised in the program up to the step; right ones name the step itself: `step`), and any
+other fault is in how the graph combines them (accumulation, a lost branch): `graph`. A module
+forward's one-op program reads the module's parameters too (one_op.py), so a wrong derivative
+that shows only in their gradients is named by the module.
 
 Only numeric (`value`, `grad`) and `grad-presence` findings are localised; an outcome, flags
 or shape finding already names the statement that failed.
@@ -28,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 from difftest.findings.cotangents import cotangents
 from difftest.findings.error_classes import mismatch_class, observed_tensor
 from difftest.findings.graph_roots import shown_name, smallest_root
-from difftest.ops.validate import check_program, infer_shapes
+from difftest.findings.one_op import PARAM_READ, one_op_program, param_reads
+from difftest.ops.validate import check_program
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.check import check
 from difftest.oracle.compare import Mismatch, Verdict
@@ -37,8 +42,6 @@ from difftest.program.ir import (
     Backward,
     Cut,
     Grad,
-    Leaf,
-    Module,
     OpCall,
     Param,
     Program,
@@ -51,7 +54,6 @@ from difftest.program.ir import (
     root_module,
 )
 from difftest.program.jsonio import program_to_dict, program_to_json
-from difftest.program.observation import Observation
 
 if TYPE_CHECKING:
     from difftest.exec.burn_worker import BurnWorker
@@ -84,9 +86,13 @@ class Localisation:
     # a gradient localised to the graph: the op (graph_roots.shown_name) whose result, as the
     # backward's root, first gives the leaf the wrong gradient (graph_roots.py)
     shown_at: str | None = None
+    # a module's forward: the parameters whose gradient is wrong (`input` names its input's)
+    params: tuple[str, ...] = ()
 
     def describe(self) -> str:
         which = f" input {','.join(map(str, self.input))}" if self.input is not None else ""
+        if self.params:
+            which += f"{' and' if which else ''} {','.join(self.params)}"
         at = (f" (statement {self.statement})" if self.statement else
               f" (first shown rooted at {self.shown_at})" if self.shown_at else "")
         attrs = f" {self.attrs}" if self.attrs else ""
@@ -101,7 +107,7 @@ class Localisation:
         return {
             "statement": self.statement, "where": self.where, "kind": self.kind, "input": self.input,
             "dtype": self.dtype, "error": self.error, "verdict": self.verdict, "attrs": dict(self.attrs),
-            "confidence": self.confidence, "shown_at": self.shown_at,
+            "confidence": self.confidence, "shown_at": self.shown_at, "params": list(self.params),
             "program": program_to_dict(self.program) if self.program is not None else None,
         }
 
@@ -123,20 +129,6 @@ def primary(program: Program, findings: list[Mismatch]) -> Mismatch:
 
 
 # ------------------------------------------------------------------ the path
-
-def _module_chain(table: dict[str, Statement], handle: str) -> list[Statement] | None:
-    """The module statement and the transforms a handle derives from, root first; None when a
-    step is on the chain (its parameters at apply time are not the module's inline ones)."""
-    chain: list[Statement] = []
-    st = table.get(handle)
-    while isinstance(st, Transform):
-        chain.append(st)
-        st = table.get(st.input)
-    if not isinstance(st, Module):
-        return None
-    chain.append(st)
-    return chain[::-1]
-
 
 def _sharing_gradient(program: Program, table: dict[str, Statement], ident: str) -> set[str]:
     """The statements whose gradient is `ident`'s: for a parameter read, every read of the same
@@ -188,84 +180,6 @@ def path_has_step(program: Program, m: Mismatch) -> Step | None:
             return h
         handle = h.input if isinstance(h, Transform) else None
     return None
-
-
-# ------------------------------------------------------------------ one-op programs
-
-def cotangent(n: int) -> tuple[float, ...]:
-    """A fixed cotangent that is not constant (ones give a zero vector-Jacobian product for ops
-    whose outputs sum to a constant, softmax and the normalisations), exact in every dtype."""
-    return tuple(0.5 + ((5 * i) % 8) / 8 for i in range(n))
-
-
-def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn_obs: Observation,
-                   *, seeded: bool = False, grads: bool = False, split: bool = False,
-                   seed: tuple[float, ...] | None = None,
-                   burn_inputs: bool = False) -> tuple[Program, dict[str, int]] | None:
-    """`st` alone on the inputs PyTorch recorded for it (burn's where PyTorch stopped before
-    it), each a leaf that requires grad on the device burn had it on, and the backward of its
-    result (seeded with ones; `seeded`: of its product with `seed`, the cotangent PyTorch
-    propagated to it, or the constant `cotangent`); the leaf -> input position map. None when
-    an input was not recorded or the statement cannot stand alone. `grads`: every input is an
-    autodiff leaf that requires grad, whatever device it had, so the inputs whose gradient is
-    wrong are the op's, not the program's. `split`: a value read at several input positions
-    (`prelu(x, x)`) becomes one leaf per position, so each operand's derivative is observed on
-    its own (a dropped operand shows as a missing gradient, whatever the other operand adds).
-    `burn_inputs`: on the inputs burn computed instead (an op whose error shows only on them)."""
-    table = program.by_id()
-    dtypes = value_dtypes(program)
-    inputs = st.inputs if isinstance(st, OpCall) else (st.input,) if isinstance(st, Apply) else ()
-    if not inputs:
-        return None
-    dtype = dtypes.get(inputs[0], program.dtype)
-    if any(dtypes.get(i, program.dtype) != dtype for i in inputs):
-        return None
-    out: list[Statement] = []
-    leaf_of: dict[str, str] = {}
-    positions: dict[str, int] = {}
-    names: list[str] = []
-    for pos, ident in enumerate(inputs):
-        if ident in leaf_of and not split:
-            names.append(leaf_of[ident])
-            continue
-        # PyTorch's recorded input; burn's where PyTorch stopped before it (an error of its own)
-        b = burn_obs.value(ident)
-        t = (b if burn_inputs and b is not None else None) or torch_obs.value(ident) or b
-        if t is None:
-            return None
-        on_autodiff = grads or (b.flags.get("is_autodiff", True) if b is not None else True)
-        name = f"a{len(positions)}"
-        leaf_of[ident] = name
-        names.append(name)
-        positions[name] = pos
-        out.append(Leaf(name, t.value.shape, t.value.data, "autodiff" if on_autodiff else "plain", on_autodiff))
-    if isinstance(st, OpCall):
-        out.append(OpCall("y", st.op, tuple(names), dict(st.attrs)))
-    else:
-        assert isinstance(st, Apply)
-        chain = _module_chain(table, st.module)
-        if chain is None:
-            return None
-        out[:0] = chain
-        out.append(Apply("y", chain[-1].id, leaf_of[st.input]))
-    if any(isinstance(s, Leaf) and s.require_grad for s in out):
-        root = "y"
-        if seeded:
-
-            try:
-                shape = infer_shapes(Program(tuple(out), dtype))["y"]
-            except (ProgramError, ValueError):
-                return None
-            n = math.prod(shape)
-            out.append(Leaf("ct", shape, seed if seed is not None and len(seed) == n else cotangent(n),
-                            "autodiff", False))
-            out.append(OpCall("z", "mul", ("y", "ct")))
-            root = "z"
-        out.append(Backward("bw", root))
-    try:
-        return Program(tuple(out), dtype), positions
-    except ProgramError:
-        return None
 
 
 def _inputs_differ(st: Statement, verdict: Verdict) -> bool:
@@ -359,10 +273,48 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         return _found(program, st, p, positions, v, f, "suspect", m.verdict or m.kind)
     step = path_has_step(program, m)
     if step is not None:
+        consumed = _consumed_gradient(verdict, worker, step, memo)
+        if consumed is not None:
+            return consumed
         return Localisation(step.id, "step", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind)
     shown = smallest_root(program, m, path, lambda p: _judge(p, worker, memo))
     return Localisation(None, "graph", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind,
                         shown_at=shown_name(program, shown) if shown is not None else None)
+
+
+def _consumed_gradient(verdict: Verdict, worker: BurnWorker, step: Step, memo: Judged | None) -> Localisation | None:
+    """A finding after an optimizer step, traced to the gradients the step consumed: the
+    program up to the step, reading the stepped module's parameters (right after the handle
+    the step reads, so that the step's backward gives them gradients), is checked. A wrong
+    derivative makes a wrong step, and then wrong values and gradients downstream of it: one
+    finding, named by the derivative. A gradient there that fails is localised as any other;
+    one within its noise budget (a float16 gradient 5% off passes; the step then moves a
+    parameter outside the budget of its value) only when an op's one-op program on its path
+    fails on its own. None when neither holds (the step itself is at fault) or no one op is."""
+    program = verdict.program
+    handle = program.by_id().get(step.module)
+    if handle is None or step not in program.statements:
+        return None
+    reads = param_reads(program, step.module)
+    at = program.statements.index(handle) + 1
+    statements = (*program.statements[:at], *reads, *program.statements[at:program.statements.index(step)])
+    try:
+        before = Program(statements, program.dtype)
+    except ProgramError:
+        return None
+    v = _judge(before, worker, memo)
+    if v is None:
+        return None
+    ids = {r.id for r in reads}
+    at_reads = [f for f in v.mismatches if f.kind in ("grad", "grad-presence") and f.statement in ids
+                and f.backward == step.grads]
+    wrong = [f for f in at_reads if f in v.findings]
+    for f in wrong[:1] or [f for f in at_reads if f.verdict == "agreement"]:
+        loc = localise(v, worker, f, same_kind=True, memo=memo)
+        if loc is not None and loc.statement is not None and loc.where != "step" and (
+                f in wrong or loc.confidence == "fails"):
+            return loc
+    return None
 
 
 def localise_tracking(verdict: Verdict, worker: BurnWorker, m: Mismatch) -> Localisation | None:
@@ -409,13 +361,14 @@ def _found(program: Program, st: Statement, p: Program, positions: dict[str, int
     where = st.op if isinstance(st, OpCall) else _apply_where(program, st) if isinstance(st, Apply) else "?"
     attrs = dict(st.attrs) if isinstance(st, OpCall) else {}
     index = None
+    params: tuple[str, ...] = ()
     if f.kind in ("grad", "grad-presence"):
-        # every input whose gradient the one-op program shows wrong the same way
-        wrong = {positions[x.statement] for x in v.mismatches
-                 if x.kind == f.kind and x.statement in positions and x.verdict == f.verdict}
-        index = tuple(sorted(wrong)) or None
+        # every input (and module parameter) whose gradient the one-op program shows wrong the same way
+        same = [x.statement for x in v.mismatches if x.kind == f.kind and x.verdict == f.verdict and x.statement]
+        index = tuple(sorted({positions[x] for x in same if x in positions})) or None
+        params = tuple(sorted({x.removeprefix(PARAM_READ) for x in same if x.startswith(PARAM_READ)}))
     return Localisation(st.id, where, f.kind, index, p.dtype, mismatch_class(v, f), verdict or f.verdict or f.kind,
-                        attrs, p, v, f, confidence)
+                        attrs, p, v, f, confidence, params=params)
 
 
 def _suspect(v: Verdict, kind: str) -> tuple[float, Mismatch] | None:

@@ -1,0 +1,146 @@
+"""One statement on its own (localise.py): the one-op program of an op or module forward, run
+on the inputs a program recorded for it, and the reads that make a module's parameters'
+gradients observable."""
+
+from __future__ import annotations
+
+import math
+
+from difftest.ops.validate import infer_shapes
+from difftest.ops.value_dtypes import value_dtypes
+from difftest.program.ir import (
+    Apply,
+    Backward,
+    Leaf,
+    Module,
+    OpCall,
+    Param,
+    Program,
+    ProgramError,
+    Statement,
+    Transform,
+    root_module,
+)
+from difftest.program.modules import module_kind
+from difftest.program.observation import Observation
+
+PARAM_READ = "param_"  # a read of a module's parameter this module adds: `param_<name>`
+
+
+def param_reads(program: Program, handle: str) -> list[Param]:
+    """A read (`param_<name>`) of each parameter the module handle `handle` has (its buffers
+    not: they are not differentiated), for a program that reads none under that name; [] when
+    the handle's module cannot be found."""
+    table = program.by_id()
+    try:
+        root = root_module(program, handle, table)
+    except (KeyError, AssertionError):
+        return []
+    return [Param(f"{PARAM_READ}{spec.name}", handle, spec.name) for spec in module_kind(root.module).tensors
+            if not spec.buffer and root.tensor(spec.name) is not None and f"{PARAM_READ}{spec.name}" not in table]
+
+
+def _module_chain(table: dict[str, Statement], handle: str) -> list[Statement] | None:
+    """The module statement and the transforms a handle derives from, root first; None when a
+    step is on the chain (its parameters at apply time are not the module's inline ones)."""
+    chain: list[Statement] = []
+    st = table.get(handle)
+    while isinstance(st, Transform):
+        chain.append(st)
+        st = table.get(st.input)
+    if not isinstance(st, Module):
+        return None
+    chain.append(st)
+    return chain[::-1]
+
+
+def cotangent(n: int) -> tuple[float, ...]:
+    """A fixed cotangent that is not constant (ones give a zero vector-Jacobian product for ops
+    whose outputs sum to a constant, softmax and the normalisations), exact in every dtype."""
+    return tuple(0.5 + ((5 * i) % 8) / 8 for i in range(n))
+
+
+def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn_obs: Observation,
+                   *, seeded: bool = False, grads: bool = False, split: bool = False,
+                   seed: tuple[float, ...] | None = None,
+                   burn_inputs: bool = False) -> tuple[Program, dict[str, int]] | None:
+    """`st` alone on the inputs PyTorch recorded for it (burn's where PyTorch stopped before
+    it), each a leaf that requires grad on the device burn had it on, and the backward of its
+    result (seeded with ones; `seeded`: of its product with `seed`, the cotangent PyTorch
+    propagated to it, or the constant `cotangent`); the leaf -> input position map. None when
+    an input was not recorded or the statement cannot stand alone. `grads`: every input is an
+    autodiff leaf that requires grad, whatever device it had, so the inputs whose gradient is
+    wrong are the op's, not the program's. `split`: a value read at several input positions
+    (`prelu(x, x)`) becomes one leaf per position, so each operand's derivative is observed on
+    its own (a dropped operand shows as a missing gradient, whatever the other operand adds).
+    `burn_inputs`: on the inputs burn computed instead (an op whose error shows only on them)."""
+    table = program.by_id()
+    dtypes = value_dtypes(program)
+    inputs = st.inputs if isinstance(st, OpCall) else (st.input,) if isinstance(st, Apply) else ()
+    if not inputs:
+        return None
+    dtype = dtypes.get(inputs[0], program.dtype)
+    if any(dtypes.get(i, program.dtype) != dtype for i in inputs):
+        return None
+    # a module whose forward reads its input as indices (embedding) differentiates its
+    # parameters only: its input stays a leaf that does not require grad
+    indices = isinstance(st, Apply) and _index_input(table, st)
+    out: list[Statement] = []
+    leaf_of: dict[str, str] = {}
+    positions: dict[str, int] = {}
+    names: list[str] = []
+    for pos, ident in enumerate(inputs):
+        if ident in leaf_of and not split:
+            names.append(leaf_of[ident])
+            continue
+        # PyTorch's recorded input; burn's where PyTorch stopped before it (an error of its own)
+        b = burn_obs.value(ident)
+        t = (b if burn_inputs and b is not None else None) or torch_obs.value(ident) or b
+        if t is None:
+            return None
+        on_autodiff = grads or (b.flags.get("is_autodiff", True) if b is not None else True)
+        name = f"a{len(positions)}"
+        leaf_of[ident] = name
+        names.append(name)
+        positions[name] = pos
+        out.append(Leaf(name, t.value.shape, t.value.data, "autodiff" if on_autodiff else "plain",
+                        on_autodiff and not indices))
+    if isinstance(st, OpCall):
+        out.append(OpCall("y", st.op, tuple(names), dict(st.attrs)))
+    else:
+        assert isinstance(st, Apply)
+        chain = _module_chain(table, st.module)
+        if chain is None:
+            return None
+        out[:0] = chain
+        out.append(Apply("y", chain[-1].id, leaf_of[st.input]))
+        # a read of each of the module's parameters, so that their gradients are observed too:
+        # a forward whose input gradient vanishes (layer_norm over two elements gives +-1 for
+        # any input) shows a wrong derivative in its parameters' gradients only. After the
+        # forward, so that a wrong input gradient stays the finding reported first
+        out.extend(param_reads(program, chain[-1].id))
+    if any(isinstance(s, Leaf) and s.require_grad for s in out) or (grads and any(isinstance(s, Param) for s in out)):
+        root = "y"
+        if seeded:
+
+            try:
+                shape = infer_shapes(Program(tuple(out), dtype))["y"]
+            except (ProgramError, ValueError):
+                return None
+            n = math.prod(shape)
+            out.append(Leaf("ct", shape, seed if seed is not None and len(seed) == n else cotangent(n),
+                            "autodiff", False))
+            out.append(OpCall("z", "mul", ("y", "ct")))
+            root = "z"
+        out.append(Backward("bw", root))
+    try:
+        return Program(tuple(out), dtype), positions
+    except ProgramError:
+        return None
+
+
+def _index_input(table: dict[str, Statement], st: Apply) -> bool:
+    """Whether the module `st` applies reads its input as indices (ModuleKind.index_bound)."""
+    chain = _module_chain(table, st.module)
+    root = chain[0] if chain else None
+    return isinstance(root, Module) and module_kind(root.module).index_bound is not None
