@@ -6,7 +6,6 @@ localise.py, one_op.py). Each program is a case a fault campaign saved apart bef
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +18,6 @@ from difftest.program.ir import Program
 from difftest.program.jsonio import program_from_dict
 
 DATA = Path(__file__).parent / "data"
-
-
-@pytest.fixture(scope="module")
-def workers() -> Iterator[dict[str, BurnWorker]]:
-    started: dict[str, BurnWorker] = {}
-    yield started
-    for w in started.values():
-        w.close()
 
 
 def _verdict_and_triage(workers: dict[str, BurnWorker], program: Program, fault: str) -> Triage:

@@ -8,7 +8,6 @@ rust/src/fault.rs); each test builds the program a neighbour of a known bug woul
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import cast
@@ -30,14 +29,6 @@ from difftest.program.observation import Observation
 from tests.programs import Replay, backward, cut, leaf, op
 
 BUGS = Path(__file__).resolve().parents[2] / "corpus" / "bugs"
-
-
-@pytest.fixture(scope="module")
-def workers() -> Iterator[dict[str, BurnWorker]]:
-    started: dict[str, BurnWorker] = {}
-    yield started
-    for w in started.values():
-        w.close()
 
 
 def _triage(workers: dict[str, BurnWorker], program: Program, fault: str | None) -> Triage:
