@@ -463,12 +463,16 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, BuildError) as e:
             print(e, file=sys.stderr)
             return 2
+    from difftest.exec.burn_worker import WorkerError
     from difftest.findings.corpus import CorpusError
     from difftest.program.ir import ProgramError
 
     try:
         return int(args.func(args))
     except (CorpusError, ProgramError) as e:  # bad input: its message names what and where
+        print(f"difftest {args.command}: {e}", file=sys.stderr)
+        return 2
+    except WorkerError as e:  # the interpreter does not start or answer (a bad --fault, a broken build)
         print(f"difftest {args.command}: {e}", file=sys.stderr)
         return 2
 

@@ -264,8 +264,28 @@ class BurnWorker:
         return answer
 
     def request(self, kind: str, timeout: float | None = None, **fields: Any) -> dict[str, Any]:
-        rid = self._send_request(kind, **fields)
-        return self._answer(rid, timeout)
+        """The answer to a control request (`version`, `ops`, `status`, ...). A worker that exits
+        instead (a bad DIFFTEST_BURN_FAULT spec, a binary that does not run here) is a
+        WorkerError that says so, with its exit status and its last words."""
+        try:
+            rid = self._send_request(kind, **fields)
+            return self._answer(rid, timeout)
+        except EOFError as e:
+            raise WorkerError(self._exit_message(f"before answering its {kind!r} request", e)) from e
+
+    def _exit_message(self, when: str, e: Exception) -> str:
+        proc = self._proc
+        code = None
+        if proc is not None:
+            try:
+                code = proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            time.sleep(0.05)  # let the stderr pump take the worker's last words
+        status = f"exited with status {code}" if code is not None else f"stopped reading ({e})"
+        # a dead worker is started again by the next write, so its last words may be there twice
+        tail = "\n".join(dict.fromkeys(self.stderr_tail(5).splitlines()))
+        return f"{self.binary} {status} {when}" + (f":\n{tail}" if tail else "")
 
     def _send_request(self, kind: str, **fields: Any) -> int:
         self._next_id += 1

@@ -178,3 +178,23 @@ def test_a_worker_is_not_recycled_under_a_queued_request(monkeypatch: pytest.Mon
         assert not isinstance(answers, Observation) and [outcome for outcome, _ in answers] == [None, None]
         assert all(bw is not None and set(bw.grads) == {"w", "y", "s"} for _, bw in answers)
         assert w.recycled == 1 and w.pid != first and w.restarts == 0
+
+
+@pytest.mark.parametrize("fault, said", [("bogus", 'unknown fault spec "bogus"'),
+                                         ("grad-drop:batch_norm", 'grad-drop op "batch_norm" is not a catalog op')])
+def test_a_bad_fault_spec_is_a_clear_error_not_a_traceback(fault: str, said: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The interpreter refuses the spec at startup and exits: the command says so, with the
+    interpreter's own message, and exits 2."""
+    from difftest.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "p.json"
+    path.write_text(dumps(program_to_dict(program(leaf("x", [1.0, 2.0], rg=True), op("y", "exp", "x")))))
+    for argv in (["fuzz", "--programs", "3", "-j", "1", "--fault", fault, "--corpus", str(tmp_path / "c")],
+                 ["run", "--fault", fault, str(path)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "exited with status 2 before answering" in err and said in err and "Traceback" not in err, err
+        assert err.count(said) == 1, err
