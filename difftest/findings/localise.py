@@ -1,7 +1,9 @@
 """Localisation: the statement whose own computation is wrong, for a value or gradient finding.
 
 Gradients are observed at leaves and values at the end of a path, so a finding names where a
-wrong number was *seen*, not where it was *made*. The localiser re-runs each op (or module
+wrong number was *seen*, not where it was *made*. A gradient finding whose backward gives a wrong
+gradient already when rooted at a bare leaf of its root's shape is the backward's own (how it
+seeds its root), before any op is tried. The localiser re-runs each op (or module
 apply) on the failing element's path on its own, in both frameworks, on the inputs PyTorch
 recorded for it in the program (forward, and the backward of its result seeded with ones, which
 is its vector-Jacobian product with ones: its own derivative at those inputs), and judges the
@@ -32,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 from difftest.findings.cotangents import cotangents
 from difftest.findings.error_classes import mismatch_class, observed_tensor
 from difftest.findings.graph_roots import shown_name, smallest_root
-from difftest.findings.one_op import PARAM_READ, one_op_program, param_reads
-from difftest.ops.validate import check_program
+from difftest.findings.one_op import PARAM_READ, one_op_program, param_reads, seed_program
+from difftest.ops.validate import check_program, infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.check import check
 from difftest.oracle.compare import Mismatch, Verdict
@@ -232,6 +234,9 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     program = verdict.program
     dtypes = value_dtypes(program)
     dtype = dtypes.get(m.statement or "", program.dtype)
+    seeded_wrong = _seed_fault(program, m, worker, memo)
+    if seeded_wrong is not None:
+        return seeded_wrong
     suspects: list[tuple[float, Statement, Program, dict[str, int], Verdict, Mismatch]] = []
     path = candidates(program, m)[:MAX_CANDIDATES]
     # first each op's own derivative (seeded with ones: nothing else in the one-op program), then
@@ -280,6 +285,29 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     shown = smallest_root(program, m, path, lambda p: _judge(p, worker, memo))
     return Localisation(None, "graph", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind,
                         shown_at=shown_name(program, shown) if shown is not None else None)
+
+
+def _seed_fault(program: Program, m: Mismatch, worker: BurnWorker, memo: Judged | None) -> Localisation | None:
+    """A gradient finding whose backward is wrong before any op: the backward of a fresh leaf of
+    its root's shape and dtype, rooted at the leaf (one_op.seed_program), already gives a wrong
+    gradient. Every op's one-op program would then fail too, each naming its op; the finding is
+    the backward's (`where` "backward", at the finding's backward statement). None otherwise."""
+    table = program.by_id()
+    bw = table.get(str(m.backward))
+    if m.kind not in ("grad", "grad-presence") or not isinstance(bw, Backward):
+        return None
+    try:
+        shape = infer_shapes(program)[bw.input]
+    except (ProgramError, ValueError, KeyError):
+        return None
+    seed = seed_program(tuple(shape), value_dtypes(program).get(bw.input, program.dtype))
+    v = _judge(seed, worker, memo)
+    wrong = [f for f in v.findings if f.kind in ("grad", "grad-presence")] if v is not None else []
+    if v is None or not wrong:
+        return None
+    f = wrong[0]
+    return Localisation(bw.id, "backward", f.kind, None, seed.dtype, mismatch_class(v, f), f.verdict or f.kind,
+                        {}, seed, v, f, "fails")
 
 
 def _consumed_gradient(verdict: Verdict, worker: BurnWorker, step: Step, memo: Judged | None) -> Localisation | None:

@@ -144,3 +144,11 @@ def _index_input(table: dict[str, Statement], st: Apply) -> bool:
     chain = _module_chain(table, st.module)
     root = chain[0] if chain else None
     return isinstance(root, Module) and module_kind(root.module).index_bound is not None
+
+
+def seed_program(shape: tuple[int, ...], dtype: str) -> Program:
+    """The backward of a fresh require-grad leaf of `shape`, rooted at the leaf itself: no op,
+    only how the backward seeds its root (ones of the root's shape; its gradient is that seed).
+    A wrong gradient here is the backward's own, whatever op a program roots it at."""
+    n = math.prod(shape)
+    return Program((Leaf("a0", shape, cotangent(n), "autodiff", True), Backward("bw", "a0")), dtype)

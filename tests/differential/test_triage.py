@@ -429,3 +429,20 @@ def test_a_new_bug_after_a_known_one_is_named_after_the_new_one(workers: dict[st
     assert known.known is not None and known.known.name == "hard-sigmoid-autodiff-f64-in-f32", known.describe()
     t = _triage(workers, program, "value-scale:exp:1e-6")
     assert t.known is None and ":exp:" in t.signature, t.describe()
+
+
+@pytest.mark.parametrize("root_op", ["exp", "sin", "mul_scalar"])
+def test_a_backward_that_seeds_its_root_wrong_is_one_finding_not_one_per_op(
+        workers: dict[str, BurnWorker], root_op: str) -> None:
+    """Every gradient of a backward rooted at a non-scalar value is scaled (the backward's own
+    seed, not any op's derivative): each op alone would fail too, and a campaign saved 127 cases
+    named after 24 ops. The backward of a bare leaf of the root's shape shows it: one signature,
+    the backward's, whichever op the program roots it at."""
+    attrs = {"scalar": 1.5} if root_op == "mul_scalar" else {}
+    program = Program((leaf("x", [0.3, -0.7, 1.1], rg=True), op("y", root_op, "x", **attrs), backward("y")))
+    t = _triage(workers, program, "root-grad-scale:0.01")
+    assert t.localisation is not None and t.localisation.where == "backward", t.describe()
+    assert t.signature.startswith("burn-wrong:-:backward:grad:wrong "), t.describe()
+    # an op's own wrong derivative at a non-scalar root is still the op's
+    own = _triage(workers, program, f"grad-scale:{root_op}:0.01")
+    assert own.localisation is not None and own.localisation.where == root_op, own.describe()
