@@ -298,9 +298,9 @@ def _seed_fault(program: Program, m: Mismatch, worker: BurnWorker, memo: Judged 
         return None
     try:
         shape = infer_shapes(program)[bw.input]
+        seed = seed_program(tuple(shape), value_dtypes(program).get(bw.input, program.dtype))
     except (ProgramError, ValueError, KeyError):
         return None
-    seed = seed_program(tuple(shape), value_dtypes(program).get(bw.input, program.dtype))
     v = _judge(seed, worker, memo)
     wrong = [f for f in v.findings if f.kind in ("grad", "grad-presence")] if v is not None else []
     if v is None or not wrong:
