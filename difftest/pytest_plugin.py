@@ -315,6 +315,10 @@ class CorpusItem(pytest.Item):
                 raise CorpusFailure(f"{self.path} [{case.status}]: {outcome.message}")
             return
 
+        elsewhere = case.not_here()
+        if elsewhere is not None:
+            pytest.skip(f"{self.path.name} {elsewhere}: corpus/README.md#host"
+                        + (f", {case.upstream}" if case.upstream else ""))
         verdict = check(case.program, worker_for(case.backend))
         note_verdict(verdict)
         outcome = judge(case, verdict)

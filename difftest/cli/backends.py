@@ -109,7 +109,7 @@ def run_on_backends(program: Program, backends: tuple[str, ...], timeout: float,
     (`fault`: every worker runs with that DIFFTEST_BURN_FAULT spec; `on:<backend>:<spec>` makes
     one backend faulty)."""
     from difftest.cli.common import make_console
-    from difftest.findings.backends import program_cell, run_on, where
+    from difftest.findings.backends import program_cell, run_on, verdict_blames_torch, where
     from difftest.findings.table import json_rows, table
 
     workers = _workers(backends, timeout, fault)
@@ -119,7 +119,9 @@ def run_on_backends(program: Program, backends: tuple[str, ...], timeout: float,
         for w in workers.values():
             w.close()
     cells = {b: program_cell(b, v) for b, v in verdicts.items()}
-    located = where({b: c.fails for b, c in cells.items()})
+    located = where({b: c.fails for b, c in cells.items()},
+                    any(map(verdict_blames_torch, verdicts.values())) and all(
+                        v.ok or verdict_blames_torch(v) for v in verdicts.values()))
     if as_json:
         print(json.dumps({"backends": {b: {**cells[b].to_dict(), "rows": json_rows(v)} for b, v in verdicts.items()},
                           "where": located}, indent=2))
@@ -175,7 +177,7 @@ def cmd_backends_matrix(args: argparse.Namespace, files: list[Path]) -> int:
                 continue  # a memory case measures RSS in fresh processes, not a program on a backend
             cells = [judged_cell(case, b, check(case.program, w), w) for b, w in workers.items()]
             failed |= not all(c.ok for c in cells)
-            located = where({c.backend: c.fails for c in cells}) if case.status == "bug" else ""
+            located = where({c.backend: c.fails for c in cells}, case.blames_torch) if case.status == "bug" else ""
             grid.add_row(case.name, case.status, *[c.shown for c in cells], located)
             out.append({"case": str(f), "status": case.status, "cells": [c.to_dict() for c in cells],
                         "where": located})

@@ -8,7 +8,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from difftest.divergences.knowledge import MEASURED_ON, Knowledge
+from difftest.divergences.host import HostCondition
+from difftest.divergences.knowledge import MEASURED_ON, Knowledge, Side
 from difftest.program.ir import Program, Statement
 
 Trigger = Callable[[Statement, Sequence[Statement]], bool]  # (statement, the statements before it)
@@ -54,6 +55,9 @@ class Fault:
     # another reading of the same finding, explained if this one is not: a value computed from a
     # gradient read is that backward's gradient as shown, or the value of the ops after the read
     alternative: Fault | None = field(default=None, compare=False, hash=False)
+    # the arbiter's verdict on a value or gradient finding (burn-wrong, torch-wrong); "" for the
+    # other kinds. A torch-wrong finding is PyTorch's bug: only a record of PyTorch's explains it
+    verdict: str = ""
 
 
 ErrorCheck = Callable[[Fault], bool]
@@ -87,6 +91,8 @@ class KnownBug:
     backward_through: tuple[int, ...] | None = None
     # the burn backends it shows on (None: every backend): where `explains` may match it
     backends: tuple[str, ...] | None = None
+    # the machines it shows on (None: every machine), for a kernel picked by the CPU's features
+    host: HostCondition | None = None
 
     def __post_init__(self) -> None:
         if self.backends is not None and (not self.backends or isinstance(self.backends, str)):
@@ -96,9 +102,19 @@ class KnownBug:
     def name(self) -> str:
         return self.knowledge.name
 
+    @property
+    def framework(self) -> Side:
+        """Whose bug it is: burn's, or PyTorch's (a record of PyTorch's explains only findings
+        the arbiter judged torch-wrong; a record of burn's never explains those)."""
+        return self.knowledge.framework
+
     def shows_on(self, backend: str) -> bool:
         """Whether the bug is declared to show on the burn backend `backend`."""
         return self.backends is None or backend in self.backends
+
+    def shows_here(self) -> bool:
+        """Whether the bug can show on this machine (its `host` condition holds)."""
+        return self.host is None or self.host.holds()
 
     def strikes(self, st: Statement, prior: Sequence[Statement], dtype: str) -> bool:
         if self.dtypes is not None and dtype not in self.dtypes:
@@ -112,9 +128,10 @@ class KnownBug:
 def bug_record(name: str, reason: str, evidence: tuple[str, ...], triggers: Trigger | None,
          dtypes: tuple[str, ...] | None = None, *, site: Trigger | None = None,
          effect: Effect | None = None, backward_through: tuple[int, ...] | None = None,
-         burn_versions: str = MEASURED_ON, backends: tuple[str, ...] | None = None) -> KnownBug:
-    return KnownBug(Knowledge(name, "known-bug", "burn", reason, evidence, burn_versions), triggers, dtypes, site,
-                    effect, backward_through, backends)
+         burn_versions: str = MEASURED_ON, backends: tuple[str, ...] | None = None,
+         framework: Side = "burn", host: HostCondition | None = None) -> KnownBug:
+    return KnownBug(Knowledge(name, "known-bug", framework, reason, evidence, burn_versions), triggers, dtypes, site,
+                    effect, backward_through, backends, host)
 
 
 

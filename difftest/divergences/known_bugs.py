@@ -1,5 +1,5 @@
-"""Known burn bugs, as data: the record of each (its corpus case and links are its evidence)
-and what triggers it.
+"""Known bugs, as data: burn's here, PyTorch's in torch_bugs.py (framework torch). The record of
+each (its corpus case and links are its evidence) and what triggers it.
 
 Each record states where the bug strikes (`site`: a predicate on the statement a finding is
 localised to, with the statements before it and the dtype it runs in) and what it does there
@@ -58,6 +58,7 @@ from difftest.divergences.bug_sites import (
     used_leaf_backward,
 )
 from difftest.divergences.knowledge import burn_source
+from difftest.divergences.torch_bugs import TORCH_BUGS
 from difftest.divergences.wgpu_kernel_bugs import WGPU_KERNEL_BUGS
 from difftest.program.ir import Statement
 
@@ -271,7 +272,7 @@ BURN_BUGS: tuple[KnownBug, ...] = (
 )
 
 KNOWN_BUGS: tuple[KnownBug, ...] = (*BURN_BUGS, *BACKEND_BUGS, *NDARRAY_BUGS, *WGPU_BUGS, *WGPU_KERNEL_BUGS,
-                                    *WGPU_PRECISION, *TCH_BUGS)
+                                    *WGPU_PRECISION, *TCH_BUGS, *TORCH_BUGS)
 
 
 def known_bug(st: Statement, prior: Sequence[Statement] = (), dtype: str = "float32",

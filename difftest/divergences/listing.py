@@ -52,12 +52,15 @@ SECTIONS: tuple[Section, ...] = (
             "inputs away from these points, and a program that lands on one anyway is classified "
             "`ill-conditioned` by the float64 finite-difference check, not reported. Also burn's conventions "
             "for BatchNorm's running statistics (difftest/divergences/running_stats.py)."),
-    Section("Known burn bugs", "known-bug",
-            "Bugs difftest found in burn (difftest/divergences/known_bugs.py), each with a `bug` case in "
+    Section("Known bugs", "known-bug",
+            "Bugs difftest found in burn (difftest/divergences/known_bugs.py) and, framework `torch`, in PyTorch "
+            "(difftest/divergences/torch_bugs.py), each with a `bug` case in "
             "corpus/bugs/ that the suite replays as a strict xfail. Each record states its site and effect; "
             "a finding is that bug only when they explain it (a neighbour — the same op in another dtype, "
-            "another input, another error — is news). *dtypes*: the dtypes it shows in; *backends*: the burn "
-            "backends it shows on (a finding on another backend is news; docs/backends.md); *generator*: whether "
+            "another input, another error — is news), and a record of PyTorch's explains only findings judged "
+            "`torch-wrong`, one of burn's never those. *dtypes*: the dtypes it shows in; *backends*: the burn "
+            "backends it shows on (a finding on another backend is news; docs/backends.md); *host*: the CPUs it "
+            "shows on (corpus/README.md#host); *generator*: whether "
             "the generator avoids its trigger (property runs keep looking for new bugs; the corpus case keeps "
             "the bug covered)."),
 )
@@ -129,14 +132,16 @@ def table(kind: Kind, records: Sequence[Knowledge] = KNOWLEDGE,
     rows = [k for k in records if k.kind == kind]
     if kind == "known-bug":
         by_name = {b.name: b for b in bugs}
-        lines = [_row(("name", "dtypes", "backends", "generator", "burn versions", "reason", "evidence")),
-                 _row(("---",) * 7)]
+        lines = [_row(("name", "framework", "dtypes", "backends", "host", "generator", "burn versions", "reason",
+                       "evidence")),
+                 _row(("---",) * 9)]
         for k in rows:
             bug = by_name.get(k.name)
             dtypes = ", ".join(bug.dtypes) if bug is not None and bug.dtypes is not None else "every"
             generator = _generator(bug) if bug is not None else "—"
-            lines.append(_row((f"`{k.name}`", dtypes, backends_text(bug), generator, cell(k.burn_versions),
-                               cell(k.reason), _evidence(k))))
+            host = bug.host.describe() if bug is not None and bug.host is not None else "every"
+            lines.append(_row((f"`{k.name}`", k.framework, dtypes, backends_text(bug), host, generator,
+                               cell(k.burn_versions), cell(k.reason), _evidence(k))))
     else:
         lines = [_row(("name", "framework", "burn versions", "reason", "evidence")), _row(("---",) * 5)]
         for k in rows:

@@ -77,6 +77,9 @@ def case_cell(case: Case, backend: str, verdict: Verdict) -> BackendCell:
     """A bug case: `fails as recorded`, `fails differently` or `passes` (a bug may live on one
     backend: passing elsewhere is information, not an error); any other case: ok or not as
     `difftest replay` judges it."""
+    elsewhere = case.not_here()
+    if elsewhere is not None:
+        return BackendCell(backend, "skipped", True, elsewhere)
     if case.status != "bug":
         outcome = judge(case, verdict)
         text = "pass" if outcome.ok and case.status == "pass" else ("ok" if outcome.ok else "FAIL")
@@ -128,13 +131,18 @@ def layer_class(fails: Mapping[str, bool]) -> str | None:
     return f"only:{shown[0]}" if len(shown) == 1 else f"some:{','.join(shown)}"
 
 
-def where(fails: Mapping[str, bool]) -> str:
-    """The layer a finding lives in, from which backends show it (backend -> fails)."""
+def where(fails: Mapping[str, bool], torch_wrong: bool = False) -> str:
+    """The layer a finding lives in, from which backends show it (backend -> fails); a finding
+    whose every mismatch the arbiter judged torch-wrong (`torch_wrong`) lives in PyTorch, whichever
+    backends show it."""
     shown = [b for b, f in fails.items() if f]
     clean = [b for b, f in fails.items() if not f]
     cls = layer_class(fails)
     if not shown:
         return f"shows on no backend tested ({', '.join(clean)})"
+    if torch_wrong:
+        return (f"PyTorch's: float64 sides with burn ({', '.join(shown)}), so no burn layer; the case "
+                "is a known difference of PyTorch's, not a burn report")
     if cls is None:
         return (f"shows on {shown[0]}, the only backend tested: run it on several (--backend flex,ndarray) "
                 "to locate it")
@@ -189,7 +197,8 @@ def triangulate(verdicts: Mapping[str, Verdict], workers: Mapping[str, BurnWorke
     for b, t in triaged.items():
         fails = {c: c in triaged and triaged[c].key == t.key for c in verdicts}
         shown = tuple(c for c, f in fails.items() if f)
-        out[b] = Shown(b, verdicts[b], t, class_key(t.key, layer_class(fails)), shown, where(fails))
+        out[b] = Shown(b, verdicts[b], t, class_key(t.key, layer_class(fails)), shown,
+                       where(fails, verdict_blames_torch(verdicts[b])))
     return out
 
 
@@ -199,7 +208,12 @@ def recorded_where(case: Case) -> str | None:
     if not tested:
         return None
     fails = {b: str(e.get("outcome", "")) in FAILS for b, e in tested.items() if isinstance(e, dict)}
-    return where(fails)
+    return where(fails, case.blames_torch)
+
+
+def verdict_blames_torch(verdict: Verdict) -> bool:
+    """Whether the verdict fails and every finding of it is judged torch-wrong."""
+    return bool(verdict.findings) and all(m.verdict == "torch-wrong" for m in verdict.findings)
 
 
 def record_backends_tested(path: Path, cells: Sequence[BackendCell], burn: str) -> bool:
@@ -209,6 +223,8 @@ def record_backends_tested(path: Path, cells: Sequence[BackendCell], burn: str) 
     doc = json.loads(path.read_text())
     tested = dict(doc.get("backends_tested") or {})
     for c in cells:
+        if c.outcome == "skipped":  # not run here (a host-dependent case): nothing measured
+            continue
         entry = {"outcome": c.outcome, "burn": burn, "date": today}
         if c.outcome not in ("fails as recorded", "passes"):  # how it fails there, in a line
             entry["detail"] = f"{c.explained}: {c.detail}" if c.explained else c.detail

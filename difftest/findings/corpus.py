@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from difftest.divergences.host import HostCondition
 from difftest.divergences.knowledge import parse_version
 from difftest.divergences.memory_rules import MEMORY_RULES_BY_NAME
 from difftest.divergences.rules import RULES_BY_NAME
@@ -91,6 +92,27 @@ class Case:
 
     def expected_rule(self) -> str | None:
         return self.status.split(":", 1)[1] if self.status.startswith("divergence:") else None
+
+    @property
+    def blames_torch(self) -> bool:
+        """Whether every mismatch the case expects is judged torch-wrong: a bug of PyTorch's, which
+        burn gets right (its burn reproducer passes)."""
+        expect = self.record.get("expect") or []
+        return bool(expect) and all(isinstance(e, dict) and e.get("verdict") == "torch-wrong" for e in expect)
+
+    @property
+    def host(self) -> HostCondition | None:
+        """The machines the case reproduces on (its record's `host`), None for every machine."""
+        doc = self.record.get("host")
+        return HostCondition.from_dict(doc) if doc is not None else None
+
+    def not_here(self) -> str | None:
+        """Why the case cannot be replayed on this machine (it needs CPU flags this one lacks),
+        or None."""
+        host = self.host
+        if host is None or host.holds():
+            return None
+        return f"needs {host.describe()} (this machine lacks {', '.join(host.missing())})"
 
 
 def program_hash(program: Program) -> str:
@@ -374,6 +396,9 @@ def judge(case: Case, verdict: Verdict) -> ReplayOutcome:
     table, measured here at the quick size; `verdict`, of its stand-in program, is not used.)"""
     if case.memory is not None:
         return replay_memory_case(case, full=False)
+    elsewhere = case.not_here()
+    if elsewhere is not None:
+        return ReplayOutcome(True, f"skipped: {elsewhere}", "skipped")
     rule = case.expected_rule()
     fired = verdict.prediction.rules_fired
     if case.status == "pass":

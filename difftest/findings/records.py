@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from difftest.divergences.host import HostCondition
 from difftest.divergences.knowledge import parse_version
 from difftest.exec.backends import BACKENDS
 
@@ -34,7 +35,9 @@ def check_records(path: Path, doc: dict[str, Any]) -> None:
     ({"patch", "burn", "outcome", "others", "date"}, written by the same command on a
     `patch:FILE` build); `backend`, the burn backend the case runs on (default flex; a campaign
     on another backend writes it); `backends_tested`, burn backend -> {"outcome": text, "burn":
-    version, "date": ISO day} (`difftest versions --backend B,B --record`; findings/backends.py)."""
+    version, "date": ISO day} (`difftest versions --backend B,B --record`; findings/backends.py);
+    `host`, the machines the case reproduces on ({"cpu_flags": [...]}: a PyTorch kernel some CPUs
+    pick; divergences/host.py), skipped on any other."""
     up = doc.get("upstream")
     if up is not None and not (up == NOT_REPORTED or (isinstance(up, str) and up.startswith("https://"))):
         raise CorpusError(f"{path}: \"upstream\" must be an https URL or {NOT_REPORTED!r}, got {up!r}")
@@ -53,6 +56,11 @@ def check_records(path: Path, doc: dict[str, Any]) -> None:
         raise CorpusError(f"{path}: \"fix\" must be an object with text fields {', '.join(FIX_FIELDS)}, got {fix!r}")
     _check_backend_fields(path, doc)
     _check_outcomes(path, doc, "versions_tested", "burn version", _version_problem)
+    if "host" in doc:
+        try:
+            HostCondition.from_dict(doc["host"])
+        except ValueError as e:
+            raise CorpusError(f"{path}: {e}") from None
 
 
 def _version_problem(version: str) -> str | None:

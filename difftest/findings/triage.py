@@ -188,16 +188,17 @@ def fault_of(verdict: Verdict, m: Mismatch, loc: Localisation | None, backend: s
         inputs = tuple(s.data for _, s in leaves)
         lm = loc.mismatch
         return Fault(lm.kind, loc.statement, program, loc.dtype, lm.framework, lm.detail, loc.input,
-                     tuple(mismatch_pairs(one, lm)), lm.elements, inputs, backend=backend)
+                     tuple(mismatch_pairs(one, lm)), lm.elements, inputs, backend=backend, verdict=lm.verdict)
     if loc is not None and loc.statement is None:  # no single op: where the program shows it
         return shown_fault(verdict, m, backend)
     if loc is not None:  # a step: the error as the program shows it
         return Fault(m.kind, loc.statement, program, loc.dtype, m.framework, m.detail, None,
-                     tuple(mismatch_pairs(verdict, m)), m.elements, backend=backend)
+                     tuple(mismatch_pairs(verdict, m)), m.elements, backend=backend, verdict=m.verdict)
     observed = dict(m.observed) if isinstance(m.observed, dict) else {}
     st = program.by_id().get(m.statement or "")
     dtype = dtype_at(program, st) if st is not None else program.dtype
-    return Fault(m.kind, m.statement, program, dtype, m.framework, m.detail, observed=observed, backend=backend)
+    return Fault(m.kind, m.statement, program, dtype, m.framework, m.detail, observed=observed, backend=backend,
+                 verdict=m.verdict)
 
 
 def shown_fault(verdict: Verdict, m: Mismatch, backend: str = DEFAULT_BACKEND) -> Fault:
@@ -213,7 +214,7 @@ def shown_fault(verdict: Verdict, m: Mismatch, backend: str = DEFAULT_BACKEND) -
     st = table.get(m.statement or "")
     dtype = dtype_at(program, st) if st is not None else program.dtype
     fault = Fault(kind, at, program, dtype, m.framework, m.detail, None, tuple(mismatch_pairs(verdict, m)),
-                  m.elements, backend=backend, terms=tuple(mismatch_terms(verdict, m)))
+                  m.elements, backend=backend, terms=tuple(mismatch_terms(verdict, m)), verdict=m.verdict)
     read = _gradient_read(table, m.statement) if m.kind == "value" else None
     if read is not None:
         # a value computed from a gradient read: that backward's gradient, as shown, or else the
@@ -253,15 +254,18 @@ def _gradient_read(table: dict[str, Statement], ident: str | None) -> Grad | Non
 
 
 def explains(bug: KnownBug, f: Fault) -> bool:
-    """Whether `bug` shows on the fault's backend, its site holds at the fault's statement (or
-    upstream of it, for an effect that shows downstream) and its effect matches the fault (or
-    the fault's other reading, `Fault.alternative`)."""
+    """Whether `bug` shows on the fault's backend and on this machine, is the bug of the
+    framework the finding blames (PyTorch's for a torch-wrong verdict, else burn's), its site holds
+    at the fault's statement (or upstream of it, for an effect that shows downstream) and its
+    effect matches the fault (or the fault's other reading, `Fault.alternative`)."""
     return _explains(bug, f) or (f.alternative is not None and _explains(bug, f.alternative))
 
 
 def _explains(bug: KnownBug, f: Fault) -> bool:
     eff = bug.effect
     if eff is None or f.site is None or f.kind not in eff.kinds or not bug.shows_on(f.backend):
+        return False
+    if (bug.framework == "torch") != (f.verdict == "torch-wrong") or not bug.shows_here():
         return False
     if eff.message is not None and f.kind == "outcome" and not re.search(eff.message, f.message, re.IGNORECASE):
         return False

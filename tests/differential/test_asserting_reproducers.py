@@ -1,5 +1,6 @@
 """The asserting burn reproducers (difftest/findings/reproducers/expect.py): every bug case's
-test fails on the released burn and every passing case's test passes, compiled and run for
+test fails on the released burn and every passing case's test passes (a bug of PyTorch's too: burn
+gets it right), compiled and run for
 real against burn (the crate of tests/rust_repro, sharing the interpreter's CARGO_TARGET_DIR).
 That is what makes a reproducer something burn can merge as a regression test."""
 
@@ -85,9 +86,9 @@ def test_a_bug_case_fails_on_burn_and_a_passing_case_passes(name: str, executabl
     case = CASES[name]
     done = subprocess.run([str(executable), "--exact", name, "--test-threads=1"], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "RUST_BACKTRACE": "0"})
-    if case.status == "bug":
+    if case.status == "bug" and not case.blames_torch:
         assert done.returncode != 0, f"{name}: the bug's test passes on this burn\n{done.stdout[-2000:]}"
-    else:
+    else:  # a passing case, or a bug of PyTorch's: burn gets it right
         assert done.returncode == 0, f"{name} ({case.status}) fails:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
 
 

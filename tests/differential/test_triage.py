@@ -87,6 +87,8 @@ def test_error_classes_are_coarse() -> None:
 @pytest.mark.parametrize("path", sorted(BUGS.glob("*.json")), ids=lambda p: p.stem)
 def test_every_bug_case_is_explained_by_its_own_record(workers: dict[str, BurnWorker], path: Path) -> None:
     case = load_case(path)
+    if case.not_here() is not None:  # a PyTorch kernel of some CPUs: corpus/README.md#host
+        pytest.skip(f"{path.name} {case.not_here()}: corpus/README.md#host")
     t = _triage(workers, case.program, None)
     assert t.known is not None, t.describe()
     assert t.known.name == path.stem, t.describe()

@@ -1,0 +1,73 @@
+"""Known PyTorch bugs, as data: records of kind known-bug whose framework is PyTorch. They explain
+only findings the arbiter judged torch-wrong (float64 sides with burn), and only on the machines
+their `host` names (a oneDNN kernel picked by the CPU's features). A torch-wrong finding no record
+explains stays news: PyTorch being wrong in a way nobody recorded is worth a case too.
+known_bugs.py lists them with burn's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from difftest.divergences.bug_records import Effect, Fault, KnownBug, bug_record
+from difftest.divergences.bug_sites import prior_shapes
+from difftest.divergences.host import cpu_has
+from difftest.program.ir import Statement
+from difftest.program.statements import OpCall
+
+
+def _uncovered(size: int, kernel: int, stride: int, padding: int, dilation: int, padding_out: int) -> bool:
+    """Whether a transposed convolution along one dim leaves an output position no kernel tap
+    reaches (input i and tap j write position i * stride + j * dilation - padding)."""
+    out = (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + padding_out + 1
+    reached = {i * stride + j * dilation - padding for i in range(size) for j in range(kernel)}
+    return any(o not in reached for o in range(out))
+
+
+def conv_transpose2d_bias_uncovered(st: Statement, prior: Sequence[Statement]) -> bool:
+    """A conv_transpose2d with a bias whose output has positions no kernel tap reaches (there the
+    output is the bias alone)."""
+    if not (isinstance(st, OpCall) and st.op == "conv_transpose2d" and len(st.inputs) == 3):
+        return False
+    shapes = prior_shapes(prior)
+    x, w = shapes.get(st.inputs[0]), shapes.get(st.inputs[1])
+    if x is None or w is None or len(x) != 4 or len(w) != 4:
+        return False  # unknown shapes: no claim
+    a = st.attrs
+    return any(_uncovered(x[2 + d], w[2 + d], a["stride"][d], a["padding"][d], a["dilation"][d],
+                          a["padding_out"][d]) for d in range(2))
+
+
+def bias_left_out(f: Fault) -> bool:
+    """At the site itself, PyTorch's output is exactly 0 at every failing element where the
+    float64 result is not (the bias left out, no tap reaching there); a finding downstream of the
+    site (a value computed from it, a gradient through it) shows the error however those ops
+    transform it, so only the site's holding is checked there."""
+    st = f.program.by_id().get(f.site or "")
+    if not (isinstance(st, OpCall) and st.op == "conv_transpose2d"):
+        return True
+    return f.kind == "value" and bool(f.pairs) and all(t == 0.0 and r != 0.0 for r, t in f.pairs)
+
+
+TORCH_BUGS: tuple[KnownBug, ...] = (
+    bug_record(
+        "torch-bf16-conv-transpose2d-amx-drops-bias",
+        "PyTorch 2.15's bfloat16 conv_transpose2d on a CPU with AMX-BF16 (Sapphire Rapids and later) "
+        "leaves the bias out at output positions no kernel tap reaches (a stride larger than the "
+        "kernel's reach, or an output padding): 0 there, where float32, float64 and burn give the "
+        "bias. oneDNN's brg_deconv:avx10_1_512_amx kernel (ONEDNN_VERBOSE=1 names it); with "
+        "torch.backends.mkldnn.enabled = False PyTorch gives the bias. Seen for some kernel shapes "
+        "only (a 2x1 kernel at stride 2, 2x2 at stride 3), never on CPUs without AMX-BF16: the "
+        "record holds on such CPUs alone, and its case is skipped elsewhere. The arbiter's noise "
+        "runs take the same kernel, so the conv's own value passes its (inflated) budget and the "
+        "finding shows downstream (atan2, exp of the output) as torch-wrong.",
+        ("corpus/bugs/torch-bf16-conv-transpose2d-amx-drops-bias.json", "docs/checks.md#pytorch-amx-bf16",
+         "https://github.com/pytorch/pytorch/issues/148973"),
+        None,
+        ("bfloat16",),
+        site=conv_transpose2d_bias_uncovered,
+        effect=Effect(("value", "grad"), error=bias_left_out, downstream=True),
+        burn_versions="*",
+        framework="torch",
+        host=cpu_has("amx_bf16"),
+    ),
+)

@@ -1,0 +1,151 @@
+"""Known PyTorch bugs (difftest/divergences/torch_bugs.py): a record of PyTorch's explains only
+torch-wrong findings, a record of burn's never one, and a record with a `host` only on machines
+with its CPU flags (`DIFFTEST_CPU_FLAGS` stands in for this machine's). The corpus case of a
+host-dependent bug is skipped elsewhere, and its `host` field is checked when it loads.
+No built interpreter: faults are built from the case's program."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from difftest.divergences.host import CPU_FLAGS_ENV, HostCondition, cpu_has
+from difftest.divergences.known_bugs import KNOWN_BUGS, Fault
+from difftest.divergences.torch_bugs import TORCH_BUGS, conv_transpose2d_bias_uncovered
+from difftest.findings.corpus import Case, CorpusError, judge, load_case
+from difftest.findings.triage import explains, known_bug_of
+from difftest.program.jsonio import program_from_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+NAME = "torch-bf16-conv-transpose2d-amx-drops-bias"
+CASE = ROOT / "corpus" / "bugs" / f"{NAME}.json"
+BUG = next(b for b in KNOWN_BUGS if b.name == NAME)
+
+
+@pytest.fixture
+def amx(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CPU_FLAGS_ENV, "avx512f,amx_tile,amx_bf16")
+
+
+@pytest.fixture
+def no_amx(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CPU_FLAGS_ENV, "avx512f,avx512_bf16")
+
+
+def _program(stride: int = 2, kernel: tuple[int, int] = (2, 1), bias: bool = True, dtype: str = "bfloat16",
+             after: str | None = "exp") -> Fault:
+    statements = [
+        {"id": "x", "kind": "leaf", "shape": [1, 2, 2, 2], "data": [0.5, -1.0, 1.5, 2.0, 0.25, -0.75, 1.25, -1.5],
+         "device": "autodiff", "require_grad": False},
+        {"id": "w", "kind": "leaf", "shape": [2, 1, *kernel], "data": [0.5] * (2 * kernel[0] * kernel[1]),
+         "device": "autodiff", "require_grad": False},
+        {"id": "b", "kind": "leaf", "shape": [1], "data": [-2.5], "device": "autodiff", "require_grad": False},
+        {"id": "y", "kind": "op", "op": "conv_transpose2d", "inputs": ["x", "w", "b"] if bias else ["x", "w"],
+         "attrs": {"stride": [stride, stride], "padding": [0, 0], "dilation": [1, 1], "groups": 1,
+                   "padding_out": [0, 0]}},
+    ]
+    if after is not None:
+        statements.append({"id": "z", "kind": "op", "op": after, "inputs": ["y"]})
+    program = program_from_dict({"format": "difftest-program", "version": 1, "dtype": dtype,
+                                 "statements": statements})
+    site = "z" if after is not None else "y"
+    return Fault("value", site, program, dtype, None, "", pairs=((0.082, 1.0),), elements=(1,),
+                 verdict="torch-wrong")
+
+
+def test_every_pytorch_record_is_a_known_bug_of_pytorchs() -> None:
+    assert TORCH_BUGS and all(b in KNOWN_BUGS and b.framework == "torch" for b in TORCH_BUGS)
+    assert all(b.framework == "burn" for b in KNOWN_BUGS if b not in TORCH_BUGS)
+
+
+@pytest.mark.usefixtures("amx")
+def test_the_record_explains_a_torch_wrong_finding_downstream_of_its_site() -> None:
+    fault = _program()
+    assert explains(BUG, fault)
+    assert known_bug_of([fault]) is BUG
+
+
+@pytest.mark.usefixtures("amx")
+def test_the_record_is_what_pytorch_does_not_what_burn_does() -> None:
+    # the same finding blamed on burn (burn-wrong), or not judged numerically: news
+    assert known_bug_of([replace(_program(), verdict="burn-wrong")]) is None
+    assert known_bug_of([replace(_program(), verdict="")]) is None
+
+
+@pytest.mark.usefixtures("amx")
+def test_the_records_site_is_a_biased_bfloat16_conv_transpose2d_with_uncovered_positions() -> None:
+    assert not explains(BUG, _program(dtype="float32"))
+    assert not explains(BUG, _program(bias=False))
+    assert not explains(BUG, _program(stride=1))  # every position reached
+    assert not explains(BUG, _program(kernel=(2, 2)))  # a 2x2 kernel at stride 2 reaches every position
+    assert explains(BUG, _program(stride=3, kernel=(2, 2)))
+
+
+@pytest.mark.usefixtures("amx")
+def test_at_the_conv_itself_pytorch_must_give_exactly_zero_where_float64_does_not() -> None:
+    at_site = _program(after=None)
+    assert explains(BUG, replace(at_site, pairs=((-2.5, 0.0), (-2.5, 0.0))))
+    assert not explains(BUG, replace(at_site, pairs=((-2.5, 0.0), (-2.5, -1.0))))  # not the bias left out
+    assert not explains(BUG, replace(at_site, pairs=((0.0, 0.0),)))
+
+
+@pytest.mark.usefixtures("no_amx")
+def test_the_record_explains_nothing_on_a_cpu_without_amx() -> None:
+    assert not BUG.shows_here()
+    assert known_bug_of([_program()]) is None
+
+
+def test_burn_records_never_explain_a_torch_wrong_finding(amx: None) -> None:
+    # the one-op faults the burn records' own tests build, blamed on PyTorch instead
+    program = program_from_dict({"format": "difftest-program", "version": 1, "dtype": "float64", "statements": [
+        {"id": "x", "kind": "leaf", "shape": [2], "data": [1.0, 2.0], "device": "autodiff", "require_grad": True},
+        {"id": "y", "kind": "op", "op": "div_scalar", "inputs": ["x"], "attrs": {"scalar": 3.0}},
+    ]})
+    burn = Fault("grad", "y", program, "float64", None, "", input=(0,),
+                 pairs=((1 / 3, 0.3333333432674408),), elements=(0,), verdict="burn-wrong")
+    assert known_bug_of([burn]) is not None
+    assert known_bug_of([replace(burn, verdict="torch-wrong")]) is None
+
+
+def test_the_site_predicate_reads_the_shapes_before_the_statement() -> None:
+    program = _program(after=None).program
+    y = program.statements[-1]
+    assert conv_transpose2d_bias_uncovered(y, program.statements[:-1])
+    assert not conv_transpose2d_bias_uncovered(y, ())  # shapes unknown: no claim
+
+
+def test_host_conditions_read_the_cpu_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CPU_FLAGS_ENV, "a, b")
+    assert cpu_has("a", "b").holds() and not cpu_has("a", "c").holds()
+    assert cpu_has("a", "c").missing() == ("c",)
+    assert HostCondition.from_dict({"cpu_flags": ["amx_bf16"]}) == cpu_has("amx_bf16")
+    for bad in ({}, {"cpu_flags": []}, {"cpu_flags": "amx_bf16"}, {"cpu_flags": [""]}, ["amx_bf16"]):
+        with pytest.raises(ValueError, match="cpu_flags"):
+            HostCondition.from_dict(bad)
+
+
+def test_a_case_with_a_malformed_host_is_a_clear_error(tmp_path: Path) -> None:
+    doc = json.loads(CASE.read_text())
+    doc["host"] = {"cpu_flag": "amx_bf16"}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(CorpusError, match=r"bad\.json: host must be"):
+        load_case(bad)
+
+
+def test_the_case_is_skipped_on_a_machine_without_its_cpu_flags(no_amx: None) -> None:
+    case = load_case(CASE)
+    assert case.host == cpu_has("amx_bf16")
+    why = case.not_here()
+    assert why is not None and "amx_bf16" in why
+    outcome = judge(case, None)  # type: ignore[arg-type]  # not run: the host decides first
+    assert outcome.ok and outcome.verdict_kind == "skipped" and "amx_bf16" in outcome.message
+
+
+def test_a_case_without_a_host_is_replayed_everywhere(no_amx: None) -> None:
+    case = load_case(ROOT / "corpus" / "bugs" / "chunk-uneven-pieces-panics.json")
+    assert case.host is None and case.not_here() is None
+    assert isinstance(case, Case)
