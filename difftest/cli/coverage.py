@@ -129,7 +129,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     from difftest.exec.burn_builds import BuildError
     from difftest.exec.burn_worker import BurnWorker
     from difftest.exec.coverage_map import CoverageError, coverage_binary, load_map
-    from difftest.findings.corpus import iter_case_files, load_case
+    from difftest.findings.corpus import CorpusError, iter_case_files, load_case
     from difftest.findings.coverage import print_coverage, summarise
     from difftest.findings.coverage_run import catalog_reach, run_programs
 
@@ -139,7 +139,16 @@ def cmd_coverage(args: argparse.Namespace) -> int:
         if not files:
             print(f"difftest coverage: no cases in {', '.join(args.paths)}", file=sys.stderr)
             return 2
-        sources.append((f"cases {', '.join(args.paths)}", (load_case(f).program for f in files), len(files)))
+        loaded, corrupt = [], []
+        for f in files:  # read before the (long, first-time) coverage build: a bad file stops us here
+            try:
+                loaded.append(load_case(f).program)
+            except CorpusError as e:
+                corrupt.append(str(e))
+        if corrupt:
+            print("difftest coverage: cases that cannot be read:\n  " + "\n  ".join(corrupt), file=sys.stderr)
+            return 2
+        sources.append((f"cases {', '.join(args.paths)}", iter(loaded), len(files)))
     if args.programs:
         profile = "" if args.profile == "default" else f", profile {args.profile}"
         sources.append((f"{args.programs} programs of seed {args.seed}{profile}",

@@ -257,7 +257,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except CorpusError as e:  # its message names the file
         print(e, file=sys.stderr)
         return 2
-    except (OSError, json.JSONDecodeError, ProgramError) as e:
+    except (OSError, ValueError, ProgramError) as e:  # ValueError: malformed JSON, bytes that are not UTF-8
         print(f"{args.file}: {e}", file=sys.stderr)
         return 2
     if len(getattr(args, "backends", ())) > 1:
@@ -322,7 +322,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     def on_case(done: int, total: int, item: CaseReport) -> None:
         bar.update(task, completed=done, total=total)
         if not err.is_terminal:  # elsewhere one line a case is the progress
-            print(f"[{done}/{total}] {item.path}: {item.state}", file=sys.stderr, flush=True)
+            why = f" ({item.error.splitlines()[0]})" if item.state == "error" and item.error else ""
+            print(f"[{done}/{total}] {item.path}: {item.state}{why}", file=sys.stderr, flush=True)
 
     worker = make_worker(args)
     try:
@@ -340,6 +341,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     states = Counter(item.state for item in report.cases)
     print(f"wrote {out}: {len(report.campaigns)} campaign summary(ies), {len(report.cases)} case(s): "
           f"{states['ok']} ok, {states['fail']} failed, {states['error']} cannot run", file=sys.stderr)
+    if err.is_terminal:  # the per-case lines said why already elsewhere
+        for item in report.cases:
+            if item.state == "error" and item.error:
+                print(f"cannot run: {item.error.splitlines()[0]}", file=sys.stderr)
     return 0
 
 

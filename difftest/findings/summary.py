@@ -227,7 +227,7 @@ class Summary:
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Summary:
-        if d.get("format") != SUMMARY_FORMAT:
+        if not isinstance(d, dict) or d.get("format") != SUMMARY_FORMAT:
             raise ValueError(f"not a campaign summary (\"format\" must be {SUMMARY_FORMAT!r})")
         s = Summary(int(d["programs"]), float(d["seconds"]), Counter(d.get("verdicts", {})),
                     Counter(d.get("rules", {})), Counter(d.get("ops", {})), Counter(d.get("dismissals", {})),
@@ -306,6 +306,21 @@ def finding_case_path(path_text: str, summary_path: Path) -> Path:
     return beside if beside.exists() else p
 
 
+def read_summary(path: Path) -> Summary:
+    """A campaign summary file (`difftest fuzz --json`); ValueError naming the file and what is
+    wrong with it otherwise (unreadable, not JSON, not a summary, a field of the wrong type)."""
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read: {e}") from e
+    except ValueError as e:  # malformed JSON, or bytes that are not UTF-8
+        raise ValueError(f"{path}: not JSON: {e}") from e
+    try:
+        return Summary.from_dict(doc)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ValueError(f"{path}: {e if isinstance(e, ValueError) else f'malformed campaign summary: {e!r}'}") from e
+
+
 def merge(paths: list[Path]) -> Summary:
     """Shard summaries (`--json` files) and corpus directories, merged by signature. A case file
     whose signature no summary has becomes a row of its own, counting the case files with it."""
@@ -313,7 +328,7 @@ def merge(paths: list[Path]) -> Summary:
     total = Summary(seed=None, jobs=0, shard="merged")
     for path in paths:
         if not path.is_dir():
-            total.absorb(Summary.from_dict(json.loads(path.read_text())))
+            total.absorb(read_summary(path))
     only_in_cases: set[str] = set()
     for path in paths:
         if not path.is_dir():

@@ -55,3 +55,35 @@ def test_show_of_a_corrupt_case_names_the_field(tmp_path: Path, capsys: pytest.C
     assert main(["show", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path}: missing field" in err and "Traceback" not in err
+
+
+def test_run_reads_bytes_that_are_not_utf8_as_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "binary.json"
+    path.write_bytes(b"\xff\xfe{}")
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "utf-8" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"\xff\xfe", "not JSON: 'utf-8' codec"),
+    (b'{"format": "difftest-campaign', "not JSON: Unterminated string"),
+    (b"[]", "not a campaign summary"),
+    (b'{"format": "difftest-campaign-summary", "programs": "many", "seconds": 1}', "invalid literal for int()"),
+], ids=["binary", "cut", "list", "wrong-type"])
+def test_merge_names_the_summary_that_cannot_be_read(content: bytes, message: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "shard.json"
+    path.write_bytes(content)
+    assert main(["merge", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: " in err and message in err and "Traceback" not in err, err
+
+
+def test_coverage_reads_its_cases_before_it_builds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a corrupt case stops the command before the (long, first-time) coverage build starts
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b"[]")
+    assert main(["coverage", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}: not a difftest case" in err and "building" not in err and "Traceback" not in err
