@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from difftest import __version__
-from difftest.cli.backends import backend_workers, use_backends
+from difftest.cli.backends import use_backends
 from difftest.cli.common import make_console, make_worker
+from difftest.cli.corpus import cmd_replay, cmd_report
 from difftest.cli.coverage import add_guided_options, guided_setup, split_frontiers
 from difftest.cli.coverage import add_parser as add_coverage
 from difftest.cli.versions import add_parser as add_versions
@@ -26,6 +27,19 @@ from difftest.exec.backends import BACKEND_ENV
 if TYPE_CHECKING:
 
     from difftest.oracle.compare import Verdict
+
+
+def writable_dir(path: Path) -> str | None:
+    """Why files cannot be written in directory `path` (created if missing), or None when they can."""
+    import tempfile
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".difftest-write-check-"):
+            pass
+    except OSError as e:
+        return f"cannot write in {path}: {e.strerror or e}"
+    return None
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
@@ -42,6 +56,15 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
     if jobs < 1:
         print("-j must be at least 1", file=sys.stderr)
+        return 2
+    if args.programs < 0 or args.time < 0:
+        print("--programs and --time must not be negative", file=sys.stderr)
+        return 2
+    # where findings and the summary go: checked now, not after a campaign whose findings would be lost
+    unwritable = writable_dir(Path(args.corpus) / "findings") or (
+        writable_dir(Path(args.json).resolve().parent) if args.json else None)
+    if unwritable is not None:
+        print(f"difftest fuzz: {unwritable}", file=sys.stderr)
         return 2
     if args.dtype is not None:
         if args.profile != "default":
@@ -121,68 +144,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
     if args.json:
         write_json(summary, Path(args.json))
     return 0
-
-
-def cmd_replay(args: argparse.Namespace) -> int:
-    from difftest.findings.corpus import CorpusError, iter_case_files, judge, load_case
-    from difftest.oracle.check import check
-
-    files = iter_case_files([Path(p) for p in (args.paths or [args.corpus])])
-    if not files:
-        print("no corpus cases found", file=sys.stderr)
-        return 2
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    worker = make_worker(args)
-    workers = backend_workers(worker)
-    failures = skipped = 0
-    width = max(len(str(f)) for f in files)
-    console = make_console()
-
-    def out(text: str) -> None:
-        console.print(text, markup=False, highlight=False, soft_wrap=True)
-
-    out(f"{'case':<{width}}  {'status':<34}  outcome")
-    # a live bar (rate, ETA) on a terminal; elsewhere the per-case lines are the progress
-    bar = Progress(TextColumn("replay"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.speed} cases/s"),
-                   TimeRemainingColumn(), console=console, transient=True, disable=not console.is_terminal)
-    try:
-        with bar:
-            task = bar.add_task("replay", total=len(files))
-            for f in files:
-                bar.advance(task)
-                try:
-                    case = load_case(f)
-                except CorpusError as e:
-                    failures += 1
-                    out(f"{f!s:<{width}}  {'?':<34}  CORRUPT: {e}")
-                    continue
-                on = workers.get(case.backend)  # a case found on another backend replays there
-                if on is None:
-                    skipped += 1
-                    out(f"{f!s:<{width}}  {case.status:<34}  skipped: runs on {case.backend}, not compiled into "
-                        f"{worker.binary} (--backend {case.backend} builds one)")
-                    continue
-                elsewhere = case.not_here()  # a PyTorch kernel of some CPUs: corpus/README.md#host
-                if elsewhere is not None:
-                    skipped += 1
-                    out(f"{f!s:<{width}}  {case.status:<34}  skipped: {elsewhere}")
-                    continue
-                verdict = check(case.program, on)
-                outcome = judge(case, verdict)
-                failures += not outcome.ok
-                head = outcome.message.splitlines()[0]
-                out(f"{f!s:<{width}}  {case.status:<34}  {'ok' if outcome.ok else 'FAIL'}: {head}")
-                if args.verbose:
-                    from difftest.findings.table import table
-
-                    console.print(table(verdict))
-    finally:
-        for w in workers.values():
-            w.close()
-    tail = f", {skipped} skipped" if skipped else ""
-    print(f"\n{len(files) - failures - skipped} passed, {failures} failed{tail}")
-    return 1 if failures else 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -301,51 +262,6 @@ def _picture(args: argparse.Namespace, verdict: Verdict) -> int:
             return 2
         print(f"wrote {args.svg}", file=sys.stderr)
     return 0 if verdict.ok else 1
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from difftest.findings.report import CaseReport, ReportInputError, build, collect, write
-
-    paths = [Path(p) for p in (args.paths or ["corpus"])]
-    try:
-        collect(paths)  # bad input fails here, before the worker starts
-    except ReportInputError as e:
-        print(f"difftest report: {e}", file=sys.stderr)
-        return 2
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    err = Console(stderr=True, markup=False, highlight=False)
-    bar = Progress(TextColumn("report"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.speed} cases/s"),
-                   TimeRemainingColumn(), console=err, transient=True, disable=not err.is_terminal)
-
-    def on_case(done: int, total: int, item: CaseReport) -> None:
-        bar.update(task, completed=done, total=total)
-        if not err.is_terminal:  # elsewhere one line a case is the progress
-            why = f" ({item.error.splitlines()[0]})" if item.state == "error" and item.error else ""
-            print(f"[{done}/{total}] {item.path}: {item.state}{why}", file=sys.stderr, flush=True)
-
-    worker = make_worker(args)
-    try:
-        with bar:
-            task = bar.add_task("report", total=None)
-            report = build(paths, worker, on_case)
-    finally:
-        worker.close()
-    out = Path(args.output)
-    try:
-        write(report, out)
-    except OSError as e:
-        print(f"difftest report: cannot write {out}: {e}", file=sys.stderr)
-        return 2
-    states = Counter(item.state for item in report.cases)
-    print(f"wrote {out}: {len(report.campaigns)} campaign summary(ies), {len(report.cases)} case(s): "
-          f"{states['ok']} ok, {states['fail']} failed, {states['error']} cannot run", file=sys.stderr)
-    if err.is_terminal:  # the per-case lines said why already elsewhere
-        for item in report.cases:
-            if item.state == "error" and item.error:
-                print(f"cannot run: {item.error.splitlines()[0]}", file=sys.stderr)
-    return 0
 
 
 def cmd_memory(args: argparse.Namespace) -> int:

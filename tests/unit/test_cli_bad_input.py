@@ -87,3 +87,24 @@ def test_coverage_reads_its_cases_before_it_builds(tmp_path: Path, capsys: pytes
     assert main(["coverage", str(bad)]) == 2
     err = capsys.readouterr().err
     assert f"{bad}: not a difftest case" in err and "building" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["fuzz", "--programs", "-1"], "must not be negative"),
+    (["fuzz", "--time", "-5"], "must not be negative"),
+    (["fuzz", "--programs", "3", "--corpus", "/proc/difftest-nowhere"], "cannot write in /proc/difftest-nowhere"),
+    (["fuzz", "--programs", "3", "--json", "/proc/difftest-nowhere/s.json"], "cannot write in /proc/difftest-nowhere"),
+], ids=["negative-programs", "negative-time", "corpus-unwritable", "json-unwritable"])
+def test_fuzz_refuses_what_would_lose_its_findings_before_it_runs(argv: list[str], message: str,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # checked before any worker starts: a campaign whose findings cannot be saved never begins
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
+
+
+def test_replay_names_a_path_that_does_not_exist(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(tmp_path / "nowhere")]) == 2
+    assert f"not found: {tmp_path / 'nowhere'}" in capsys.readouterr().err
+    assert main(["replay", str(tmp_path)]) == 2
+    assert f"no corpus cases (*.json) in {tmp_path}" in capsys.readouterr().err

@@ -105,6 +105,7 @@ LAZY_IMPORTS = {
     # every subcommand imports what it needs when it runs: `difftest --help` starts without torch
     "difftest/cli/main.py": "*",
     "difftest/cli/show.py": "*",
+    "difftest/cli/corpus.py": "*",
     "difftest/cli/coverage.py": "*",
     "difftest/cli/versions.py": "*",
     "difftest/cli/backends.py": "*",
