@@ -203,10 +203,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from difftest.ops.validate import check_program
     from difftest.oracle.check import check
     from difftest.program.ir import ProgramError
-    from difftest.program.jsonio import program_from_dict
+    from difftest.program.jsonio import loads, program_from_dict
 
     try:
-        doc = json.loads(Path(args.file).read_text())
+        doc = loads(Path(args.file).read_text())
         if isinstance(doc, dict) and doc.get("format") == "difftest-case":
             case = load_case(Path(args.file))  # every field checked, naming what and where
             if case.memory is not None:

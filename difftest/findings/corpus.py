@@ -33,7 +33,7 @@ from difftest.memory.table import format_table
 from difftest.ops.validate import check_program
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.ir import Program, ProgramError
-from difftest.program.jsonio import dumps, program_from_dict, program_to_dict
+from difftest.program.jsonio import dumps, loads, program_from_dict, program_to_dict
 from difftest.versions import versions
 
 CASE_FORMAT = "difftest-case"
@@ -273,10 +273,10 @@ def save_case(case: Case, directory: Path) -> tuple[Path, bool]:
 
 def load_case(path: Path) -> Case:
     try:
-        doc = json.loads(path.read_text())
+        doc = loads(path.read_text())
     except (OSError, UnicodeDecodeError) as e:
         raise CorpusError(f"{path}: cannot read: {e}") from e
-    except json.JSONDecodeError as e:
+    except ValueError as e:  # malformed JSON, a bare NaN, a number beyond float64
         raise CorpusError(f"{path}: malformed JSON: {e}") from e
     if not isinstance(doc, dict) or doc.get("format") != CASE_FORMAT:
         raise CorpusError(f"{path}: not a difftest case (\"format\" must be {CASE_FORMAT!r})")

@@ -111,6 +111,24 @@ def program_to_dict(program: Program, name: str | None = None) -> dict[str, Any]
     return d
 
 
+def _bare_constant(name: str) -> float:
+    raise ValueError(f"bare {name} is not JSON: write it as the string \"{name}\" (docs/format.md)")
+
+
+def _finite_float(text: str) -> float:
+    x = float(text)
+    if math.isinf(x):
+        raise ValueError(f"{text} is beyond the float64 range")
+    return x
+
+
+def loads(text: str) -> Any:
+    """A program or case document from JSON text, strictly: bare NaN/Infinity (which Python's json
+    accepts, and no other reader does) and numbers that overflow a float64 are errors, not silent
+    non-finite values; non-finite data is written as the strings the format defines."""
+    return json.loads(text, parse_constant=_bare_constant, parse_float=_finite_float)
+
+
 def dumps(obj: Any, indent: int | None = None) -> str:
     """JSON text; refuses bare NaN/Infinity (they must have been encoded as strings)."""
     return json.dumps(obj, allow_nan=False, indent=indent)
@@ -333,7 +351,7 @@ _CODECS: ByKind[_Codec] = ByKind(
 
 def program_from_json(text: str) -> Program:
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
+        doc = loads(text)
+    except ValueError as e:  # malformed JSON, a bare NaN, a number beyond float64
         raise ProgramError(f"malformed JSON: {e}") from e
     return program_from_dict(doc)

@@ -108,3 +108,24 @@ def test_replay_names_a_path_that_does_not_exist(tmp_path: Path, capsys: pytest.
     assert f"not found: {tmp_path / 'nowhere'}" in capsys.readouterr().err
     assert main(["replay", str(tmp_path)]) == 2
     assert f"no corpus cases (*.json) in {tmp_path}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ("[1.0, NaN]", 'bare NaN is not JSON: write it as the string "NaN"'),
+    ("[-Infinity, 2.0]", 'bare -Infinity is not JSON'),
+    ("[1e309, 2.0]", "1e309 is beyond the float64 range"),
+], ids=["nan", "infinity", "overflow"])
+def test_run_refuses_non_finite_data_python_json_would_invent(data: str, message: str, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # non-finite data is written as the strings the format defines; a bare NaN (accepted by
+    # Python's json alone) or a number that overflows float64 would silently become one
+    path = tmp_path / "nonfinite.json"
+    path.write_text('{"format": "difftest-program", "version": 1, "statements": [{"id": "x", "kind": "leaf", '
+                    f'"shape": [2], "data": {data}, "device": "autodiff", "require_grad": true}}]}}')
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and message in err and "Traceback" not in err, err
+    case = tmp_path / "case.json"
+    case.write_text(path.read_text().replace('"difftest-program"', '"difftest-case"'))
+    assert main(["show", str(case)]) == 2
+    assert f"{case}: malformed JSON: " in capsys.readouterr().err
