@@ -332,6 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--cargo", metavar="DIR", default=None,
                    help="write the asserting burn test as a cargo project in DIR (runs the case now); "
                         "`--format rust` prints that test")
+    s.add_argument("--fault", default=None,
+                   help="run against a deliberately faulty interpreter (DIFFTEST_BURN_FAULT spec, docs/format.md), "
+                   "e.g. the one a `fuzz --fault` campaign found the case with (its `source` names it)")
     burn_option(s)
     s.set_defaults(func=_cmd_show)
 

@@ -101,12 +101,14 @@ def _show_issue(args: argparse.Namespace, case: Case) -> int:
     others, problems = same_root(case)
     for problem in problems:
         print(f"warning: not read while looking for cases of the same root cause: {problem}", file=sys.stderr)
+    one_op = _localised_program(case)
     worker = make_worker(args)
     try:
         burn_versions = worker.version()
         verdict = check(case.program, worker)
         group = [(other, check(other.program, worker)) for other in others]
+        alone = (one_op, check(one_op, worker)) if one_op is not None else None
     finally:
         worker.close()
-    print(issue_markdown(case, verdict, burn_versions, group), end="")
+    print(issue_markdown(case, verdict, burn_versions, group, alone), end="")
     return 0

@@ -19,6 +19,7 @@ from difftest.divergences.known_bugs import KNOWN_BUGS
 from difftest.findings.corpus import Case
 from difftest.findings.reproducers import expected, rust_test, test_name, torch_script
 from difftest.oracle.compare import Mismatch, Verdict
+from difftest.program.ir import Program
 from difftest.program.literals import fmt_data
 from difftest.program.observation import Observation, TensorObs
 from difftest.program.text import statement_text
@@ -27,12 +28,43 @@ from difftest.versions import difftest_version, torch_version
 TITLE_LIMIT = 100
 
 
+# what a localised finding of each kind says is wrong, for a title
+WRONG = {"grad": "gradient", "value": "forward value", "grad-presence": "gradient presence",
+         "flags": "autodiff flags", "outcome": "outcome (panic or error)", "shape": "shape"}
+
+
+def triage_title(case: Case) -> str | None:
+    """A title from the campaign's localisation of an untriaged case (status `new`, whose reason
+    is its signature): where it is, what is wrong there, the dtype and the error's class:
+    `max_pool2d: wrong gradient of input 0 (float32, small error)`. None without one."""
+    triage = case.record.get("triage")
+    loc = triage.get("localisation") if isinstance(triage, dict) else None
+    if not isinstance(loc, dict) or not isinstance(loc.get("where"), str):
+        return None
+    what = WRONG.get(str(loc.get("kind")), str(loc.get("kind") or "result"))
+    inputs = loc.get("input")
+    inputs = [inputs] if isinstance(inputs, int) else inputs if isinstance(inputs, list) else []
+    if loc.get("kind") == "grad" and inputs:
+        what += f" of input{'s' if len(inputs) > 1 else ''} " + ", ".join(map(str, inputs))
+    params = loc.get("params")
+    if isinstance(params, list) and params:
+        what += (" and " if inputs else " of ") + ", ".join(map(str, params))
+    where = "the graph (no single op)" if loc["where"] == "graph" else loc["where"]
+    detail = ", ".join(str(x) for x in (loc.get("dtype"), f"{loc['error']} error" if loc.get("error") else None) if x)
+    blame = "PyTorch: " if loc.get("verdict") == "torch-wrong" else ""
+    return f"{blame}{where}: wrong {what}" + (f" ({detail})" if detail else "")
+
+
 def title(case: Case) -> str:
-    """The case's `title`, else the reason's first clause (without a leading `burn:`), else
-    the case name."""
+    """The case's `title`, else (an untriaged case) its localisation's `triage_title`, else the
+    reason's first clause (without a leading `burn:`), else the case name."""
     given = case.record.get("title")
     if isinstance(given, str) and given.strip():
         return given.strip()
+    if case.status == "new":
+        from_triage = triage_title(case)
+        if from_triage is not None:
+            return from_triage
     text = re.sub(r"^\s*burn\s*(\([^)]*\)\s*)?:\s*", "", case.reason or "").strip()
     text = re.split(r"; |\. |: ", text, maxsplit=1)[0].strip().rstrip(".")  # the first clause
     if len(text) > TITLE_LIMIT:  # drop a parenthesis that is not part of a formula, if that is enough
@@ -174,11 +206,14 @@ def known_bug_reason(case: Case) -> tuple[str, str, list[str]] | None:
 
 
 def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] | None = None,
-                   group: list[tuple[Case, Verdict]] | None = None) -> str:
+                   group: list[tuple[Case, Verdict]] | None = None,
+                   alone: tuple[Program, Verdict] | None = None) -> str:
     """The report; `verdict` is the case's program checked now, `burn_versions` what
     `difftest-burn` reports (`BurnWorker().version()`). `group`: the other bug cases that share
     the case's root cause (`Case.root`), each with its verdict now: one report with every
-    program, the root's reason first."""
+    program, the root's reason first. `alone`: the one-op program the campaign localised the
+    finding to (its triage record's) with its verdict now; when it still fails it comes first,
+    as the smallest test of the bug."""
     members = sorted([(case, verdict), *(group or [])], key=lambda cv: cv[0].name != case.root)
     root = members[0][0]
     lines = [f"# {title(root)}", ""]
@@ -191,6 +226,13 @@ def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] |
     where = ", ".join(f"`{c.name}`" + (f" (`{c.path.as_posix()}`)" if c.path is not None else "") for c, _ in members)
     lines += ["", "Found by difftest, a differential tester of burn's autodiff against PyTorch (case"
               f"{'s' if len(members) > 1 else ''} {where})."]
+    if alone is not None and not alone[1].ok:
+        program, v = alone
+        lines += ["", "## The op alone (burn)", "",
+                  "difftest localised the finding to one op: that op alone, on the inputs it had in the program, "
+                  "fails the same way. The program it was found in follows.",
+                  "", "```rust", rust_test(program, test_name(f"{case.name or 'difftest_case'}_alone"),
+                                           expected(v)).rstrip(), "```"]
     for c, v in members:
         head = " (burn)" if len(members) == 1 else f" (burn): `{c.name}`"
         lines += ["", f"## Minimal reproducer{head}", "", "```rust",

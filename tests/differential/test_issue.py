@@ -68,3 +68,34 @@ def test_cases_of_one_root_cause_make_one_report(burn_worker: BurnWorker) -> Non
     assert text.index("fn flex_reduce_dim_after_unit_swap_panics()") < text.index(
         "fn flex_sum_dim_backward_after_unit_swap_panics()")
     assert "The same root cause shows in 2 programs" in text
+
+
+def test_an_untriaged_finding_is_titled_and_led_by_its_localised_op(tmp_path: Path) -> None:
+    """A campaign's new case: the title says where and what (not its status), and the report's
+    first test is the op alone on its inputs, the smallest test of the bug."""
+    from difftest.findings.corpus import case_from_verdict, save_case
+    from difftest.findings.triage import triage
+    from difftest.program.ir import Program
+    from tests.programs import backward, leaf, op
+
+    program = Program((leaf("x", [0.5, -1.0, 2.0], rg=True), op("y", "exp", "x"), op("z", "tanh", "y"),
+                       op("s", "sum", "z"), backward("s")))
+    with BurnWorker(fault="grad-scale:exp:0.01") as worker:
+        verdict = check(program, worker)
+        t = triage(verdict, worker)
+        case = case_from_verdict(verdict, source="test")
+        case.record["triage"] = t.to_dict()
+        path, _ = save_case(case, tmp_path)
+        case = load_case(path)
+        assert case.status == "new"
+        assert title(case) == "exp: wrong gradient of input 0 (float32, small error)", t.describe()
+        raw = case.record["triage"]["localisation"]["program"]
+        from difftest.program.jsonio import program_from_dict
+
+        alone = program_from_dict(raw)
+        text = issue_markdown(case, check(case.program, worker), worker.version(), None,
+                              (alone, check(alone, worker)))
+    assert text.startswith("# exp: wrong gradient of input 0 (float32, small error)\n")
+    first = text.split("```rust\n", 1)[1].split("```", 1)[0]
+    assert f"fn case_{case.name}_alone()" in first and "tanh" not in first and ".exp()" in first
+    assert text.index("## The op alone (burn)") < text.index("## Minimal reproducer")
