@@ -257,6 +257,9 @@ class BurnWorker:
         if raw is None:
             code = proc.wait()
             raise EOFError(f"worker exited with status {code}")
+        if not raw.endswith(b"\n"):  # the stream ended inside a line: the process died while answering
+            code = proc.wait()
+            raise EOFError(f"worker exited with status {code} in the middle of an answer ({len(raw)} bytes written)")
         try:
             answer: dict[str, Any] = json.loads(raw)
         except json.JSONDecodeError as e:

@@ -81,6 +81,10 @@ def _fake_worker(tmp_path: Path, behaviour: str) -> str:
                 if req.get("request") == "run":
                     if {behaviour!r} == "crash":
                         os._exit(3)
+                    if {behaviour!r} == "cut":  # dies while writing its answer (killed mid-line)
+                        sys.stdout.write('{{"id": ' + str(req.get("id")) + ', "ok": true, "result": {{"val')
+                        sys.stdout.flush()
+                        os._exit(9)
                     time.sleep(60)
                 print(json.dumps({{"id": req.get("id"), "ok": True, "version": {{}}}}), flush=True)
             """
@@ -97,6 +101,18 @@ def test_crash_keeps_the_case_and_restarts(tmp_path: Path) -> None:
     assert obs.outcome == "crash" and "status 3" in obs.error.message  # type: ignore[union-attr]
     kept = list(inflight.glob("*.json"))
     assert len(kept) == 1 and json.loads(kept[0].read_text()) == program_to_dict(SEED)
+    assert w.restarts == 1 and w.version() == {}
+    w.close()
+
+
+def test_a_worker_that_dies_mid_answer_is_a_crash_not_a_bad_answer(tmp_path: Path) -> None:
+    # a worker killed while it writes (SIGKILL, the OOM killer) leaves half a line: that is its
+    # exit, reported with its status like any crash, not "non-JSON" with the fragment in the
+    # finding's signature
+    w = BurnWorker(_fake_worker(tmp_path, "cut"), inflight_dir=tmp_path / "inflight", timeout=10)
+    obs = w.run(SEED)
+    assert obs.outcome == "crash" and obs.error is not None
+    assert "status 9 in the middle of an answer" in obs.error.message and "non-JSON" not in obs.error.message
     assert w.restarts == 1 and w.version() == {}
     w.close()
 
