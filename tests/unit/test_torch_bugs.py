@@ -149,3 +149,25 @@ def test_a_case_without_a_host_is_replayed_everywhere(no_amx: None) -> None:
     case = load_case(ROOT / "corpus" / "bugs" / "chunk-uneven-pieces-panics.json")
     assert case.host is None and case.not_here() is None
     assert isinstance(case, Case)
+
+
+def test_the_backend_matrix_skips_the_case_and_records_nothing(no_amx: None, tmp_path: Path) -> None:
+    from difftest.findings.backends import case_cell, record_backends_tested
+
+    case = load_case(CASE)
+    cell = case_cell(case, "flex", None)  # type: ignore[arg-type]  # not run: the host decides first
+    assert cell.outcome == "skipped" and cell.ok and "amx_bf16" in cell.detail
+    copy = tmp_path / CASE.name
+    copy.write_text(CASE.read_text())
+    assert not record_backends_tested(copy, [cell], "0.22.1")
+    assert copy.read_text() == CASE.read_text()
+
+
+def test_the_case_names_pytorch_not_a_burn_layer() -> None:
+    from difftest.findings.backends import recorded_where, where
+
+    case = load_case(CASE)
+    assert case.blames_torch
+    assert recorded_where(case) is not None and recorded_where(case).startswith("PyTorch's")  # type: ignore[union-attr]
+    assert where({"flex": True, "ndarray": True}).startswith("shows on every backend tested")
+    assert not load_case(ROOT / "corpus" / "bugs" / "chunk-uneven-pieces-panics.json").blames_torch
