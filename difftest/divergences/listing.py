@@ -55,7 +55,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("Known bugs", "known-bug",
             "Bugs difftest found in burn (difftest/divergences/known_bugs.py) and, framework `torch`, in PyTorch "
             "(difftest/divergences/torch_bugs.py), each with a `bug` case in "
-            "corpus/bugs/ that the suite replays as a strict xfail. Each record states its site and effect; "
+            "corpus/bugs/ that the suite replays as a strict xfail (but one: PyTorch's uninitialised memory, "
+            "which no replay can insist on). Each record states its site and effect; "
             "a finding is that bug only when they explain it (a neighbour — the same op in another dtype, "
             "another input, another error — is news), and a record of PyTorch's explains only findings judged "
             "`torch-wrong`, one of burn's never those. *dtypes*: the dtypes it shows in; *backends*: the burn "

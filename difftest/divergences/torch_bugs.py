@@ -37,6 +37,42 @@ def conv_transpose2d_bias_uncovered(st: Statement, prior: Sequence[Statement]) -
                           a["padding_out"][d]) for d in range(2))
 
 
+def _untouched_tap(size: int, kernel: int, stride: int, padding: int, dilation: int, transposed: bool,
+                   padding_out: int = 0) -> bool:
+    """Whether a kernel tap along one dim multiplies nothing but padding: a convolution's tap j
+    reads input o * stride + j * dilation - padding for each output o; a transposed one's writes
+    output i * stride + j * dilation - padding for each input i, and the output keeps [0, out)."""
+    if transposed:
+        out = (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + padding_out + 1
+        return any(all(not 0 <= i * stride + j * dilation - padding < out for i in range(size)) for j in range(kernel))
+    outputs = (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+    return any(all(not 0 <= o * stride + j * dilation - padding < size for o in range(outputs)) for j in range(kernel))
+
+
+CONVS = {"conv1d": (1, False), "conv2d": (2, False), "conv_transpose1d": (1, True), "conv_transpose2d": (2, True)}
+
+
+def conv_weight_tap_untouched(st: Statement, prior: Sequence[Statement]) -> bool:
+    """A convolution (plain or transposed, 1-d or 2-d) with a kernel tap that meets only padding
+    for every output: its weight gradient there is exactly 0."""
+    if not (isinstance(st, OpCall) and st.op in CONVS):
+        return False
+    rank, transposed = CONVS[st.op]
+    shapes = prior_shapes(prior)
+    x, w = shapes.get(st.inputs[0]), shapes.get(st.inputs[1])
+    if x is None or w is None or len(x) != rank + 2 or len(w) != rank + 2:
+        return False  # unknown shapes: no claim
+    a = st.attrs
+    return any(_untouched_tap(x[2 + d], w[2 + d], a["stride"][d], a["padding"][d], a["dilation"][d], transposed,
+                              a.get("padding_out", [0] * rank)[d]) for d in range(rank))
+
+
+def garbage_where_zero(f: Fault) -> bool:
+    """PyTorch's weight gradient is not 0 at failing elements where float64 gives exactly 0 (and
+    only there): memory no output wrote, whatever it held (NaN, 1e25, 2.3e-9)."""
+    return bool(f.pairs) and all(r == 0.0 and not t == 0.0 for r, t in f.pairs)
+
+
 def bias_left_out(f: Fault) -> bool:
     """At the site itself, PyTorch's output is exactly 0 at every failing element where the
     float64 result is not (the bias left out, no tap reaching there); a finding downstream of the
@@ -69,5 +105,25 @@ TORCH_BUGS: tuple[KnownBug, ...] = (
         burn_versions="*",
         framework="torch",
         host=cpu_has("amx_bf16"),
+    ),
+    bug_record(
+        "torch-bf16-conv-weight-grad-uninitialised",
+        "PyTorch 2.15's bfloat16 weight gradient of a convolution (conv1d, conv2d and their transposed forms) "
+        "leaves the kernel taps that meet only padding uninitialised instead of 0: NaN, 1e25 or 2.3e-9 "
+        "garbage by what the allocator held, where float64 and burn give exactly 0. On this machine's AMX-BF16 "
+        "CPU oneDNN's brgconv_bwd_w:avx10_1_512_amx kernel does it 19 runs in 20 (ONEDNN_VERBOSE=1; with "
+        "torch.backends.mkldnn.enabled = False none), so a fresh-worker re-check gives it again; it was first "
+        "seen as a flaky result on an earlier machine, so the record names no host. Matched only as what it is: a "
+        "torch-wrong gradient of the weight (input 1) of a bfloat16 convolution with such a tap, at elements "
+        "where float64 gives exactly 0. No corpus case: the numbers are uninitialised memory, so no replay "
+        "could insist on them; tests/unit/test_torch_bugs.py and a 20,000-program campaign of the quality "
+        "suite (seed 12, program 18590) are its evidence.",
+        ("docs/checks.md#pytorch-amx-bf16", "tests/unit/test_torch_bugs.py"),
+        None,
+        ("bfloat16",),
+        site=conv_weight_tap_untouched,
+        effect=Effect(("grad",), input=(1,), error=garbage_where_zero),
+        burn_versions="*",
+        framework="torch",
     ),
 )

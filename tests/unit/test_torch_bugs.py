@@ -171,3 +171,36 @@ def test_the_case_names_pytorch_not_a_burn_layer() -> None:
     assert recorded_where(case) is not None and recorded_where(case).startswith("PyTorch's")  # type: ignore[union-attr]
     assert where({"flex": True, "ndarray": True}).startswith("shows on every backend tested")
     assert not load_case(ROOT / "corpus" / "bugs" / "chunk-uneven-pieces-panics.json").blames_torch
+
+
+UNINIT = next(b for b in KNOWN_BUGS if b.name == "torch-bf16-conv-weight-grad-uninitialised")
+
+
+def _conv1d_weight_fault(pairs: tuple[tuple[float, float], ...], *, dtype: str = "bfloat16", length: int = 1,
+                         padding: int = 1, verdict: str = "torch-wrong") -> Fault:
+    """The quality suite's seed-12 program 18590 in small: a bfloat16 conv1d of a length-1 input,
+    kernel 3, padding 1: taps 0 and 2 meet only padding, so their weight gradient is exactly 0."""
+    program = program_from_dict({"format": "difftest-program", "version": 1, "dtype": dtype, "statements": [
+        {"id": "x", "kind": "leaf", "shape": [1, 2, length], "data": [0.5, -1.0] * length, "device": "autodiff",
+         "require_grad": True},
+        {"id": "w", "kind": "leaf", "shape": [1, 2, 3], "data": [0.5, 0.25, -0.5, 1.0, 0.75, -0.25],
+         "device": "autodiff", "require_grad": True},
+        {"id": "y", "kind": "op", "op": "conv1d", "inputs": ["x", "w"],
+         "attrs": {"stride": [2], "padding": [padding], "dilation": [1], "groups": 1}},
+    ]})
+    return Fault("grad", "y", program, dtype, None, "", input=(1,), pairs=pairs, elements=(0,), verdict=verdict)
+
+
+def test_uninitialised_weight_taps_are_pytorchs_known_bug_where_float64_gives_zero() -> None:
+    assert known_bug_of([_conv1d_weight_fault(((0.0, float("nan")),))]) is UNINIT
+    assert known_bug_of([_conv1d_weight_fault(((0.0, 2.3e-9), (0.0, 1e25)))]) is UNINIT
+
+
+def test_uninitialised_weight_taps_neighbours_are_news() -> None:
+    # a wrong nonzero weight gradient, a burn-side zero-tap error, another dtype, no untouched tap
+    assert known_bug_of([_conv1d_weight_fault(((0.5, 0.51),))]) is None
+    assert known_bug_of([_conv1d_weight_fault(((0.0, 1.0),), verdict="burn-wrong")]) is None
+    assert known_bug_of([_conv1d_weight_fault(((0.0, float("nan")),), dtype="float32")]) is None
+    # length 3, no padding: the one output reads every tap from the input
+    assert known_bug_of([_conv1d_weight_fault(((0.0, float("nan")),), length=3, padding=0)]) is None
+    assert known_bug_of([replace(_conv1d_weight_fault(((0.0, float("nan")),)), input=(0,))]) is None
