@@ -204,3 +204,12 @@ def test_uninitialised_weight_taps_neighbours_are_news() -> None:
     # length 3, no padding: the one output reads every tap from the input
     assert known_bug_of([_conv1d_weight_fault(((0.0, float("nan")),), length=3, padding=0)]) is None
     assert known_bug_of([replace(_conv1d_weight_fault(((0.0, float("nan")),)), input=(0,))]) is None
+
+
+def test_replay_counts_a_host_dependent_case_as_skipped(no_amx: None, capsys: pytest.CaptureFixture[str]) -> None:
+    # skipped before any run: no worker answers for it, and it is neither passed nor failed
+    from difftest.cli import main
+
+    assert main(["replay", str(CASE)]) == 0
+    out = capsys.readouterr().out
+    assert "skipped: needs a CPU with amx_bf16" in out and "0 passed, 0 failed, 1 skipped" in out
