@@ -319,9 +319,11 @@ class MagnitudeHooks(SiteHooks):
         return out
 
 
-def magnitude_run(program: Program) -> Observation:
-    """The program in float64 with the magnitude backward (see _Magnitude)."""
-    return run_torch(program, "float64", hooks=MagnitudeHooks())
+def magnitude_run(program: Program, upto: int | None = None) -> Observation:
+    """The program in float64 with the magnitude backward (see _Magnitude); of its first `upto`
+    statements only, when given (a run is statement by statement, so each of them gets what
+    the whole program's run gives it)."""
+    return run_torch(program if upto is None else program.prefix(upto), "float64", hooks=MagnitudeHooks())
 
 
 def program_seed(program: Program) -> int:
@@ -329,14 +331,19 @@ def program_seed(program: Program) -> int:
 
 
 def noisy_runs(program: Program, samples: int = tol.NOISE_SAMPLES, start: int = 0,
-               reference: Observation | None = None, observed: Observation | None = None) -> list[Observation]:
+               reference: Observation | None = None, observed: Observation | None = None,
+               upto: int | None = None) -> list[Observation]:
     """Runs `start` to `samples` - 1 of `program`'s float64 runs with rounding noise,
     deterministically seeded: run k is the same whichever others are made. `reference`: the
     plain float64 run (made here when not given), and `observed`: PyTorch's run of the program
     in its own dtype; the exact ties both have are kept (tie_references; none without
-    `observed`)."""
+    `observed`). `upto`: run only the first `upto` statements. The seed is the whole
+    program's and the noise is drawn statement by statement, in order, so each of those
+    statements gets exactly what it gets in a run of the whole program: arbitration asks for
+    the statements up to its last mismatch, not the backwards after a value mismatch."""
     seed = program_seed(program)
     if start >= samples:
         return []
     ties = tie_references(program, reference if reference is not None else run_torch(program, "float64"), observed)
-    return [run_torch(program, "float64", hooks=NoiseHooks(seed + k, ties)) for k in range(start, samples)]
+    ran = program if upto is None else program.prefix(upto)
+    return [run_torch(ran, "float64", hooks=NoiseHooks(seed + k, ties)) for k in range(start, samples)]

@@ -154,22 +154,33 @@ class TorchRuns:
     observed: Observation | None = None
     _reference: Observation | None = None
     _noisy: list[Observation] = field(default_factory=list)
+    _noisy_upto: int = 0  # the statements the noise runs made so far cover
     _magnitudes: Observation | None = None
+    _magnitudes_upto: int = 0
 
     def reference(self) -> Observation:
         if self._reference is None:
             self._reference = run_torch(self.program, "float64")
         return self._reference
 
-    def noisy(self, count: int) -> list[Observation]:
-        """The first `count` noise runs (noisy_runs: run k is the same whichever others are made)."""
+    def noisy(self, count: int, upto: int | None = None) -> list[Observation]:
+        """The first `count` noise runs (noisy_runs: run k is the same whichever others are
+        made), covering at least the first `upto` statements (None: all of them). A run of a
+        prefix gives its statements what a run of the whole program does (noisy_runs), so
+        runs made for a shorter prefix are made again only when a longer one is asked for."""
+        n = len(self.program) if upto is None else upto
+        if n > self._noisy_upto:
+            self._noisy, self._noisy_upto = [], n
         if len(self._noisy) < count:
-            self._noisy += noisy_runs(self.program, count, len(self._noisy), self.reference(), self.observed)
+            self._noisy += noisy_runs(self.program, count, len(self._noisy), self.reference(), self.observed,
+                                      upto=self._noisy_upto)
         return self._noisy[:count]
 
-    def magnitudes(self) -> Observation:
-        if self._magnitudes is None:
-            self._magnitudes = magnitude_run(self.program)
+    def magnitudes(self, upto: int | None = None) -> Observation:
+        """The magnitude run (noise.magnitude_run), covering at least the first `upto` statements."""
+        n = len(self.program) if upto is None else upto
+        if self._magnitudes is None or n > self._magnitudes_upto:
+            self._magnitudes, self._magnitudes_upto = magnitude_run(self.program, n), n
         return self._magnitudes
 
 
@@ -185,6 +196,7 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch], runs: TorchRuns | None 
     verdict.reference = ref
     noisy: list[Observation] = []  # the noise runs made so far (noisy_runs, in order)
     magnitudes: Observation | None = None
+    upto = _statements_judged(program, numeric)  # the noise and magnitude runs stop after them
     for k, m in enumerate(numeric):
         rt = _tensor(ref, m)
         tt, bt = _tensor(verdict.torch, m), _tensor(verdict.burn, m)
@@ -203,7 +215,7 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch], runs: TorchRuns | None 
         # a gradient, or a `grad` read of one (its value is that gradient: the same terms bound it)
         if m.kind == "grad" or isinstance(program.by_id().get(m.statement or ""), Grad):
             if magnitudes is None:
-                magnitudes = runs.magnitudes()
+                magnitudes = runs.magnitudes(upto)
             mt = _tensor(magnitudes, m)
             mt = mt if mt is not None and len(mt.data) == len(rt.data) else None
         if _agree_without_noise(tt, bt, rt, mt, elements, dtype):
@@ -216,7 +228,7 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch], runs: TorchRuns | None 
             samples = [s for s in (_tensor(o, m) for o in noisy) if s is not None and len(s.data) == len(rt.data)]
             if len(noisy) >= tol.NOISE_SAMPLES or (noisy and _agree(tt, bt, rt, mt, samples, elements, dtype)):
                 break
-            noisy = runs.noisy(len(noisy) + 1)
+            noisy = runs.noisy(len(noisy) + 1, upto)
         # a noise run that raised measures nothing: say so, never let it pass as zero noise
         failed = [o.error for o in noisy if o.error is not None and _tensor(o, m) is None]
         kink = near_kink(program, ref, m, verdict.prediction.torch.modules)
@@ -263,6 +275,20 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch], runs: TorchRuns | None 
             if fd is not None:
                 evidence["finite_difference"] = fd
         numeric[k] = _summarise(m, judged, evidence)
+
+
+def _statements_judged(program: Program, numeric: list[Mismatch]) -> int:
+    """How many of the program's first statements hold every tensor of the `numeric`
+    mismatches: the value's statement, or the backward of a gradient (all of them when one is
+    not found)."""
+    index = {s.id: i for i, s in enumerate(program.statements)}
+    last = 0
+    for m in numeric:
+        ident = m.backward if m.kind == "grad" else m.statement
+        if ident not in index:
+            return len(program)
+        last = max(last, index[ident] + 1)
+    return last
 
 
 def _terms(mt: TensorObs | None, j: int) -> float:

@@ -134,7 +134,7 @@ def test_gradient_cancellation_is_not_a_finding(burn_worker: BurnWorker, monkeyp
     any noise run (which could only widen the budget)."""
     import difftest.oracle.numerics as numerics
 
-    def no_noise_runs(p: object, samples: int = 4, start: int = 0) -> list[Observation]:
+    def no_noise_runs(p: object, *args: object, **kwargs: object) -> list[Observation]:
         raise AssertionError("a noise run for a mismatch the zero-noise budget settles")
 
     monkeypatch.setattr(numerics, "noisy_runs", no_noise_runs)
@@ -153,7 +153,8 @@ def test_a_noise_run_that_raises_is_reported_not_taken_for_zero_noise(monkeypatc
     from difftest.program.observation import ErrorObs
 
     def failing(p: Program, samples: int = 4, start: int = 0,
-                reference: Observation | None = None, observed: Observation | None = None) -> list[Observation]:
+                reference: Observation | None = None, observed: Observation | None = None,
+                upto: int | None = None) -> list[Observation]:
         return [Observation("torch64", error=ErrorObs("exception", "RuntimeError: boom", 0, "x"))] * (samples - start)
 
     monkeypatch.setattr(numerics, "noisy_runs", failing)
@@ -378,3 +379,41 @@ def test_a_non_finite_own_input_crosses_no_kink() -> None:
         assert not ki._across(spec.domain.predicate, ref, own, {})
     # a finite one across relu's kink still crosses
     assert ki._across(spec.domain.predicate, ref, [torch.tensor([0.5, 0.5], dtype=torch.float64)], {})
+
+
+def _same_tensor(a: TensorObs | None, b: TensorObs | None) -> bool:
+    return a is None and b is None or (a is not None and b is not None and a.shape == b.shape and all(
+        x == y or (math.isnan(x) and math.isnan(y)) for x, y in zip(a.data, b.data, strict=True)))
+
+
+def test_noise_and_magnitude_runs_of_a_prefix_give_its_statements_the_whole_programs_results() -> None:
+    """Arbitration runs the noise and magnitude runs up to its last mismatch only
+    (numerics.TorchRuns): that is sound only if every statement of the prefix gets, bit for bit,
+    what the run of the whole program gives it (the seed is the whole program's, the noise is
+    drawn in statement order). Generated programs with sessions, modules and every dtype."""
+    from difftest.oracle.noise import magnitude_run, tie_references
+    from difftest.strategies.choices import RandomChoices
+    from difftest.strategies.generator import generate
+
+    compared = 0
+    for k in range(40):
+        p = generate(RandomChoices(900_001 + k))
+        ref = run_torch(p, "float64")
+        ties = run_torch(p)
+        whole = noisy_runs(p, 2, reference=ref, observed=ties)
+        magnitudes = magnitude_run(p)
+        assert tie_references(p, ref, ties) is not None
+        for upto in sorted({1, len(p) // 2, len(p) - 1} - {0}):
+            part = noisy_runs(p, 2, reference=ref, observed=ties, upto=upto)
+            kept = {s.id for s in p.statements[:upto]}
+            for a, b in [*zip(whole, part, strict=True), (magnitudes, magnitude_run(p, upto))]:
+                assert len(b.values) == len([v for v in a.values if v.id in kept]), (k, upto)
+                for v in b.values:
+                    w = a.value(v.id)
+                    assert w is not None and _same_tensor(w.value, v.value), (k, upto, v.id)
+                    compared += 1
+                for bw_part in b.backwards:
+                    bw = next(x for x in a.backwards if x.id == bw_part.id)
+                    for ident, g in bw_part.grads.items():
+                        assert _same_tensor(bw.grads.get(ident), g), (k, upto, bw.id, ident)
+    assert compared > 500
