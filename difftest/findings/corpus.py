@@ -123,6 +123,8 @@ def program_hash(program: Program) -> str:
 def check_status(status: str, kind: str = "program") -> None:
     """`divergence:<rule>` names a flag rule (divergences/rules.py) in a program case, a memory
     rule (divergences/memory_rules.py) in a memory case."""
+    if not isinstance(status, str):
+        raise CorpusError(f"status {status!r} is not a string (pass, bug, new or divergence:<rule>)")
     if status in STATUSES:
         return
     if status.startswith("divergence:"):

@@ -13,6 +13,9 @@ from difftest.memory.table import SEED_MODES, forward_program, predict_growth, r
 from difftest.program.ir import Program
 
 EXPERIMENTS = ("seed-table",)
+# the largest sizes a case may ask for: the experiment's n x n matrices (4096: 64 MiB in float32,
+# four times the seed table's) and its iterations (each a forward, and a backward for some modes)
+SIZE_LIMITS = {"n": 4096, "iters": 1000}
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,8 @@ class MemoryExperiment:
                 v = obj.get(key)
                 if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                     raise ValueError(f'"{where}.{key}" must be a positive integer, got {v!r}')
+                if v > SIZE_LIMITS[key]:
+                    raise ValueError(f'"{where}.{key}" is {v}; the limit is {SIZE_LIMITS[key]}')
             return TableSize(obj["n"], obj["iters"])
 
         exp = MemoryExperiment(raw["experiment"], size(raw, "memory"), size(raw.get("quick"), "memory.quick"))

@@ -195,7 +195,8 @@ def _is_ints(v: Any) -> bool:
 
 
 def _is_tensor_of(v: Any, element: Callable[[Any], bool]) -> bool:
-    return isinstance(v, dict) and "shape" in v and "data" in v and all(element(x) for x in v["data"])
+    return (isinstance(v, dict) and _is_ints(v.get("shape")) and all(x >= 0 for x in v["shape"])
+            and isinstance(v.get("data"), list) and all(element(x) for x in v["data"]))
 
 
 # what a value of each attribute type must be (asked of the attribute's own type only)

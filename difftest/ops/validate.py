@@ -54,6 +54,32 @@ def _tensors_held(st: Statement) -> list[tuple[str, int]]:
     return []
 
 
+# The largest magnitude of an integer in an op attribute: PyTorch's kernels take some (a
+# convolution's dilation, stride, padding) as 32-bit ints, so a larger one that a shape rule lets
+# through (the dilation of a one-tap kernel) would fail inside PyTorch's run, not as bad input.
+INT_ATTR_MAX = 2**31 - 1
+
+
+def _ints_in(v: object) -> list[int]:
+    """The integers an attribute value holds (a number, a list, a list of pairs, a tensor's data)."""
+    if isinstance(v, dict):
+        return _ints_in(v.get("data", []))
+    if isinstance(v, list):
+        return [x for item in v for x in _ints_in(item)]
+    return [v] if isinstance(v, int) and not isinstance(v, bool) else []
+
+
+def _check_attr_ints(st: Statement, index: int) -> None:
+    """Raise ProgramError naming the statement for an attribute integer beyond INT_ATTR_MAX."""
+    if not isinstance(st, OpCall):
+        return
+    for name, v in st.attrs.items():
+        big = next((x for x in _ints_in(v) if abs(x) > INT_ATTR_MAX), None)
+        if big is not None:
+            raise ProgramError(f"{st.op}: attribute {name!r} holds {big}, beyond the 32-bit range of attribute "
+                               f"integers (|n| <= {INT_ATTR_MAX})", index, st.id)
+
+
 class _Budget:
     """Running element count of a program; raises ProgramError naming the statement."""
 
@@ -111,6 +137,7 @@ def _shapes(program: Program, bounded: bool) -> dict[str, Shape]:
             if st.id in shapes:
                 held.append((st.op if isinstance(st, OpCall) else st.kind, numel(shapes[st.id])))
             budget.add(held, i, st)
+            _check_attr_ints(st, i)
     return shapes
 
 

@@ -155,10 +155,12 @@ def validate_dict(doc: Any) -> None:
     """Raise ProgramError naming the statement for the first schema violation (against the
     schema of the document's own format version)."""
     version = doc.get("version") if isinstance(doc, dict) else None
-    if isinstance(doc, dict) and doc.get("format") == FORMAT_NAME and version not in FORMAT_VERSIONS:
+    # an int, not a bool or a float that compares equal to one (true == 1 in Python)
+    known = type(version) is int and version in FORMAT_VERSIONS
+    if isinstance(doc, dict) and doc.get("format") == FORMAT_NAME and not known:
         raise ProgramError(f"unsupported format version {version!r} (this difftest reads "
                            f"{', '.join(map(str, FORMAT_VERSIONS))})")
-    errors = sorted(_validator(version if version in FORMAT_VERSIONS else FORMAT_VERSIONS[-1]).iter_errors(doc),
+    errors = sorted(_validator(version if known else FORMAT_VERSIONS[-1]).iter_errors(doc),
                     key=lambda e: list(e.absolute_path))
     if not errors:
         return

@@ -382,7 +382,7 @@ def test_a_non_finite_own_input_crosses_no_kink() -> None:
 
 
 def _same_tensor(a: TensorObs | None, b: TensorObs | None) -> bool:
-    return a is None and b is None or (a is not None and b is not None and a.shape == b.shape and all(
+    return (a is None and b is None) or (a is not None and b is not None and a.shape == b.shape and all(
         x == y or (math.isnan(x) and math.isnan(y)) for x, y in zip(a.data, b.data, strict=True)))
 
 

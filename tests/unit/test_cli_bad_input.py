@@ -16,6 +16,10 @@ def _leaf(ident: str, shape: list[int], data: list[float]) -> dict[str, Any]:
     return {"id": ident, "kind": "leaf", "shape": shape, "data": data, "device": "autodiff", "require_grad": True}
 
 
+def _gather(indices: Any) -> dict[str, Any]:
+    return {"id": "v", "kind": "op", "op": "gather", "inputs": ["x"], "attrs": {"dim": 0, "indices": indices}}
+
+
 def _program(*statements: dict[str, Any]) -> dict[str, Any]:
     return {"format": "difftest-program", "version": 1, "statements": list(statements)}
 
@@ -28,6 +32,23 @@ CASES: dict[str, tuple[Any, str]] = {
                      "statement 2 (id 'v'): shapes [2, 3] and [4, 3] do not broadcast"),
     "short-data": (_program(_leaf("x", [2], [1.0])), "statement 0 (id 'x'): data has 1 elements"),
     "case-without-status": ({"format": "difftest-case", "version": 1}, "missing field"),
+    # found by mutating corpus programs field by field (each raised a TypeError, a
+    # FileNotFoundError or PyTorch's own RuntimeError before)
+    "version-true": ({**_program(_leaf("x", [2], [1.0, 2.0])), "version": True},
+                     "unsupported format version True"),
+    "index-tensor-data-not-a-list": (_program(_leaf("x", [2], [1.0, 2.0]), _gather({"shape": [2], "data": 1})),
+                                     "attribute 'indices'={'shape': [2], 'data': 1} is not of type int_tensor"),
+    "index-tensor-shape-not-ints": (_program(_leaf("x", [2], [1.0, 2.0]), _gather({"shape": [{"a": 1}], "data": [0]})),
+                                    "is not of type int_tensor"),
+    # a one-tap kernel: any dilation fits the shapes, but PyTorch's convolution takes an int32
+    "attribute-int-beyond-int32": (_program(_leaf("x", [1, 1, 2], [1.0, 2.0]), _leaf("w", [1, 1, 1], [1.0]),
+                                            {"id": "v", "kind": "op", "op": "conv1d", "inputs": ["x", "w"],
+                                             "attrs": {"stride": [1], "padding": [0], "dilation": [10**12],
+                                                       "groups": 1}}),
+                                   "statement 2 (id 'v'): conv1d: attribute 'dilation' holds 1000000000000, "
+                                   "beyond the 32-bit range"),
+    "case-status-not-a-string": ({"format": "difftest-case", "version": 1, "status": ["bug"], "reason": "r",
+                                  "program": _program(_leaf("x", [2], [1.0, 2.0]))}, "status ['bug'] is not a string"),
 }
 
 
@@ -129,3 +150,15 @@ def test_run_refuses_non_finite_data_python_json_would_invent(data: str, message
     case.write_text(path.read_text().replace('"difftest-program"', '"difftest-case"'))
     assert main(["show", str(case)]) == 2
     assert f"{case}: malformed JSON: " in capsys.readouterr().err
+
+
+def test_a_memory_case_beyond_the_size_limits_is_malformed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A memory case asking for a 10^12 x 10^12 matrix once raised OverflowError while loading
+    (and one of 10^5 would have allocated for minutes)."""
+    doc = json.loads((Path(__file__).parents[2] / "corpus/seed/memory-table.json").read_text())
+    doc["memory"]["quick"]["n"] = 10**5
+    path = tmp_path / "memory.json"
+    path.write_text(json.dumps(doc))
+    assert main(["show", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert '"memory.quick.n" is 100000; the limit is 4096' in err and "Traceback" not in err, err
