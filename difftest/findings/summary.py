@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from difftest.findings import summary_fields as sf
 from difftest.findings.signature import corpus_cases
 
 SUMMARY_FORMAT = "difftest-campaign-summary"
@@ -49,11 +50,12 @@ class Timeline:
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Timeline:
+        label = sf.optional_str(d, "label", "throughput[].")
         try:
             points = [(float(t), int(n)) for t, n in d.get("points", [])]
         except (TypeError, ValueError) as e:
-            raise ValueError(f"throughput timeline {d.get('label')!r}: points must be [seconds, programs] pairs") from e
-        return Timeline(str(d.get("label", "?")), points)
+            raise ValueError(f"throughput timeline {label!r}: points must be [seconds, programs] pairs") from e
+        return Timeline(label or "?", points)
 
 
 @dataclass
@@ -87,11 +89,14 @@ class Finding:
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Finding:
-        backends = d.get("backends")
-        return Finding(str(d["signature"]), str(d.get("kind", "?")), int(d.get("count", 0)), d.get("first"),
-                       d.get("path"), bool(d.get("known", False)), bug=d.get("bug"),
-                       backends=[str(b) for b in backends] if isinstance(backends, list) else None,
-                       layer=d.get("layer"))
+        at = "findings[]."
+        signature = sf.optional_str(d, "signature", at)
+        if signature is None:
+            raise ValueError(f'"{at}signature" is missing')
+        backends = sf.strings(d, "backends", at) if d.get("backends") is not None else None
+        return Finding(signature, sf.optional_str(d, "kind", at) or "?", sf.integer(d, "count", 0, at),
+                       sf.optional_int(d, "first", at), sf.optional_str(d, "path", at), bool(d.get("known", False)),
+                       bug=sf.optional_str(d, "bug", at), backends=backends, layer=sf.optional_str(d, "layer", at))
 
 
 @dataclass
@@ -124,7 +129,8 @@ class BackendCounts:
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> BackendCounts:
-        return BackendCounts(Counter(d.get("verdicts", {})), int(d.get("known", 0)), int(d.get("new", 0)))
+        at = "backends[]."
+        return BackendCounts(sf.counts(d, "verdicts", at), sf.integer(d, "known", 0, at), sf.integer(d, "new", 0, at))
 
 
 @dataclass
@@ -229,27 +235,36 @@ class Summary:
     def from_dict(d: dict[str, Any]) -> Summary:
         if not isinstance(d, dict) or d.get("format") != SUMMARY_FORMAT:
             raise ValueError(f"not a campaign summary (\"format\" must be {SUMMARY_FORMAT!r})")
-        s = Summary(int(d["programs"]), float(d["seconds"]), Counter(d.get("verdicts", {})),
-                    Counter(d.get("rules", {})), Counter(d.get("ops", {})), Counter(d.get("dismissals", {})),
-                    int(d.get("restarts", 0)))
+        for key in ("programs", "seconds"):
+            if key not in d:
+                raise ValueError(f'"{key}" is missing')
+        s = Summary(sf.integer(d, "programs"), sf.seconds(d, "seconds"), sf.counts(d, "verdicts"),
+                    sf.counts(d, "rules"), sf.counts(d, "ops"), sf.counts(d, "dismissals"), sf.integer(d, "restarts"))
         probes = d.get("probes") or {}
-        s.probes, s.probes_checked = int(probes.get("run", 0)), int(probes.get("checked", 0))
-        s.probes_batch_only = int(probes.get("batch_only", 0))
-        s.skipped = Counter(d.get("skipped", {}))
-        for fd in d.get("findings", []):
+        s.probes = sf.integer(probes, "run", 0, "probes.")
+        s.probes_checked = sf.integer(probes, "checked", 0, "probes.")
+        s.probes_batch_only = sf.integer(probes, "batch_only", 0, "probes.")
+        s.skipped = sf.counts(d, "skipped")
+        for fd in sf.objects(d, "findings"):
             f = Finding.from_dict(fd)
             s.findings[f.signature] = f
-        s.saved = list(d.get("saved", []))
-        s.errors = list(d.get("errors", []))
+        s.saved = sf.strings(d, "saved")
+        s.errors = sf.strings(d, "errors")
         s.interrupted = bool(d.get("interrupted", False))
-        s.seed = d.get("seed")
-        s.jobs = int(d.get("jobs", 1))
-        s.shard = str(d.get("shard", "0/1"))
-        s.versions = dict(d.get("versions", {}))
-        s.startup = float(d.get("startup_seconds", 0.0))
-        s.timelines = [Timeline.from_dict(t) for t in d.get("throughput", [])]
-        s.guided = dict(d.get("guided", {}))
-        s.backends = {str(b): BackendCounts.from_dict(c) for b, c in (d.get("backends") or {}).items()}
+        s.seed = sf.optional_int(d, "seed")
+        s.jobs = sf.integer(d, "jobs", 1)
+        s.shard = sf.optional_str(d, "shard") or "0/1"
+        versions = d.get("versions") or {}
+        if not isinstance(versions, dict):
+            raise ValueError(f'"versions" must be an object, got {versions!r}'[:200])
+        s.versions = dict(versions)
+        s.startup = sf.seconds(d, "startup_seconds")
+        s.timelines = [Timeline.from_dict(t) for t in sf.objects(d, "throughput")]
+        s.guided = sf.guided(d.get("guided") or {})
+        backends = d.get("backends") or {}
+        if not isinstance(backends, dict):
+            raise ValueError(f'"backends" must be an object, got {backends!r}'[:200])
+        s.backends = {str(b): BackendCounts.from_dict(c) for b, c in backends.items()}
         return s
 
     def ordered_findings(self) -> list[Finding]:

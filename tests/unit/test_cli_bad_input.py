@@ -90,7 +90,8 @@ def test_run_reads_bytes_that_are_not_utf8_as_an_error(tmp_path: Path, capsys: p
     (b"\xff\xfe", "not JSON: 'utf-8' codec"),
     (b'{"format": "difftest-campaign', "not JSON: Unterminated string"),
     (b"[]", "not a campaign summary"),
-    (b'{"format": "difftest-campaign-summary", "programs": "many", "seconds": 1}', "invalid literal for int()"),
+    (b'{"format": "difftest-campaign-summary", "programs": "many", "seconds": 1}',
+     '"programs" must be a count (an integer >= 0), got \'many\''),
 ], ids=["binary", "cut", "list", "wrong-type"])
 def test_merge_names_the_summary_that_cannot_be_read(content: bytes, message: str, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
@@ -99,6 +100,44 @@ def test_merge_names_the_summary_that_cannot_be_read(content: bytes, message: st
     assert main(["merge", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path}: " in err and message in err and "Traceback" not in err, err
+
+
+def _summary(**fields: Any) -> dict[str, Any]:
+    from difftest.findings.summary import Finding, Summary
+
+    s = Summary(programs=10, seconds=1.0)
+    s.findings["x:y"] = Finding("x:y", "value", 1, 3)
+    return {**s.to_dict(), **fields}
+
+
+# each raised a TypeError or AttributeError inside merge or report before (found by mutating a
+# campaign's summary field by field); now the field is named when the summary is read
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"ops": {"add": [0]}}, '"ops" must map names to counts'),
+    ({"skipped": {"value: random": -1}}, '"skipped" must map names to counts'),
+    ({"errors": [1]}, '"errors" must be a list of strings'),
+    ({"throughput": [None]}, '"throughput" must be a list of objects'),
+    ({"findings": [1]}, '"findings" must be a list of objects'),
+    ({"findings": [{"signature": "s", "path": {}}]}, '"findings[].path" must be a string or null'),
+    ({"findings": [{"signature": "s", "first": "3"}]}, '"findings[].first" must be an integer or null'),
+    ({"guided": {"mutations": ["replace"]}}, '"guided.mutations" must map names to counts'),
+    ({"backends": {"flex": {"verdicts": {"pass": "many"}}}}, '"backends[].verdicts" must map names to counts'),
+], ids=["ops", "skipped", "errors", "throughput", "findings", "path", "first", "guided", "backends"])
+def test_merge_and_report_name_a_summary_field_of_the_wrong_type(fields: dict[str, Any], message: str, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "shard.json"
+    path.write_text(json.dumps(_summary(**fields)))
+    for command in (["merge", str(path)], ["report", str(path), "-o", str(tmp_path / "r.html")]):
+        assert main(command) == 2, command
+        err = capsys.readouterr().err
+        assert str(path) in err and message in err and "Traceback" not in err, (command, err)
+
+
+def test_a_summary_as_written_is_read_back(tmp_path: Path) -> None:
+    from difftest.findings.summary import Summary
+
+    doc = _summary()
+    assert Summary.from_dict(doc).to_dict() == doc
 
 
 def test_coverage_reads_its_cases_before_it_builds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
