@@ -68,7 +68,11 @@ class JobSpec:
 
 def job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
     """A job process: runs its slice of the campaign and reports every program to the parent."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C; the burn worker inherits this
+    # the parent handles Ctrl-C and SIGTERM (a terminal, `timeout`, a CI runner send them to the
+    # whole process group) by stopping the jobs after their current program; the burn worker
+    # inherits both (ignored signals stay ignored across exec), so neither looks like a crash
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
     parent = os.getppid()
     workers: dict[str, BurnWorker] = {}
     try:

@@ -15,9 +15,10 @@ is shrunk once, in the job that found it, and only the parent writes the corpus.
 
 Ctrl-C (SIGINT) or SIGTERM to the parent stops the jobs after their current program (a shrink
 in progress stops early and its best program so far is saved); the summary covers what ran. A
-second one abandons the jobs at once. The jobs ignore SIGINT (the forkserver does too), and so do
-their burn workers, which inherit it: a Ctrl-C in a terminal, sent to the whole process group,
-must not look like a crash of the interpreter.
+second one abandons the jobs at once (SIGKILL). The jobs ignore both signals (the forkserver does
+too), and so do their burn workers, which inherit that: a Ctrl-C in a terminal, or the SIGTERM of
+`timeout` or a CI runner, sent to the whole process group, must not look like a crash of a job
+or of the interpreter.
 """
 
 from __future__ import annotations
@@ -187,24 +188,26 @@ def _stop_signals(stop: Any) -> Iterator[_Interrupts]:
 
 
 def _start_forkserver(ctx: Any) -> None:
-    """Starts the forkserver (if not yet running) with SIGINT ignored and blocked: it inherits
-    both at exec, keeps them while it imports PRELOAD, and hands them on to every job it forks
-    and on to their burn workers. (Started otherwise, a Ctrl-C to the process group during those
-    imports kills it.) Blocked, a SIGINT that arrives meanwhile stays pending here, and reaches
-    the parent's handler when it is unblocked (Linux never discards a blocked signal)."""
+    """Starts the forkserver (if not yet running) with SIGINT and SIGTERM ignored and blocked:
+    it inherits both at exec, keeps them while it imports PRELOAD, and hands them on to every job
+    it forks and on to their burn workers. (Started otherwise, a Ctrl-C to the process group
+    during those imports kills it.) Blocked, a signal that arrives meanwhile stays pending here,
+    and reaches the parent's handler when it is unblocked (Linux never discards a blocked signal)."""
     from multiprocessing import forkserver
 
     ctx.set_forkserver_preload(list(PRELOAD))  # imported once, in the server the jobs fork from
     if threading.current_thread() is not threading.main_thread():
         forkserver.ensure_running()
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stops = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in stops}
     try:
         forkserver.ensure_running()
     finally:
-        signal.signal(signal.SIGINT, old)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        for s, h in old.items():
+            signal.signal(s, h)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
 
 
 class _Display:
@@ -371,7 +374,7 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
         """Terminates the jobs, then reads what they sent before (their findings included)."""
         for p in procs.values():
             if p.is_alive():
-                p.terminate()
+                p.kill()  # the jobs ignore SIGTERM
         while True:
             try:
                 handle(results.get(timeout=0.5))

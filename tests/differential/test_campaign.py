@@ -210,7 +210,11 @@ def test_no_probes_is_part_of_the_campaigns_command(tmp_path: Path) -> None:
     assert s.programs == 20 and s.probes == 0 and "probes" in s.to_dict()
 
 
-def test_ctrl_c_stops_the_jobs_and_prints_the_summary(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_the_jobs_and_prints_the_summary(sig: signal.Signals, tmp_path: Path) -> None:
+    """A terminal's Ctrl-C and the SIGTERM of `timeout` or a CI runner reach the whole process
+    group: the parent stops the jobs after their current program; no job and no burn worker
+    dies of it (a SIGTERM once killed both jobs, reported as crashes of the jobs themselves)."""
     summary = tmp_path / "s.json"
     proc = subprocess.Popen(
         [sys.executable, "-c", "import sys; from difftest.cli import main; sys.exit(main())", "fuzz",
@@ -224,7 +228,7 @@ def test_ctrl_c_stops_the_jobs_and_prints_the_summary(tmp_path: Path) -> None:
         lines.append(line)
         if line.strip().endswith("worker restart(s)") and not line.strip().startswith("0 programs"):
             break
-    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C does: to the whole process group
+    os.killpg(proc.pid, sig)  # as a terminal's Ctrl-C does: to the whole process group
     rest, _ = proc.communicate(timeout=120)
     text = "".join(lines) + rest
     assert "INTERRUPTED" in text, text
@@ -232,7 +236,8 @@ def test_ctrl_c_stops_the_jobs_and_prints_the_summary(tmp_path: Path) -> None:
     s = Summary.from_dict(json.loads(summary.read_text()))
     assert s.interrupted and 0 < s.programs < 1000000
     assert sum(s.verdicts.values()) == s.programs
-    assert not s.verdicts.get("crash"), "Ctrl-C reached a burn worker"
+    assert not s.verdicts.get("crash"), f"{sig.name} reached a burn worker"
+    assert not s.errors, s.errors  # no job died of it
     assert proc.returncode == (1 if s.saved else 0)
 
 
