@@ -99,24 +99,25 @@ def split_frontiers(paths: list[Path], out: Path) -> list[Path]:
 
 def _campaign_programs(path: Path) -> tuple[str, Iterator[Program], int]:
     from difftest.campaign.loop import program_at
-    from difftest.findings.summary import SUMMARY_FORMAT
+    from difftest.findings.summary import read_summary
 
-    doc = json.loads(path.read_text())
-    if not isinstance(doc, dict) or doc.get("format") != SUMMARY_FORMAT:
-        raise ValueError(f"{path}: not a campaign summary (difftest fuzz --json)")
-    guided = doc.get("guided")
-    if isinstance(guided, dict) and guided.get("frontier"):
+    summary = read_summary(path)  # ValueError naming the file and the field
+    frontier_dir = summary.guided.get("frontier")
+    if frontier_dir:
         from difftest.campaign.guided import Frontier
 
-        where = Path(guided["frontier"])
+        where = Path(frontier_dir)
         if not where.is_absolute() and not where.exists():
             where = path.parent / where
         frontier = Frontier.load(where)
         return f"the frontier {where} of {path}", (e.program() for e in frontier.entries), len(frontier.entries)
-    shard, shards = (int(x) for x in str(doc.get("shard", "0/1")).split("/"))
-    if doc.get("shards_merged"):
+    if summary.shards_merged:
         raise ValueError(f"{path}: a merged summary; give the shards' summaries one at a time")
-    seed, n = int(doc.get("seed") or 0), int(doc["programs"])
+    try:
+        shard, shards = (int(x) for x in summary.shard.split("/"))
+    except ValueError:
+        raise ValueError(f"{path}: \"shard\" must be I/N, got {summary.shard!r}") from None
+    seed, n = summary.seed or 0, summary.programs
     return (f"campaign {path} (seed {seed}, shard {shard}/{shards})",
             (program_at(seed, shard + shards * j) for j in range(n)), n)
 
@@ -133,6 +134,9 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     from difftest.findings.coverage import print_coverage, summarise
     from difftest.findings.coverage_run import catalog_reach, run_programs
 
+    if args.programs < 0:
+        print(f"difftest coverage: --programs must not be negative, got {args.programs}", file=sys.stderr)
+        return 2
     sources: list[tuple[str, Iterator[Program], int]] = []
     if args.paths:
         files = iter_case_files([Path(p) for p in args.paths])

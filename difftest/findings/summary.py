@@ -254,6 +254,7 @@ class Summary:
         s.seed = sf.optional_int(d, "seed")
         s.jobs = sf.integer(d, "jobs", 1)
         s.shard = sf.optional_str(d, "shard") or "0/1"
+        s.shards_merged = sf.integer(d, "shards_merged", 0)
         versions = d.get("versions") or {}
         if not isinstance(versions, dict):
             raise ValueError(f'"versions" must be an object, got {versions!r}'[:200])

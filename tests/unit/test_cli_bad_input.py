@@ -201,3 +201,18 @@ def test_a_memory_case_beyond_the_size_limits_is_malformed(tmp_path: Path, capsy
     assert main(["show", str(path)]) == 2
     err = capsys.readouterr().err
     assert '"memory.quick.n" is 100000; the limit is 4096' in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--programs", "-4"], "--programs must not be negative, got -4"),  # ran nothing and exited 0 before
+    (["--campaign", "{merged}"], "a merged summary; give the shards' summaries one at a time"),
+    (["--campaign", "{bad}"], '"programs" must be a count'),
+], ids=["negative", "merged", "bad-field"])
+def test_coverage_refuses_bad_arguments_before_it_builds(args: list[str], message: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "merged.json").write_text(json.dumps(_summary(shards_merged=2)))
+    (tmp_path / "bad.json").write_text(json.dumps(_summary(programs="x")))
+    args = [a.format(merged=tmp_path / "merged.json", bad=tmp_path / "bad.json") for a in args]
+    assert main(["coverage", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
