@@ -206,7 +206,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from difftest.program.jsonio import loads, program_from_dict
 
     try:
-        doc = loads(Path(args.file).read_text())
+        doc = loads(Path(args.file).read_text(encoding="utf-8-sig"))  # UTF-8, a byte-order mark allowed
         if isinstance(doc, dict) and doc.get("format") == "difftest-case":
             case = load_case(Path(args.file))  # every field checked, naming what and where
             if case.memory is not None:

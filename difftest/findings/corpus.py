@@ -275,7 +275,7 @@ def save_case(case: Case, directory: Path) -> tuple[Path, bool]:
 
 def load_case(path: Path) -> Case:
     try:
-        doc = loads(path.read_text())
+        doc = loads(path.read_text(encoding="utf-8-sig"))  # UTF-8, a byte-order mark allowed
     except (OSError, UnicodeDecodeError) as e:
         raise CorpusError(f"{path}: cannot read: {e}") from e
     except ValueError as e:  # malformed JSON, a bare NaN, a number beyond float64

@@ -196,7 +196,7 @@ def case_signature(path: Path) -> tuple[str | None, str | None]:
     file that is not a readable program case."""
 
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None, None
     if not isinstance(doc, dict) or doc.get("kind", "program") != "program":
@@ -222,6 +222,23 @@ def corpus_cases(corpus_dir: Path, *, statuses: Collection[str] | None = ("bug",
         sig, status = case_signature(path)
         if sig is not None and (statuses is None or status in statuses):
             out.append((sig, path))
+    return out
+
+
+def unreadable_cases(corpus_dir: Path) -> list[str]:
+    """Why each case file under `corpus_dir` that no signature can be had from cannot be read
+    (`load_case`'s error, naming the file): what `corpus_cases` skips, so that a campaign or a
+    merge can say so instead of leaving them out silently."""
+    out: list[str] = []
+    if not corpus_dir.is_dir():
+        return out
+    for path in iter_case_files([corpus_dir]):
+        if case_signature(path)[0] is not None:
+            continue
+        try:
+            load_case(path)
+        except CorpusError as e:
+            out.append(str(e))
     return out
 
 

@@ -268,3 +268,15 @@ def test_the_program_a_dead_job_had_in_flight_is_kept(tmp_path: Path) -> None:
     kept = _keep_crashed(inflight, 4242, 17)
     assert kept == tmp_path / "crashes" / "program-17-abc-4242.json" and kept.is_file()
     assert not (inflight / "abc-4242.json").exists() and (inflight / "def-7.json").exists()
+
+
+def test_a_campaign_says_which_corpus_cases_it_cannot_read(tmp_path: Path) -> None:
+    """A case file that cannot be read is not counted as known (its findings would show as new):
+    the campaign says so before it starts, rather than leaving it out silently."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "cut.json").write_text('{"format": "difftest-case", "version": 1, "status": "bug", "prog')
+    console = _quiet()
+    fuzz(FuzzOptions(seed=5, programs=2, jobs=1, shrink=False, corpus=corpus, inflight_dir=None), console)
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert f"warning: a corpus case that cannot be read is not counted as known: {corpus / 'cut.json'}: " in text, text

@@ -216,3 +216,24 @@ def test_coverage_refuses_bad_arguments_before_it_builds(args: list[str], messag
     assert main(["coverage", *args]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err, err
+
+
+def test_merge_names_the_case_files_it_cannot_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """They were left out silently (a shard's corpus with a truncated case merged as if it had
+    none)."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "empty.json").write_text("")
+    (corpus / "dir.json").mkdir()
+    assert main(["merge", str(corpus)]) == 0
+    out = capsys.readouterr().out
+    for name, why in (("empty.json", "malformed JSON"), ("dir.json", "Is a directory")):
+        assert f"a case file that cannot be read, left out: {corpus / name}: " in out and why in out, out
+
+
+def test_a_case_saved_with_a_byte_order_mark_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    case = Path(__file__).parents[2] / "corpus/bugs/chunk-uneven-pieces-panics.json"
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + case.read_bytes())  # as some editors save UTF-8
+    assert main(["show", str(path)]) == 0
+    assert "chunk" in capsys.readouterr().out
