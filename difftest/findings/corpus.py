@@ -284,6 +284,10 @@ def load_case(path: Path) -> Case:
         raise CorpusError(f"{path}: not a difftest case (\"format\" must be {CASE_FORMAT!r})")
     if doc.get("version") != CASE_VERSION:
         raise CorpusError(f"{path}: case version {doc.get('version')!r}, this difftest reads {CASE_VERSION}")
+    for key, types, what in (("name", (str,), "a string"), ("reason", (str,), "a string"),
+                             ("link", (str, type(None)), "a string or null")):
+        if key in doc and not isinstance(doc[key], types):
+            raise CorpusError(f"{path}: \"{key}\" must be {what}, got {doc[key]!r}"[:300])
     kind = doc.get("kind", "program")
     if kind not in KINDS:
         raise CorpusError(f"{path}: \"kind\" must be one of {list(KINDS)}, got {kind!r}")

@@ -47,6 +47,8 @@ CASES: dict[str, tuple[Any, str]] = {
                                                        "groups": 1}}),
                                    "statement 2 (id 'v'): conv1d: attribute 'dilation' holds 1000000000000, "
                                    "beyond the 32-bit range"),
+    "case-name-not-a-string": ({"format": "difftest-case", "version": 1, "status": "pass", "name": {"a": 1},
+                                "program": _program(_leaf("x", [2], [1.0, 2.0]))}, '"name" must be a string'),
     "case-status-not-a-string": ({"format": "difftest-case", "version": 1, "status": ["bug"], "reason": "r",
                                   "program": _program(_leaf("x", [2], [1.0, 2.0]))}, "status ['bug'] is not a string"),
 }

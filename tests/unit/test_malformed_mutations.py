@@ -100,13 +100,24 @@ def _read_or_refused(read: Callable[[Path], Any], path: Path, error: type[Except
     return False
 
 
-def test_mutated_cases_are_read_or_refused_with_a_corpus_error(tmp_path: Path) -> None:
-    refused = 0
+def test_mutated_cases_are_read_or_refused_with_a_corpus_error_and_what_is_read_shows(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from difftest.cli import main
+
+    refused = shown = 0
     path = tmp_path / "case.json"
     for doc, changed in _mutants(_corpus_docs(), seed=2):
         path.write_text(json.dumps(doc))
-        refused += _read_or_refused(load_case, path, CorpusError, f"a corpus case with {changed} changed")
-    assert refused > MUTANTS // 4
+        if _read_or_refused(load_case, path, CorpusError, f"a corpus case with {changed} changed"):
+            refused += 1
+        elif shown < 60:  # `difftest show` renders what was read (the reproducers included)
+            shown += 1
+            try:
+                main(["show", str(path)])
+            except Exception as e:
+                pytest.fail(f"{type(e).__name__}: {e} (difftest show of a corpus case with {changed} changed)")
+            assert "Traceback" not in capsys.readouterr().err
+    assert refused > MUTANTS // 4 and shown == 60
 
 
 def test_mutated_summaries_are_read_or_refused_and_what_is_read_merges_and_prints(tmp_path: Path) -> None:
