@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from difftest.exec.coverage_map import EdgeMap, crate_of
+from difftest.findings import summary_fields as sf
 
 COVERAGE_FORMAT = "difftest-coverage"
 COVERAGE_VERSION = 1
@@ -107,8 +108,11 @@ class Tally:
                 "lines_total": self.lines_total}
 
     @staticmethod
-    def from_dict(d: dict[str, Any]) -> Tally:
-        return Tally(int(d["edges"]), int(d["edges_total"]), int(d["lines"]), int(d["lines_total"]))
+    def from_dict(d: dict[str, Any], where: str = "") -> Tally:
+        for key in ("edges", "edges_total", "lines", "lines_total"):
+            if key not in d:
+                raise ValueError(f'"{where}{key}" is missing')
+        return Tally(*(sf.integer(d, key, 0, where) for key in ("edges", "edges_total", "lines", "lines_total")))
 
 
 @dataclass
@@ -137,13 +141,20 @@ class Coverage:
     def from_dict(d: dict[str, Any]) -> Coverage:
         if d.get("format") != COVERAGE_FORMAT:
             raise ValueError(f"not a coverage summary (\"format\" must be {COVERAGE_FORMAT!r})")
+        for key in ("source", "programs", "crates", "files", "backward"):
+            if key not in d:
+                raise ValueError(f'"{key}" is missing')
         b = d["backward"]
+        if not isinstance(b, dict):
+            raise ValueError(f'"backward" must be an object, got {b!r}'[:200])
         known = {"format", "version", "source", "programs", "crates", "files", "backward"}
-        return Coverage(str(d["source"]), int(d["programs"]),
-                        {k: Tally.from_dict(t) for k, t in d["crates"].items()},
-                        {k: Tally.from_dict(t) for k, t in d["files"].items()},
-                        list(b["reached"]), list(b["unreached"]), list(b["unreachable"]),
-                        bool(b.get("catalog_known", True)), {k: v for k, v in d.items() if k not in known})
+        extra = {k: v for k, v in d.items() if k not in known}
+        extra["no_edges"] = sf.strings(d, "no_edges")
+        return Coverage(sf.optional_str(d, "source") or "?", sf.integer(d, "programs"),
+                        {k: Tally.from_dict(t, f"crates.{k}.") for k, t in sf.objects_by_name(d, "crates").items()},
+                        {k: Tally.from_dict(t, f"files.{k}.") for k, t in sf.objects_by_name(d, "files").items()},
+                        sf.strings(b, "reached", "backward."), sf.strings(b, "unreached", "backward."),
+                        sf.strings(b, "unreachable", "backward."), bool(b.get("catalog_known", True)), extra)
 
 
 def backward_nodes(m: EdgeMap, edges: Iterable[int] | None = None) -> set[str]:

@@ -1,5 +1,6 @@
-"""Typed readers of a campaign summary's fields (`Summary.from_dict`): a field of the wrong type
-is a ValueError naming it ("findings[].count", "guided.mutations"), never a TypeError later in
+"""Typed readers of the fields of a campaign summary (`Summary.from_dict`) and of a coverage
+summary (`Coverage.from_dict`): a field of the wrong type is a ValueError naming it
+("findings[].count", "guided.mutations", "crates.burn-nn.edges"), never a TypeError later in
 `merge` or `report`. Each takes the object, the key and where the object is in the summary."""
 
 from __future__ import annotations
@@ -73,6 +74,14 @@ def strings(d: Any, key: str, where: str = "") -> list[str]:
 
 def objects(d: Any, key: str, where: str = "") -> list[Any]:
     return _list_of(d, key, where, lambda x: isinstance(x, dict), "objects")
+
+
+def objects_by_name(d: Any, key: str, where: str = "") -> dict[str, Any]:
+    """A {name: object} field (a coverage summary's crates and files)."""
+    v = field(d, key, where)
+    if not isinstance(v, dict) or not all(isinstance(x, dict) for x in v.values()):
+        raise ValueError(f'"{where}{key}" must map names to objects, got {v!r}'[:200])
+    return v
 
 
 def guided(g: Any) -> dict[str, Any]:

@@ -239,3 +239,22 @@ def test_a_case_saved_with_a_byte_order_mark_is_read(tmp_path: Path, capsys: pyt
     path.write_bytes(b"\xef\xbb\xbf" + case.read_bytes())  # as some editors save UTF-8
     assert main(["show", str(path)]) == 0
     assert "chunk" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"crates": "x"}, '"crates" must map names to objects'),
+    ({"files": {"burn-nn/src/lib.rs": {"edges": [1], "edges_total": 1, "lines": 1, "lines_total": 1}}},
+     '"files.burn-nn/src/lib.rs.edges" must be a count'),
+    ({"backward": {"reached": ["a"], "unreached": [1], "unreachable": []}}, '"backward.unreached" must be a list'),
+], ids=["crates", "tally", "nodes"])
+def test_report_names_a_coverage_field_of_the_wrong_type(change: dict[str, Any], message: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Each raised AttributeError inside the report before (found by mutating a coverage summary)."""
+    from difftest.findings.coverage import Coverage, Tally
+
+    doc = Coverage("2 programs", 2, {"burn-nn": Tally(1, 2, 1, 2)}, {}, ["a"], [], []).to_dict()
+    path = tmp_path / "cov.json"
+    path.write_text(json.dumps({**doc, **change}))
+    assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and message in err and "Traceback" not in err, err
