@@ -40,6 +40,16 @@ if TYPE_CHECKING:
 CRASH_ENV = "DIFFTEST_JOB_CRASH_AT"
 
 
+def crash_at() -> int:
+    """The program a job dies on reaching ($DIFFTEST_JOB_CRASH_AT, fault injection for the tests
+    of a job's crash), -1 for none; ValueError naming the variable when it is not an index."""
+    text = os.environ.get(CRASH_ENV) or "-1"
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{CRASH_ENV}={text!r} is not a program index") from None
+
+
 @dataclass(frozen=True)
 class JobSpec:
     job: int

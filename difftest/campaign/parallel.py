@@ -24,7 +24,6 @@ or of the interpreter.
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import queue
 import signal
 import threading
@@ -40,7 +39,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from difftest.campaign.guided import Frontier
-from difftest.campaign.job import CRASH_ENV, JobSpec, job_main
+from difftest.campaign.job import JobSpec, crash_at, job_main
 from difftest.divergences.known_bugs import KNOWN_BUGS
 from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.findings.corpus import save_case
@@ -283,7 +282,7 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
         specs.append(JobSpec(
             j, opts.seed, start, stride, n, deadline, opts.ops, opts.max_statements, opts.binary, opts.timeout,
             opts.fault, str(opts.inflight_dir) if opts.inflight_dir else None, frozenset(known), opts.source(),
-            opts.shrink, opts.verbose, opts.profile, opts.probes, int(os.environ.get(CRASH_ENV) or -1),
+            opts.shrink, opts.verbose, opts.profile, opts.probes, crash_at(),
             str(opts.frontier) if opts.frontier is not None else None, opts.guided_share,
             opts.backends if len(opts.backends) > 1 else (),
         ))

@@ -45,6 +45,7 @@ def writable_dir(path: Path) -> str | None:
 def cmd_fuzz(args: argparse.Namespace) -> int:
     import torch
 
+    from difftest.campaign.job import crash_at
     from difftest.campaign.parallel import FuzzOptions, fuzz, parse_shard
     from difftest.findings.summary import print_summary, write_json
 
@@ -95,6 +96,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
 
     try:
         GenConfig(ops=opts.ops).op_specs()  # unknown ops: fail here, not in every job
+        crash_at()  # the tests' fault injection, when set, is a program index
         opts.frontier, opts.guided_share = guided_setup(args)  # --guided: a coverage build, its edge map
     except ValueError as e:
         print(e, file=sys.stderr)

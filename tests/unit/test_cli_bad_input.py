@@ -258,3 +258,11 @@ def test_report_names_a_coverage_field_of_the_wrong_type(change: dict[str, Any],
     assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 2
     err = capsys.readouterr().err
     assert str(path) in err and message in err and "Traceback" not in err, err
+
+
+def test_fuzz_refuses_a_crash_injection_that_is_not_a_program_index(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("DIFFTEST_JOB_CRASH_AT", "x")  # a traceback from inside the campaign before
+    assert main(["fuzz", "--programs", "3", "--corpus", str(tmp_path / "corpus")]) == 2
+    err = capsys.readouterr().err
+    assert "DIFFTEST_JOB_CRASH_AT='x' is not a program index" in err and "Traceback" not in err, err
