@@ -397,9 +397,13 @@ def build(spec: BurnSpec, *, on_line: Progress | None = None, cache: Path | None
     """Builds (or finds up to date) difftest-burn against `spec`; raises BuildError."""
     rust = repository_rust_dir()
     directory = (cache or cache_dir()) / spec.label
-    directory.mkdir(parents=True, exist_ok=True)
     log = directory / "build.log"
-    log.write_text(f"difftest-burn against burn {spec}, sources {rust}\n")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"difftest-burn against burn {spec}, sources {rust}\n")
+    except OSError as e:  # the cache is not a writable directory (${CACHE_ENV} names another file?)
+        raise BuildError(f"cannot write the build directory {directory} (the build cache: ${CACHE_ENV} or "
+                         f"~/.cache/difftest/burn-versions): {e}") from None
     start = time.monotonic()
     replaced = None
     if spec.patch is not None:

@@ -266,3 +266,14 @@ def test_fuzz_refuses_a_crash_injection_that_is_not_a_program_index(
     assert main(["fuzz", "--programs", "3", "--corpus", str(tmp_path / "corpus")]) == 2
     err = capsys.readouterr().err
     assert "DIFFTEST_JOB_CRASH_AT='x' is not a program index" in err and "Traceback" not in err, err
+
+
+def test_a_build_cache_that_is_not_a_directory_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    monkeypatch.setenv("DIFFTEST_BURN_VERSIONS_DIR", str(not_a_dir))  # NotADirectoryError traceback before
+    monkeypatch.delenv("DIFFTEST_BURN_COVERAGE", raising=False)
+    assert main(["coverage", "--programs", "1", "--no-catalog"]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot write the build directory {not_a_dir}/" in err and "Traceback" not in err, err
