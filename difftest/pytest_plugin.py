@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -189,7 +190,13 @@ def record_finding(verdict: Verdict, source: str, *, directory: Path | None = No
     case = case_from_verdict(verdict, source=source, burn_version=version)
     if triage is not None:
         case.record["triage"] = triage
-    path, _ = save_case(case, (directory or corpus_dir()) / "findings")
+    target = (directory or corpus_dir()) / "findings"
+    try:
+        path, _ = save_case(case, target)
+    except OSError as e:  # an unwritable corpus ($DIFFTEST_CORPUS a file?): keep the case in the state directory
+        fallback = state_dir() / "unsaved-findings"
+        path, _ = save_case(case, fallback)
+        warnings.warn(f"difftest: cannot save the finding under {target} ({e}); saved it as {path}", stacklevel=2)
     return path
 
 

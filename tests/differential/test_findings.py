@@ -109,3 +109,25 @@ def test_a_pytorch_result_a_second_run_does_not_repeat_is_flaky_and_burns_never_
     powi = load_case(Path(__file__).resolve().parents[2] / "corpus" / "bugs" / "powf-zero-base-nan-grad.json")
     repeats = check(powi.program, burn_worker)
     assert not repeats.ok and not _torch_only_and_flaky(repeats, burn_worker)
+
+
+def test_a_finding_the_corpus_cannot_take_is_kept_in_the_state_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$DIFFTEST_CORPUS naming a file (or any unwritable corpus) once replaced the finding's
+    assertion by a NotADirectoryError and lost the case; now the case is kept beside the state
+    and a warning says where."""
+    import difftest.pytest_plugin as plugin
+    from tests.programs import backward, leaf, op, program
+
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    monkeypatch.setenv("DIFFTEST_CORPUS", str(not_a_dir))
+    monkeypatch.setattr(plugin, "state_dir", lambda: tmp_path / "state")
+    with BurnWorker(fault="grad-sign:exp") as faulty:
+        verdict = check(program(leaf("x", [0.5, -1.0], rg=True), op("y", "exp", "x"), op("s", "sum", "y"),
+                                backward("s")), faulty)
+    assert not verdict.ok
+    with pytest.warns(UserWarning, match="cannot save the finding under .*file/findings"):
+        path = plugin.record_finding(verdict, "tests/differential/test_findings.py")
+    assert path is not None and path.parent == tmp_path / "state" / "unsaved-findings"
+    assert load_case(path).status == "new"
