@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from difftest.divergences.bug_records import Effect, Fault, KnownBug, bug_record
 from difftest.divergences.bug_sites import prior_shapes
 from difftest.divergences.host import cpu_has
+from difftest.program.conv_shapes import conv_out, conv_transpose_out
 from difftest.program.ir import Statement
 from difftest.program.statements import OpCall
 
@@ -18,7 +19,7 @@ from difftest.program.statements import OpCall
 def _uncovered(size: int, kernel: int, stride: int, padding: int, dilation: int, padding_out: int) -> bool:
     """Whether a transposed convolution along one dim leaves an output position no kernel tap
     reaches (input i and tap j write position i * stride + j * dilation - padding)."""
-    out = (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + padding_out + 1
+    out = conv_transpose_out(size, kernel, stride, padding, padding_out, dilation)
     reached = {i * stride + j * dilation - padding for i in range(size) for j in range(kernel)}
     return any(o not in reached for o in range(out))
 
@@ -43,9 +44,9 @@ def _untouched_tap(size: int, kernel: int, stride: int, padding: int, dilation: 
     reads input o * stride + j * dilation - padding for each output o; a transposed one's writes
     output i * stride + j * dilation - padding for each input i, and the output keeps [0, out)."""
     if transposed:
-        out = (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + padding_out + 1
+        out = conv_transpose_out(size, kernel, stride, padding, padding_out, dilation)
         return any(all(not 0 <= i * stride + j * dilation - padding < out for i in range(size)) for j in range(kernel))
-    outputs = (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+    outputs = conv_out(size, kernel, stride, padding, dilation)
     return any(all(not 0 <= o * stride + j * dilation - padding < size for o in range(outputs)) for j in range(kernel))
 
 

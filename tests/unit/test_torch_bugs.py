@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -213,3 +214,52 @@ def test_replay_counts_a_host_dependent_case_as_skipped(no_amx: None, capsys: py
     assert main(["replay", str(CASE)]) == 0
     out = capsys.readouterr().out
     assert "skipped: needs a CPU with amx_bf16" in out and "0 passed, 0 failed, 1 skipped" in out
+
+
+@pytest.mark.parametrize("op", ["conv1d", "conv_transpose1d", "conv2d", "conv_transpose2d"])
+def test_the_site_predicates_agree_with_pytorchs_own_float64_result(op: str) -> None:
+    """The two sites compute which taps and output positions meet only padding from the
+    shapes; PyTorch in float64 on all-ones data says it directly (a tap that reads only padding
+    gets a weight gradient of exactly 0; an output position no tap reaches holds the bias
+    alone). Every small configuration of one spatial dim, the other dims of size 1."""
+    import itertools
+
+    import torch
+
+    from difftest.divergences.torch_bugs import conv_weight_tap_untouched
+    from tests.programs import leaf
+    from tests.programs import op as op_st
+
+    fn = getattr(torch.nn.functional, op)
+    rank = 2 if op.endswith("2d") else 1
+    transposed = "transpose" in op
+    checked = 0
+    for size, k, stride, pad, dil, pad_out in itertools.product((1, 2, 3), (1, 2, 3), (1, 2, 3), (0, 1, 2),
+                                                                (1, 2), (0, 1)):
+        if pad_out and (not transposed or pad_out >= max(stride, dil)):
+            continue
+        def spatial(n: int, rest: int = 1) -> list[int]:
+            return [n] + [rest] * (rank - 1)  # the first spatial dim varies, any other is the identity's
+
+        attrs: dict[str, Any] = {"stride": spatial(stride), "padding": spatial(pad, 0), "dilation": spatial(dil),
+                                 "groups": 1}
+        if transposed:
+            attrs["padding_out"] = spatial(pad_out, 0)
+        x = torch.ones([1, 1, *spatial(size)], dtype=torch.float64)
+        w = torch.ones([1, 1, *spatial(k)], dtype=torch.float64, requires_grad=True)
+        b = torch.full([1], 7.0, dtype=torch.float64)
+        extra = {"output_padding": attrs["padding_out"]} if transposed else {}
+        try:
+            y = fn(x, w, b, stride=attrs["stride"], padding=attrs["padding"], dilation=attrs["dilation"], **extra)
+        except RuntimeError:  # no valid output for these sizes: not a program the generator makes
+            continue
+        y.sum().backward()
+        assert w.grad is not None
+        prior = [leaf("x", x.flatten().tolist(), shape=list(x.shape)),
+                 leaf("w", w.detach().flatten().tolist(), shape=list(w.shape)), leaf("b", [7.0])]
+        st = op_st("y", op, "x", "w", "b", **attrs)
+        assert conv_weight_tap_untouched(st, prior) == bool((w.grad == 0).any()), (op, size, k, stride, pad, dil)
+        if op == "conv_transpose2d":
+            assert conv_transpose2d_bias_uncovered(st, prior) == bool((y == 7.0).any()), (size, k, stride, pad, dil)
+        checked += 1
+    assert checked > 100
