@@ -43,7 +43,7 @@ from difftest.campaign.job import JobSpec, crash_at, job_main
 from difftest.divergences.known_bugs import KNOWN_BUGS
 from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.findings.corpus import save_case
-from difftest.findings.signature import corpus_signatures, unreadable_cases
+from difftest.findings.signature import first_by_signature, scan_corpus
 from difftest.findings.summary import Summary, Timeline
 
 if TYPE_CHECKING:
@@ -262,8 +262,9 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
 
     console = console or Console()
     findings_dir = opts.corpus / "findings"
-    known = corpus_signatures(opts.corpus, statuses=None)  # any case that recorded the signature
-    for why in unreadable_cases(opts.corpus):  # left out of `known`: their findings would show as new
+    scan = scan_corpus(opts.corpus)
+    known = first_by_signature(scan.signatures(statuses=None))  # any case that recorded the signature
+    for why in scan.unreadable:  # left out of `known`: their findings would show as new
         console.print(f"warning: a corpus case that cannot be read is not counted as known: {why}", markup=False,
                       highlight=False)
     evidence = {b.name: next((e for e in b.knowledge.evidence if e.startswith("corpus/")), b.name) for b in KNOWN_BUGS}

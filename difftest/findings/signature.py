@@ -29,6 +29,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -190,56 +191,68 @@ def signature_of_record(record: Mapping[str, Any], program: Program | None) -> s
     return None
 
 
+def _read_signature(path: Path) -> tuple[str | None, str | None, str | None]:
+    """(signature, status, why it cannot be read) of a case file, each None when there is none:
+    its `"signature"` field, else recomputed from its recorded verdict (None for a case without a
+    recorded finding); the status of a program case (None for a memory case or a file that is
+    not a case); `why` is load_case's error, naming the file."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        doc = None
+    program = isinstance(doc, dict) and doc.get("kind", "program") == "program"
+    status = doc.get("status") if isinstance(doc, dict) and program else None
+    status = status if isinstance(status, str) else None
+    if program and isinstance(doc.get("signature"), str):  # type: ignore[union-attr]
+        return doc["signature"], status, None  # type: ignore[index]
+    try:
+        case = load_case(path)
+    except CorpusError as e:
+        return None, status, str(e)
+    if not program:
+        return None, None, None
+    return signature_of_record(case.record, case.program), status, None
+
+
 def case_signature(path: Path) -> tuple[str | None, str | None]:
     """(signature, status) of a case file: its `"signature"` field, else recomputed from its
     recorded verdict; (None, status) for a case without a recorded finding, (None, None) for a
     file that is not a readable program case."""
+    sig, status, _ = _read_signature(path)
+    return sig, status
 
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None, None
-    if not isinstance(doc, dict) or doc.get("kind", "program") != "program":
-        return None, None
-    status = doc.get("status")
-    if isinstance(doc.get("signature"), str):
-        return doc["signature"], status
-    try:
-        case = load_case(path)
-    except CorpusError:
-        return None, status
-    return signature_of_record(case.record, case.program), status
+
+@dataclass
+class CorpusScan:
+    """One reading of a corpus directory: (signature, case file) of every case that records a
+    finding, with its status; and why each file that cannot be read was left out (load_case's
+    error, naming the file), so that a campaign or a merge says so rather than dropping it."""
+
+    cases: list[tuple[str, str | None, Path]] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+    def signatures(self, statuses: Collection[str] | None = ("bug", "new")) -> list[tuple[str, Path]]:
+        """(signature, case file) of the cases whose status is in `statuses` (None: any)."""
+        return [(sig, path) for sig, status, path in self.cases if statuses is None or status in statuses]
+
+
+def scan_corpus(corpus_dir: Path) -> CorpusScan:
+    scan = CorpusScan()
+    if not corpus_dir.is_dir():
+        return scan
+    for path in iter_case_files([corpus_dir]):
+        sig, status, why = _read_signature(path)
+        if why is not None:
+            scan.unreadable.append(why)
+        elif sig is not None:
+            scan.cases.append((sig, status, path))
+    return scan
 
 
 def corpus_cases(corpus_dir: Path, *, statuses: Collection[str] | None = ("bug", "new")) -> list[tuple[str, Path]]:
     """(signature, case file) for every case under `corpus_dir` (recursively) that has a
     signature and whose status is in `statuses` (None: any status)."""
-
-    out: list[tuple[str, Path]] = []
-    if not corpus_dir.exists():
-        return out
-    for path in iter_case_files([corpus_dir]):
-        sig, status = case_signature(path)
-        if sig is not None and (statuses is None or status in statuses):
-            out.append((sig, path))
-    return out
-
-
-def unreadable_cases(corpus_dir: Path) -> list[str]:
-    """Why each case file under `corpus_dir` that no signature can be had from cannot be read
-    (`load_case`'s error, naming the file): what `corpus_cases` skips, so that a campaign or a
-    merge can say so instead of leaving them out silently."""
-    out: list[str] = []
-    if not corpus_dir.is_dir():
-        return out
-    for path in iter_case_files([corpus_dir]):
-        if case_signature(path)[0] is not None:
-            continue
-        try:
-            load_case(path)
-        except CorpusError as e:
-            out.append(str(e))
-    return out
+    return scan_corpus(corpus_dir).signatures(statuses)
 
 
 def corpus_signatures(corpus_dir: Path, *, statuses: Collection[str] | None = ("bug", "new")) -> dict[str, Path]:
@@ -247,7 +260,12 @@ def corpus_signatures(corpus_dir: Path, *, statuses: Collection[str] | None = ("
     status is in `statuses`. By default only `bug` cases count as known: a `pass` case recorded a
     false alarm that was fixed, and a `divergence:` case one that a rule explains, so the same
     signature found again is news (a regression, or a new bug of the same shape)."""
+    return first_by_signature(corpus_cases(corpus_dir, statuses=statuses))
+
+
+def first_by_signature(cases: list[tuple[str, Path]]) -> dict[str, Path]:
+    """Signature -> the first case file with it, in path order."""
     out: dict[str, Path] = {}
-    for sig, path in corpus_cases(corpus_dir, statuses=statuses):
+    for sig, path in cases:
         out.setdefault(sig, path)
     return out

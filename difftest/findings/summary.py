@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from difftest.findings import summary_fields as sf
-from difftest.findings.signature import corpus_cases, unreadable_cases
+from difftest.findings.signature import scan_corpus
 
 SUMMARY_FORMAT = "difftest-campaign-summary"
 SUMMARY_VERSION = 1  # later additions are optional keys: older files stay readable
@@ -349,8 +349,9 @@ def merge(paths: list[Path]) -> Summary:
     for path in paths:
         if not path.is_dir():
             continue
-        total.errors += [f"a case file that cannot be read, left out: {why}" for why in unreadable_cases(path)]
-        for sig, case in corpus_cases(path):
+        scan = scan_corpus(path)
+        total.errors += [f"a case file that cannot be read, left out: {why}" for why in scan.unreadable]
+        for sig, case in scan.signatures():
             f = total.findings.get(sig)
             if f is None:
                 f = total.finding(sig, sig.split(":", 1)[0])
