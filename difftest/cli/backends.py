@@ -55,18 +55,6 @@ def use_backends(text: str, burn: str | None, *, several: bool) -> tuple[str, ..
     return backends
 
 
-def backend_workers(worker: BurnWorker) -> dict[str, BurnWorker]:
-    """`worker` under its backend's name, and one on each other backend its binary has (started
-    on first use): where `difftest replay` runs a case that names its backend."""
-    from difftest.exec.backends import DEFAULT_BACKEND
-    from difftest.exec.burn_worker import BurnWorker
-
-    own = worker.backend or DEFAULT_BACKEND
-    others = {b: BurnWorker(worker.binary, timeout=worker.timeout, inflight_dir=worker.inflight_dir, backend=b)
-              for b in binary_backends(worker.binary) if b != own}
-    return {own: worker, **others}
-
-
 def fit_campaign(backend: str, ops: str, profile: str) -> tuple[str, str]:
     """A campaign's `--ops` and `--profile` on `backend`: without the ops it refuses outright
     and, when it has no half precision, the dtypes it lacks (ops/backend_support.py); a dtype it

@@ -8,8 +8,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from difftest.cli.backends import backend_workers
 from difftest.cli.common import make_console, make_worker
+from difftest.exec.burn_worker import backend_workers
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -98,7 +98,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     def on_case(done: int, total: int, item: CaseReport) -> None:
         bar.update(task, completed=done, total=total)
         if not err.is_terminal:  # elsewhere one line a case is the progress
-            why = f" ({item.error.splitlines()[0]})" if item.state == "error" and item.error else ""
+            why = next((f" ({t.splitlines()[0]})" for t in (item.error, item.skipped) if t), "")
             print(f"[{done}/{total}] {item.path}: {item.state}{why}", file=sys.stderr, flush=True)
 
     worker = make_worker(args)
@@ -116,9 +116,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 2
     states = Counter(item.state for item in report.cases)
     print(f"wrote {out}: {len(report.campaigns)} campaign summary(ies), {len(report.cases)} case(s): "
-          f"{states['ok']} ok, {states['fail']} failed, {states['error']} cannot run", file=sys.stderr)
+          f"{states['ok']} ok, {states['fail']} failed, {states['error']} cannot run, {states['skipped']} skipped",
+          file=sys.stderr)
     if err.is_terminal:  # the per-case lines said why already elsewhere
         for item in report.cases:
             if item.state == "error" and item.error:
                 print(f"cannot run: {item.error.splitlines()[0]}", file=sys.stderr)
-    return 0
+    # as replay: the report is written either way, and the exit status tells a script or a CI
+    # step that some case did not behave as recorded or could not be run at all
+    return 1 if states["fail"] or states["error"] else 0

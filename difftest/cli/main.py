@@ -370,6 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--fault", default=None,
                     help="replay against a deliberately faulty interpreter (DIFFTEST_BURN_FAULT spec, docs/format.md), "
                     "e.g. the one a `fuzz --fault` campaign ran against")
+    burn_option(rp)  # the report of a branch, or of a campaign run on another backend
     rp.set_defaults(func=cmd_report)
 
 

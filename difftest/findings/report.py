@@ -5,19 +5,23 @@ Inputs are corpus directories, case files and campaign summaries (`difftest fuzz
 campaign finding was saved as or matched), so its section shows what this difftest, this
 interpreter and this PyTorch give: the verdict and replay outcome, the picture (picture.py), the
 per-statement table (table.py), the evidence of every mismatch (issue.py), both reproducers and
-the versions. A case that cannot be run gets a section with the error; the report is written
-all the same. The HTML itself is report_html.py's.
+the versions. A case that cannot be run gets a section with the error; one recorded on a
+backend the interpreter was not built with, or needing CPU flags this machine lacks, is skipped,
+with the reason, as `difftest replay` skips it; the report is written all the same. The HTML itself is report_html.py's.
 """
 
 from __future__ import annotations
 
 import json
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from difftest.divergences.rules import rules_for
+from difftest.exec.backends import DEFAULT_BACKEND
+from difftest.exec.burn_worker import BurnWorker, backend_workers
 from difftest.findings.corpus import Case, CorpusError, ReplayOutcome, iter_case_files, judge, judge_memory, load_case
 from difftest.findings.coverage import Coverage
 from difftest.findings.picture import DotMissing, dot, svg
@@ -25,12 +29,14 @@ from difftest.findings.report_coverage import is_coverage, load_coverages
 from difftest.findings.report_html import page
 from difftest.findings.summary import SUMMARY_FORMAT, Summary, finding_case_path
 from difftest.memory.table import format_table
+from difftest.ops.validate import check_program
 from difftest.oracle.check import check
+from difftest.oracle.compare import Verdict, compare
+from difftest.oracle.model import predict
+from difftest.oracle.numerics import arbitrate
+from difftest.oracle.pytorch import run as run_torch
+from difftest.program.observation import Observation
 from difftest.versions import difftest_version, torch_version
-
-if TYPE_CHECKING:
-    from difftest.exec.burn_worker import BurnWorker
-    from difftest.oracle.compare import Verdict
 
 
 class ReportInputError(ValueError):
@@ -56,6 +62,7 @@ class CaseReport:
     verdict: Verdict | None = None
     outcome: ReplayOutcome | None = None
     error: str | None = None  # cannot be run: corrupt file, missing file, worker failure
+    skipped: str | None = None  # not run here: another backend, CPU flags this machine lacks
     memory_table: str | None = None  # a memory case's measured table
     picture: str | None = None  # inline SVG
     picture_note: str | None = None  # why there is no picture
@@ -66,7 +73,9 @@ class CaseReport:
 
     @property
     def state(self) -> str:
-        """ok | fail | error."""
+        """ok | fail | error | skipped."""
+        if self.skipped is not None:
+            return "skipped"
         if self.error is not None or self.outcome is None:
             return "error"
         return "ok" if self.outcome.ok else "fail"
@@ -155,8 +164,35 @@ def _picture(item: CaseReport) -> None:
         item.picture_note = "Graphviz's output holds no <svg> element"
 
 
-def run_case(item: CaseReport, worker: BurnWorker) -> None:
-    """Loads and replays one case (fills `item`); every failure becomes `item.error`."""
+def recorded_verdict(case: Case) -> Verdict | None:
+    """The burn observation recorded when `case` was found, judged against PyTorch now (what a
+    report can show of a case it cannot replay), or None when the case recorded none."""
+    observations = case.record.get("observations")
+    burn = observations.get("burn") if isinstance(observations, dict) else None
+    if case.memory is not None or not isinstance(burn, dict):
+        return None
+    versions = case.record.get("versions")
+    version = versions.get("burn") if isinstance(versions, dict) else None
+    prediction = predict(case.program, rules_for(version if isinstance(version, str) else ""))
+    torch_obs = run_torch(case.program)
+    return compare(case.program, check_program(case.program), prediction, torch_obs,
+                   Observation.from_dict(burn, "burn"), arbiter=arbitrate)
+
+
+def _show_recorded(item: CaseReport) -> None:
+    assert item.case is not None
+    try:
+        item.verdict = recorded_verdict(item.case)
+    except Exception as e:  # an old or damaged record: the section says the case was skipped all the same
+        item.picture_note = f"the recorded observation cannot be shown: {e}"
+        return
+    if item.verdict is not None:
+        _picture(item)
+
+
+def run_case(item: CaseReport, workers: Mapping[str, BurnWorker] | BurnWorker) -> None:
+    """Loads and replays one case (fills `item`) on the worker of its backend; every failure
+    becomes `item.error`, a case this machine or interpreter cannot replay `item.skipped`."""
 
     if not item.path.exists():
         item.error = f"{item.path}: the case file does not exist (moved or deleted since the campaign?)"
@@ -167,6 +203,19 @@ def run_case(item: CaseReport, worker: BurnWorker) -> None:
         item.error = str(e)
         return
     case = item.case
+    if isinstance(workers, BurnWorker):
+        workers = {workers.backend or DEFAULT_BACKEND: workers}
+    worker = workers.get(case.backend)
+    if worker is None:
+        binary = next(iter(workers.values())).binary
+        item.skipped = (f"recorded on the {case.backend} backend, which {binary} was not built with; "
+                        f"`--backend {case.backend}` builds one")
+        _show_recorded(item)
+        return
+    item.skipped = case.not_here()
+    if item.skipped is not None:
+        _show_recorded(item)
+        return
     try:
         item.verdict = check(case.program, worker)
         if case.memory is not None:
@@ -204,10 +253,19 @@ def build(paths: list[Path], worker: BurnWorker,
     after each (progress)."""
     campaigns, cases = collect(paths)
     report = Report(campaigns, cases, _versions(worker), [p.as_posix() for p in paths], load_coverages(paths))
-    for k, item in enumerate(cases, 1):
-        run_case(item, worker)
-        if on_case is not None:
-            on_case(k, len(cases), item)
+    try:
+        workers = backend_workers(worker)
+    except RuntimeError:  # it does not start: each case says so, with its error
+        workers = {worker.backend or DEFAULT_BACKEND: worker}
+    try:
+        for k, item in enumerate(cases, 1):
+            run_case(item, workers)
+            if on_case is not None:
+                on_case(k, len(cases), item)
+    finally:
+        for w in workers.values():
+            if w is not worker:  # the caller's own is the caller's to close
+                w.close()
     return report
 
 

@@ -44,9 +44,11 @@ code { background: #f0f0f0; padding: 0 3px; }
 .badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-size: 12px; font-weight: bold;
   color: #fff; vertical-align: middle; }
 .ok { background: #2e7d32; } .fail { background: #c62828; } .error { background: #ef6c00; }
+.skipped { background: #78909c; }
 .case { border-left: 6px solid #2e7d32; padding-left: 14px; margin-top: 36px; }
-.case.ok, .case.fail, .case.error { background: none; }
+.case.ok, .case.fail, .case.error, .case.skipped { background: none; }
 .case.fail { border-left-color: #c62828; } .case.error { border-left-color: #ef6c00; }
+.case.skipped { border-left-color: #78909c; }
 .cell-finding { background: #ffd6d6; font-weight: bold; } .cell-dismissed { background: #fff3c4; }
 table.rows td { font-family: Menlo, Consolas, monospace; font-size: 12px; white-space: nowrap; }
 .picture { border: 1px solid #ddd; padding: 6px; display: inline-block; max-width: 100%; overflow-x: auto;
@@ -68,7 +70,7 @@ table.facts th { background: #f7f7f7; font-weight: normal; color: #444; white-sp
 nav ul { columns: 2; font-size: 13px; }
 """
 
-STATE_TEXT = {"ok": "ok", "fail": "FAIL", "error": "cannot run"}
+STATE_TEXT = {"ok": "ok", "fail": "FAIL", "error": "cannot run", "skipped": "skipped"}
 
 
 def _e(x: object) -> str:
@@ -237,19 +239,21 @@ def corpus_section(cases: Sequence[CaseReport], anchors: Sequence[str]) -> str:
     groups: dict[str, Counter[str]] = {}
     for item in cases:
         groups.setdefault(item.group, Counter())[item.state] += 1
-    rows = [[_e(g), _num(sum(c.values())), _num(c["ok"]), _num(c["fail"]), _num(c["error"])]
+    rows = [[_e(g), _num(sum(c.values())), _num(c["ok"]), _num(c["fail"]), _num(c["error"]), _num(c["skipped"])]
             for g, c in groups.items()]
     total: Counter[str] = Counter(item.state for item in cases)
     rows.append(["<strong>all</strong>", _num(len(cases)), _num(total["ok"]), _num(total["fail"]),
-                 _num(total["error"])])
+                 _num(total["error"]), _num(total["skipped"])])
     out = ['<section id="cases-summary">', f"<h2>Cases ({len(cases)})</h2>",
            "<p>Every case replayed now; a case is ok when it does what its status says "
-           "(pass: passes; divergence: explained by its rule; bug: still fails as recorded).</p>",
-           _table(["directory", "cases", "ok", "failed", "cannot run"], rows)]
+           "(pass: passes; divergence: explained by its rule; bug: still fails as recorded); skipped when it was "
+           "recorded on a backend this interpreter lacks or needs CPU flags this machine lacks.</p>",
+           _table(["directory", "cases", "ok", "failed", "cannot run", "skipped"], rows)]
     listing = []
     for item, a in zip(cases, anchors):
         status = item.case.status if item.case is not None else "?"
-        outcome = item.outcome.message.splitlines()[0] if item.outcome is not None else (item.error or "")
+        outcome = (item.outcome.message.splitlines()[0] if item.outcome is not None
+                   else (item.error or item.skipped or ""))
         listing.append([f'<a href="#{a}">{_e(item.path.as_posix())}</a>', _e(status), _badge(item.state),
                         _e(outcome.splitlines()[0] if outcome else "")])
     out.append(_table(["case", "status", "replay", "outcome"], listing))
@@ -388,7 +392,14 @@ def case_section(item: CaseReport, a: str, now: dict[str, Any]) -> str:
         out += ["<p>This case cannot be run:</p>", _pre(item.error), "</section>"]
         return "\n".join(out)
     case, verdict, outcome = item.case, item.verdict, item.outcome
-    assert case is not None and verdict is not None and outcome is not None
+    assert case is not None
+    if item.skipped is not None:
+        out.append(f'<p class="note">Not replayed here: {_e(item.skipped)}. '
+                   + ("What follows is the burn observation recorded when the case was found, judged against "
+                      "PyTorch now.</p>" if verdict is not None else "It recorded no observation to show.</p>"))
+    judged = [] if verdict is None else [
+        ("verdict now" if outcome is not None else "verdict as recorded", f"<strong>{_e(verdict.kind)}</strong>"),
+        ("rules fired", _e(", ".join(verdict.prediction.rules_fired) or "none"))]
     facts = [("status", f"<code>{_e(case.status)}</code>"), ("reason", _e(case.reason or "-")),
              ("upstream", _e(case.upstream) if case.upstream else '<span class="muted">not reported upstream</span>'),
              ("root cause", "its own" if case.root == case.name else f"shared with <code>{_e(case.root)}</code>"),
@@ -396,11 +407,14 @@ def case_section(item: CaseReport, a: str, now: dict[str, Any]) -> str:
               'tested version</span>'),
              *([("candidate fix", _e(f"{case.fix['patch']} on burn {case.fix['burn']}: {case.fix['outcome']}; "
                                      f"{case.fix['others']} ({case.fix['date']})"))] if case.fix else []),
-             ("verdict now", f"<strong>{_e(verdict.kind)}</strong>"),
-             ("replay", f"{_badge(item.state)} {_lines(outcome.message.splitlines()[0])}"),
-             ("rules fired", _e(", ".join(verdict.prediction.rules_fired) or "none"))]
+             *judged,
+             ("replay", f"{_badge(item.state)} "
+                        f"{_lines(outcome.message.splitlines()[0] if outcome else item.skipped or '')}")]
     out.append(_facts(facts))
-    if len(outcome.message.splitlines()) > 1:
+    if verdict is None:
+        out += ["<h3>Program</h3>", _pre(program_text(case.program)), "</section>"]
+        return "\n".join(out)
+    if outcome is not None and len(outcome.message.splitlines()) > 1:
         out += ["<details><summary>Replay message</summary>", _pre(outcome.message), "</details>"]
 
     out += ['<div class="two">', '<div class="left">', "<h3>Picture</h3>"]
@@ -449,7 +463,7 @@ def page(report: Report) -> str:
            "<h1>difftest report</h1>",
            f'<p class="muted">Generated {_e(now)} from {_e(", ".join(report.inputs))}: {len(report.campaigns)} '
            f"campaign summary(ies), {len(report.cases)} case(s) — {states['ok']} ok, {states['fail']} failed, "
-           f"{states['error']} cannot run.</p>",
+           f"{states['error']} cannot run, {states['skipped']} skipped.</p>",
            _facts(versions)]
     toc = [f'<li><a href="#campaign-{k}">Campaign {_e(c.path.as_posix())}</a></li>'
            for k, c in enumerate(report.campaigns)]

@@ -14,6 +14,7 @@ import pytest
 
 from difftest.cli import main
 from difftest.divergences.registry import KNOWLEDGE
+from difftest.exec.backends import BACKENDS, binary_backends
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.corpus import iter_case_files, load_case
 from difftest.findings.picture import DOT_MISSING
@@ -177,6 +178,35 @@ def test_unrunnable_cases_and_no_dot(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert escape(DOT_MISSING) in powi
     assert "<svg" not in powi and 'class="rows"' in powi
     assert [c.state for c in report.cases] == ["error", "ok"]
+
+
+def test_the_exit_status_says_a_case_could_not_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As replay's: the report is written, and the status is 1 when a case cannot run (0 when all
+    ran as recorded), so a CI step that writes the report still notices."""
+    shutil.copy(POWI, tmp_path / "powi.json")
+    out = tmp_path / "r.html"
+    assert main(["report", str(tmp_path / "powi.json"), "-o", str(out)]) == 0
+    (tmp_path / "broken.json").write_text('{"format": "difftest-case", "version": 1, "status": ')
+    out.unlink()
+    assert main(["report", str(tmp_path), "-o", str(out)]) == 1
+    assert out.exists() and "1 ok, 0 failed, 1 cannot run, 0 skipped" in capsys.readouterr().err
+
+
+def test_a_case_recorded_on_a_backend_the_interpreter_lacks_is_skipped(tmp_path: Path,
+                                                                       burn_worker: BurnWorker) -> None:
+    """As replay skips it: run on the default backend, a Wgpu bug case would show as FAIL."""
+    lacking = [b for b in BACKENDS if b not in binary_backends(burn_worker.binary)]
+    if not lacking:
+        pytest.skip("the test interpreter was built with every backend")
+    doc = json.loads(POWI.read_text())
+    doc["backend"] = lacking[0]
+    (tmp_path / "elsewhere.json").write_text(json.dumps(doc))
+    shutil.copy(POWI, tmp_path / "powi.json")
+    report = build([tmp_path], burn_worker)
+    assert [(c.path.name, c.state) for c in report.cases] == [("elsewhere.json", "skipped"), ("powi.json", "ok")]
+    section = _sections(page(report))[(tmp_path / "elsewhere.json").as_posix()]
+    assert "Not replayed here" in section and f"--backend {lacking[0]}" in section
+    assert main(["report", str(tmp_path), "-o", str(tmp_path / "r.html")]) == 0  # skipped is not a failure
 
 
 def test_a_worker_that_cannot_start(tmp_path: Path) -> None:
