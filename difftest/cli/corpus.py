@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from difftest.cli.common import make_console, make_worker
-from difftest.exec.burn_worker import backend_workers
+from difftest.exec.sibling_workers import backend_workers
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from difftest.exec.backends import BACKEND_ENV, DEFAULT_BACKEND, binary_backends
+from difftest.exec.backends import BACKEND_ENV
 from difftest.exec.inflight import write_program
 from difftest.exec.libtorch import worker_env
 from difftest.exec.pending import Pending, PendingProbes, PendingRun
@@ -492,13 +492,3 @@ class BurnWorker:
                 self.restart()
         except (TimeoutError, EOFError, WorkerError):
             self.restart()
-
-
-def backend_workers(worker: BurnWorker) -> dict[str, BurnWorker]:
-    """`worker` under its backend's name, and one on each other backend its binary has (started
-    on first use): where a case that names its backend is replayed. RuntimeError when the binary
-    does not say which it has (it does not start)."""
-    own = worker.backend or DEFAULT_BACKEND
-    others = {b: BurnWorker(worker.binary, timeout=worker.timeout, inflight_dir=worker.inflight_dir, backend=b)
-              for b in binary_backends(worker.binary) if b != own}
-    return {own: worker, **others}

@@ -21,7 +21,8 @@ from typing import Any
 
 from difftest.divergences.rules import rules_for
 from difftest.exec.backends import DEFAULT_BACKEND
-from difftest.exec.burn_worker import BurnWorker, backend_workers
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.sibling_workers import backend_workers
 from difftest.findings.corpus import Case, CorpusError, ReplayOutcome, iter_case_files, judge, judge_memory, load_case
 from difftest.findings.coverage import Coverage
 from difftest.findings.picture import DotMissing, dot, svg
