@@ -142,7 +142,7 @@ def side_at_point(st: OpCall, inputs: Tensors, attrs: dict[str, Any]) -> Side | 
     return side
 
 
-class _BurnSide(torch.autograd.Function):
+class BurnSide(torch.autograd.Function):
     """The op's forward on its inputs, its backward on the inputs moved to burn's side."""
 
     @staticmethod
@@ -182,7 +182,7 @@ class BurnConventionHooks(SiteHooks):
         if side is None:
             return spec.lower(inputs, attrs)
         self.used[st.id] = CONVENTION_OF[st.op]
-        out: torch.Tensor = _BurnSide.apply(lambda xs: spec.lower(xs, attrs), lambda xs: side.move(xs, attrs),
+        out: torch.Tensor = BurnSide.apply(lambda xs: spec.lower(xs, attrs), lambda xs: side.move(xs, attrs),
                                             *inputs)
         return out
 

@@ -212,7 +212,7 @@ class NoiseHooks(SiteHooks):
         factor = tol.MEASURED_FACTOR * tol.measured_scale(dtype)
         return y64 + _finite(r32 - r64) * self.uniform(y64.shape) * factor
 
-    def uniform_draws(self) -> Callable[[torch.Size], torch.Tensor]:
+    def uniform_draws(self) -> Callable[[torch.Size], torch.Tensor] | None:
         return self.uniform
 
     def on_site(self, site: OpSite, inputs: Sequence[torch.Tensor],

@@ -235,7 +235,7 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch], runs: TorchRuns | None 
         judged: list[Judgement] = []
         kink_sides: list[dict[str, Any]] = []
         crossed: dict[str, Any] | None = None  # kinks between float64's and a framework's own inputs
-        own: dict[str, TensorObs] = {}
+        own: dict[str, list[ki.Own]] = {}
         for j in elements:
             r = rt.data[j]
             if equal_nonfinite(tt.data[j], bt.data[j]):
@@ -253,13 +253,14 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch], runs: TorchRuns | None 
             if kind in ("burn-wrong", "torch-wrong"):
                 if crossed is None:
                     crossed = ki.kinks_on_the_way(verdict, ref, m)
-                    own = ki.own_results(verdict, m, crossed, _tensor) if crossed else {}
-                mine = {name: o.data[j] for name, o in own.items() if j < len(o.data)}
+                    own = ki.own_results(verdict, ref, m, crossed, _tensor) if crossed else {}
+                mine = {name: o[j] for name, o in own.items() if j < len(o)}
                 if crossed and ki.explained(tt.data[j], bt.data[j], r, mine, d, terms, dtype):
                     kind = "ill-conditioned"
                     reason = (f"{ki.describe(program, crossed)}; "
                               "each result is the float64 result from its own framework's inputs there ("
-                              + ", ".join(f"{k} {v:.6g}" for k, v in mine.items()) + ") or the reference")
+                              + ", ".join(f"{k} {v.value:.6g}, noise {v.noise:.2g}" for k, v in mine.items())
+                              + ") or the reference")
             if not samples and failed:
                 reason += f" (no noise run measured it: {failed[0].kind}: {failed[0].message[:200]})"
             judged.append(Judgement(j, kind, reason, tt.data[j], bt.data[j], r, d,
