@@ -50,6 +50,9 @@ def triage_title(case: Case) -> str | None:
     if isinstance(params, list) and params:
         what += (" and " if inputs else " of ") + ", ".join(map(str, params))
     where = "the graph (no single op)" if loc["where"] == "graph" else loc["where"]
+    if loc.get("mechanism") == "broadcast":  # the op is right without the broadcast (localise.py)
+        where = f"broadcasting (seen in {where})"
+        what = what.replace("gradient", "gradient of a broadcast operand", 1)
     detail = ", ".join(str(x) for x in (loc.get("dtype"), f"{loc['error']} error" if loc.get("error") else None) if x)
     blame = "PyTorch: " if loc.get("verdict") == "torch-wrong" else ""
     return f"{blame}{where}: wrong {what}" + (f" ({detail})" if detail else "")

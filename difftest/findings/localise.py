@@ -28,13 +28,13 @@ or shape finding already names the statement that failed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from difftest.findings.cotangents import cotangents
 from difftest.findings.error_classes import mismatch_class, observed_tensor
 from difftest.findings.graph_roots import shown_name, smallest_root
-from difftest.findings.one_op import PARAM_READ, one_op_program, param_reads, seed_program
+from difftest.findings.one_op import PARAM_READ, one_op_program, param_reads, seed_program, without_broadcast
 from difftest.ops.validate import check_program, infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.check import check
@@ -90,6 +90,12 @@ class Localisation:
     shown_at: str | None = None
     # a module's forward: the parameters whose gradient is wrong (`input` names its input's)
     params: tuple[str, ...] = ()
+    # "broadcast": the op's one-op program is right with the inputs it broadcasts implicitly
+    # expanded first (`expanded`, their positions): the op's own derivative is right, and the
+    # fault is in how autodiff reduces a broadcast operand's gradient, which every broadcasting
+    # op shares; the signature names that, not the op that showed it
+    mechanism: str | None = None
+    expanded: tuple[int, ...] = ()
 
     def describe(self) -> str:
         which = f" input {','.join(map(str, self.input))}" if self.input is not None else ""
@@ -101,6 +107,10 @@ class Localisation:
         hedge = ""
         if self.confidence == "suspect":
             hedge = " (suspect: within its one-op budget, far outside PyTorch's error)"
+        if self.mechanism == "broadcast":
+            hedge += (f"; right with its broadcast input{'s' if len(self.expanded) > 1 else ''} "
+                      f"{','.join(map(str, self.expanded))} expanded first: the reduction of a broadcast "
+                      "operand's gradient")
         return (f"{self.verdict} {self.kind}{which} of {self.where}{attrs}{at}, {self.dtype}, "
                 f"error {self.error}{hedge}")
 
@@ -110,6 +120,7 @@ class Localisation:
             "statement": self.statement, "where": self.where, "kind": self.kind, "input": self.input,
             "dtype": self.dtype, "error": self.error, "verdict": self.verdict, "attrs": dict(self.attrs),
             "confidence": self.confidence, "shown_at": self.shown_at, "params": list(self.params),
+            "mechanism": self.mechanism, "expanded": list(self.expanded),
             "program": program_to_dict(self.program) if self.program is not None else None,
         }
 
@@ -269,7 +280,8 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
             if suspect is not None:
                 suspects.append((suspect[0], st, p, positions, v, suspect[1]))
             continue
-        return _found(program, st, p, positions, v, _pick(v.findings, m.kind, p, same_kind), "fails")
+        found = _found(program, st, p, positions, v, _pick(v.findings, m.kind, p, same_kind), "fails")
+        return _broadcast_mechanism(found, worker, memo)
     if suspects:
         # no op fails on its own, but one deviates from the float64 result far more than PyTorch's
         # float32 run does (a fault inside the budget of its one-op program, which the path
@@ -285,6 +297,23 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     shown = smallest_root(program, m, path, lambda p: _judge(p, worker, memo))
     return Localisation(None, "graph", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind,
                         shown_at=shown_name(program, shown) if shown is not None else None)
+
+
+def _broadcast_mechanism(loc: Localisation, worker: BurnWorker, memo: Judged | None) -> Localisation:
+    """`loc` with mechanism "broadcast" when its gradient finding is gone once the inputs its op
+    broadcasts implicitly are expanded first (one_op.without_broadcast): the op's derivative is
+    right, the reduction of the broadcast gradient is not (one fault of autodiff's that every
+    broadcasting op shows, one signature for all of them); `loc` itself otherwise."""
+    if loc.kind != "grad" or loc.program is None:
+        return loc
+    variant = without_broadcast(loc.program)
+    if variant is None:
+        return loc
+    p, expanded = variant
+    v = _judge(p, worker, memo)
+    if v is None or not v.ok:
+        return loc
+    return replace(loc, mechanism="broadcast", expanded=expanded)
 
 
 def _seed_fault(program: Program, m: Mismatch, worker: BurnWorker, memo: Judged | None) -> Localisation | None:

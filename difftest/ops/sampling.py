@@ -4,6 +4,7 @@ interface (difftest/choices.py)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from typing import Any
 from difftest.choices import Choices
 from difftest.program.dtypes import FLOAT_DTYPES
 from difftest.program.ir import MAX_RANK, Shape, numel
+from difftest.program.shapes import broadcast
 
 Attrs = dict[str, Any]
 AttrSampler = Callable[[Choices, Sequence[Shape]], "Attrs | None"]
@@ -161,11 +163,16 @@ class Partners:
     """The shapes of an op's inputs after the first, given the first one's shape, the op's
     attributes and the largest dim size. `draw` is lazy (a generator): each shape is drawn just
     before the generator draws the input of that shape. The attributes are drawn after the
-    partners, unless `after_attrs` (then `draw` sees them; before, it gets `{}`)."""
+    partners, unless `after_attrs` (then `draw` sees them; before, it gets `{}`). `explicit`:
+    for an op that broadcasts its inputs implicitly, the shapes they take with every broadcast
+    made explicit (each input expanded to its own; the op's result unchanged), given their
+    shapes; localisation runs the op on inputs expanded so to tell the op's own derivative from
+    the reduction of a broadcast operand's gradient."""
 
     name: str
     draw: PartnerDraw
     after_attrs: bool = False
+    explicit: Callable[[Sequence[Shape]], list[Shape]] | None = None
 
 
 def _broadcasting(c: Choices, first: Shape, attrs: Attrs, max_dim: int) -> Iterator[Shape]:
@@ -194,8 +201,20 @@ def _concatenated(c: Choices, first: Shape, attrs: Attrs, max_dim: int) -> Itera
         yield first[:d] + (c.integer(1, max_dim),) + first[d + 1 :]
 
 
-BROADCASTING = Partners("broadcasting", _broadcasting)  # a shape that broadcasts with the first
-MATMUL = Partners("matmul", _matmul)  # [batch.., k, n] for a first input [batch.., m, k]
+def _elementwise_explicit(shapes: Sequence[Shape]) -> list[Shape]:
+    out = functools.reduce(broadcast, shapes)
+    return [out for _ in shapes]
+
+
+def _batch_explicit(shapes: Sequence[Shape]) -> list[Shape]:
+    batch = functools.reduce(broadcast, [s[:-2] for s in shapes])
+    return [tuple(batch) + tuple(s[-2:]) for s in shapes]
+
+
+# a shape that broadcasts with the first
+BROADCASTING = Partners("broadcasting", _broadcasting, explicit=_elementwise_explicit)
+# [batch.., k, n] for a first input [batch.., m, k]
+MATMUL = Partners("matmul", _matmul, explicit=_batch_explicit)
 SAME_SHAPE = Partners("same-shape", _same)
 STACKED = Partners("stacked", _stacked)  # 0 to 2 more of the first's shape
 CONCATENATED = Partners("concatenated", _concatenated, after_attrs=True)  # 0 to 2, other sizes along dim

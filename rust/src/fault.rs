@@ -14,6 +14,7 @@
 //! | `wrong-dim:<op>` | `<op>` (one with a `dim` attribute) runs along the next dim `(d + k) % rank` of the first input with the same extent as `d`; inert when there is none |
 //! | `promote-trailing:<op>` | the lower-rank operand of the binary `<op>` gets trailing size-1 dims instead of leading ones |
 //! | `value-scale:<op>:<eps>` | the result of `<op>` times `1 + eps` (forward and gradient) |
+//! | `broadcast-grad-scale:<eps>` | the gradient of every operand an op broadcasts implicitly (a binary op's lower-rank or size-1 operand, matmul's batch dims) times `1 + eps`, the op's own derivative exact: a fault in the reduction of broadcast gradients that every broadcasting op shares |
 //! | `root-grad-scale:<eps>` | every gradient of a backward times `1 + eps` when its root is not a scalar (more than one element); backwards of scalar roots unchanged |
 //! | `flag-after:<where>` | the reported `is_tracked` is negated for the values of a cut (`detach`, `without_autodiff`, `autodiff`), of ops in a region (`no_grad`, `inference_mode`), or of the forward of a module derived from `valid()` (`valid`) |
 //! | `on:<backend>:<spec>` | the fault `<spec>` while a program runs on `<backend>` only (a bug in one backend's kernels); other backends run correctly |
@@ -43,7 +44,7 @@ pub const ENV: &str = "DIFFTEST_BURN_FAULT";
 pub const FORMS: &str = "grad-scale:<op>:<eps>, grad-scale-tail:<op>:<eps>:<t>, grad-sign:<op>, grad-drop:<op>, \
 flag-without-autodiff, detach-like-torch, lowering:<op>=<other>[{attrs}], \
 grad-drop-input:<op>:<i>, wrong-dim:<op>, promote-trailing:<op>, value-scale:<op>:<eps>, \
-root-grad-scale:<eps>, flag-after:<detach|without_autodiff|autodiff|no_grad|inference_mode|valid>, \
+broadcast-grad-scale:<eps>, root-grad-scale:<eps>, flag-after:<detach|without_autodiff|autodiff|no_grad|inference_mode|valid>, \
 on:<backend>:<any of these>";
 
 #[derive(Clone, Debug)]
@@ -59,6 +60,7 @@ pub enum Fault {
     WrongDim { op: &'static str },
     PromoteTrailing { op: &'static str },
     ValueScale { op: &'static str, eps: f64 },
+    BroadcastGradScale { eps: f64 },
     RootGradScale { eps: f64 },
     FlagAfter { site: FlagSite },
 }
@@ -268,6 +270,9 @@ pub fn parse(spec: &str) -> Result<Fault, String> {
             }
             Ok(Fault::PromoteTrailing { op })
         }
+        ["broadcast-grad-scale", eps] => Ok(Fault::BroadcastGradScale {
+            eps: finite_eps(eps, "broadcast-grad-scale")?,
+        }),
         ["root-grad-scale", eps] => Ok(Fault::RootGradScale {
             eps: finite_eps(eps, "root-grad-scale")?,
         }),
@@ -428,6 +433,41 @@ fn promote_trailing(mut inputs: Vec<DynTensor>) -> Vec<DynTensor> {
     inputs
 }
 
+/// The ops that broadcast their operands elementwise (the catalog's `BROADCASTING` partners,
+/// difftest/ops/sampling.py): the `broadcast-grad-scale` fault acts on their operands.
+const ELEMENTWISE_BROADCASTING: [&str; 10] = [
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "powf",
+    "maximum",
+    "minimum",
+    "atan2",
+    "hypot",
+    "remainder",
+];
+
+/// Which of `op`'s operands it broadcasts implicitly: for the elementwise binary ops, those whose
+/// shape (rank included) is not the result's; for matmul, those whose batch dims are not the
+/// broadcast of both. All false for every other op.
+fn broadcast_operands(op: &Op, inputs: &[DynTensor]) -> Vec<bool> {
+    let dims: Vec<Vec<usize>> = inputs.iter().map(DynTensor::dims).collect();
+    let explicit = |own: &dyn Fn(&[usize]) -> &[usize]| -> Vec<bool> {
+        let out = dims.iter().try_fold(Vec::new(), |acc, d| {
+            crate::ops::shape::broadcast_shapes(&acc, own(d))
+        });
+        dims.iter()
+            .map(|d| out.as_deref().is_some_and(|o| o != own(d)))
+            .collect()
+    };
+    match op {
+        Op::Matmul {} => explicit(&|d| &d[..d.len().saturating_sub(2)]),
+        _ if ELEMENTWISE_BROADCASTING.contains(&op.name()) => explicit(&|d| d),
+        _ => vec![false; inputs.len()],
+    }
+}
+
 /// Runs `op` under `fault`: the hook around an op's execution.
 pub fn execute_with(fault: Option<&Fault>, op: &Op, mut inputs: Vec<DynTensor>) -> DynTensor {
     let name = op.name();
@@ -452,6 +492,17 @@ pub fn execute_with(fault: Option<&Fault>, op: &Op, mut inputs: Vec<DynTensor>) 
         }
         Some(Fault::ValueScale { op: target, eps }) if *target == name => {
             return map!(op.execute(inputs), t => t.mul_scalar(1.0 + eps));
+        }
+        Some(Fault::BroadcastGradScale { eps }) => {
+            let broadcast = broadcast_operands(op, &inputs);
+            for (x, _) in inputs
+                .iter_mut()
+                .zip(broadcast)
+                .filter(|(x, b)| *b && x.flags().is_tracked)
+            {
+                *x = map!(x.clone(), t => scale_grad(t, *eps));
+            }
+            return op.execute(inputs);
         }
         Some(Fault::GradScale { op: target, eps }) if *target == name => Some(*eps),
         Some(Fault::GradScaleTail { op: target, eps, t }) if *target == name => {

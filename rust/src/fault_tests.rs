@@ -408,3 +408,13 @@ fn a_fault_scoped_to_one_backend_acts_there_only() {
         assert!(parse_scoped(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn parses_broadcast_grad_scale() {
+    assert!(matches!(
+        parse("broadcast-grad-scale:1e-3"),
+        Ok(Fault::BroadcastGradScale { eps }) if eps == 1e-3
+    ));
+    assert!(parse("broadcast-grad-scale:nan").is_err());
+    assert!(parse("broadcast-grad-scale").is_err());
+}

@@ -74,6 +74,8 @@ FAULTS: list[tuple[str, str]] = [
     ("value-scale:tanh:1e-3", "tanh off by 1e-3 (relative)"),
     *[(f"grad-scale:{op}:1e-3", f"gradient of {op} off by 1e-3 (relative)") for op in GRAD_SCALE_OPS],
     ("grad-sign:tanh", "gradient of tanh with the wrong sign"),
+    ("broadcast-grad-scale:1e-3", "gradient of every implicitly broadcast operand off by 1e-3 (the reduction "
+     "every broadcasting op shares)"),
     ("grad-drop:sum", "no gradient through sum"),
     *[
         (f"flag-after:{where}", f"is_tracked negated after {where}")

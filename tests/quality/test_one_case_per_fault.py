@@ -66,6 +66,20 @@ def test_a_1e3_derivative_fault_in_the_saturated_tail_is_found(op: str, tmp_path
     assert op in named, named
 
 
+def test_a_fault_every_broadcasting_op_shares_saves_one_case_naming_the_mechanism(tmp_path: Path) -> None:
+    """The reduction of a broadcast operand's gradient off by 1e-3 shows in add, mul, matmul,
+    atan2, ... alike; each op is right with its inputs expanded first (localise.py), so the
+    campaign saves one case, signed `broadcast`, not one per op (eleven before)."""
+    opts = FuzzOptions(seed=5, programs=2000, jobs=2, corpus=tmp_path / "corpus", fault="broadcast-grad-scale:1e-3",
+                       inflight_dir=tmp_path / "inflight", live=False, progress_every=60.0)
+    summary = fuzz(opts, Console(file=open("/dev/null", "w")))
+    saved = [json.loads(Path(p).read_text()) for p in summary.saved]
+    signatures = [c["triage"]["signature"] for c in saved]
+    print(f"\nbroadcast-grad-scale:1e-3: {len(saved)} case(s) saved: {signatures}")
+    assert len(saved) == 1 and signatures[0].startswith("burn-wrong:-:broadcast:grad:wrong "), signatures
+    assert saved[0]["triage"]["localisation"]["mechanism"] == "broadcast"
+
+
 TABLE = Path(".difftest/cases-per-fault.md")
 ROWS: list[str] = []
 

@@ -12,7 +12,7 @@ mod execute;
 pub mod extra;
 pub mod nd_index;
 pub mod nn;
-mod shape;
+pub(crate) mod shape;
 
 use serde_json::{Map, Value};
 

@@ -5,7 +5,7 @@ use super::nn::{self, conv, pool};
 use super::{Op, check_shape, extra};
 
 /// The broadcast of two shapes after burn's rank promotion (leading size-1 dims), or `None`.
-fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+pub(crate) fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let rank = a.len().max(b.len());
     let pad = |s: &[usize]| {
         let mut p = vec![1; rank - s.len()];
