@@ -44,15 +44,17 @@ def triage_title(case: Case) -> str | None:
     what = WRONG.get(str(loc.get("kind")), str(loc.get("kind") or "result"))
     inputs = loc.get("input")
     inputs = [inputs] if isinstance(inputs, int) else inputs if isinstance(inputs, list) else []
+    broadcast = loc.get("mechanism") == "broadcast"  # the op is right without the broadcast (localise.py)
     if loc.get("kind") == "grad" and inputs:
         what += f" of input{'s' if len(inputs) > 1 else ''} " + ", ".join(map(str, inputs))
     params = loc.get("params")
     if isinstance(params, list) and params:
         what += (" and " if inputs else " of ") + ", ".join(map(str, params))
     where = "the graph (no single op)" if loc["where"] == "graph" else loc["where"]
-    if loc.get("mechanism") == "broadcast":  # the op is right without the broadcast (localise.py)
-        where = f"broadcasting (seen in {where})"
-        what = what.replace("gradient", "gradient of a broadcast operand", 1)
+    expanded = loc.get("expanded")
+    if broadcast and isinstance(expanded, list) and expanded:
+        where = (f"broadcasting (seen in {where}, input{'s' if len(expanded) > 1 else ''} "
+                 f"{', '.join(map(str, expanded))} broadcast)")
     detail = ", ".join(str(x) for x in (loc.get("dtype"), f"{loc['error']} error" if loc.get("error") else None) if x)
     blame = "PyTorch: " if loc.get("verdict") == "torch-wrong" else ""
     return f"{blame}{where}: wrong {what}" + (f" ({detail})" if detail else "")

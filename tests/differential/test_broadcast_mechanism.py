@@ -7,6 +7,8 @@ and keeps the op's name. The faults are compiled into difftest-burn (rust/src/fa
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from difftest.exec.burn_worker import BurnWorker
@@ -86,3 +88,15 @@ def test_the_same_values_without_the_broadcast_are_right(workers: dict[str, Burn
     if "broadcast-grad-scale:0.25" not in workers:
         workers["broadcast-grad-scale:0.25"] = BurnWorker(fault="broadcast-grad-scale:0.25")
     assert check(expanded, workers["broadcast-grad-scale:0.25"]).ok
+
+
+def test_its_case_is_titled_by_the_mechanism_and_the_op_that_showed_it(workers: dict[str, BurnWorker]) -> None:
+    from difftest.findings.corpus import case_from_verdict
+    from difftest.findings.issue import title
+
+    fault = "broadcast-grad-scale:0.25"
+    t = _triage(workers, _program("add", CASES["add"]), fault)
+    case = case_from_verdict(check(_program("add", CASES["add"]), workers[fault]), source="test")
+    case.record["triage"] = json.loads(json.dumps(t.to_dict()))  # as saved and read back
+    assert title(case) == ("broadcasting (seen in add, input 1 broadcast): wrong gradient of input 1 "
+                           "(float32, large error)")
