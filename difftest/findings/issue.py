@@ -51,6 +51,9 @@ def triage_title(case: Case) -> str | None:
     if isinstance(params, list) and params:
         what += (" and " if inputs else " of ") + ", ".join(map(str, params))
     where = "the graph (no single op)" if loc["where"] == "graph" else loc["where"]
+    if loc.get("mechanism") == "accumulate":
+        shown = f"; seen at {loc['shown_at']}" if isinstance(loc.get("shown_at"), str) else ""
+        where = f"gradient accumulation (a value read more than once{shown})"
     expanded = loc.get("expanded")
     if broadcast and isinstance(expanded, list) and expanded:
         where = (f"broadcasting (seen in {where}, input{'s' if len(expanded) > 1 else ''} "

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 from difftest.findings.cotangents import cotangents
 from difftest.findings.error_classes import mismatch_class, observed_tensor
 from difftest.findings.graph_roots import shown_name, smallest_root
-from difftest.findings.one_op import PARAM_READ, one_op_program, param_reads, seed_program, without_broadcast
+from difftest.findings.one_op import PARAM_READ, one_op_program, param_reads, right_without_broadcast, seed_program
+from difftest.findings.unshared import unshared
 from difftest.ops.validate import check_program, infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.check import check
@@ -93,7 +94,8 @@ class Localisation:
     # "broadcast": the op's one-op program is right with the inputs it broadcasts implicitly
     # expanded first (`expanded`, their positions): the op's own derivative is right, and the
     # fault is in how autodiff reduces a broadcast operand's gradient, which every broadcasting
-    # op shares; the signature names that, not the op that showed it
+    # op shares; "accumulate": a `graph` gradient that is right once no value is shared
+    # (unshared.py). The signature names the mechanism, not the op that showed it
     mechanism: str | None = None
     expanded: tuple[int, ...] = ()
 
@@ -107,6 +109,9 @@ class Localisation:
         hedge = ""
         if self.confidence == "suspect":
             hedge = " (suspect: within its one-op budget, far outside PyTorch's error)"
+        if self.mechanism == "accumulate":
+            hedge += ("; right with every value computed once per path that reads it: the accumulation of "
+                      "a value's gradient contributions")
         if self.mechanism == "broadcast":
             hedge += (f"; right with its broadcast input{'s' if len(self.expanded) > 1 else ''} "
                       f"{','.join(map(str, self.expanded))} expanded first: the reduction of a broadcast "
@@ -260,6 +265,7 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     passes += [(st, True, None) for st in path]
     # an op reading one value at several positions runs first with a leaf per position (each
     # operand's own derivative), then as the program has it (a fault only aliasing shows)
+    split_passed: set[tuple[str, bool, tuple[float, ...] | None]] = set()
     runs = [(st, seeded, seed, split, False) for st, seeded, seed in passes
             for split in ((True, False) if _aliased(st) else (False,))]
     # last, each op whose inputs burn computed differently, on burn's inputs: an op whose own
@@ -275,13 +281,20 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         v = _judge(p, worker, memo)
         if v is None:
             continue
+        if v.ok and split:
+            split_passed.add((st.id, seeded, seed))
         if v.ok:
             suspect = _suspect(v, m.kind)
             if suspect is not None:
                 suspects.append((suspect[0], st, p, positions, v, suspect[1]))
             continue
         found = _found(program, st, p, positions, v, _pick(v.findings, m.kind, p, same_kind), "fails")
-        return _broadcast_mechanism(found, worker, memo)
+        if not split and (st.id, seeded, seed) in split_passed and found.kind == "grad":
+            # with a leaf per position the op passed: it is right, and what fails is the sum of
+            # the contributions the one value receives at its positions (unshared.py)
+            return replace(found, mechanism="accumulate")
+        expanded = right_without_broadcast(found, lambda q: _judge(q, worker, memo))
+        return replace(found, mechanism="broadcast", expanded=expanded) if expanded else found
     if suspects:
         # no op fails on its own, but one deviates from the float64 result far more than PyTorch's
         # float32 run does (a fault inside the budget of its one-op program, which the path
@@ -295,25 +308,13 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
             return consumed
         return Localisation(step.id, "step", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind)
     shown = smallest_root(program, m, path, lambda p: _judge(p, worker, memo))
+    # no value shared (each computed once per path that reads it): right then, the fault is in
+    # how a value's gradient contributions are summed (unshared.py)
+    tree = unshared(program, m)
+    tree_verdict = _judge(tree, worker, memo) if tree is not None else None
     return Localisation(None, "graph", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind,
-                        shown_at=shown_name(program, shown) if shown is not None else None)
-
-
-def _broadcast_mechanism(loc: Localisation, worker: BurnWorker, memo: Judged | None) -> Localisation:
-    """`loc` with mechanism "broadcast" when its gradient finding is gone once the inputs its op
-    broadcasts implicitly are expanded first (one_op.without_broadcast): the op's derivative is
-    right, the reduction of the broadcast gradient is not (one fault of autodiff's that every
-    broadcasting op shows, one signature for all of them); `loc` itself otherwise."""
-    if loc.kind != "grad" or loc.program is None:
-        return loc
-    variant = without_broadcast(loc.program)
-    if variant is None:
-        return loc
-    p, expanded = variant
-    v = _judge(p, worker, memo)
-    if v is None or not v.ok:
-        return loc
-    return replace(loc, mechanism="broadcast", expanded=expanded)
+                        shown_at=shown_name(program, shown) if shown is not None else None,
+                        mechanism="accumulate" if tree_verdict is not None and tree_verdict.ok else None)
 
 
 def _seed_fault(program: Program, m: Mismatch, worker: BurnWorker, memo: Judged | None) -> Localisation | None:

@@ -5,7 +5,9 @@ gradients observable."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
@@ -28,6 +30,19 @@ from difftest.program.ir import (
 from difftest.program.modules import module_kind
 from difftest.program.observation import Observation
 from difftest.program.shapes import ShapeError
+
+if TYPE_CHECKING:
+    from difftest.oracle.compare import Verdict
+
+
+class HasProgram(Protocol):
+    """What right_without_broadcast reads of a localisation."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def program(self) -> Program | None: ...
 
 PARAM_READ = "param_"  # a read of a module's parameter this module adds: `param_<name>`
 
@@ -177,6 +192,21 @@ def without_broadcast(p: Program) -> tuple[Program, tuple[int, ...]] | None:
         return Program(tuple(new.get(s.id, s) for s in p.statements), p.dtype), expanded
     except ProgramError:
         return None
+
+
+def right_without_broadcast(loc: HasProgram, judge: Callable[[Program], Verdict | None]) -> tuple[int, ...]:
+    """The inputs expanded (without_broadcast) when the gradient finding `loc` (a localisation:
+    its kind and one-op program) is gone once they are: the op's own derivative is right, and
+    the reduction of a broadcast operand's gradient, which every broadcasting op shares, is not;
+    () otherwise."""
+    if loc.kind != "grad" or loc.program is None:
+        return ()
+    variant = without_broadcast(loc.program)
+    if variant is None:
+        return ()
+    p, expanded = variant
+    v = judge(p)
+    return expanded if v is not None and v.ok else ()
 
 
 def _index_input(table: dict[str, Statement], st: Apply) -> bool:

@@ -102,8 +102,9 @@ def localised_signature(loc: Localisation, framework: str | None) -> str:
     fw = framework or "-"
     error = "wrong" if loc.kind in ("value", "grad") and loc.error in WRONG_NUMBER else loc.error
     # a gradient no single op explains, by the op where it first shows (graph_roots.py); a
-    # broadcast operand's gradient reduced wrong, by that mechanism, whichever op showed it
-    where = f"{loc.where}@{loc.shown_at}" if loc.where == "graph" and loc.shown_at else loc.mechanism or loc.where
+    # shared mechanism (a broadcast operand's gradient reduced wrong, a value's contributions
+    # summed wrong) by that mechanism, whichever op showed it
+    where = loc.mechanism or (f"{loc.where}@{loc.shown_at}" if loc.where == "graph" and loc.shown_at else loc.where)
     key = "\x1f".join((loc.verdict, fw, where, loc.kind, error))
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return f"{loc.verdict}:{fw}:{where}:{loc.kind}:{error} #{digest}"

@@ -80,6 +80,52 @@ def test_a_fault_every_broadcasting_op_shares_saves_one_case_naming_the_mechanis
     assert saved[0]["triage"]["localisation"]["mechanism"] == "broadcast"
 
 
+DATA = Path(__file__).parent / "data"
+
+
+def _patched_campaign(patch: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The signatures of the cases a 3,000-program campaign (seed 5) saves against burn 0.22.1
+    with `patch` applied (built once and cached, as `--burn patch:FILE` does)."""
+    from difftest.exec.burn_builds import BurnSpec, build_with_status
+
+    binary = build_with_status(BurnSpec.parse(f"patch:{DATA / patch}")).binary
+    monkeypatch.setenv("DIFFTEST_BURN", str(binary))
+    opts = FuzzOptions(seed=5, programs=3000, jobs=2, corpus=tmp_path / "corpus",
+                       inflight_dir=tmp_path / "inflight", live=False, progress_every=60.0)
+    summary = fuzz(opts, Console(file=open("/dev/null", "w")))
+    signatures = sorted(json.loads(Path(p).read_text())["triage"]["signature"].split(" #")[0] for p in summary.saved)
+    print(f"\n{patch}: {len(signatures)} case(s) saved: {signatures}")
+    return signatures
+
+
+def test_a_broadcast_fault_in_burn_is_one_case_beside_the_ops_own(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn: broadcast_shape takes the mean over the first of several broadcast dims,
+    and sqrt's backward divides by 2.004. Every op that broadcasts shows the first (11 op cases
+    before the localiser tried the op with its inputs expanded); burn-nn's modules and prelu,
+    whose broadcast is inside burn, stay their own (6)."""
+    signatures = _patched_campaign("broadcast-mean-and-sqrt.patch", tmp_path, monkeypatch)
+    assert signatures.count("burn-wrong:-:broadcast:grad:wrong") == 1
+    assert "burn-wrong:-:sqrt:grad:wrong" in signatures
+    ops = [s for s in signatures if not s.split(":")[2].startswith(("apply:", "prelu", "broadcast", "sqrt"))]
+    assert not ops, ops
+
+
+def test_a_fault_in_burns_gradient_accumulation_is_one_case_where_no_op_hides_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn whose Gradients::register scales the contribution it already holds by 1.01:
+    every value read twice shows it (about 60 cases before, each a graph@<op> or the op of an
+    aliased read). What remains besides `accumulate` are ops burn composes from a value read
+    twice inside it (square is x * x, silu x * sigmoid(x)) and module forwards: no program of
+    catalog ops can read their inside once."""
+    signatures = _patched_campaign("accumulate-scales-earlier.patch", tmp_path, monkeypatch)
+    assert signatures.count("burn-wrong:-:accumulate:grad:wrong") == 1
+    assert len(signatures) <= 30, signatures
+    binary = {"add", "sub", "mul", "div", "maximum", "minimum", "atan2", "hypot", "powf"}
+    aliased = [s for s in signatures if s.split(":")[2] in binary]
+    assert not aliased, aliased  # an op reading one value twice, right with a leaf per position
+
+
 TABLE = Path(".difftest/cases-per-fault.md")
 ROWS: list[str] = []
 
