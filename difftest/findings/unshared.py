@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from difftest.oracle.compare import Mismatch
-from difftest.program.ir import Backward, Cut, Leaf, OpCall, Program, ProgramError, Statement
+from difftest.program.ir import Backward, Cut, Leaf, OpCall, Program, ProgramError, Statement, ancestors
 
 MAX_STATEMENTS = 64  # the tree of a small program; a larger one is not built
 
@@ -61,24 +61,10 @@ def unshared(program: Program, m: Mismatch) -> Program | None:
     except _TooLarge:
         return None
     copies = sum(isinstance(s, Leaf) for s in out)
-    leaves = {s.id for s in program.statements if isinstance(s, Leaf)} & _reached(table, bw.input)
+    leaves = {s.id for s in program.statements if isinstance(s, Leaf)} & ancestors(table, bw.input)
     if root is None or copies == len(leaves):
         return None  # nothing was read twice: the tree is the program itself
     try:
         return Program((*out, Backward("bw", root)), program.dtype)
     except ProgramError:
         return None
-
-
-def _reached(table: dict[str, Statement], ident: str) -> set[str]:
-    """The statements `ident` is computed from, itself included."""
-    seen: set[str] = set()
-    stack = [ident]
-    while stack:
-        x = stack.pop()
-        if x in seen or x not in table:
-            continue
-        seen.add(x)
-        st = table[x]
-        stack.extend(st.inputs if isinstance(st, OpCall) else (st.input,) if isinstance(st, Cut) else ())
-    return seen
