@@ -42,6 +42,7 @@ from difftest.campaign.guided import Frontier
 from difftest.campaign.job import JobSpec, crash_at, job_main
 from difftest.divergences.known_bugs import KNOWN_BUGS
 from difftest.exec.backends import DEFAULT_BACKEND
+from difftest.exec.burn_worker import find_binary
 from difftest.findings.corpus import save_case
 from difftest.findings.signature import first_by_signature, scan_corpus
 from difftest.findings.summary import Summary, Timeline
@@ -261,6 +262,9 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
     under `opts.corpus/findings/` and returns the summary (also after Ctrl-C)."""
 
     console = console or Console()
+    # the interpreter, resolved here: a job is forked from the forkserver, whose environment is
+    # that of the first campaign this process ran ($DIFFTEST_BURN may have changed since)
+    binary = opts.binary or find_binary()
     findings_dir = opts.corpus / "findings"
     scan = scan_corpus(opts.corpus)
     known = first_by_signature(scan.signatures(statuses=None))  # any case that recorded the signature
@@ -281,7 +285,7 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
             continue
         start, stride = job_slice(opts.shard, opts.shards, j, jobs)
         specs.append(JobSpec(
-            j, opts.seed, start, stride, n, deadline, opts.ops, opts.max_statements, opts.binary, opts.timeout,
+            j, opts.seed, start, stride, n, deadline, opts.ops, opts.max_statements, binary, opts.timeout,
             opts.fault, str(opts.inflight_dir) if opts.inflight_dir else None, frozenset(known), opts.source(),
             opts.shrink, opts.verbose, opts.profile, opts.probes, crash_at(),
             str(opts.frontier) if opts.frontier is not None else None, opts.guided_share,

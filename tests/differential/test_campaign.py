@@ -280,3 +280,18 @@ def test_a_campaign_says_which_corpus_cases_it_cannot_read(tmp_path: Path) -> No
     fuzz(FuzzOptions(seed=5, programs=2, jobs=1, shrink=False, corpus=corpus, inflight_dir=None), console)
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert f"warning: a corpus case that cannot be read is not counted as known: {corpus / 'cut.json'}: " in text, text
+
+
+def test_a_later_campaign_runs_the_interpreter_difftest_burn_names_now(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The jobs fork from a forkserver that keeps the environment of the process's first campaign:
+    a campaign after $DIFFTEST_BURN changed (a test, or a script running two builds) must still
+    run the binary it names now, resolved before the jobs start."""
+    fuzz(FuzzOptions(seed=0, programs=4, jobs=1, corpus=tmp_path / "first", inflight_dir=None), _quiet())
+    faulty = tmp_path / "difftest-burn-faulty"
+    faulty.write_text(f"#!/bin/sh\nDIFFTEST_BURN_FAULT=grad-scale:exp:0.5 exec {find_binary()} \"$@\"\n")
+    faulty.chmod(faulty.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("DIFFTEST_BURN", str(faulty))
+    s = fuzz(FuzzOptions(seed=0, programs=40, ops=("exp", "sum"), max_statements=3, jobs=1, shrink=False,
+                         corpus=tmp_path / "second", inflight_dir=None), _quiet())
+    assert any(":exp:grad:" in sig for sig in s.findings), list(s.findings)
