@@ -114,16 +114,18 @@ def test_a_broadcast_fault_in_burn_is_one_case_beside_the_ops_own(tmp_path: Path
 def test_a_fault_in_burns_gradient_accumulation_is_one_case_where_no_op_hides_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A patched burn whose Gradients::register scales the contribution it already holds by 1.01:
-    every value read twice shows it (about 60 cases before, each a graph@<op> or the op of an
-    aliased read). What remains besides `accumulate` are ops burn composes from a value read
-    twice inside it (square is x * x, silu x * sigmoid(x)) and module forwards: no program of
-    catalog ops can read their inside once."""
+    every value read twice shows it (59 cases before, each a graph@<op> or the op of an aliased
+    read). What remains besides `accumulate` are ops burn composes from a value read twice
+    inside it (square is x * x, silu x * sigmoid(x), maximum a mask of x and y, hypot), the
+    graphs through them, and module forwards: no program of catalog ops reads their inside
+    once, so no experiment at this level tells them apart."""
     signatures = _patched_campaign("accumulate-scales-earlier.patch", tmp_path, monkeypatch)
     assert signatures.count("burn-wrong:-:accumulate:grad:wrong") == 1
-    assert len(signatures) <= 30, signatures
-    binary = {"add", "sub", "mul", "div", "maximum", "minimum", "atan2", "hypot", "powf"}
-    aliased = [s for s in signatures if s.split(":")[2] in binary]
-    assert not aliased, aliased  # an op reading one value twice, right with a leaf per position
+    # 59 distinct findings before the two experiments (measured at this seed), 33 after
+    assert len(signatures) <= 36, signatures
+    # an op burn computes without reading a value twice, seen reading one value twice (add(x, x))
+    plain = [s for s in signatures if s.split(":")[2] in ("add", "sub", "mul", "div", "atan2", "powf")]
+    assert not plain, plain
 
 
 TABLE = Path(".difftest/cases-per-fault.md")
