@@ -142,7 +142,7 @@ def side_at_point(st: OpCall, inputs: Tensors, attrs: dict[str, Any]) -> Side | 
     return side
 
 
-class BurnSide(torch.autograd.Function):
+class _BurnSide(torch.autograd.Function):
     """The op's forward on its inputs, its backward on the inputs moved to burn's side."""
 
     @staticmethod
@@ -177,14 +177,22 @@ class BurnConventionHooks(SiteHooks):
 
     def op(self, st: OpCall, inputs: Tensors, attrs: dict[str, Any], dtypes: dict[str, str],
            native: str) -> torch.Tensor:
-        spec = CATALOG[st.op]
-        side = side_at_point(st, inputs, attrs)
-        if side is None:
-            return spec.lower(inputs, attrs)
+        out = on_burns_side(st, inputs, attrs)
+        if out is None:
+            return CATALOG[st.op].lower(inputs, attrs)
         self.used[st.id] = CONVENTION_OF[st.op]
-        out: torch.Tensor = BurnSide.apply(lambda xs: spec.lower(xs, attrs), lambda xs: side.move(xs, attrs),
-                                            *inputs)
         return out
+
+
+def on_burns_side(st: OpCall, inputs: Tensors, attrs: dict[str, Any]) -> torch.Tensor | None:
+    """The op `st` on `inputs`, its backward taken on burn's side, when its inputs sit exactly at
+    a point where burn's declared convention differs from PyTorch's; None otherwise."""
+    side = side_at_point(st, inputs, attrs)
+    if side is None:
+        return None
+    spec = CATALOG[st.op]
+    out: torch.Tensor = _BurnSide.apply(lambda xs: spec.lower(xs, attrs), lambda xs: side.move(xs, attrs), *inputs)
+    return out
 
 
 def burn_convention_gradient(program: Program, leaf: str, backward: str,

@@ -37,7 +37,7 @@ import torch
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
 from difftest.ops.domains import KINK_GAP
-from difftest.oracle.burn_conventions import BurnSide, side_at_point
+from difftest.oracle.burn_conventions import on_burns_side
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.oracle.kinks import input_values, path_ops
 from difftest.oracle.noise import NoiseHooks, program_seed, tie_references
@@ -119,12 +119,8 @@ class OwnInputs(NoiseHooks):
     def op(self, st: OpCall, inputs: Sequence[torch.Tensor], attrs: dict[str, Any],
            dtypes: dict[str, str], native: str) -> torch.Tensor:
         if self.burn:
-            moved = self._moved(st.id, inputs)
-            side = side_at_point(st, moved, attrs)
-            if side is not None:  # exact there: no rounding noise of its own
-                spec = CATALOG[st.op]
-                out: torch.Tensor = BurnSide.apply(lambda xs: spec.lower(xs, attrs),
-                                                    lambda xs: side.move(xs, attrs), *moved)
+            out = on_burns_side(st, self._moved(st.id, inputs), attrs)
+            if out is not None:  # exact there: no rounding noise of its own
                 return out
         return super().op(st, inputs, attrs, dtypes, native)
 
