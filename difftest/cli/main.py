@@ -20,6 +20,7 @@ from difftest.cli.common import make_console, make_worker
 from difftest.cli.corpus import cmd_replay, cmd_report
 from difftest.cli.coverage import add_guided_options, guided_setup, split_frontiers
 from difftest.cli.coverage import add_parser as add_coverage
+from difftest.cli.suspects import add_parser as add_suspects
 from difftest.cli.versions import add_parser as add_versions
 from difftest.cli.versions import burn_option, use_burn
 from difftest.exec.backends import BACKEND_ENV
@@ -122,6 +123,12 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
                         "torch": torch.__version__, "difftest": __version__, "fault": version.get("fault"),
                         "backend": on, "build": getattr(args, "burn", None)}
     print_summary(summary, console)
+    if len(summary.saved) > 1 and not version.get("fault") and on == "flex":
+        # several findings may be one fault that many ops reach (docs/coverage.md)
+        import shlex
+
+        words = sorted({str(Path(f).parent) for f in summary.saved}) + (["--burn", args.burn] if build else [])
+        print(f"where in burn they lie, one place per fault: difftest suspects {shlex.join(words)}", flush=True)
     if args.json:
         write_json(summary, Path(args.json))
     if summary.saved or summary.unexplained():
@@ -382,6 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(m)
     m.set_defaults(func=cmd_memory)
     add_coverage(sub)
+    add_suspects(sub)
     return p
 
 

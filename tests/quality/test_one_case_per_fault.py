@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -85,7 +86,8 @@ DATA = Path(__file__).parent / "data"
 
 def _patched_campaign(patch: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The signatures of the cases a 3,000-program campaign (seed 5) saves against burn 0.22.1
-    with `patch` applied (built once and cached, as `--burn patch:FILE` does)."""
+    with `patch` applied (built once and cached, as `--burn patch:FILE` does), in
+    tmp_path/corpus."""
     from difftest.exec.burn_builds import BurnSpec, build_with_status
 
     binary = build_with_status(BurnSpec.parse(f"patch:{DATA / patch}")).binary
@@ -96,6 +98,42 @@ def _patched_campaign(patch: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     signatures = sorted(json.loads(Path(p).read_text())["triage"]["signature"].split(" #")[0] for p in summary.saved)
     print(f"\n{patch}: {len(signatures)} case(s) saved: {signatures}")
     return signatures
+
+
+def _changed_lines(patch: Path) -> set[tuple[str, int]]:
+    """(crate/path, line) of each line the patch adds, in the patched file's numbering."""
+    out: set[tuple[str, int]] = set()
+    where, line = "", 0
+    for text in patch.read_text().splitlines():
+        if text.startswith("+++ b/"):
+            where = text[len("+++ b/"):].removeprefix("crates/")
+        elif text.startswith("@@"):
+            line = int(text.split("+")[1].split(",")[0].split(" ")[0])
+        elif where and text.startswith("+"):
+            out.add((where, line))
+            line += 1
+        elif where and text.startswith(" "):
+            line += 1
+    return out
+
+
+def _places(patch: str, tmp_path: Path) -> list[dict[str, Any]]:
+    """`difftest suspects` on the campaign's cases, on the coverage build of the patched burn
+    (built once and cached, about 6 minutes): its groups. Every case is placed, and each
+    group's place lies within a few lines of a line the patch changed."""
+    from difftest.cli.main import main
+
+    out = tmp_path / "suspects.json"
+    assert main(["suspects", str(tmp_path / "corpus"), "--burn", f"patch:{DATA / patch}", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["unplaced"] == [] and doc["not_failing"] == [], doc
+    changed = _changed_lines(DATA / patch)
+    for g in doc["groups"]:
+        near = [s for s in g["site"] for (f, ln) in changed
+                if f == f"{s['crate']}/{s['path']}" and abs(s["line"] - ln) <= 5]
+        assert near, (g["findings"], g["site"], sorted(changed))
+    print(f"{patch}: {sum(len(g['findings']) for g in doc['groups'])} case(s) in {len(doc['groups'])} place(s)")
+    return list(doc["groups"])
 
 
 def test_a_broadcast_fault_in_burn_is_one_case_beside_the_ops_own(tmp_path: Path,
@@ -109,6 +147,10 @@ def test_a_broadcast_fault_in_burn_is_one_case_beside_the_ops_own(tmp_path: Path
     assert "burn-wrong:-:sqrt:grad:wrong" in signatures
     ops = [s for s in signatures if s.split(":")[2] not in ("apply", "prelu", "broadcast", "sqrt")]
     assert not ops, ops
+    # the spectrum of the findings and a passing sample, on the coverage build of the same
+    # burn: two places, broadcast_shape's and sqrt's backward, each holding the module cases
+    # whose forwards go through it
+    assert len(_places("broadcast-mean-and-sqrt.patch", tmp_path)) == 2
 
 
 def test_a_fault_in_burns_gradient_accumulation_is_one_case_where_no_op_hides_it(
@@ -126,6 +168,8 @@ def test_a_fault_in_burns_gradient_accumulation_is_one_case_where_no_op_hides_it
     # an op burn computes without reading a value twice, seen reading one value twice (add(x, x))
     plain = [s for s in signatures if s.split(":")[2] in ("add", "sub", "mul", "div", "atan2", "powf")]
     assert not plain, plain
+    # what no experiment on programs tells apart, the spectrum does: one place, Gradients::register
+    assert len(_places("accumulate-scales-earlier.patch", tmp_path)) == 1
 
 
 TABLE = Path(".difftest/cases-per-fault.md")

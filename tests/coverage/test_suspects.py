@@ -1,0 +1,78 @@
+"""`difftest suspects` on the coverage build (difftest/findings/suspects.py, suspects_run.py):
+real cases of burn 0.22.1's corpus, run with a passing sample, are placed where their faults
+are in burn's source.
+
+Marked `coverage`: skipped unless the coverage build exists (docs/coverage.md)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from difftest.cli.main import main
+from difftest.divergences.rules import rules_for
+from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.coverage_map import built_binary, load_map
+from difftest.findings.corpus import load_case
+from difftest.findings.suspects import group
+from difftest.findings.suspects_run import Runner, line_table, run_all, sample_programs
+
+pytestmark = pytest.mark.coverage
+
+BINARY = built_binary()
+if BINARY is None:
+    pytest.skip("the coverage build of difftest-burn is not built: `difftest coverage --programs 1` builds it "
+                "(docs/coverage.md)", allow_module_level=True)
+
+BUGS = Path(__file__).parents[2] / "corpus" / "bugs"
+SWAP = ("flex-reduce-dim-after-unit-swap-panics", "flex-sum-dim-backward-after-unit-swap-panics")
+CHUNK = "chunk-uneven-pieces-panics"
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[Runner]:
+    with BurnWorker(str(BINARY)) as w:
+        yield Runner(w, line_table(load_map(w)), rules_for(w.burn_version()))
+
+
+def test_two_faces_of_one_fault_are_one_place_and_another_bug_is_another(runner: Runner) -> None:
+    """The two unit-swap panics (a mean_dim forward and a sum_dim backward) are one fault of
+    burn-flex's dim reduction; the uneven chunk panics in burn-tensor's narrow check."""
+    cases = [load_case(BUGS / f"{name}.json") for name in (*SWAP, CHUNK)]
+    out = run_all(runner, cases, sample_programs(10, per_op=1))
+    assert sorted(r.finding for r in out.finding_runs) == sorted((*SWAP, CHUNK))
+    assert out.spectrum.n_passing > 150
+    groups, unplaced = group(out.spectrum, out.finding_runs)
+    assert unplaced == []
+    by = {tuple(g.findings): g for g in groups}
+    assert set(by) == {SWAP, (CHUNK,)}
+    swap = by[SWAP]
+    assert swap.strict
+    assert {(s.line.crate, s.line.path) for s in swap.site} == {("burn-flex", "src/ops/reduce.rs")}
+    assert all(s.failing == 2 and s.passing == 0 for s in swap.site)
+    assert {s.line.crate for s in by[(CHUNK,)].site} == {"burn-tensor"}
+
+
+def test_the_command_writes_groups_and_says_which_cases_it_could_not_run(tmp_path: Path) -> None:
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    for name in (*SWAP, "powi-zero-untracked"):
+        (cases / f"{name}.json").write_text((BUGS / f"{name}.json").read_text())
+    backend = Path(__file__).parents[2] / "corpus" / "backends" / "wgpu-bfloat16-wrong.json"
+    (cases / backend.name).write_text(backend.read_text())
+    out = tmp_path / "suspects.json"
+    assert main(["suspects", str(cases), "--programs", "5", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "difftest-suspects"
+    assert sorted(g["findings"] for g in doc["groups"]) == [list(SWAP), ["powi-zero-untracked"]]
+    assert set(doc["skipped"]) == {"wgpu-bfloat16-wrong"}
+
+
+def test_a_corrupt_case_stops_the_command_before_any_build(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert main(["suspects", str(bad)]) == 2
+    assert "bad.json" in capsys.readouterr().err

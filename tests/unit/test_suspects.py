@@ -1,0 +1,107 @@
+"""Spectrum-based localisation of findings (difftest/findings/suspects.py) on synthetic runs:
+which burn lines each run executed and whether it failed."""
+
+from __future__ import annotations
+
+import math
+
+from difftest.findings.suspects import Line, Run, Spectrum, group
+
+
+def lines(*names: str) -> frozenset[Line]:
+    return frozenset(Line("burn-autodiff", f"src/{n}.rs", 1) for n in names)
+
+
+def passing(label: str, *names: str) -> Run:
+    return Run(label, False, lines("engine", *names))
+
+
+def failing(label: str, *names: str, finding: str | None = None) -> Run:
+    return Run(label, True, lines("engine", *names), finding)
+
+
+def test_ochiai_is_one_for_a_line_every_failing_run_and_no_passing_run_executes() -> None:
+    runs = [failing("a", "fault"), failing("b", "fault", "x"), failing("c", "fault", "x", "y")]
+    s = Spectrum.of(runs + [passing(f"p{k}", "y") for k in range(5)] + [passing("q", "x")])
+    (fault,) = lines("fault")
+    (x,) = lines("x")
+    assert s.score(fault) == 1.0
+    assert math.isclose(s.score(x), 2 / math.sqrt(3 * 3))
+    assert s.score(next(iter(lines("never")))) == 0.0
+
+
+def test_a_line_that_does_not_raise_the_failure_rate_is_no_suspect() -> None:
+    """The engine runs in every program; `y` runs in as many passing programs, in proportion, as
+    failing ones. Neither is a suspect however many failing runs execute them."""
+    runs = [failing("a", "y"), failing("b")] + [passing(f"p{k}", *(["y"] if k % 2 else [])) for k in range(4)]
+    s = Spectrum.of(runs)
+    assert s.score(next(iter(lines("engine")))) == 0.0
+    assert s.score(next(iter(lines("y")))) == 0.0
+
+
+def test_findings_of_one_shared_fault_are_one_group_at_the_fault() -> None:
+    """Three ops go through a faulty helper; each op's own code also runs in passing programs."""
+    runs = [failing(op, op, "helper", finding=op) for op in ("square", "silu", "hypot")]
+    sample = [passing(f"{op} ok", op) for op in ("square", "silu", "hypot", "add")]
+    groups, unplaced = group(Spectrum.of(runs + sample), runs)
+    assert unplaced == []
+    assert len(groups) == 1
+    assert groups[0].findings == ["hypot", "silu", "square"]
+    assert [s.line for s in groups[0].site] == sorted(lines("helper"), key=str)
+    assert groups[0].strict
+
+
+def test_two_faults_in_two_ops_stay_two_groups() -> None:
+    runs = [failing("sqrt", "sqrt", finding="sqrt"), failing("div", "div", "reduce", finding="div"),
+            failing("add", "add", "reduce", finding="add")]
+    sample = [passing("div ok", "div"), passing("add ok", "add")]
+    groups, _ = group(Spectrum.of(runs + sample), runs)
+    assert sorted(g.findings for g in groups) == [["add", "div"], ["sqrt"]]
+    by = {tuple(g.findings): g for g in groups}
+    assert {s.line for s in by[("add", "div")].site} == set(lines("reduce"))
+    assert {s.line for s in by[("sqrt",)].site} == set(lines("sqrt"))
+
+
+def test_a_site_that_passing_runs_execute_too_is_weaker_evidence() -> None:
+    runs = [failing("a", "hot", finding="a")]
+    groups, _ = group(Spectrum.of(runs + [passing("p", "hot")] + [passing(f"q{k}") for k in range(5)]), runs)
+    assert not groups[0].strict
+
+
+def test_a_finding_whose_run_executed_no_burn_code_is_not_placed() -> None:
+    runs = [Run("panic", True, frozenset(), "panic"), failing("a", "x", finding="a")]
+    groups, unplaced = group(Spectrum.of(runs), runs)
+    assert unplaced == ["panic"]
+    assert [g.findings for g in groups] == [["a"]]
+
+
+def test_a_fault_of_one_op_is_not_placed_at_a_shared_fault_many_more_runs_show() -> None:
+    """The shared fault fails 40 runs; `sqrt`'s own fault one. Ochiai over all failures would
+    rank the engine above sqrt's line (its runs are most of the failing ones); once the shared
+    fault's runs are explained, sqrt's line is the place of its finding."""
+    shared = [failing(f"s{k}", "helper", finding=f"op{k}") for k in range(40)]
+    runs = shared + [failing("sqrt", "sqrt", finding="sqrt"), failing("exp", "exp", finding="exp")]
+    sample = [passing(f"p{k}", "sqrt" if k == 0 else "add") for k in range(30)]
+    groups, unplaced = group(Spectrum.of(runs + sample), runs)
+    assert unplaced == []
+    assert [len(g.findings) for g in groups] == [40, 1, 1]
+    assert {s.line for s in groups[0].site} == set(lines("helper"))
+    places = {g.findings[0]: {s.line for s in g.site} for g in groups[1:]}
+    assert places == {"sqrt": set(lines("sqrt")), "exp": set(lines("exp"))}
+
+
+def test_a_finding_with_no_line_of_its_own_is_unplaced_not_grouped_with_others() -> None:
+    """Two findings whose runs executed only code passing runs execute as often (a fault that
+    depends on values, not paths) are left unplaced, not grouped at the engine."""
+    runs = [failing("a", "div", finding="a"), failing("b", "mul", finding="b")]
+    sample = [passing(f"p{k}", "div", "mul") for k in range(20)]
+    groups, unplaced = group(Spectrum.of(runs + sample), runs)
+    assert groups == []
+    assert unplaced == ["a", "b"]
+
+
+def test_unrelated_findings_whose_top_lines_score_alike_are_not_one_group() -> None:
+    """Two findings, each the only run of its own line: equal scores, different runs."""
+    runs = [failing("a", "chunk", finding="a"), failing("b", "powi", finding="b")]
+    groups, _ = group(Spectrum.of(runs + [passing(f"p{k}") for k in range(10)]), runs)
+    assert sorted(g.findings for g in groups) == [["a"], ["b"]]
