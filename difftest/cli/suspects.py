@@ -151,9 +151,14 @@ def cmd_suspects(args: argparse.Namespace) -> int:
     groups, unplaced = group(out.spectrum, out.finding_runs, top=args.top)
     print_groups(make_console(), groups, unplaced, out, {c.name: _label(c) for c in cases})
     if args.json:
-        doc = {"format": SUSPECTS_FORMAT, "binary": str(binary), "failing_runs": out.spectrum.n_failing,
-               "passing_runs": out.spectrum.n_passing, "sample_failing": out.sample_failing,
-               "groups": [g.to_dict() for g in groups], "unplaced": unplaced, "not_failing": out.not_failing,
-               "skipped": out.skipped}
+        docs = [g.to_dict() for g in groups]
+        for g, d in zip(groups, docs):
+            for s, entry in zip(g.site, d["site"]):
+                entry["text"] = _source(s)
+        doc = {"format": SUSPECTS_FORMAT, "binary": str(binary), "burn": args.suspects_burn,
+               "failing_runs": out.spectrum.n_failing, "passing_runs": out.spectrum.n_passing,
+               "sample_failing": out.sample_failing, "groups": docs, "unplaced": unplaced,
+               "not_failing": out.not_failing, "skipped": out.skipped,
+               "cases": {c.name: {"path": str(c.path), "label": _label(c)} for c in cases}}
         Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
     return 0

@@ -26,7 +26,7 @@ from difftest.exec.sibling_workers import backend_workers
 from difftest.findings.corpus import Case, CorpusError, ReplayOutcome, iter_case_files, judge, judge_memory, load_case
 from difftest.findings.coverage import Coverage
 from difftest.findings.picture import DotMissing, dot, svg
-from difftest.findings.report_coverage import is_coverage, load_coverages
+from difftest.findings.report_coverage import is_coverage, is_suspects, load_coverages, load_suspects
 from difftest.findings.report_html import page
 from difftest.findings.summary import SUMMARY_FORMAT, Summary, finding_case_path
 from difftest.memory.table import format_table
@@ -89,6 +89,7 @@ class Report:
     versions: dict[str, Any] = field(default_factory=dict)  # what runs now (difftest, burn, torch)
     inputs: list[str] = field(default_factory=list)
     coverages: list[tuple[Path, Coverage]] = field(default_factory=list)  # `difftest coverage --json` files
+    suspects: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)  # `difftest suspects --json` files
 
 
 # ---------------------------------------------------------------------- inputs
@@ -126,9 +127,10 @@ def collect(paths: list[Path]) -> tuple[list[Campaign], list[CaseReport]]:
         elif path.suffix != ".json":
             raise ReportInputError(f"{path}: expected a corpus directory, a case file (.json) or a campaign summary "
                                    "(difftest fuzz --json)")
-        elif is_coverage(path):  # a coverage section (build reads it), no cases
+        elif is_coverage(path) or is_suspects(path):  # a coverage section (build reads it), no cases
             try:
                 load_coverages([path])
+                load_suspects([path])
             except ValueError as e:
                 raise ReportInputError(str(e)) from e
         elif _is_summary(path):
@@ -253,7 +255,8 @@ def build(paths: list[Path], worker: BurnWorker,
     """Collects the inputs and replays every case with `worker`; `on_case(done, total, item)`
     after each (progress)."""
     campaigns, cases = collect(paths)
-    report = Report(campaigns, cases, _versions(worker), [p.as_posix() for p in paths], load_coverages(paths))
+    report = Report(campaigns, cases, _versions(worker), [p.as_posix() for p in paths], load_coverages(paths),
+                    load_suspects(paths))
     try:
         workers = backend_workers(worker)
     except RuntimeError:  # it does not start: each case says so, with its error

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from difftest.divergences.registry import KNOWLEDGE
 from difftest.findings.issue import evidence_lines, known_bug_reason, mismatch_tensor
-from difftest.findings.report_coverage import coverage_section
+from difftest.findings.report_coverage import coverage_section, suspects_section
 from difftest.findings.report_svg import Series, line_plot, rate_series
 from difftest.findings.reproducers import rust_test, test_name, torch_script
 from difftest.findings.summary import finding_case_path
@@ -469,6 +469,8 @@ def page(report: Report) -> str:
            for k, c in enumerate(report.campaigns)]
     toc += [f'<li><a href="#coverage-{k}">Coverage {_e(p.as_posix())}</a></li>' for k, (p, _) in
             enumerate(report.coverages)]
+    toc += [f'<li><a href="#suspects-{k}">Where in burn {_e(p.as_posix())}</a></li>' for k, (p, _) in
+            enumerate(report.suspects)]
     if report.cases:
         toc.append('<li><a href="#cases-summary">Cases</a></li>')
     toc += [f'<li><a href="#{a}">{_e(item.name)}</a> {_badge(item.state)}</li>'
@@ -476,6 +478,8 @@ def page(report: Report) -> str:
     out.append("<nav><ul>" + "".join(toc) + "</ul></nav>")
     out += [campaign_section(c, by_path, k) for k, c in enumerate(report.campaigns)]
     out += [coverage_section(p, cov, k) for k, (p, cov) in enumerate(report.coverages)]
+    by_case = {str(item.path.resolve()): a for item, a in zip(report.cases, anchors)}
+    out += [suspects_section(p, doc, k, by_case) for k, (p, doc) in enumerate(report.suspects)]
     if report.cases:
         out.append(corpus_section(report.cases, anchors))
     out += [case_section(item, a, v) for item, a in zip(report.cases, anchors)]

@@ -3,9 +3,14 @@ which burn lines each run executed and whether it failed."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
-from difftest.findings.suspects import Line, Run, Spectrum, group
+import pytest
+
+from difftest.findings.report_coverage import is_suspects, load_suspects, suspects_section
+from difftest.findings.suspects import SUSPECTS_FORMAT, Line, Run, Spectrum, group
 
 
 def lines(*names: str) -> frozenset[Line]:
@@ -105,3 +110,33 @@ def test_unrelated_findings_whose_top_lines_score_alike_are_not_one_group() -> N
     runs = [failing("a", "chunk", finding="a"), failing("b", "powi", finding="b")]
     groups, _ = group(Spectrum.of(runs + [passing(f"p{k}") for k in range(10)]), runs)
     assert sorted(g.findings for g in groups) == [["a"], ["b"]]
+
+
+def _doc(tmp_path: Path) -> Path:
+    runs = [failing("a", "helper", finding="case-a"), failing("b", "helper", finding="case-b")]
+    groups, _ = group(Spectrum.of(runs + [passing(f"p{k}") for k in range(5)]), runs)
+    doc = {"format": SUSPECTS_FORMAT, "burn": "patch:x.patch", "failing_runs": 2, "passing_runs": 5,
+           "groups": [g.to_dict() for g in groups], "unplaced": ["case-c"],
+           "cases": {"case-a": {"path": str(tmp_path / "a.json"), "label": "case-a (burn-wrong:-:square:grad)"},
+                     "case-b": {"path": str(tmp_path / "b.json"), "label": "case-b <silu>"}}}
+    path = tmp_path / "suspects.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_the_report_shows_each_place_with_its_lines_and_links_its_cases(tmp_path: Path) -> None:
+    path = _doc(tmp_path)
+    assert is_suspects(path)
+    ((where, doc),) = load_suspects([path, tmp_path / "other.json"])
+    html = suspects_section(where, doc, 0, {str((tmp_path / "a.json").resolve()): "case-1"})
+    assert "burn-autodiff/src/helper.rs:1" in html
+    assert '<a href="#case-1">case-a (burn-wrong:-:square:grad)</a>' in html
+    assert "<li>case-b &lt;silu&gt;</li>" in html  # no section for it in this report: named, escaped
+    assert "No burn line to blame: case-c" in html
+
+
+def test_a_suspects_file_whose_groups_are_not_places_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"format": SUSPECTS_FORMAT, "groups": [{"findings": "a"}]}))
+    with pytest.raises(ValueError, match=r"bad\.json"):
+        load_suspects([path])
