@@ -107,6 +107,7 @@ LAZY_IMPORTS = {
     "difftest/cli/show.py": "*",
     "difftest/cli/corpus.py": "*",
     "difftest/cli/coverage.py": "*",
+    "difftest/cli/suspects.py": "*",
     "difftest/cli/versions.py": "*",
     "difftest/cli/backends.py": "*",
     # an op's PyTorch lowering imports torch on first use: the catalog stays torch-free at import
