@@ -95,7 +95,8 @@ def print_groups(console: Console, groups: list[Group], unplaced: list[str], out
         for f in g.findings:
             console.print(f"     {labels.get(f, f)}")
     if unplaced:
-        console.print(f"\nno burn line to blame (their runs executed no burn code): {', '.join(unplaced)}")
+        console.print("\nno burn line to blame (none of the lines their runs executed raises the failure rate "
+                      f"enough, or the program takes the worker down): {', '.join(unplaced)}")
     if out.not_failing:
         console.print("\nrecorded failing but passing on this build (fixed here, or a bug of PyTorch's that burn gets "
                       f"right): {', '.join(out.not_failing)}")

@@ -24,6 +24,7 @@ from typing import Any
 from difftest.exec import coverage_build
 from difftest.exec.burn_builds import Build, BurnSpec, build_with_status, cache_dir, repository_rust_dir
 from difftest.exec.burn_worker import BurnWorker, WorkerError
+from difftest.program.ir import Program
 
 BINARY_ENV = "DIFFTEST_BURN_COVERAGE"  # a coverage binary to use instead of building one
 MAP_FILE = "coverage-map.json"
@@ -154,7 +155,8 @@ def load_map(worker: BurnWorker) -> EdgeMap:
 
 
 def hit_edges(worker: BurnWorker) -> frozenset[int]:
-    """The edges the worker's last program (and its probes) hit; empty after a crash restart."""
+    """The edges the worker's last program (and its probes) hit, if the process that ran it still
+    runs (`edges_after` makes sure of it); after a restart, its own start-up's."""
     try:
         answer = worker.request("edges")
     except (TimeoutError, EOFError, WorkerError) as e:
@@ -162,3 +164,24 @@ def hit_edges(worker: BurnWorker) -> frozenset[int]:
     if not answer.get("ok"):
         raise CoverageError(f"{worker.binary}: {answer.get('error', {}).get('message', answer)}")
     return frozenset(int(i) for i in answer["edges"])
+
+
+def worker_marks(worker: BurnWorker) -> tuple[int, int]:
+    """What tells whether the worker's process was replaced since (`edges_after`)."""
+    return worker.restarts, worker.recycled
+
+
+def edges_after(worker: BurnWorker, program: Program, marks: tuple[int, int]) -> frozenset[int]:
+    """The edges `program` hit, when it was the worker's last run and `marks` were taken before
+    it. A worker replaces its process right after an answer now and then (every RECYCLE_RUNS
+    runs, or when its resident set grew), and the new process's counters hold its own start-up,
+    not the program: the program then runs twice more in it, the first run taking the process's
+    one-time initialisation. A program that takes the process down (a crash, a hang) has no
+    edges to read: empty."""
+    if worker_marks(worker) != marks:
+        worker.run(program)
+        again = worker_marks(worker)
+        worker.run(program)
+        if worker_marks(worker) != again:
+            return frozenset()
+    return hit_edges(worker)

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.coverage_map import EdgeMap, hit_edges
+from difftest.exec.coverage_map import EdgeMap, edges_after, worker_marks
 from difftest.findings.coverage import NODE_ATTRIBUTION, backward_nodes
 from difftest.ops.catalog import OPS
 from difftest.program.ir import Program
@@ -35,8 +35,9 @@ def run_programs(worker: BurnWorker, programs: Iterable[Program], on_program: On
     hit: set[int] = set()
     n = 0
     for program in programs:
+        marks = worker_marks(worker)
         worker.run(program)
-        hit |= hit_edges(worker)
+        hit |= edges_after(worker, program, marks)
         n += 1
         if on_program is not None:
             on_program(n)

@@ -177,7 +177,9 @@ class Group:
 
 def group(spectrum: Spectrum, runs: Sequence[Run], top: int = 8) -> tuple[list[Group], list[str]]:
     """The groups of the findings `runs` reproduce (failing runs with a `finding`; the spectrum
-    counts them too), in the order they were explained, and the findings no line explains.
+    counts them too), in the order they were explained, and the findings no line explains (no
+    line they executed scores: a fault that depends on values rather than paths, or a run whose
+    edges could not be read).
 
     One place at a time, as multiple-fault localisation does: the top-scoring line the findings
     still unexplained executed, with the lines of its score the same failing runs executed, is a

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from difftest.divergences.rules import Rule
 from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.coverage_map import EdgeMap, hit_edges
+from difftest.exec.coverage_map import EdgeMap, edges_after, worker_marks
 from difftest.findings.backends import verdict_blames_torch
 from difftest.findings.corpus import FAILING, Case
 from difftest.findings.coverage_run import reach_programs
@@ -54,10 +54,19 @@ class Runner:
     lines: list[Line | None]
     rules: Sequence[Rule]
 
+    last: tuple[int, int] | None = None  # the worker's marks after the last run
+
     def run(self, label: str, program: Program, finding: str | None = None) -> Run:
+        """The first program a worker process runs also runs the process's one-time
+        initialisation (burn's device and config set-up), which would make its lines look like
+        that program's alone: a new process runs the program once before it counts."""
+        if worker_marks(self.worker) != self.last:
+            self.worker.run(program)
+        marks = worker_marks(self.worker)
         verdict = check(program, self.worker, rules=self.rules)
         table = self.lines
-        executed = frozenset(ln for e in hit_edges(self.worker) if (ln := table[e]) is not None)
+        executed = frozenset(ln for e in edges_after(self.worker, program, marks) if (ln := table[e]) is not None)
+        self.last = worker_marks(self.worker)
         failed = bool(verdict.findings) and not verdict_blames_torch(verdict)
         return Run(label, failed, executed, finding)
 
