@@ -338,6 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", choices=["all", "torch", "rust", "text"], default="all")
     s.add_argument("--issue", action="store_true",
                    help="print a Markdown bug report for burn's tracker (runs the case now)")
+    s.add_argument("--suspects", default=None, metavar="JSON",
+                   help="with --issue: say where in burn the fault lies, and which other cases show it, from a "
+                   "`difftest suspects --json` file")
     s.add_argument("--cargo", metavar="DIR", default=None,
                    help="write the asserting burn test as a cargo project in DIR (runs the case now); "
                         "`--format rust` prints that test")

@@ -101,6 +101,23 @@ def _show_issue(args: argparse.Namespace, case: Case) -> int:
     others, problems = same_root(case)
     for problem in problems:
         print(f"warning: not read while looking for cases of the same root cause: {problem}", file=sys.stderr)
+    place = None
+    if args.suspects:
+        import json
+
+        from difftest.findings.suspects import SUSPECTS_FORMAT, place_of
+
+        try:
+            doc = json.loads(Path(args.suspects).read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            print(f"difftest show: --suspects {args.suspects}: {e}", file=sys.stderr)
+            return 2
+        if not isinstance(doc, dict) or doc.get("format") != SUSPECTS_FORMAT:
+            print(f"difftest show: --suspects {args.suspects}: not a `difftest suspects --json` file", file=sys.stderr)
+            return 2
+        place = place_of(doc, case.name)
+        if place is None:
+            print(f"warning: {args.suspects} gives {case.name} no place in burn", file=sys.stderr)
     one_op = _localised_program(case)
     worker = make_worker(args)
     try:
@@ -110,5 +127,5 @@ def _show_issue(args: argparse.Namespace, case: Case) -> int:
         alone = (one_op, check(one_op, worker)) if one_op is not None else None
     finally:
         worker.close()
-    print(issue_markdown(case, verdict, burn_versions, group, alone), end="")
+    print(issue_markdown(case, verdict, burn_versions, group, alone, place), end="")
     return 0

@@ -18,6 +18,7 @@ from typing import Any
 from difftest.divergences.known_bugs import KNOWN_BUGS
 from difftest.findings.corpus import Case
 from difftest.findings.reproducers import expected, rust_test, test_name, torch_script
+from difftest.findings.suspects import PlaceNote
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.ir import Program
 from difftest.program.literals import fmt_data
@@ -215,13 +216,14 @@ def known_bug_reason(case: Case) -> tuple[str, str, list[str]] | None:
 
 def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] | None = None,
                    group: list[tuple[Case, Verdict]] | None = None,
-                   alone: tuple[Program, Verdict] | None = None) -> str:
+                   alone: tuple[Program, Verdict] | None = None, place: PlaceNote | None = None) -> str:
     """The report; `verdict` is the case's program checked now, `burn_versions` what
     `difftest-burn` reports (`BurnWorker().version()`). `group`: the other bug cases that share
     the case's root cause (`Case.root`), each with its verdict now: one report with every
     program, the root's reason first. `alone`: the one-op program the campaign localised the
     finding to (its triage record's) with its verdict now; when it still fails it comes first,
-    as the smallest test of the bug."""
+    as the smallest test of the bug. `place`: where in burn `difftest suspects` puts the case
+    (suspects.py), with the other cases of that place."""
     members = sorted([(case, verdict), *(group or [])], key=lambda cv: cv[0].name != case.root)
     root = members[0][0]
     lines = [f"# {title(root)}", ""]
@@ -234,6 +236,8 @@ def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] |
     where = ", ".join(f"`{c.name}`" + (f" (`{c.path.as_posix()}`)" if c.path is not None else "") for c, _ in members)
     lines += ["", "Found by difftest, a differential tester of burn's autodiff against PyTorch (case"
               f"{'s' if len(members) > 1 else ''} {where})."]
+    if place is not None:
+        lines += _place_lines(place)
     if alone is not None and not alone[1].ok:
         program, v = alone
         lines += ["", "## The op alone (burn)", "",
@@ -265,6 +269,24 @@ def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] |
             lines += evidence_lines(m)
     lines += _record_lines(root, case)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _place_lines(place: PlaceNote) -> list[str]:
+    evidence = ("no passing program executes it" if place.strict else
+                "some passing programs execute it too, where it left their results within tolerance")
+    out = ["", "## Where in burn", "",
+           f"Spectrum-based localisation (`difftest suspects`: {place.failing_runs} failing and {place.passing_runs} "
+           f"passing programs on a coverage build) puts this fault at these lines; {evidence}:", "",
+           "| line | function | failing / passing runs | source |", "|---|---|---|---|"]
+    for s in place.lines[:5]:
+        fn = str(s.get("function", "")).split("<")[0]
+        text = str(s.get("text", "")).replace("|", "\\|")
+        out.append(f"| `{s['crate']}/{s['path']}:{s['line']}` | `{fn}` | {s['failing']} / {s['passing']} | "
+                   + (f"`{text}` |" if text else " |"))
+    if place.others:
+        out += ["", f"The same place shows in {len(place.others)} other case(s) difftest saved: "
+                + ", ".join(f"`{o}`" for o in place.others[:20]) + (" …" if len(place.others) > 20 else "")]
+    return out
 
 
 def _record_lines(root: Case, case: Case) -> list[str]:

@@ -208,3 +208,27 @@ def group(spectrum: Spectrum, runs: Sequence[Run], top: int = 8) -> tuple[list[G
             del left[f]
         spectrum = spectrum.without(place)
     return groups, sorted(left)
+
+
+@dataclass(frozen=True)
+class PlaceNote:
+    """A case's place as a `difftest suspects --json` file records it, for the bug report: the
+    place's lines (dicts as `Suspect.to_dict`, with the source `text`), the other cases of its
+    group (labels), and the spectrum's size."""
+
+    lines: list[dict[str, Any]]
+    others: list[str]
+    failing_runs: int
+    passing_runs: int
+    strict: bool
+
+
+def place_of(doc: dict[str, Any], case: str) -> PlaceNote | None:
+    """The place `doc` (a suspects file) gives the case named `case`, None when it gives none."""
+    labels = {name: str((info or {}).get("label", name)) for name, info in (doc.get("cases") or {}).items()}
+    for g in doc.get("groups") or []:
+        if case in g.get("findings", []):
+            return PlaceNote(list(g.get("site", [])), [labels.get(f, f) for f in g["findings"] if f != case],
+                             int(g.get("failing_runs", doc.get("failing_runs", 0))), int(doc.get("passing_runs", 0)),
+                             bool(g.get("strict")))
+    return None

@@ -99,3 +99,30 @@ def test_an_untriaged_finding_is_titled_and_led_by_its_localised_op(tmp_path: Pa
     first = text.split("```rust\n", 1)[1].split("```", 1)[0]
     assert f"fn case_{case.name}_alone()" in first and "tanh" not in first and ".exp()" in first
     assert text.index("## The op alone (burn)") < text.index("## Minimal reproducer")
+
+
+def test_an_issue_says_where_in_burn_and_which_cases_share_the_place(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], burn_worker: BurnWorker) -> None:
+    """With a `difftest suspects --json` file, the report gains the place's lines and the other
+    cases of that place; a file that is not one is refused by name."""
+    import json
+
+    from difftest.cli import main
+
+    line = {"crate": "burn-backend", "path": "src/backend/ops/tensor.rs", "line": 1062,
+            "function": "float_powi_scalar<Flex>", "score": 1.0, "failing": 2, "passing": 0,
+            "text": "0 => Self::float_ones(lhs.shape(), &lhs.device(), lhs.dtype().into()),"}
+    doc = {"format": "difftest-suspects", "failing_runs": 2, "passing_runs": 600,
+           "groups": [{"findings": ["powi-zero-untracked", "other"], "strict": True, "site": [line], "ranked": []}],
+           "cases": {"other": {"path": "x.json", "label": "other (burn-wrong:-:square:grad:wrong)"}}}
+    path = tmp_path / "suspects.json"
+    path.write_text(json.dumps(doc))
+    assert main(["show", str(POWI), "--issue", "--suspects", str(path)]) == 0
+    where = capsys.readouterr().out.split("## Where in burn", 1)[1].split("\n## ", 1)[0]
+    assert "| `burn-backend/src/backend/ops/tensor.rs:1062` | `float_powi_scalar` | 2 / 0 |" in where
+    assert "`0 => Self::float_ones(lhs.shape(), &lhs.device(), lhs.dtype().into()),`" in where
+    assert "no passing program executes it" in where
+    assert "1 other case(s) difftest saved: `other (burn-wrong:-:square:grad:wrong)`" in where
+    path.write_text(json.dumps({"format": "difftest-summary"}))
+    assert main(["show", str(POWI), "--issue", "--suspects", str(path)]) == 2
+    assert "suspects.json: not a `difftest suspects --json` file" in capsys.readouterr().err
