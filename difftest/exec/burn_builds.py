@@ -102,8 +102,11 @@ class BurnSpec:
         if self.path is not None:
             digest = sha256(str(self.path).encode()).hexdigest()[:10]
             return f"path-{self.path.name}-{digest}{extra}"
-        if self.patch is not None:
-            digest = sha256(str(self.patch).encode()).hexdigest()[:10]
+        if self.patch is not None:  # by content: one build for one patch wherever it lies (clones, copies)
+            try:
+                digest = sha256(self.patch.read_bytes()).hexdigest()[:10]
+            except OSError:  # gone since it was parsed: the build step says so
+                digest = sha256(str(self.patch).encode()).hexdigest()[:10]
             return f"patch-{self.patch.stem}-{digest}{extra}"
         assert self.version is not None
         return self.version + extra

@@ -172,6 +172,18 @@ def test_a_fault_in_burns_gradient_accumulation_is_one_case_where_no_op_hides_it
     assert len(_places("accumulate-scales-earlier.patch", tmp_path)) == 1
 
 
+def test_a_fault_in_an_op_burn_builds_others_from_is_one_place(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn whose float_mul backward scales its right operand's gradient by 1.003. The
+    localiser names mul for mul's own programs, but square (x * x), silu, var, the losses and the
+    norms burn builds from mul fail too, each its own case (17 at this seed): no program of
+    catalog ops reads inside them. Their runs all execute the patched line, and the spectrum
+    puts every case there."""
+    signatures = _patched_campaign("mul-rhs-scaled.patch", tmp_path, monkeypatch)
+    assert "burn-wrong:-:mul:grad:wrong" in signatures
+    assert len(_places("mul-rhs-scaled.patch", tmp_path)) == 1
+
+
 TABLE = Path(".difftest/cases-per-fault.md")
 ROWS: list[str] = []
 

@@ -114,6 +114,12 @@ def test_a_patch_names_its_release_and_only_burn_crates(tmp_path: Path) -> None:
     spec = BurnSpec.parse(f"patch:{good}")
     assert (spec.version, spec.patch, spec.is_release) == ("0.22.1", good.resolve(), False)
     assert spec.label.startswith("patch-fix-") and str(spec) == f"patch:{good.resolve()}"
+    copy = tmp_path / "elsewhere" / "fix.patch"  # one build per patch text, wherever the file lies
+    copy.parent.mkdir()
+    copy.write_text(PATCH_TEXT)
+    assert BurnSpec.parse(f"patch:{copy}").label == spec.label
+    copy.write_text(PATCH_TEXT + "\n")
+    assert BurnSpec.parse(f"patch:{copy}").label != spec.label
     assert BurnSpec(version="0.22.1").is_release
     bad = {  # what is wrong -> (the patch, what the error says)
         "no release": (PATCH_TEXT.replace("burn: 0.22.1\n", ""), "no `burn: VERSION` line"),
