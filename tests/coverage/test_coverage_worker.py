@@ -126,23 +126,26 @@ def test_a_guided_campaign_grows_its_frontier_and_resumes_it(worker: BurnWorker,
     assert second.frontier.edges >= reached
 
 
-def test_a_program_after_which_the_worker_recycles_keeps_its_edges(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_program_after_which_the_worker_recycles_keeps_its_edges(monkeypatch: pytest.MonkeyPatch,
+                                                                    edge_map: EdgeMap) -> None:
     """A worker replaces its process right after every RECYCLE_RUNS-th answer; the new process's
     counters hold its own start-up, not the program, so the edges of that run are asked of a
-    run in the new process."""
+    run in the new process. Burn's edges compared, within the 2% HashMap probing varies by."""
     from difftest.exec import burn_worker
     from difftest.exec.coverage_map import edges_after, worker_marks
 
+    burn = edge_map.burn_edges
     program = _programs("exp", 1)[0]
     with BurnWorker(str(BINARY)) as w:
         w.run(program)  # one-time initialisation out of the way
-        expected = _edges(w, program)
+        expected = _edges(w, program) & burn
+        assert len(expected) > 100
         monkeypatch.setattr(burn_worker, "RECYCLE_RUNS", 1)
         w.run(program)
         assert w.recycled == 1
-        assert len(hit_edges(w) ^ expected) > 100  # what a caller that does not check gets
+        assert len((hit_edges(w) & burn) ^ expected) > 0.1 * len(expected)  # what a caller that does not check gets
         marks = worker_marks(w)
         w.run(program)
         assert w.recycled == 2
         monkeypatch.setattr(burn_worker, "RECYCLE_RUNS", 1000)
-        assert len(edges_after(w, program, marks) ^ expected) <= 8
+        assert len((edges_after(w, program, marks) & burn) ^ expected) <= 0.02 * len(expected)
