@@ -140,3 +140,39 @@ def test_a_suspects_file_whose_groups_are_not_places_is_refused_by_name(tmp_path
     path.write_text(json.dumps({"format": SUSPECTS_FORMAT, "groups": [{"findings": "a"}]}))
     with pytest.raises(ValueError, match=r"bad\.json"):
         load_suspects([path])
+
+
+def test_a_campaign_that_saves_several_findings_prints_the_suspects_command(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Several findings may be one fault many ops reach: the campaign says how to find out
+    (with the --burn it ran); one finding, or a --fault campaign (the fault lives in the
+    interpreter, which the coverage build does not count), does not get the line."""
+    from difftest.campaign import parallel
+    from difftest.cli.main import main
+    from difftest.findings.summary import Summary
+
+    found = tmp_path / "corpus" / "findings"
+    saved: list[str] = []
+
+    def fake_fuzz(opts: object, console: object) -> Summary:
+        return Summary(programs=1, saved=list(saved))
+
+    monkeypatch.setattr(parallel, "fuzz", fake_fuzz)
+    saved[:] = [str(found / "a.json"), str(found / "b.json")]
+    main(["fuzz", "--programs", "1", "-j", "1", "--corpus", str(tmp_path / "corpus")])
+    assert f"one place per fault: difftest suspects {found}\n" in capsys.readouterr().out
+    main(["fuzz", "--programs", "1", "-j", "1", "--corpus", str(tmp_path / "corpus"), "--fault", "grad-scale:exp:1e-3"])
+    assert "difftest suspects" not in capsys.readouterr().out
+    saved[:] = [str(found / "a.json")]
+    main(["fuzz", "--programs", "1", "-j", "1", "--corpus", str(tmp_path / "corpus")])
+    assert "difftest suspects" not in capsys.readouterr().out
+
+
+def test_a_report_of_a_broken_suspects_file_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from difftest.cli.main import main
+
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"format": SUSPECTS_FORMAT, "groups": "none"}))
+    assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "not a list of places" in err and "Traceback" not in err, err
