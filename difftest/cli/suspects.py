@@ -119,6 +119,10 @@ def cmd_suspects(args: argparse.Namespace) -> int:
     if args.programs < 0 or args.top < 1:
         print("difftest suspects: --programs must not be negative and --top must be positive", file=sys.stderr)
         return 2
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:
+        print(f"difftest suspects: no such file or directory: {', '.join(missing)}", file=sys.stderr)
+        return 2
     files = iter_case_files([Path(p) for p in args.paths])
     if not files:
         print(f"difftest suspects: no cases in {', '.join(args.paths)}", file=sys.stderr)
