@@ -56,6 +56,14 @@ def _source(s: Suspect) -> str:
         return ""
 
 
+def _node(g: Group) -> str | None:
+    """The burn-autodiff backward node (`tensor::Mul`) whose `impl Backward` holds the place's
+    best line, if one does: the name a maintainer knows the code by."""
+    from difftest.findings.coverage import node_at
+
+    return node_at(g.site[0].line.source, g.site[0].line.line) if g.site and g.site[0].line.source else None
+
+
 def _describe(s: Suspect, failing: int, passing: int, first: bool) -> str:
     fn = f" in {s.line.function}" if s.line.function else ""
     of = f"{failing} failing runs" if first else f"the {failing} failing runs earlier places do not explain"
@@ -79,7 +87,9 @@ def print_groups(console: Console, groups: list[Group], unplaced: list[str], out
         strength = ("no passing run executes it" if g.strict else
                     f"{g.site[0].passing} passing run(s) execute it too: where it did not change a result beyond "
                     "tolerance, or the fault is near it")
-        console.print(f"{i}. {len(g.findings)} case(s); the place ({strength}):")
+        node = _node(g)
+        within = f" in the backward of burn-autodiff's {node}" if node else ""
+        console.print(f"{i}. {len(g.findings)} case(s); the place{within} ({strength}):")
         for s in g.site[:3]:
             console.print(f"     {_describe(s, g.failing_runs, sp.n_passing, i == 1)}")
             if text := _source(s):
@@ -158,6 +168,7 @@ def cmd_suspects(args: argparse.Namespace) -> int:
     if args.json:
         docs = [g.to_dict() for g in groups]
         for g, d in zip(groups, docs):
+            d["node"] = _node(g)
             for s, entry in zip(g.site, d["site"]):
                 entry["text"] = _source(s)
         doc = {"format": SUSPECTS_FORMAT, "binary": str(binary), "burn": args.suspects_burn,

@@ -276,7 +276,8 @@ def _place_lines(place: PlaceNote) -> list[str]:
                 "some passing programs execute it too, where it left their results within tolerance")
     out = ["", "## Where in burn", "",
            f"Spectrum-based localisation (`difftest suspects`: {place.failing_runs} failing and {place.passing_runs} "
-           f"passing programs on a coverage build) puts this fault at these lines; {evidence}:", "",
+           f"passing programs on a coverage build) puts this fault at these lines"
+           + (f", in the backward of burn-autodiff's `{place.node}`" if place.node else "") + f"; {evidence}:", "",
            "| line | function | failing / passing runs | source |", "|---|---|---|---|"]
     for s in place.lines[:5]:
         fn = str(s.get("function", "")).split("<")[0]

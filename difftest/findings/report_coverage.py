@@ -114,7 +114,8 @@ def suspects_section(path: Path, doc: dict[str, Any], index: int, anchors: dict[
             target = anchors.get(str(Path(info["path"]).resolve())) if info.get("path") else None
             links.append(f'<li><a href="#{target}">{label}</a></li>' if target else f"<li>{label}</li>")
         strength = "no passing run executes it" if g.get("strict") else "passing runs execute it too"
-        out += [f"<h3>Place {k}: {len(g['findings'])} case(s) ({strength})</h3>",
+        node = f" in the backward of burn-autodiff's <code>{escape(str(g['node']))}</code>" if g.get("node") else ""
+        out += [f"<h3>Place {k}{node}: {len(g['findings'])} case(s) ({strength})</h3>",
                 "<table><tr><th>line</th><th>score</th><th>failing runs</th><th>passing runs</th><th>source</th></tr>"
                 + rows + "</table>", "<ul>" + "".join(links) + "</ul>"]
     if doc.get("unplaced"):

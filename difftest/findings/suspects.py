@@ -221,6 +221,7 @@ class PlaceNote:
     failing_runs: int
     passing_runs: int
     strict: bool
+    node: str | None = None  # the burn-autodiff backward node holding it (`tensor::Mul`)
 
 
 def place_of(doc: dict[str, Any], case: str) -> PlaceNote | None:
@@ -230,5 +231,5 @@ def place_of(doc: dict[str, Any], case: str) -> PlaceNote | None:
         if case in g.get("findings", []):
             return PlaceNote(list(g.get("site", [])), [labels.get(f, f) for f in g["findings"] if f != case],
                              int(g.get("failing_runs", doc.get("failing_runs", 0))), int(doc.get("passing_runs", 0)),
-                             bool(g.get("strict")))
+                             bool(g.get("strict")), str(g["node"]) if g.get("node") else None)
     return None

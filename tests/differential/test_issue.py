@@ -113,7 +113,8 @@ def test_an_issue_says_where_in_burn_and_which_cases_share_the_place(
             "function": "float_powi_scalar<Flex>", "score": 1.0, "failing": 2, "passing": 0,
             "text": "0 => Self::float_ones(lhs.shape(), &lhs.device(), lhs.dtype().into()),"}
     doc = {"format": "difftest-suspects", "failing_runs": 2, "passing_runs": 600,
-           "groups": [{"findings": ["powi-zero-untracked", "other"], "strict": True, "site": [line], "ranked": []}],
+           "groups": [{"findings": ["powi-zero-untracked", "other"], "strict": True, "site": [line], "ranked": [],
+                       "node": "tensor::PowiScalar"}],
            "cases": {"other": {"path": "x.json", "label": "other (burn-wrong:-:square:grad:wrong)"}}}
     path = tmp_path / "suspects.json"
     path.write_text(json.dumps(doc))
@@ -121,7 +122,7 @@ def test_an_issue_says_where_in_burn_and_which_cases_share_the_place(
     where = capsys.readouterr().out.split("## Where in burn", 1)[1].split("\n## ", 1)[0]
     assert "| `burn-backend/src/backend/ops/tensor.rs:1062` | `float_powi_scalar` | 2 / 0 |" in where
     assert "`0 => Self::float_ones(lhs.shape(), &lhs.device(), lhs.dtype().into()),`" in where
-    assert "no passing program executes it" in where
+    assert "in the backward of burn-autodiff's `tensor::PowiScalar`; no passing program executes it" in where
     assert "1 other case(s) difftest saved: `other (burn-wrong:-:square:grad:wrong)`" in where
     path.write_text(json.dumps({"format": "difftest-summary"}))
     assert main(["show", str(POWI), "--issue", "--suspects", str(path)]) == 2
