@@ -96,7 +96,7 @@ def print_groups(console: Console, groups: list[Group], unplaced: list[str], out
                 console.print(f"       | {text}")
         if len(g.site) > 3:
             console.print(f"     and {len(g.site) - 3} more line(s) of the same score")
-        rest = [s for s in g.ranked if s not in g.site][:max(0, len(g.ranked) - len(g.site[:3]))]
+        rest = [s for s in g.ranked if s not in g.site]
         if rest:
             console.print("   next lines every one of its runs executes:")
             for s in rest:
@@ -110,8 +110,11 @@ def print_groups(console: Console, groups: list[Group], unplaced: list[str], out
     if out.not_failing:
         console.print("\nrecorded failing but passing on this build (fixed here, or a bug of PyTorch's that burn gets "
                       f"right): {', '.join(out.not_failing)}")
+    reasons: dict[str, list[str]] = {}
     for name, why in out.skipped.items():
-        console.print(f"skipped {name}: {why}")
+        reasons.setdefault(why, []).append(name)
+    for why, names in reasons.items():
+        console.print(f"skipped, {why}: {', '.join(names)}")
 
 
 def cmd_suspects(args: argparse.Namespace) -> int:
