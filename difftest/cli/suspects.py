@@ -30,8 +30,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="the burn the cases were found on (a version, path:DIR or patch:FILE, as fuzz --burn); "
                    "its coverage variant is built. Default: the repository's burn")
     s.add_argument("--programs", type=int, default=1000,
-                   help="generated programs in the passing sample, besides each catalog op's own (default 1000)")
-    s.add_argument("--seed", type=int, default=0, help="the sample's seed")
+                   help="programs of a campaign in the passing sample, besides each catalog op's own (default 1000)")
+    s.add_argument("--seed", type=int, default=0, help="that campaign's seed (default 0)")
     s.add_argument("--top", type=int, default=5, help="ranked lines shown per group (default 5)")
     s.add_argument("--json", default=None, metavar="FILE", help="write the groups as JSON")
     s.set_defaults(func=cmd_suspects)
@@ -121,6 +121,7 @@ def cmd_suspects(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from difftest.campaign.loop import program_at
     from difftest.divergences.rules import rules_for
     from difftest.exec.burn_builds import BuildError
     from difftest.exec.burn_worker import BurnWorker
@@ -155,7 +156,8 @@ def cmd_suspects(args: argparse.Namespace) -> int:
     except (BuildError, CoverageError, ValueError, RuntimeError) as e:
         print(f"difftest suspects: {e}", file=sys.stderr)
         return 2
-    sample = sample_programs(args.programs, args.seed)
+    campaign = ((f"program {k} of seed {args.seed}", program_at(args.seed, k)) for k in range(args.programs))
+    sample = sample_programs(campaign)
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                    console=err, transient=True, disable=not err.is_terminal)
     with BurnWorker(str(binary), timeout=args.timeout) as worker, bar:

@@ -4,8 +4,8 @@ lines its run executed are read from the worker.
 
 The sample is the programs the catalog's reach is measured with (each op alone, and programs
 rich in nn modules: coverage_run.reach_programs), which put every op's code into runs that pass
-unless the op is broken, and generated programs of a campaign (seeded), which put the ops
-together as the findings do. A program of the sample that fails counts as failing: the fault
+unless the op is broken, and a campaign's programs (the command's --programs of --seed), which
+put the ops together as the findings do. A program of the sample that fails counts as failing: the fault
 shows wherever it shows, whether or not a case was saved for that program."""
 
 from __future__ import annotations
@@ -23,9 +23,6 @@ from difftest.findings.coverage_run import reach_programs
 from difftest.findings.suspects import Line, Run, Spectrum
 from difftest.oracle.check import check
 from difftest.program.ir import Program
-from difftest.strategies.choices import RandomChoices
-from difftest.strategies.config import GenConfig
-from difftest.strategies.generator import generate
 
 OnRun = Callable[[int], None]
 
@@ -70,14 +67,10 @@ class Runner:
         return Run(label, failed, executed, finding)
 
 
-def sample_programs(programs: int, seed: int = 0, per_op: int = 4) -> list[tuple[str, Program]]:
+def sample_programs(campaign: Iterable[tuple[str, Program]] = (), per_op: int = 4) -> list[tuple[str, Program]]:
     """The passing sample: `per_op` programs of each catalog op alone and the module-rich ones
-    (as the catalog's reach), then `programs` generated programs of `seed`."""
-    out = [(f"{op} #{k}", p) for op, ps in reach_programs(per_op).items() for k, p in enumerate(ps)]
-    cfg = GenConfig()
-    out += [(f"program {k} of seed {seed}", generate(RandomChoices(seed * 1_000_003 + k), cfg))
-            for k in range(programs)]
-    return out
+    (as the catalog's reach), then `campaign`'s (labelled) programs."""
+    return [(f"{op} #{k}", p) for op, ps in reach_programs(per_op).items() for k, p in enumerate(ps)] + list(campaign)
 
 
 @dataclass

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from difftest.campaign.loop import program_at
 from difftest.cli.main import main
 from difftest.divergences.rules import rules_for
 from difftest.exec.burn_worker import BurnWorker
@@ -42,7 +43,8 @@ def test_two_faces_of_one_fault_are_one_place_and_another_bug_is_another(runner:
     """The two unit-swap panics (a mean_dim forward and a sum_dim backward) are one fault of
     burn-flex's dim reduction; the uneven chunk panics in burn-tensor's narrow check."""
     cases = [load_case(BUGS / f"{name}.json") for name in (*SWAP, CHUNK)]
-    out = run_all(runner, cases, sample_programs(10, per_op=1))
+    campaign = [(f"program {k}", program_at(0, k)) for k in range(10)]
+    out = run_all(runner, cases, sample_programs(campaign, per_op=1))
     assert sorted(r.finding for r in out.finding_runs) == sorted((*SWAP, CHUNK))
     assert out.spectrum.n_passing > 150
     groups, unplaced = group(out.spectrum, out.finding_runs)
