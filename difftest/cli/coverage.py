@@ -130,7 +130,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     from difftest.exec.burn_builds import BuildError
     from difftest.exec.burn_worker import BurnWorker
     from difftest.exec.coverage_map import CoverageError, coverage_binary, load_map
-    from difftest.findings.corpus import CorpusError, iter_case_files, load_case
+    from difftest.findings.corpus import CorpusError, read_cases
     from difftest.findings.coverage import print_coverage, summarise
     from difftest.findings.coverage_run import catalog_reach, run_programs
 
@@ -139,20 +139,12 @@ def cmd_coverage(args: argparse.Namespace) -> int:
         return 2
     sources: list[tuple[str, Iterator[Program], int]] = []
     if args.paths:
-        files = iter_case_files([Path(p) for p in args.paths])
-        if not files:
-            print(f"difftest coverage: no cases in {', '.join(args.paths)}", file=sys.stderr)
+        try:  # read before the (long, first-time) coverage build: a bad file stops us here
+            loaded = [c.program for c in read_cases([Path(p) for p in args.paths])]
+        except CorpusError as e:
+            print(f"difftest coverage: {e}", file=sys.stderr)
             return 2
-        loaded, corrupt = [], []
-        for f in files:  # read before the (long, first-time) coverage build: a bad file stops us here
-            try:
-                loaded.append(load_case(f).program)
-            except CorpusError as e:
-                corrupt.append(str(e))
-        if corrupt:
-            print("difftest coverage: cases that cannot be read:\n  " + "\n  ".join(corrupt), file=sys.stderr)
-            return 2
-        sources.append((f"cases {', '.join(args.paths)}", iter(loaded), len(files)))
+        sources.append((f"cases {', '.join(args.paths)}", iter(loaded), len(loaded)))
     if args.programs:
         profile = "" if args.profile == "default" else f", profile {args.profile}"
         sources.append((f"{args.programs} programs of seed {args.seed}{profile}",

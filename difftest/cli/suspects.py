@@ -126,29 +126,17 @@ def cmd_suspects(args: argparse.Namespace) -> int:
     from difftest.exec.burn_builds import BuildError
     from difftest.exec.burn_worker import BurnWorker
     from difftest.exec.coverage_map import CoverageError, load_map
-    from difftest.findings.corpus import CorpusError, iter_case_files, load_case
+    from difftest.findings.corpus import CorpusError, read_cases
     from difftest.findings.suspects import SUSPECTS_FORMAT, group
     from difftest.findings.suspects_run import Runner, line_table, run_all, sample_programs
 
     if args.programs < 0 or args.top < 1:
         print("difftest suspects: --programs must not be negative and --top must be positive", file=sys.stderr)
         return 2
-    missing = [p for p in args.paths if not Path(p).exists()]
-    if missing:
-        print(f"difftest suspects: no such file or directory: {', '.join(missing)}", file=sys.stderr)
-        return 2
-    files = iter_case_files([Path(p) for p in args.paths])
-    if not files:
-        print(f"difftest suspects: no cases in {', '.join(args.paths)}", file=sys.stderr)
-        return 2
-    cases, corrupt = [], []
-    for f in files:  # read before the (long, first-time) coverage build: a bad file stops us here
-        try:
-            cases.append(load_case(f))
-        except CorpusError as e:
-            corrupt.append(str(e))
-    if corrupt:
-        print("difftest suspects: cases that cannot be read:\n  " + "\n  ".join(corrupt), file=sys.stderr)
+    try:  # read before the (long, first-time) coverage build: a bad file stops us here
+        cases = read_cases([Path(p) for p in args.paths])
+    except CorpusError as e:
+        print(f"difftest suspects: {e}", file=sys.stderr)
         return 2
     err = Console(stderr=True, markup=False, highlight=False)
     try:

@@ -390,6 +390,27 @@ def iter_case_files(paths: list[Path]) -> list[Path]:
     return out
 
 
+def read_cases(paths: list[Path]) -> list[Case]:
+    """Every case under `paths`, all read before the caller's long work (a build) starts; a
+    CorpusError names the paths that do not exist, or that hold no case, or every file that
+    cannot be read."""
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise CorpusError(f"no such file or directory: {', '.join(missing)}")
+    files = iter_case_files(paths)
+    if not files:
+        raise CorpusError(f"no cases in {', '.join(map(str, paths))}")
+    cases, corrupt = [], []
+    for f in files:
+        try:
+            cases.append(load_case(f))
+        except CorpusError as e:
+            corrupt.append(str(e))
+    if corrupt:
+        raise CorpusError("cases that cannot be read:\n  " + "\n  ".join(corrupt))
+    return cases
+
+
 @dataclass(frozen=True)
 class ReplayOutcome:
     ok: bool
