@@ -31,6 +31,7 @@ if BINARY is None:
 BUGS = Path(__file__).parents[2] / "corpus" / "bugs"
 SWAP = ("flex-reduce-dim-after-unit-swap-panics", "flex-sum-dim-backward-after-unit-swap-panics")
 CHUNK = "chunk-uneven-pieces-panics"
+PASSING = Path(__file__).parents[2] / "corpus" / "findings" / "0bcec6e32a56c911.json"  # status pass
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +79,25 @@ def test_a_corrupt_case_stops_the_command_before_any_build(tmp_path: Path, capsy
     bad.write_text("{not json")
     assert main(["suspects", str(bad)]) == 2
     assert "bad.json" in capsys.readouterr().err
+
+
+def test_a_programs_lines_do_not_depend_on_its_being_a_process_first() -> None:
+    """A new worker process runs burn's one-time initialisation with its first program; the
+    runner warms every new process up, so that code is not counted as the program's (it would
+    be a finding's own lines, never executed by a passing run)."""
+    program = load_case(BUGS / f"{CHUNK}.json").program
+    with BurnWorker(str(BINARY)) as w:
+        r = Runner(w, line_table(load_map(w)), rules_for(w.burn_version()))
+        first, second = r.run("first", program).lines, r.run("second", program).lines
+    assert len(first) > 100
+    assert len(first ^ second) <= 0.02 * len(first), sorted(ln.where for ln in first ^ second)[:20]
+
+
+def test_a_case_that_passes_as_recorded_is_neither_a_finding_nor_reported_as_passing(runner: Runner) -> None:
+    """A `pass` case is a regression test that passes: part of the spectrum, not of the report;
+    only a case recorded failing that passes here is named (fixed on this build)."""
+    fixed = load_case(BUGS / f"{CHUNK}.json")
+    fixed.program = load_case(PASSING).program  # recorded as a bug, passes: "fixed here"
+    out = run_all(runner, [load_case(PASSING), fixed], [])
+    assert out.finding_runs == [] and out.spectrum.n_passing == 2
+    assert out.not_failing == [CHUNK]
