@@ -27,7 +27,7 @@ from typing import Any
 
 from difftest.campaign.loop import program_seed
 from difftest.exec.burn_worker import BurnWorker
-from difftest.exec.coverage_map import CoverageError, hit_edges
+from difftest.exec.coverage_map import CoverageError, hit_edges, worker_marks
 from difftest.exec.inflight import program_digest
 from difftest.program.ir import Program
 from difftest.program.jsonio import program_from_dict, program_to_dict
@@ -171,6 +171,7 @@ class Guide:
         self.added = 0
         self._current: tuple[TapeChoices, str] | None = None
         self._since_sync = 0
+        self.unread = 0  # programs whose edges could not be read (the worker's process was replaced)
 
     def choices(self, k: int) -> TapeChoices:
         """The choice source of program k (remembered for `observe`)."""
@@ -200,15 +201,22 @@ class Guide:
     def program(self, k: int) -> Program:
         return generate(self.choices(k), self.cfg)
 
-    def observe(self, program: Program, worker: BurnWorker) -> bool:
-        """After the program of the last `choices` ran: keeps it if it reached new edges."""
+    def observe(self, program: Program, worker: BurnWorker, before: tuple[int, int] | None = None) -> bool:
+        """After the program of the last `choices` ran: keeps it if it reached new edges.
+        `before`: the worker's marks (coverage_map.worker_marks) taken before the program ran."""
         assert self._current is not None, "observe without choices"
         c, origin = self._current
         self._current = None
-        try:
-            edges = hit_edges(worker)
-        except CoverageError:  # the worker died answering: the program counts as reaching nothing
-            edges = frozenset()
+        if before is not None and before != worker_marks(worker):
+            # the process was replaced while this program ran (a crash, or a recycle right after
+            # one of its answers): the counters are the new process's start-up, not the program's
+            self.unread += 1
+            edges: frozenset[int] = frozenset()
+        else:
+            try:
+                edges = hit_edges(worker)
+            except CoverageError:  # the worker died answering: the program counts as reaching nothing
+                edges = frozenset()
         if self.burn_edges is not None:
             edges = edges & self.burn_edges
         added = self.frontier.add(Entry(c.tape, c.spans, edges, origin, program_to_dict(program)))

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.exec.burn_worker import BurnWorker
+from difftest.exec.coverage_map import worker_marks
 from difftest.exec.inflight import in_flight
 from difftest.oracle.compare import DISMISSED, Verdict
 from difftest.oracle.probe_run import ProbeRun, check_with_probes_on
@@ -37,7 +38,7 @@ class Steering(Protocol):
 
     def choices(self, k: int) -> RandomChoices: ...
 
-    def observe(self, program: Program, worker: BurnWorker) -> bool: ...
+    def observe(self, program: Program, worker: BurnWorker, before: tuple[int, int] | None = None) -> bool: ...
 
 
 def program_seed(seed: int, k: int) -> int:
@@ -150,10 +151,11 @@ def run_campaign(
         # on disk while the job checks and reports it (exec/inflight.py): written once for its run
         # and probes on every backend, and kept if the job dies before it is done
         with in_flight(workers.values(), program):
+            before = worker_marks(first)
             runs = check_with_probes_on(program, workers, probes=probes)
             verdict, probed = program_result(runs)
             if steering is not None:
-                steering.observe(program, first)
+                steering.observe(program, first, before)
             for v, p in runs.values():
                 stats.probes += p.probes
                 stats.probes_checked += p.checked

@@ -24,6 +24,7 @@ class EdgesWorker:
 
     def __init__(self) -> None:
         self.edges: list[int] = []
+        self.restarts = self.recycled = 0
 
     def request(self, kind: str, timeout: float | None = None, **fields: Any) -> dict[str, Any]:
         assert kind == "edges"
@@ -97,3 +98,18 @@ def test_merge_and_bad_frontiers(tmp_path: Path) -> None:
         Frontier.load(tmp_path / "file")
     with pytest.raises(ValueError, match="share"):
         Guide(Frontier.load(tmp_path / "all"), GenConfig(), seed=0, share=1.5)
+
+
+def test_a_program_during_which_the_worker_replaced_its_process_reaches_nothing(tmp_path: Path) -> None:
+    """The counters after a recycle or a crash restart are the new process's start-up, not the
+    program's: the program is not an entry, whatever edges the worker answers."""
+    w = EdgesWorker()
+    guide = Guide(Frontier.load(tmp_path / "f"), GenConfig(), seed=3, share=0.5)
+    program = guide.program(0)
+    w.edges = [1, 2, 3]
+    before = (w.restarts, w.recycled)
+    w.recycled += 1  # the worker recycled right after one of the program's answers
+    assert not guide.observe(program, w, before)  # type: ignore[arg-type]
+    assert guide.frontier.entries == [] and guide.unread == 1
+    program = guide.program(1)
+    assert guide.observe(program, w, (w.restarts, w.recycled))  # type: ignore[arg-type]
