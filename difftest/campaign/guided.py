@@ -228,4 +228,5 @@ class Guide:
         return added
 
     def stats(self) -> dict[str, Any]:
-        return {"fresh": self.fresh, "mutations": dict(self.mutations), "added": self.added}
+        return {"fresh": self.fresh, "mutations": dict(self.mutations), "added": self.added,
+                "unread": self.unread}

@@ -194,10 +194,10 @@ class Summary:
         return f
 
     def add_guided(self, job_stats: dict[str, Any]) -> None:
-        """Adds a job's guided counts (fresh, mutations by kind, added)."""
+        """Adds a job's guided counts (fresh, mutations by kind, added, unread)."""
         g = self.guided
-        g["fresh"] = g.get("fresh", 0) + int(job_stats.get("fresh", 0))
-        g["added"] = g.get("added", 0) + int(job_stats.get("added", 0))
+        for key in ("fresh", "added", "unread"):
+            g[key] = g.get(key, 0) + int(job_stats.get(key, 0))
         mutations = Counter(g.get("mutations", {}))
         mutations.update(job_stats.get("mutations", {}))
         g["mutations"] = dict(mutations)
@@ -389,6 +389,8 @@ def print_summary(s: Summary, console: Console) -> None:
             f"{s.probes_batch_only} failed in the batch only")
     if s.restarts:
         out(f"worker restarts: {s.restarts}")
+    if s.guided:
+        out(guided_line(s.guided))
     if s.findings:
         table = Table(title="distinct findings", title_justify="left", show_lines=False)
         table.add_column("signature", overflow="fold")
@@ -425,6 +427,21 @@ def print_summary(s: Summary, console: Console) -> None:
         out(f"{len(s.findings)} distinct finding(s), each explained by a known bug")
     elif not s.findings:
         out("no findings")
+
+
+def guided_line(g: dict[str, Any]) -> str:
+    """A guided campaign's counts in a line: where its programs came from, what the frontier
+    gained, and the programs whose edges could not be read (their worker's process was replaced
+    while they ran, so they could not join the frontier)."""
+    mutations = g.get("mutations", {})
+    made = ", ".join(f"{k} {v}" for k, v in sorted(mutations.items()))
+    line = f"guided: {g.get('fresh', 0)} fresh programs, {sum(mutations.values())} mutations ({made or 'none'}); " \
+           f"{g.get('added', 0)} added to the frontier"
+    if "entries" in g:
+        line += f" (now {g['entries']} entries, {g.get('edges', 0)} edges)"
+    if g.get("unread"):
+        line += f"; {g['unread']} programs' edges unread (their worker's process was replaced)"
+    return line
 
 
 def write_json(s: Summary, path: Path) -> None:

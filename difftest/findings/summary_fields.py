@@ -91,7 +91,7 @@ def guided(g: Any) -> dict[str, Any]:
     out: dict[str, Any] = dict(g) if isinstance(g, dict) else {}
     if not isinstance(g, dict):
         raise ValueError(f'"guided" must be an object, got {g!r}'[:200])
-    for key in ("fresh", "added", "entries", "edges"):
+    for key in ("fresh", "added", "unread", "entries", "edges"):
         if key in g:
             out[key] = integer(g, key, 0, at)
     if "mutations" in g:

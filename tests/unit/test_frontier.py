@@ -113,3 +113,26 @@ def test_a_program_during_which_the_worker_replaced_its_process_reaches_nothing(
     assert guide.frontier.entries == [] and guide.unread == 1
     program = guide.program(1)
     assert guide.observe(program, w, (w.restarts, w.recycled))  # type: ignore[arg-type]
+    assert guide.stats()["unread"] == 1 and guide.stats()["added"] == 1
+
+
+def test_the_campaign_summary_counts_and_prints_unread_programs() -> None:
+    """A guided campaign's summary adds up the jobs' unread programs and says how many there were:
+    a campaign whose workers recycle often steers on fewer programs than it ran."""
+    import io
+
+    from rich.console import Console
+
+    from difftest.findings.summary import Summary, print_summary
+
+    s = Summary(programs=10, seconds=1.0, seed=0)
+    s.add_guided({"fresh": 4, "added": 2, "unread": 1, "mutations": {"splice": 6}})
+    s.add_guided({"fresh": 1, "added": 0, "unread": 2, "mutations": {"replace": 3}})
+    s.guided.update(entries=5, edges=40)
+    assert s.guided["unread"] == 3
+    again = Summary.from_dict(s.to_dict())
+    assert again.guided["unread"] == 3
+    out = io.StringIO()
+    print_summary(again, Console(file=out, width=200))
+    assert "9 mutations (replace 3, splice 6); 2 added to the frontier (now 5 entries, 40 edges); " \
+           "3 programs' edges unread" in out.getvalue()
