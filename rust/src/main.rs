@@ -46,14 +46,17 @@ usage:
 
 environment:
   DIFFTEST_BURN_FAULT=SPEC      inject a deliberate fault (detection-power tests); SPEC is one of
-                                grad-scale:<op>:<eps>, grad-sign:<op>, grad-drop:<op>,
-                                grad-drop-input:<op>:<i>, wrong-dim:<op>, promote-trailing:<op>,
-                                value-scale:<op>:<eps>, lowering:<op>=<other>[{json attrs}],
-                                flag-after:<detach|without_autodiff|autodiff|no_grad|inference_mode|valid>,
-                                flag-without-autodiff, detach-like-torch (docs/format.md)
+                                the fault specs below (docs/format.md#fault-injection)
   DIFFTEST_BURN_TEST_REQUESTS=1 also serve the test-only `allocate` request (tests only)
 
 exit status: 0 ok, 2 invalid program, invalid JSON, usage error or unknown fault spec";
+
+/// The usage text with the fault specs the binary accepts (one list, `fault::FORMS`, which its
+/// error for an unknown spec prints too).
+fn usage() -> String {
+    let specs = fault::FORMS.replace(", ", "\n  ");
+    format!("{USAGE}\n\nfault specs (DIFFTEST_BURN_FAULT):\n  {specs}")
+}
 
 fn version_line() -> String {
     let fault = fault::spec().map_or(String::new(), |s| format!(", fault {s}"));
@@ -68,7 +71,7 @@ fn version_line() -> String {
 }
 
 fn usage_error(message: &str) -> ExitCode {
-    eprintln!("difftest-burn: {message}\n{USAGE}");
+    eprintln!("difftest-burn: {message}\n{}", usage());
     ExitCode::from(2)
 }
 
@@ -188,7 +191,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         ["--help" | "-h" | "help"] => {
-            println!("{}\n{USAGE}", version_line());
+            println!("{}\n{}", version_line(), usage());
             ExitCode::SUCCESS
         }
         ["--worker"] => worker(),
