@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from difftest.exec.answers import MALFORMED, check_probe_answer, error_of, run_observation
 from difftest.exec.backends import BACKEND_ENV
 from difftest.exec.inflight import write_program
 from difftest.exec.libtorch import worker_env
@@ -387,8 +388,7 @@ class BurnWorker:
         if isinstance(answer, Observation):
             return answer
         if not answer.get("ok"):
-            err = answer.get("error") or {}
-            return Observation("burn", error=ErrorObs(err.get("kind", "invalid"), err.get("message", "")))
+            return Observation("burn", error=error_of(answer))
         return Observation("burn", meta={"allocated": answer.get("allocated")})
 
     def run(self, program: Program | dict[str, Any], timeout: float | None = None) -> Observation:
@@ -442,30 +442,34 @@ class BurnWorker:
         answer = self._observed_pending(sent)
         if isinstance(answer, Observation):
             return answer
+        try:
+            checked = check_probe_answer(answer, len(sent.probes))
+        except MALFORMED as e:
+            return self.malformed("probe", answer, e, sent.inflight)
         if sent.inflight:
             sent.inflight.unlink(missing_ok=True)
         self._served_one(len(sent.probes))
-        if not answer.get("ok"):
-            err = answer.get("error") or {}
-            return Observation("burn", error=ErrorObs(err.get("kind", "invalid"), err.get("message", ""),
-                                                      err.get("index"), err.get("statement")))
-        return answer
+        return checked
 
     def _finish_run(self, run: PendingRun) -> Observation:
         answer = self._observed_pending(run)
         if isinstance(answer, Observation):
             return answer
+        elapsed = time.monotonic() - run.started
+        try:
+            obs = run_observation(answer)
+        except MALFORMED as e:
+            return self.malformed("run", answer, e, run.inflight)
         if run.inflight:
             run.inflight.unlink(missing_ok=True)
         self._served_one()
-        elapsed = time.monotonic() - run.started
-        if not answer.get("ok"):
-            err = answer.get("error") or {}
-            return Observation("burn", error=ErrorObs(err.get("kind", "invalid"), err.get("message", ""),
-                                                      err.get("index"), err.get("statement")),
-                               meta={"seconds": elapsed})
-        obs = Observation.from_dict(answer["result"], "burn")
         return Observation("burn", obs.values, obs.backwards, obs.error, {"seconds": elapsed})
+
+    def malformed(self, kind: str, answer: Any, e: Exception, pending: Path | None) -> Observation:
+        """A JSON answer of another shape than a `kind` answer's (answers.py): a crash (the worker
+        restarts, the program stays in flight on disk, a campaign re-checks it)."""
+        return self._failed(WorkerError(f"{self.binary} gave a malformed answer to a {kind!r} request "
+                                        f"({type(e).__name__}: {e}): {repr(answer)[:200]}"), pending, "crash")
 
     def _write_inflight(self, doc: dict[str, Any], program: Program | None) -> Path | None:
         """The request's own in-flight file (None: none kept, or its program is `held`)."""

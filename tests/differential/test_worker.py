@@ -85,7 +85,15 @@ def _fake_worker(tmp_path: Path, behaviour: str) -> str:
                         sys.stdout.write('{{"id": ' + str(req.get("id")) + ', "ok": true, "result": {{"val')
                         sys.stdout.flush()
                         os._exit(9)
+                    if {behaviour!r} == "shape":  # valid JSON, not a run's answer
+                        print(json.dumps({{"id": req.get("id"), "ok": True, "result": {{"values": 5}}}}), flush=True)
+                        continue
                     time.sleep(60)
+                if req.get("request") == "probe":  # each probe ran without error, no gradients
+                    n = len(req["probes"]) - ({behaviour!r} == "shape")  # "shape": one outcome short
+                    print(json.dumps({{"id": req.get("id"), "ok": True, "outcomes": [None] * n,
+                                      "grads": [None] * n}}), flush=True)
+                    continue
                 print(json.dumps({{"id": req.get("id"), "ok": True, "version": {{}}}}), flush=True)
             """
         )
@@ -114,6 +122,23 @@ def test_a_worker_that_dies_mid_answer_is_a_crash_not_a_bad_answer(tmp_path: Pat
     assert obs.outcome == "crash" and obs.error is not None
     assert "status 9 in the middle of an answer" in obs.error.message and "non-JSON" not in obs.error.message
     assert w.restarts == 1 and w.version() == {}
+    w.close()
+
+
+def test_an_answer_of_the_wrong_shape_is_a_crash_that_keeps_the_case(tmp_path: Path) -> None:
+    """Valid JSON that is not a run's (or a probe's) answer: the process broke the protocol, so
+    it is a crash observation naming the answer, the worker restarts and the program stays on
+    disk, as for any crash; never a Python traceback out of the campaign."""
+    inflight = tmp_path / "inflight"
+    w = BurnWorker(_fake_worker(tmp_path, "shape"), inflight_dir=inflight, timeout=10)
+    obs = w.run(SEED)
+    assert obs.outcome == "crash" and obs.error is not None
+    assert "malformed answer to a 'run' request" in obs.error.message and "'values': 5" in obs.error.message
+    assert len(list(inflight.glob("*.json"))) == 1 and w.restarts == 1
+    answer = w.probe_grads(SEED, [(0, "y"), (0, "w")])  # two probes asked, one outcome answered
+    assert isinstance(answer, Observation) and answer.outcome == "crash"
+    assert answer.error is not None and "malformed answer to a 'probe' request" in answer.error.message
+    assert w.restarts == 2 and w.version() == {}
     w.close()
 
 
