@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from difftest import __version__
 from difftest.cli.backends import use_backends
-from difftest.cli.common import make_console, make_worker
+from difftest.cli.common import case_worker, make_console, make_worker
 from difftest.cli.corpus import cmd_replay, cmd_report
 from difftest.cli.coverage import add_guided_options, guided_setup, split_frontiers
 from difftest.cli.coverage import add_parser as add_coverage
@@ -216,6 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         doc = loads(Path(args.file).read_text(encoding="utf-8-sig"))  # UTF-8, a byte-order mark allowed
+        case = None
         if isinstance(doc, dict) and doc.get("format") == "difftest-case":
             case = load_case(Path(args.file))  # every field checked, naming what and where
             if case.memory is not None:
@@ -234,7 +235,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from difftest.cli.backends import run_on_backends
 
         return run_on_backends(program, args.backends, args.timeout, args.json, args.fault)
-    worker = make_worker(args)
+    worker = make_worker(args) if case is None else case_worker(args, case)  # a case: on its backend
     try:
         verdict = check(program, worker)
     finally:

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from difftest.cli.common import make_worker
+from difftest.cli.common import case_worker
 
 if TYPE_CHECKING:
     from difftest.findings.corpus import Case
@@ -68,18 +68,19 @@ def _localised_program(case: Case) -> Program | None:
 def _show_rust(args: argparse.Namespace, case: Case) -> int:
     """The asserting burn test of the case (it runs the case now for what a correct burn gives),
     printed, or (`--cargo DIR`) written as a cargo project."""
+    from difftest.findings.backends import rust_on_backend
     from difftest.findings.reproducers import expected, rust_test, test_name
     from difftest.findings.reproducers.cargo import write_cargo
     from difftest.oracle.check import check
 
-    worker = make_worker(args)
+    worker = case_worker(args, case)
     try:
         burn = str(worker.version().get("burn", "0.22.1"))
         verdict = check(case.program, worker)
     finally:
         worker.close()
     name = test_name(case.name)
-    test = rust_test(case.program, name, expected(verdict))
+    test = rust_on_backend(rust_test(case.program, name, expected(verdict)), case.backend)
     if not args.cargo:
         print(test, end="")
         return 0
@@ -119,7 +120,7 @@ def _show_issue(args: argparse.Namespace, case: Case) -> int:
         if place is None:
             print(f"warning: {args.suspects} gives {case.name} no place in burn", file=sys.stderr)
     one_op = _localised_program(case)
-    worker = make_worker(args)
+    worker = case_worker(args, case)
     try:
         burn_versions = worker.version()
         verdict = check(case.program, worker)

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from difftest.divergences.known_bugs import KNOWN_BUGS
+from difftest.findings.backends import rust_on_backend
 from difftest.findings.corpus import Case
 from difftest.findings.reproducers import expected, rust_test, test_name, torch_script
 from difftest.findings.suspects import PlaceNote
@@ -243,12 +244,13 @@ def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] |
         lines += ["", "## The op alone (burn)", "",
                   "difftest localised the finding to one op: that op alone, on the inputs it had in the program, "
                   "fails the same way. The program it was found in follows.",
-                  "", "```rust", rust_test(program, test_name(f"{case.name or 'difftest_case'}_alone"),
-                                           expected(v)).rstrip(), "```"]
+                  "", "```rust", rust_on_backend(rust_test(program, test_name(f"{case.name or 'difftest_case'}_alone"),
+                                                           expected(v)), case.backend).rstrip(), "```"]
     for c, v in members:
         head = " (burn)" if len(members) == 1 else f" (burn): `{c.name}`"
         lines += ["", f"## Minimal reproducer{head}", "", "```rust",
-                  rust_test(c.program, test_name(c.name or "difftest_case"), expected(v)).rstrip(), "```", ""]
+                  rust_on_backend(rust_test(c.program, test_name(c.name or "difftest_case"), expected(v)),
+                                  c.backend).rstrip(), "```", ""]
         lines += ["<details><summary>The same program in PyTorch</summary>", "", "```python",
                   torch_script(c.program).rstrip(), "```", "", "</details>"]
     lines += ["", "## What PyTorch gives and what burn gives", ""]

@@ -44,3 +44,34 @@ def test_a_backend_not_compiled_in_is_refused() -> None:
     out = subprocess.run([binary, "--worker"], input=line, capture_output=True, text=True, timeout=60).stdout
     answer = json.loads(out)
     assert answer["ok"] is False and "not compiled" in answer["error"]["message"]
+
+
+def test_a_case_of_another_backend_runs_there_or_is_refused(capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run` and `show` of a case recorded on another backend use that backend, as `replay`
+    does: with the default binary (Flex only) they refuse, naming the backend and how to get it,
+    where they ran it on Flex (a `bug` case's "verdict: pass", an issue whose reproducer is
+    Flex's); a case of the default backend still runs, and the issue's reproducer names the
+    case's devices."""
+    from pathlib import Path
+
+    from difftest.cli.common import case_worker
+    from difftest.cli.main import main
+    from difftest.findings.corpus import load_case
+
+    monkeypatch.delenv("DIFFTEST_BURN_BACKEND", raising=False)
+    root = Path(__file__).resolve().parents[2] / "corpus"
+    other = root / "backends" / "ndarray-sigmoid-f64-in-f32.json"
+    if "ndarray" in binary_backends(find_binary()):
+        pytest.skip("the binary has ndarray: nothing to refuse")
+    for argv in (["run", str(other)], ["show", str(other), "--issue"], ["show", str(other), "--format", "rust"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "recorded on the ndarray backend" in err and "--backend ndarray" in err, (argv, err)
+    flex_case = load_case(root / "bugs" / "powi-zero-untracked.json")
+    import argparse
+
+    w = case_worker(argparse.Namespace(timeout=30, fault=None), flex_case)
+    assert w.backend is None
+    w.close()
+    assert main(["run", str(root / "bugs" / "powi-zero-untracked.json")]) == 1  # a bug case still fails
