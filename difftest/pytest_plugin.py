@@ -6,7 +6,6 @@ Registered as a pytest11 entry point, so `pytest` anywhere in the project picks 
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from collections import Counter
@@ -23,6 +22,7 @@ from difftest.findings.table import report as table_report
 from difftest.findings.triage import triage
 from difftest.oracle.check import check
 from difftest.oracle.compare import Verdict, dismissal_reason
+from difftest.program.files import JsonFileError, read_json
 
 ROOT_MARKER = "pyproject.toml"
 _WORKER: BurnWorker | None = None
@@ -294,8 +294,8 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Col
 def _case_kind(path: Path) -> str | None:
     """The case's "kind" if the file parses (a corrupt file fails when the item runs)."""
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        doc = read_json(path)
+    except JsonFileError:
         return None
     kind = doc.get("kind", "program") if isinstance(doc, dict) else None
     return kind if isinstance(kind, str) else None

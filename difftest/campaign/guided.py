@@ -29,6 +29,7 @@ from difftest.campaign.loop import program_seed
 from difftest.exec.burn_worker import BurnWorker
 from difftest.exec.coverage_map import CoverageError, hit_edges, worker_marks
 from difftest.exec.inflight import program_digest
+from difftest.program.files import JsonFileError, read_json
 from difftest.program.ir import Program
 from difftest.program.jsonio import program_from_dict, program_to_dict
 from difftest.strategies.config import GenConfig
@@ -100,9 +101,9 @@ class Frontier:
                 continue
             self._seen.add(path.name)
             try:
-                doc = json.loads(path.read_text())
-            except (OSError, ValueError) as e:
-                raise FrontierError(f"{path}: {e}") from e
+                doc = read_json(path, strict=False)
+            except JsonFileError as e:  # its message names the file
+                raise FrontierError(str(e)) from e
             entry = Entry.from_dict(doc, path)
             self.entries.append(entry)
             self.edges |= entry.edges
@@ -136,8 +137,8 @@ def is_frontier(path: Path) -> bool:
     if first is None:
         return False
     try:
-        return bool(json.loads(first.read_text()).get("format") == ENTRY_FORMAT)
-    except (OSError, ValueError, AttributeError):
+        return bool(read_json(first, strict=False).get("format") == ENTRY_FORMAT)
+    except (JsonFileError, AttributeError):
         return False
 
 

@@ -211,11 +211,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from difftest.findings.corpus import CorpusError, load_case
     from difftest.ops.validate import check_program
     from difftest.oracle.check import check
+    from difftest.program.files import JsonFileError, read_json
     from difftest.program.ir import ProgramError
-    from difftest.program.jsonio import loads, program_from_dict
+    from difftest.program.jsonio import program_from_dict
 
     try:
-        doc = loads(Path(args.file).read_text(encoding="utf-8-sig"))  # UTF-8, a byte-order mark allowed
+        doc = read_json(Path(args.file))
         case = None
         if isinstance(doc, dict) and doc.get("format") == "difftest-case":
             case = load_case(Path(args.file))  # every field checked, naming what and where
@@ -225,10 +226,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             program = program_from_dict(doc)
         check_program(program)  # ops, attributes, shapes and bounds, before a worker starts
-    except CorpusError as e:  # its message names the file
+    except (CorpusError, JsonFileError) as e:  # its message names the file
         print(e, file=sys.stderr)
         return 2
-    except (OSError, ValueError, ProgramError) as e:  # ValueError: malformed JSON, bytes that are not UTF-8
+    except (OSError, ValueError, ProgramError) as e:
         print(f"{args.file}: {e}", file=sys.stderr)
         return 2
     if len(getattr(args, "backends", ())) > 1:

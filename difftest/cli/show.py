@@ -104,14 +104,13 @@ def _show_issue(args: argparse.Namespace, case: Case) -> int:
         print(f"warning: not read while looking for cases of the same root cause: {problem}", file=sys.stderr)
     place = None
     if args.suspects:
-        import json
-
         from difftest.findings.suspects import SUSPECTS_FORMAT, place_of
+        from difftest.program.files import JsonFileError, read_json
 
         try:
-            doc = json.loads(Path(args.suspects).read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            print(f"difftest show: --suspects {args.suspects}: {e}", file=sys.stderr)
+            doc = read_json(args.suspects, strict=False)
+        except JsonFileError as e:  # its message names the file
+            print(f"difftest show: --suspects {e}", file=sys.stderr)
             return 2
         if not isinstance(doc, dict) or doc.get("format") != SUSPECTS_FORMAT:
             print(f"difftest show: --suspects {args.suspects}: not a `difftest suspects --json` file", file=sys.stderr)

@@ -24,6 +24,7 @@ from typing import Any
 from difftest.exec import coverage_build
 from difftest.exec.burn_builds import Build, BurnSpec, build_with_status, cache_dir, repository_rust_dir
 from difftest.exec.burn_worker import BurnWorker, WorkerError
+from difftest.program.files import read_json
 from difftest.program.ir import Program
 
 BINARY_ENV = "DIFFTEST_BURN_COVERAGE"  # a coverage binary to use instead of building one
@@ -136,7 +137,7 @@ def load_map(worker: BurnWorker) -> EdgeMap:
     path, key = _map_cache(binary)
     if path.is_file():
         try:
-            doc = json.loads(path.read_text())
+            doc = read_json(path, strict=False)
             if doc.get("format") == MAP_FORMAT and doc.get("binary") == key:
                 return EdgeMap.from_dict(doc["map"])
         except (OSError, ValueError, KeyError):

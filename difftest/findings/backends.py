@@ -22,7 +22,6 @@ fault on one backend and on all is two keys.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,6 +34,7 @@ from difftest.findings.triage import Triage, triage
 from difftest.ops.backend_support import refusal
 from difftest.oracle.check import check_on
 from difftest.oracle.compare import Verdict
+from difftest.program.files import read_json
 from difftest.program.ir import Program
 from difftest.program.jsonio import dumps
 
@@ -220,7 +220,7 @@ def record_backends_tested(path: Path, cells: Sequence[BackendCell], burn: str) 
     """Writes the case's outcome per backend into its `backends_tested` (in the corpus' own
     formatting); returns whether the file changed."""
     today = _dt.datetime.now(_dt.UTC).date().isoformat()
-    doc = json.loads(path.read_text())
+    doc = read_json(path)  # read as a case before the run; a JsonFileError names it
     tested = dict(doc.get("backends_tested") or {})
     for c in cells:
         if c.outcome == "skipped":  # not run here (a host-dependent case): nothing measured

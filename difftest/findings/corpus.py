@@ -32,8 +32,9 @@ from difftest.memory.model import Row
 from difftest.memory.table import format_table
 from difftest.ops.validate import check_program
 from difftest.oracle.compare import Mismatch, Verdict
+from difftest.program.files import JsonFileError, read_json
 from difftest.program.ir import Program, ProgramError
-from difftest.program.jsonio import dumps, loads, program_from_dict, program_to_dict
+from difftest.program.jsonio import dumps, program_from_dict, program_to_dict
 from difftest.versions import versions
 
 CASE_FORMAT = "difftest-case"
@@ -275,11 +276,9 @@ def save_case(case: Case, directory: Path) -> tuple[Path, bool]:
 
 def load_case(path: Path) -> Case:
     try:
-        doc = loads(path.read_text(encoding="utf-8-sig"))  # UTF-8, a byte-order mark allowed
-    except (OSError, UnicodeDecodeError) as e:
-        raise CorpusError(f"{path}: cannot read: {e}") from e
-    except ValueError as e:  # malformed JSON, a bare NaN, a number beyond float64
-        raise CorpusError(f"{path}: malformed JSON: {e}") from e
+        doc = read_json(path)
+    except JsonFileError as e:  # its message names the file
+        raise CorpusError(str(e)) from e
     if not isinstance(doc, dict) or doc.get("format") != CASE_FORMAT:
         raise CorpusError(f"{path}: not a difftest case (\"format\" must be {CASE_FORMAT!r})")
     if doc.get("version") != CASE_VERSION:

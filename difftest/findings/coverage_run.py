@@ -14,6 +14,7 @@ from difftest.exec.burn_worker import BurnWorker
 from difftest.exec.coverage_map import EdgeMap, edges_after, worker_marks
 from difftest.findings.coverage import NODE_ATTRIBUTION, backward_nodes
 from difftest.ops.catalog import OPS
+from difftest.program.files import read_json
 from difftest.program.ir import Program
 from difftest.strategies.choices import RandomChoices
 from difftest.strategies.config import GenConfig
@@ -65,7 +66,7 @@ def catalog_reach(worker: BurnWorker, m: EdgeMap, on_op: Callable[[str, int, int
     key = f"{st.st_size}:{st.st_mtime_ns}:{per_op}:{NODE_ATTRIBUTION}:{','.join(s.name for s in OPS)}"
     if path.is_file():
         try:
-            doc = json.loads(path.read_text())
+            doc = read_json(path, strict=False)
             if doc.get("format") == REACH_FORMAT and doc.get("key") == key:
                 return {op: set(nodes) for op, nodes in doc["reach"].items()}
         except (OSError, ValueError, KeyError):

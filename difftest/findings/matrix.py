@@ -10,7 +10,6 @@ while its column runs.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import re
 import subprocess
@@ -26,6 +25,7 @@ from difftest.exec.burn_worker import BurnWorker, WorkerError, find_binary
 from difftest.exec.libtorch import worker_env
 from difftest.findings.across import Cell, judge_on
 from difftest.findings.corpus import Case, CorpusError, load_case
+from difftest.program.files import read_json
 from difftest.program.jsonio import dumps
 
 _REPORTED = re.compile(r"\(burn ([^,)\s]+)")
@@ -221,7 +221,7 @@ def record_versions_tested(columns: list[Column], rows: list[Row]) -> list[Path]
     for r in rows:
         if r.case is None or r.case.status != "bug" or not r.cells:
             continue
-        doc = json.loads(r.path.read_text())
+        doc = read_json(r.path)  # read as a case before the run; a JsonFileError names it
         tested = dict(doc.get("versions_tested") or {})
         for c in columns:
             if c.label in r.cells and c.burn is not None and c.spec.is_release:
@@ -249,7 +249,7 @@ def record_fixes(columns: list[Column], rows: list[Row]) -> list[Path]:
         others = [r for r in rows if r not in targets and c.label in r.cells]
         moved = [r.case.name for r in others if r.case is not None and not r.cells[c.label].ok]
         for r in targets:
-            doc = json.loads(r.path.read_text())
+            doc = read_json(r.path)
             cell = r.cells[c.label]
             doc["fix"] = {
                 "patch": _shown_path(c.spec.patch), "burn": c.burn,

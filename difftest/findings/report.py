@@ -12,7 +12,6 @@ with the reason, as `difftest replay` skips it; the report is written all the sa
 
 from __future__ import annotations
 
-import json
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from difftest.oracle.compare import Verdict, compare
 from difftest.oracle.model import predict
 from difftest.oracle.numerics import arbitrate
 from difftest.oracle.pytorch import run as run_torch
+from difftest.program.files import JsonFileError, read_json
 from difftest.program.observation import Observation
 from difftest.versions import difftest_version, torch_version
 
@@ -96,8 +96,8 @@ class Report:
 
 def _is_summary(path: Path) -> bool:
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        doc = read_json(path, strict=False)
+    except JsonFileError:
         return False  # a corrupt file is reported as a case that cannot be run
     return isinstance(doc, dict) and doc.get("format") == SUMMARY_FORMAT
 
@@ -135,7 +135,7 @@ def collect(paths: list[Path]) -> tuple[list[Campaign], list[CaseReport]]:
                 raise ReportInputError(str(e)) from e
         elif _is_summary(path):
             try:
-                summary = Summary.from_dict(json.loads(path.read_text()))
+                summary = Summary.from_dict(read_json(path, strict=False))
             except (ValueError, KeyError, TypeError) as e:
                 raise ReportInputError(f"{path}: a campaign summary that cannot be read: {e}") from e
             campaigns.append(Campaign(path, summary))

@@ -6,22 +6,22 @@ suspects --json` file, the places in burn its cases point to, each with its line
 
 from __future__ import annotations
 
-import json
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from difftest.findings.coverage import COVERAGE_FORMAT, Coverage, nodes_line
 from difftest.findings.suspects import SUSPECTS_FORMAT
+from difftest.program.files import JsonFileError, read_json
 
 
 def _format(path: Path) -> object:
     if path.suffix != ".json" or not path.is_file():
         return None
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
+        doc = read_json(path, strict=False)
+    except JsonFileError:
+        return None  # not one of these: read as a case, which names what is wrong
     return doc.get("format") if isinstance(doc, dict) else None
 
 
@@ -38,7 +38,7 @@ def load_suspects(paths: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
     out = []
     for path in paths:
         if is_suspects(path):
-            doc = json.loads(path.read_text())
+            doc = read_json(path, strict=False)
             groups = doc.get("groups")
             if not isinstance(groups, list) or not all(isinstance(g, dict) and isinstance(g.get("findings"), list)
                                                        and isinstance(g.get("site"), list) for g in groups):
@@ -53,7 +53,7 @@ def load_coverages(paths: list[Path]) -> list[tuple[Path, Coverage]]:
     for path in paths:
         if is_coverage(path):
             try:
-                out.append((path, Coverage.from_dict(json.loads(path.read_text()))))
+                out.append((path, Coverage.from_dict(read_json(path, strict=False))))
             except (KeyError, TypeError, ValueError) as e:
                 raise ValueError(f"{path}: a coverage file that cannot be read: {e!r}") from e
     return out

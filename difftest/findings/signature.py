@@ -26,7 +26,6 @@ The hash covers the whole normalised key (the readable part truncates the messag
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from typing import Any
 
 from difftest.findings.corpus import CorpusError, iter_case_files, load_case
 from difftest.oracle.compare import DISMISSED, Mismatch, Verdict
+from difftest.program.files import JsonFileError, read_json
 from difftest.program.ir import (
     Apply,
     Backward,
@@ -197,9 +197,9 @@ def _read_signature(path: Path) -> tuple[str | None, str | None, str | None]:
     recorded finding); the status of a program case (None for a memory case or a file that is
     not a case); `why` is load_case's error, naming the file."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        doc = None
+        doc = read_json(path)
+    except JsonFileError:
+        doc = None  # load_case below names what is wrong
     program = isinstance(doc, dict) and doc.get("kind", "program") == "program"
     status = doc.get("status") if isinstance(doc, dict) and program else None
     status = status if isinstance(status, str) else None

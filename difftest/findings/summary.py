@@ -15,6 +15,7 @@ from rich.table import Table
 
 from difftest.findings import summary_fields as sf
 from difftest.findings.signature import scan_corpus
+from difftest.program.files import read_json
 
 SUMMARY_FORMAT = "difftest-campaign-summary"
 SUMMARY_VERSION = 1  # later additions are optional keys: older files stay readable
@@ -325,12 +326,7 @@ def finding_case_path(path_text: str, summary_path: Path) -> Path:
 def read_summary(path: Path) -> Summary:
     """A campaign summary file (`difftest fuzz --json`); ValueError naming the file and what is
     wrong with it otherwise (unreadable, not JSON, not a summary, a field of the wrong type)."""
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as e:
-        raise ValueError(f"{path}: cannot read: {e}") from e
-    except ValueError as e:  # malformed JSON, or bytes that are not UTF-8
-        raise ValueError(f"{path}: not JSON: {e}") from e
+    doc = read_json(path, strict=False)  # a JsonFileError (a ValueError) names the file
     try:
         return Summary.from_dict(doc)
     except (KeyError, TypeError, ValueError, AttributeError) as e:

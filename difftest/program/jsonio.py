@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -38,6 +39,7 @@ from difftest.program.ir import (
 )
 from difftest.program.module_schema import overlay
 from difftest.program.modules import ModuleError, module_kind
+from difftest.program.schema_messages import cut, schema_message, shown
 
 SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -122,11 +124,41 @@ def _finite_float(text: str) -> float:
     return x
 
 
+# Deeper than any document difftest reads or writes (a program nests about 6 levels): a deeper one
+# would exhaust the recursion of the parser or of what walks the document after it.
+MAX_DEPTH = 100
+
+
 def loads(text: str) -> Any:
     """A program or case document from JSON text, strictly: bare NaN/Infinity (which Python's json
     accepts, and no other reader does) and numbers that overflow a float64 are errors, not silent
-    non-finite values; non-finite data is written as the strings the format defines."""
-    return json.loads(text, parse_constant=_bare_constant, parse_float=_finite_float)
+    non-finite values; non-finite data is written as the strings the format defines. A document
+    nested deeper than MAX_DEPTH is a ValueError like any other malformed one."""
+    return _bounded(text, lambda t: json.loads(t, parse_constant=_bare_constant, parse_float=_finite_float))
+
+
+def loads_lenient(text: str) -> Any:
+    """JSON text as Python's json reads it (bare NaN/Infinity accepted: difftest's summaries and
+    reports may hold them), nested at most MAX_DEPTH deep (a ValueError otherwise)."""
+    return _bounded(text, json.loads)
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _bounded(text: str, parse: Callable[[str], Any]) -> Any:
+    """`parse(text)` unless arrays and objects in `text` nest deeper than MAX_DEPTH (counted on
+    the text, strings left out, before parsing: fast on the long flat lists programs hold)."""
+    depth = 0
+    for m in _BRACKET.finditer(_STRING.sub("", text)):
+        depth += 1 if m.group() in "[{" else -1
+        if depth > MAX_DEPTH:
+            raise ValueError(f"nested more than {MAX_DEPTH} levels deep")
+    try:
+        return parse(text)
+    except RecursionError:  # not past MAX_DEPTH, but parsed from deep in the stack
+        raise ValueError(f"nested too deeply to parse here ({MAX_DEPTH} levels at most)") from None
 
 
 def dumps(obj: Any, indent: int | None = None) -> str:
@@ -145,10 +177,17 @@ def schema(version: int = FORMAT_VERSIONS[-1]) -> dict[str, Any]:
     return overlay(loaded)  # module kinds and param names from difftest/program/modules/
 
 
+def _is_integer(checker: Any, instance: Any) -> bool:
+    """JSON Schema counts 2.0 as an integer; the program format (and difftest-burn) do not: a
+    shape or an integer attribute is written without a fraction."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
 @cache
 def _validator(version: int) -> jsonschema.protocols.Validator:
     cls = jsonschema.validators.validator_for(schema(version))
-    return cls(schema(version))
+    strict = jsonschema.validators.extend(cls, type_checker=cls.TYPE_CHECKER.redefine("integer", _is_integer))
+    return strict(schema(version))
 
 
 def validate_dict(doc: Any) -> None:
@@ -171,7 +210,7 @@ def validate_dict(doc: Any) -> None:
         at = k.absolute_path[1] if len(k.absolute_path) >= 3 else None
         raw = doc["statements"][at] if isinstance(at, int) else None
         raw_id = raw.get("id") if isinstance(raw, dict) and isinstance(raw.get("id"), str) else None
-        raise ProgramError(f"unknown statement kind {k.instance!r} in format version {version} (known: "
+        raise ProgramError(f"unknown statement kind {shown(k.instance)} in format version {version} (known: "
                            f"{', '.join(map(str, k.validator_value))})", at if isinstance(at, int) else None,
                            raw_id)
     path = list(err.absolute_path)
@@ -183,9 +222,8 @@ def validate_dict(doc: Any) -> None:
         if isinstance(st, dict) and isinstance(st.get("id"), str):
             ident = st["id"]
         err = _best_branch_error(err)
-    message = err.message
-    where = "/".join(str(p) for p in err.absolute_path)
-    raise ProgramError(f"{message} (at /{where})", index, ident)
+    where = cut("/".join(str(p) for p in err.absolute_path))
+    raise ProgramError(f"{schema_message(err)} (at /{where})", index, ident)
 
 
 def _best_branch_error(err: jsonschema.ValidationError) -> jsonschema.ValidationError:

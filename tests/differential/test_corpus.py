@@ -87,6 +87,43 @@ def test_collector_reports_a_corrupt_case_as_one_failure(tmp_path: Path) -> None
     assert "broken.json: malformed JSON" in res.stdout
 
 
+def test_collector_reports_a_deeply_nested_case_and_runs_the_others(tmp_path: Path) -> None:
+    """A document nested 1000 deep raised RecursionError while pytest collected the corpus: no
+    case ran. It is one failing item, malformed JSON, like a truncated file."""
+    root = Path(__file__).resolve().parents[2]
+    corpus = tmp_path / "corpus"
+    (corpus / "findings").mkdir(parents=True)
+    (corpus / "findings" / "deep.json").write_text("[" * 1000 + "]" * 1000)
+    save_case(Case(PROG, "pass", "regression"), corpus / "findings")
+    env = {**os.environ, "DIFFTEST_CORPUS": str(corpus)}
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", str(corpus), "-p", "no:xdist", "-q", "--rootdir", str(root),
+         "-c", str(root / "pyproject.toml")],
+        capture_output=True, text=True, env=env, cwd=root, timeout=300,
+    )
+    assert "1 failed, 1 passed" in res.stdout, res.stdout[-2000:]
+    assert "deep.json: malformed JSON: nested more than 100 levels deep" in res.stdout, res.stdout[-2000:]
+
+
+def test_replay_and_report_name_a_deeply_nested_case_and_run_the_others(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from difftest.cli import main
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    deep = corpus / "deep.json"
+    deep.write_text("[" * 1000 + "]" * 1000)
+    save_case(Case(PROG, "pass", "regression"), corpus)
+    assert main(["replay", str(corpus)]) == 1
+    out = capsys.readouterr().out
+    assert f"CORRUPT: {deep}: malformed JSON: nested more than 100 levels deep" in out, out
+    assert "1 passed, 1 failed" in out, out
+    assert main(["report", str(corpus), "-o", str(tmp_path / "r.html")]) == 1
+    out = "".join(capsys.readouterr())  # the progress on stderr, the count on stdout
+    assert f"{deep}: error ({deep}: malformed JSON: nested more than 100 levels deep)" in out, out
+    assert "1 ok, 0 failed, 1 cannot run" in out, out
+
+
 def test_bug_case_that_passes_fails_loudly(tmp_path: Path) -> None:
     from difftest.exec.burn_worker import BurnWorker
     from difftest.findings.corpus import judge

@@ -89,8 +89,8 @@ def test_run_reads_bytes_that_are_not_utf8_as_an_error(tmp_path: Path, capsys: p
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    (b"\xff\xfe", "not JSON: 'utf-8' codec"),
-    (b'{"format": "difftest-campaign', "not JSON: Unterminated string"),
+    (b"\xff\xfe", "not UTF-8: 'utf-8' codec"),
+    (b'{"format": "difftest-campaign', "malformed JSON: Unterminated string"),
     (b"[]", "not a campaign summary"),
     (b'{"format": "difftest-campaign-summary", "programs": "many", "seconds": 1}',
      '"programs" must be a count (an integer >= 0), got \'many\''),
@@ -233,12 +233,17 @@ def test_merge_names_the_case_files_it_cannot_read(tmp_path: Path, capsys: pytes
         assert f"a case file that cannot be read, left out: {corpus / name}: " in out and why in out, out
 
 
-def test_a_case_saved_with_a_byte_order_mark_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("command", ["show", "run"])
+def test_a_file_with_a_byte_order_mark_is_refused_by_name(command: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """difftest-burn refuses a program that starts with a byte-order mark (JSON has none), so
+    difftest does too, saying so, rather than accept a file the other side cannot run."""
     case = Path(__file__).parents[2] / "corpus/bugs/chunk-uneven-pieces-panics.json"
     path = tmp_path / "bom.json"
     path.write_bytes(b"\xef\xbb\xbf" + case.read_bytes())  # as some editors save UTF-8
-    assert main(["show", str(path)]) == 0
-    assert "chunk" in capsys.readouterr().out
+    assert main([command, str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: the file starts with a UTF-8 byte-order mark" in err and "Traceback" not in err, err
 
 
 @pytest.mark.parametrize(("change", "message"), [
