@@ -12,6 +12,7 @@ from typing import Any
 from difftest.divergences.host import HostCondition
 from difftest.divergences.knowledge import parse_version
 from difftest.exec.backends import BACKENDS
+from difftest.program.schema_messages import shown
 
 
 class CorpusError(ValueError):
@@ -37,7 +38,8 @@ def check_records(path: Path, doc: dict[str, Any]) -> None:
     on another backend writes it); `backends_tested`, burn backend -> {"outcome": text, "burn":
     version, "date": ISO day} (`difftest versions --backend B,B --record`; findings/backends.py);
     `host`, the machines the case reproduces on ({"cpu_flags": [...]}: a PyTorch kernel some CPUs
-    pick; divergences/host.py), skipped on any other."""
+    pick; divergences/host.py), skipped on any other; `verdict`, the verdict the case was saved
+    with ({"kind", "mismatches"}: its signature is computed from it when the case has none)."""
     up = doc.get("upstream")
     if up is not None and not (up == NOT_REPORTED or (isinstance(up, str) and up.startswith("https://"))):
         raise CorpusError(f"{path}: \"upstream\" must be an https URL or {NOT_REPORTED!r}, got {up!r}")
@@ -55,12 +57,29 @@ def check_records(path: Path, doc: dict[str, Any]) -> None:
     if fix is not None and not (isinstance(fix, dict) and all(isinstance(fix.get(k), str) for k in FIX_FIELDS)):
         raise CorpusError(f"{path}: \"fix\" must be an object with text fields {', '.join(FIX_FIELDS)}, got {fix!r}")
     _check_backend_fields(path, doc)
+    _check_verdict(path, doc.get("verdict"))
     _check_outcomes(path, doc, "versions_tested", "burn version", _version_problem)
     if "host" in doc:
         try:
             HostCondition.from_dict(doc["host"])
         except ValueError as e:
             raise CorpusError(f"{path}: {e}") from None
+
+
+def _check_verdict(path: Path, verdict: Any) -> None:
+    """A recorded verdict, when there is one, is an object with a "kind" (text) and its
+    "mismatches" (a list of objects); otherwise the case's signature, which a merge or a
+    campaign computes from it, cannot be read."""
+    if verdict is None:
+        return
+    if not isinstance(verdict, dict):
+        raise CorpusError(f"{path}: \"verdict\" must be an object with \"kind\" and \"mismatches\", "
+                          f"got {shown(verdict)}")
+    if not isinstance(verdict.get("kind"), str):
+        raise CorpusError(f"{path}: \"verdict.kind\" must be text, got {shown(verdict.get('kind'))}")
+    mismatches = verdict.get("mismatches")
+    if not isinstance(mismatches, list) or not all(isinstance(m, dict) for m in mismatches):
+        raise CorpusError(f"{path}: \"verdict.mismatches\" must be a list of objects, got {shown(mismatches)}")
 
 
 def _version_problem(version: str) -> str | None:

@@ -1,6 +1,6 @@
 """The JSON files a user gives difftest, read one way (program/files.py): a document nested too
-deeply, a byte-order mark, a shape written as a float, a program that is not an object — each a
-short error naming the file and what is wrong, the
+deeply, a byte-order mark, a shape written as a float, a program that is not an object, a case
+whose recorded verdict is malformed — each a short error naming the file and what is wrong, the
 way a malformed file is, never a traceback, and never silently dropped (these run without a
 built interpreter)."""
 
@@ -74,6 +74,38 @@ def test_merge_of_a_directory_lists_the_deep_case_and_keeps_the_others(tmp_path:
     out = capsys.readouterr().out
     assert f"a case file that cannot be read, left out: {path}: {TOO_DEEP}" in out, out
     assert [f.path for f in merge([tmp_path]).findings.values()] == [str(tmp_path / "good.json")]
+
+
+def _new_case(verdict: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(CASE.read_text())
+    doc["status"] = "new"
+    doc.pop("signature", None)
+    doc["verdict"] = verdict
+    return doc
+
+
+@pytest.mark.parametrize(("verdict", "why"), [
+    ("x", '"verdict" must be an object with "kind" and "mismatches", got \'x\''),
+    ({"kind": 5, "mismatches": "x"}, '"verdict.kind" must be text, got 5'),
+    ({"kind": "burn-wrong", "mismatches": "x"}, '"verdict.mismatches" must be a list of objects, got \'x\''),
+    ({"kind": "burn-wrong", "mismatches": [3]}, '"verdict.mismatches" must be a list of objects, got [3]'),
+], ids=["string", "kind-number", "mismatches-string", "mismatch-number"])
+def test_merge_lists_a_new_case_whose_verdict_cannot_be_read(verdict: Any, why: str, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a signature its signature comes from the verdict: it was left out silently, as
+    if it recorded no finding."""
+    path = tmp_path / "new.json"
+    path.write_text(json.dumps(_new_case(verdict)))
+    assert scan_corpus(tmp_path).unreadable == [f"{path}: {why}"]
+    assert main(["merge", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"error: a case file that cannot be read, left out: {path}: {why}" in out, out
+
+
+def test_a_case_with_a_readable_verdict_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "new.json"
+    path.write_text(json.dumps(_new_case({"kind": "pass", "mismatches": []})))
+    assert load_case(path).status == "new" and scan_corpus(tmp_path).unreadable == []
 
 
 def _program(**leaf: Any) -> dict[str, Any]:
