@@ -17,7 +17,8 @@ import pytest
 
 from difftest.exec.backends import BACKEND_ENV, DEFAULT_BACKEND, binary_backends, parse_backends
 from difftest.exec.burn_worker import BurnWorker
-from difftest.findings.corpus import CorpusError, case_from_verdict, judge, load_case, replay_memory_case, save_case
+from difftest.findings.corpus import CorpusError, case_from_verdict, judge, load_case, replay_memory_case
+from difftest.findings.saving import save_case
 from difftest.findings.table import report as table_report
 from difftest.findings.triage import triage
 from difftest.oracle.check import check
@@ -192,12 +193,15 @@ def record_finding(verdict: Verdict, source: str, *, directory: Path | None = No
         case.record["triage"] = triage
     target = (directory or corpus_dir()) / "findings"
     try:
-        path, _ = save_case(case, target)
+        saved = save_case(case, target)
     except OSError as e:  # an unwritable corpus ($DIFFTEST_CORPUS a file?): keep the case in the state directory
         fallback = state_dir() / "unsaved-findings"
-        path, _ = save_case(case, fallback)
-        warnings.warn(f"difftest: cannot save the finding under {target} ({e}); saved it as {path}", stacklevel=2)
-    return path
+        saved = save_case(case, fallback)
+        warnings.warn(f"difftest: cannot save the finding under {target} ({e}); saved it as {saved.path}",
+                      stacklevel=2)
+    if saved.warning:
+        warnings.warn(f"difftest: {saved.warning}", stacklevel=2)
+    return saved.path
 
 
 def note_verdict(verdict: Verdict) -> None:

@@ -43,7 +43,7 @@ from difftest.campaign.job import JobSpec, crash_at, job_main
 from difftest.divergences.known_bugs import KNOWN_BUGS
 from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.exec.burn_worker import find_binary
-from difftest.findings.corpus import save_case
+from difftest.findings.saving import save_case
 from difftest.findings.signature import first_by_signature, scan_corpus
 from difftest.findings.summary import Summary, Timeline
 
@@ -347,7 +347,10 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
         elif tag == "flaky":
             _, _, k, sig, case = msg
             flaky_dir = (opts.inflight_dir.parent if opts.inflight_dir else Path(".difftest")) / "flaky"
-            path, _ = save_case(case, flaky_dir)
+            saved = save_case(case, flaky_dir)
+            path = saved.path
+            if saved.warning:
+                display.print(f"warning: {saved.warning}")
             f = summary.finding(f"flaky:{sig}", "flaky")
             f.count += 1
             f.path = str(path)
@@ -357,7 +360,10 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
         elif tag == "case":
             _, _, k, sig, case, before, after, report = msg
             case.record["signature"] = sig
-            path, created = save_case(case, findings_dir)
+            saved = save_case(case, findings_dir)
+            path, created = saved.path, saved.created
+            if saved.warning:
+                display.print(f"warning: {saved.warning}")
             f = summary.finding(sig, case.record.get("verdict", {}).get("kind", "?"))
             f.path, f.known, f.shrunk = str(path), not created, (before, after)
             f.first = k if f.first is None else min(f.first, k)

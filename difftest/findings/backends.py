@@ -34,7 +34,7 @@ from difftest.findings.triage import Triage, triage
 from difftest.ops.backend_support import refusal
 from difftest.oracle.check import check_on
 from difftest.oracle.compare import Verdict
-from difftest.program.files import read_json
+from difftest.program.files import read_json, write_atomic
 from difftest.program.ir import Program
 from difftest.program.jsonio import dumps
 
@@ -233,7 +233,7 @@ def record_backends_tested(path: Path, cells: Sequence[BackendCell], burn: str) 
     if ordered == doc.get("backends_tested"):
         return False
     doc["backends_tested"] = ordered
-    path.write_text(dumps(doc, indent=2) + "\n")
+    write_atomic(path, dumps(doc, indent=2) + "\n")
     return True
 
 

@@ -1,8 +1,7 @@
 """The corpus: one self-contained JSON file per minimal finding (corpus/README.md).
 
-Files are named by a hash of the program, so the same finding found twice is one file.
-Writes are atomic and never clobber: a temporary file is written in the same directory,
-fsynced, then hard-linked into place (which fails if the name exists) and unlinked.
+Files are named by a hash of the program, so the same finding found twice is one file
+(findings/saving.py writes them).
 """
 
 from __future__ import annotations
@@ -10,9 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +31,7 @@ from difftest.ops.validate import check_program
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.files import JsonFileError, read_json
 from difftest.program.ir import Program, ProgramError
-from difftest.program.jsonio import dumps, program_from_dict, program_to_dict
+from difftest.program.jsonio import program_from_dict, program_to_dict
 from difftest.versions import versions
 
 CASE_FORMAT = "difftest-case"
@@ -248,30 +245,6 @@ def case_to_dict(case: Case) -> dict[str, Any]:
         "program": program_to_dict(case.program),
         **case.record,
     }
-
-
-def save_case(case: Case, directory: Path) -> tuple[Path, bool]:
-    """Write atomically; returns (path, created). An existing file with the name is kept."""
-    directory.mkdir(parents=True, exist_ok=True)
-    name = case.name or program_hash(case.program)
-    final = directory / f"{name}.json"
-    if final.exists():
-        return final, False
-    text = dumps(case_to_dict(case), indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, final)
-            created = True
-        except FileExistsError:
-            created = False
-    finally:
-        os.unlink(tmp)
-    return final, created
 
 
 def load_case(path: Path) -> Case:

@@ -25,7 +25,7 @@ from difftest.exec.burn_worker import BurnWorker, WorkerError, find_binary
 from difftest.exec.libtorch import worker_env
 from difftest.findings.across import Cell, judge_on
 from difftest.findings.corpus import Case, CorpusError, load_case
-from difftest.program.files import read_json
+from difftest.program.files import read_json, write_atomic
 from difftest.program.jsonio import dumps
 
 _REPORTED = re.compile(r"\(burn ([^,)\s]+)")
@@ -228,7 +228,7 @@ def record_versions_tested(columns: list[Column], rows: list[Row]) -> list[Path]
                 tested[c.burn] = {"outcome": r.cells[c.label].text, "date": today}
         if tested != doc.get("versions_tested"):
             doc["versions_tested"] = dict(sorted(tested.items(), key=lambda kv: _version_key(kv[0])))
-            r.path.write_text(dumps(doc, indent=2) + "\n")
+            write_atomic(r.path, dumps(doc, indent=2) + "\n")
             changed.append(r.path)
     return changed
 
@@ -258,7 +258,7 @@ def record_fixes(columns: list[Column], rows: list[Row]) -> list[Path]:
                            else f"{len(moved)} of {len(others)} other cases changed: {', '.join(moved)}"),
                 "date": today,
             }
-            r.path.write_text(dumps(doc, indent=2) + "\n")
+            write_atomic(r.path, dumps(doc, indent=2) + "\n")
             changed.append(r.path)
     return changed
 

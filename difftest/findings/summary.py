@@ -15,7 +15,7 @@ from rich.table import Table
 
 from difftest.findings import summary_fields as sf
 from difftest.findings.signature import scan_corpus
-from difftest.program.files import read_json
+from difftest.program.files import read_json, write_atomic
 
 SUMMARY_FORMAT = "difftest-campaign-summary"
 SUMMARY_VERSION = 1  # later additions are optional keys: older files stay readable
@@ -442,4 +442,4 @@ def guided_line(g: dict[str, Any]) -> str:
 
 def write_json(s: Summary, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(s.to_dict(), indent=2) + "\n")
+    write_atomic(path, json.dumps(s.to_dict(), indent=2) + "\n")

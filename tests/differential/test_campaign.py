@@ -21,6 +21,7 @@ from rich.console import Console
 from difftest.campaign.parallel import FuzzOptions, fuzz, job_programs, job_slice, parse_shard
 from difftest.cli import main
 from difftest.exec.burn_worker import find_binary
+from difftest.findings.corpus import load_case
 from difftest.findings.signature import case_signature, corpus_signatures, normalize, signature_of_mismatch
 from difftest.findings.summary import Summary, merge
 from difftest.oracle.compare import Mismatch
@@ -295,3 +296,22 @@ def test_a_later_campaign_runs_the_interpreter_difftest_burn_names_now(tmp_path:
     s = fuzz(FuzzOptions(seed=0, programs=40, ops=("exp", "sum"), max_statements=3, jobs=1, shrink=False,
                          corpus=tmp_path / "second", inflight_dir=None), _quiet())
     assert any(":exp:grad:" in sig for sig in s.findings), list(s.findings)
+
+
+def test_a_corrupt_case_under_a_findings_name_is_moved_aside_and_the_finding_saved(tmp_path: Path) -> None:
+    """A truncated case file stood for its finding forever: found again, the finding was
+    "already in the corpus" and only the corrupt file was kept."""
+    opts = FuzzOptions(seed=0, programs=30, ops=("exp", "sum", "mul"), jobs=1, corpus=tmp_path / "corpus",
+                       inflight_dir=None, fault="grad-scale:exp:1e-2")
+    first = fuzz(opts, _quiet())
+    assert len(first.saved) == 1, first.saved
+    path = Path(first.saved[0])
+    cut = path.read_bytes()[:200]
+    path.write_bytes(cut)
+    console = _quiet()
+    again = fuzz(opts, console)
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    aside = path.with_name(path.name + ".corrupt")
+    assert again.saved == [str(path)] and load_case(path).record["signature"] in again.findings
+    assert aside.read_bytes() == cut  # kept, under a name no reader collects
+    assert f"warning: {path} was not a readable case of this program" in text and str(aside) in text, text

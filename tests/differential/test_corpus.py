@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from difftest.findings.corpus import Case, CorpusError, load_case, program_hash, save_case
+from difftest.findings.corpus import Case, CorpusError, load_case, program_hash
+from difftest.findings.saving import save_case
 from tests.programs import backward, leaf, op, program
 
 PROG = program(leaf("x", [1.0, 2.0], rg=True), op("y", "exp", "x"), op("s", "sum", "y"), backward("s"))
 
 
 def _save(directory: str, reason: str) -> str:
-    path, _ = save_case(Case(PROG, "bug", reason, record={"pad": "x" * 200_000}), Path(directory))
-    return str(path)
+    return str(save_case(Case(PROG, "pass", reason, record={"pad": "x" * 200_000}), Path(directory)).path)
 
 
 def test_same_program_is_one_file(tmp_path: Path) -> None:
@@ -36,11 +36,11 @@ def test_same_program_is_one_file(tmp_path: Path) -> None:
 def test_killed_writer_leaves_no_partial_case(tmp_path: Path) -> None:
     code = (
         "import sys, time; from pathlib import Path\n"
-        "import difftest.findings.corpus as c\n"
+        "import difftest.findings.corpus as c\nimport difftest.findings.saving as s\n"
         "from tests.differential.test_corpus import PROG\n"
-        "real = c.os.fsync\n"
-        "c.os.fsync = lambda fd: (real(fd), print('writing', flush=True), time.sleep(30))\n"
-        f"c.save_case(c.Case(PROG, 'bug', 'x'), Path({str(tmp_path)!r}))\n"
+        "real = s.os.fsync\n"
+        "s.os.fsync = lambda fd: (real(fd), print('writing', flush=True), time.sleep(30))\n"
+        f"s.save_case(c.Case(PROG, 'bug', 'x'), Path({str(tmp_path)!r}))\n"
     )
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, cwd=root)
@@ -58,7 +58,7 @@ def test_corrupt_and_invalid_files_are_named(tmp_path: Path) -> None:
     bad.write_text("{ not json")
     with pytest.raises(CorpusError, match=r"bad\.json: malformed JSON"):
         load_case(bad)
-    path, _ = save_case(Case(PROG, "bug", "r"), tmp_path)
+    path = save_case(Case(PROG, "bug", "r"), tmp_path).path
     doc = json.loads(path.read_text())
     doc["status"] = "divergence:no-such-rule"
     path.write_text(json.dumps(doc))

@@ -73,7 +73,8 @@ def test_cases_of_one_root_cause_make_one_report(burn_worker: BurnWorker) -> Non
 def test_an_untriaged_finding_is_titled_and_led_by_its_localised_op(tmp_path: Path) -> None:
     """A campaign's new case: the title says where and what (not its status), and the report's
     first test is the op alone on its inputs, the smallest test of the bug."""
-    from difftest.findings.corpus import case_from_verdict, save_case
+    from difftest.findings.corpus import case_from_verdict
+    from difftest.findings.saving import save_case
     from difftest.findings.triage import triage
     from difftest.program.ir import Program
     from tests.programs import backward, leaf, op
@@ -85,7 +86,7 @@ def test_an_untriaged_finding_is_titled_and_led_by_its_localised_op(tmp_path: Pa
         t = triage(verdict, worker)
         case = case_from_verdict(verdict, source="test")
         case.record["triage"] = t.to_dict()
-        path, _ = save_case(case, tmp_path)
+        path = save_case(case, tmp_path).path
         case = load_case(path)
         assert case.status == "new"
         assert title(case) == "exp: wrong gradient of input 0 (float32, small error)", t.describe()

@@ -100,13 +100,14 @@ def test_a_bug_case_fails_its_replay_when_burn_fails_differently(tmp_path: objec
     """A saved finding records the mismatches it reproduces; another failure is not it."""
     from pathlib import Path
 
-    from difftest.findings.corpus import case_from_verdict, judge, load_case, save_case
+    from difftest.findings.corpus import case_from_verdict, judge, load_case
+    from difftest.findings.saving import save_case
 
     p = program(leaf("x", [0.5, -1.25, 2.0], rg=True), op("y", "exp", "x"), op("s", "sum", "y"), backward("s"))
     with BurnWorker(fault="grad-scale:exp:1e-3") as w:
         found = check(p, w)
     assert found.kind == "burn-wrong"
-    path, _ = save_case(case_from_verdict(found, source="test"), Path(str(tmp_path)))
+    path = save_case(case_from_verdict(found, source="test"), Path(str(tmp_path))).path
     case = load_case(path)
     assert case.record["expect"] == [{"kind": "grad", "statement": "x", "framework": None, "verdict": "burn-wrong",
                                       "elements": [0, 1, 2], "error": "small"}]
