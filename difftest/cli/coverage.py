@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from difftest.cli.checks import output_option
 from difftest.cli.common import make_console
 
 if TYPE_CHECKING:
@@ -40,7 +41,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     c.add_argument("--files", type=int, default=15, metavar="N", help="list the N files with most edges not reached")
     c.add_argument("--no-catalog", action="store_true",
                    help="do not measure the catalog's reach (each op's own programs; cached once per binary)")
-    c.add_argument("--json", default=None, metavar="FILE", help="write the coverage as JSON (difftest report reads it)")
+    output_option(c, "--json", default=None, metavar="FILE",
+                  help="write the coverage as JSON (difftest report reads it)")
     c.set_defaults(func=cmd_coverage)
 
 

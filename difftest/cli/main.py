@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from difftest import __version__
 from difftest.cli.backends import use_backends
+from difftest.cli.checks import output_option, unwritable_output, writable_dir
 from difftest.cli.common import case_worker, make_console, make_worker
 from difftest.cli.corpus import cmd_replay, cmd_report
 from difftest.cli.coverage import add_guided_options, guided_setup, split_frontiers
@@ -28,19 +29,6 @@ from difftest.exec.backends import BACKEND_ENV
 if TYPE_CHECKING:
 
     from difftest.oracle.compare import Verdict
-
-
-def writable_dir(path: Path) -> str | None:
-    """Why files cannot be written in directory `path` (created if missing), or None when they can."""
-    import tempfile
-
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".difftest-write-check-"):
-            pass
-    except OSError as e:
-        return f"cannot write in {path}: {e.strerror or e}"
-    return None
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
@@ -62,9 +50,9 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     if args.programs < 0 or args.time < 0:
         print("--programs and --time must not be negative", file=sys.stderr)
         return 2
-    # where findings and the summary go: checked now, not after a campaign whose findings would be lost
-    unwritable = writable_dir(Path(args.corpus) / "findings") or (
-        writable_dir(Path(args.json).resolve().parent) if args.json else None)
+    # where findings go: checked now, not after a campaign whose findings would be lost (the
+    # summary's --json file is checked by `main`, as every command's output files are)
+    unwritable = writable_dir(Path(args.corpus) / "findings")
     if unwritable is not None:
         print(f"difftest fuzz: {unwritable}", file=sys.stderr)
         return 2
@@ -295,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="job processes, each with its own burn worker (default: all cores)")
     f.add_argument("--shard", default="0/1", metavar="I/N",
                    help="run the I-th (0-based) of N disjoint slices of the campaign (program k with k = I mod N)")
-    f.add_argument("--json", default=None, metavar="FILE", help="also write the summary as JSON")
+    output_option(f, "--json", default=None, metavar="FILE", help="also write the summary as JSON")
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--ops", default="", help="comma-separated ops to restrict to (see `difftest ops`)")
     f.add_argument("--max-statements", type=int, default=10)
@@ -324,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     mg = sub.add_parser("merge", help="merge shard summaries (--json files) and corpus directories by signature")
     mg.add_argument("paths", nargs="+", metavar="DIR_OR_JSON")
-    mg.add_argument("--json", default=None, metavar="FILE", help="also write the merged summary as JSON")
+    output_option(mg, "--json", default=None, metavar="FILE", help="also write the merged summary as JSON")
     mg.add_argument("--frontier", default="frontier", metavar="DIR", help="where frontier directories merge to")
     mg.set_defaults(func=cmd_merge)
 
@@ -367,8 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("file")
     rn.add_argument("--json", action="store_true", help="print the per-statement rows as JSON")
     rn.add_argument("--dot", action="store_true", help="print the program and its verdict as Graphviz DOT text")
-    rn.add_argument("--svg", default=None, metavar="FILE",
-                    help="write the program and its verdict as an SVG picture (runs Graphviz's `dot -Tsvg`)")
+    output_option(rn, "--svg", default=None, metavar="FILE",
+                  help="write the program and its verdict as an SVG picture (runs Graphviz's `dot -Tsvg`)")
     rn.add_argument("--fault", default=None,
                     help="run against a deliberately faulty interpreter (DIFFTEST_BURN_FAULT spec, docs/format.md; "
                     "on:<backend>:<spec> makes one backend faulty)")
@@ -378,7 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="one self-contained HTML report of corpora, cases and campaign summaries")
     rp.add_argument("paths", nargs="*", metavar="PATH",
                     help="corpus directories, case files, campaign summaries (fuzz/merge --json); default: corpus")
-    rp.add_argument("-o", "--output", default="report.html", metavar="FILE", help="the HTML file (default report.html)")
+    output_option(rp, "-o", "--output", default="report.html", metavar="FILE",
+                  help="the HTML file (default report.html)")
     rp.add_argument("--fault", default=None,
                     help="replay against a deliberately faulty interpreter (DIFFTEST_BURN_FAULT spec, docs/format.md), "
                     "e.g. the one a `fuzz --fault` campaign ran against")
@@ -400,6 +389,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    unwritable = unwritable_output(args)  # before any build or run: what it computes must not be lost
+    if unwritable is not None:
+        print(f"difftest {args.command}: {unwritable}", file=sys.stderr)
+        return 2
     if args.command != "versions" and (getattr(args, "burn", None) or getattr(args, "backend", None)):
         from difftest.exec.burn_builds import BuildError
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from difftest.cli.checks import output_option
 from difftest.cli.common import make_console
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="programs of a campaign in the passing sample, besides each catalog op's own (default 1000)")
     s.add_argument("--seed", type=int, default=0, help="that campaign's seed (default 0)")
     s.add_argument("--top", type=int, default=5, help="ranked lines shown per group (default 5)")
-    s.add_argument("--json", default=None, metavar="FILE", help="write the groups as JSON")
+    output_option(s, "--json", default=None, metavar="FILE", help="write the groups as JSON")
     s.set_defaults(func=cmd_suspects)
 
 
