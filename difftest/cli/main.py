@@ -332,8 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --issue: say where in burn the fault lies, and which other cases show it, from a "
                    "`difftest suspects --json` file")
     s.add_argument("--cargo", metavar="DIR", default=None,
-                   help="write the asserting burn test as a cargo project in DIR (runs the case now); "
-                        "`--format rust` prints that test")
+                   help="write the asserting burn test as a cargo project in DIR: a new or empty directory, or "
+                        "one an earlier --cargo wrote (runs the case now); `--format rust` prints that test")
     s.add_argument("--fault", default=None,
                    help="run against a deliberately faulty interpreter (DIFFTEST_BURN_FAULT spec, docs/format.md), "
                    "e.g. the one a `fuzz --fault` campaign found the case with (its `source` names it)")

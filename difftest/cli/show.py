@@ -5,6 +5,7 @@ command runs, as main.py's do: `difftest --help` starts without loading torch.""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,6 +74,11 @@ def _show_rust(args: argparse.Namespace, case: Case) -> int:
     from difftest.findings.reproducers.cargo import write_cargo
     from difftest.oracle.check import check
 
+    if args.cargo:  # before the case runs: a directory it cannot or must not write in
+        problem = _cargo_dir_problem(Path(args.cargo))
+        if problem is not None:
+            print(f"difftest show: --cargo {args.cargo}: {problem}", file=sys.stderr)
+            return 2
     worker = case_worker(args, case)
     try:
         burn = str(worker.version().get("burn", "0.22.1"))
@@ -84,17 +90,39 @@ def _show_rust(args: argparse.Namespace, case: Case) -> int:
     if not args.cargo:
         print(test, end="")
         return 0
-    manifest = write_cargo(Path(args.cargo), name, test, burn)
+    try:
+        manifest = write_cargo(Path(args.cargo), name, test, burn)
+    except OSError as e:
+        print(f"difftest show: --cargo {args.cargo}: cannot write the project: {e}", file=sys.stderr)
+        return 2
     print(f"wrote {manifest.parent}: run `cargo test --release --manifest-path {manifest}` "
           f"(burn {burn}; it fails while the bug is there)")
     return 0
 
 
+def _cargo_dir_problem(directory: Path) -> str | None:
+    """Why `show --cargo` must not write its project in `directory`: it is not a directory, it
+    cannot be created or written in, or it holds files difftest did not write there (a project
+    of the user's whose Cargo.toml it would replace); None when it may."""
+    from difftest.cli.checks import writable_dir
+    from difftest.findings.reproducers.cargo import foreign_files
+
+    try:
+        if directory.exists() and not directory.is_dir():
+            return "not a directory"
+        theirs = foreign_files(directory) if directory.is_dir() else []
+    except OSError as e:
+        return f"cannot read it: {e.strerror or e}"
+    if theirs:
+        shown = ", ".join(map(str, theirs[:5])) + (f" and {len(theirs) - 5} more" if len(theirs) > 5 else "")
+        return (f"holds files difftest did not write ({shown}); give an empty or new directory, or one an "
+                "earlier `difftest show --cargo` wrote")
+    return writable_dir(directory)
+
+
 def _show_issue(args: argparse.Namespace, case: Case) -> int:
     """One report per root cause: the cases beside this one that share its root are checked
     and reported with it."""
-    import sys
-
     from difftest.findings.corpus import same_root
     from difftest.findings.issue import issue_markdown
     from difftest.oracle.check import check
