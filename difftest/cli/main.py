@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from difftest import __version__
 from difftest.cli.backends import use_backends
-from difftest.cli.checks import output_option, unwritable_output, writable_dir
+from difftest.cli.checks import output_option, positive_seconds, unwritable_output, writable_dir
 from difftest.cli.common import case_worker, make_console, make_worker
 from difftest.cli.corpus import cmd_replay, cmd_report
 from difftest.cli.coverage import add_guided_options, guided_setup, split_frontiers
@@ -272,7 +272,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="difftest", description=__doc__)
     p.add_argument("--version", action="version", version=f"difftest {__version__}")
-    p.add_argument("--timeout", type=float, default=60.0, help="per-program burn timeout in seconds")
+    p.add_argument("--timeout", type=positive_seconds, default=60.0,
+                   help="per-program burn timeout in seconds (a positive number; default 60)")
     sub = p.add_subparsers(dest="command", required=True)
 
     f = sub.add_parser("fuzz", help="run a campaign on the built-in op set (in parallel jobs)")

@@ -270,12 +270,17 @@ class BurnWorker:
     def request(self, kind: str, timeout: float | None = None, **fields: Any) -> dict[str, Any]:
         """The answer to a control request (`version`, `ops`, `status`, ...). A worker that exits
         instead (a bad DIFFTEST_BURN_FAULT spec, a binary that does not run here) is a
-        WorkerError that says so, with its exit status and its last words."""
+        WorkerError that says so, with its exit status and its last words; one silent past the
+        timeout is one too, and is stopped (its late answer would be read as another request's)."""
         try:
             rid = self._send_request(kind, **fields)
             return self._answer(rid, timeout)
         except EOFError as e:
             raise WorkerError(self._exit_message(f"before answering its {kind!r} request", e)) from e
+        except TimeoutError:
+            self.kill()
+            raise WorkerError(f"the burn worker {self.binary} did not answer its {kind} request within "
+                              f"{timeout or self.timeout:g} s") from None
 
     def _exit_message(self, when: str, e: Exception) -> str:
         proc = self._proc

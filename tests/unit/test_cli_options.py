@@ -1,0 +1,51 @@
+"""The numbers the command line takes are checked before anything runs: a timeout or a budget
+that would fail at once, wait forever or test nothing is a usage error (exit 2) naming the
+option."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from difftest.cli import main
+
+CASE = Path(__file__).parents[2] / "corpus/bugs/chunk-uneven-pieces-panics.json"
+
+
+def _usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "nan", "soon"])
+def test_timeout_must_be_a_positive_finite_number(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """0 and -1 were tracebacks from the first request, inf an OverflowError, nan a wait forever."""
+    err = _usage_error(["--timeout", value, "run", str(CASE)], capsys)
+    assert "argument --timeout: " in err and repr(value) in err, err
+
+
+def test_a_worker_that_never_answers_is_named_with_its_timeout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A TimeoutError traceback before."""
+    silent = tmp_path / "difftest-burn"
+    silent.write_text("#!/usr/bin/env python3\nimport time\ntime.sleep(60)\n")
+    silent.chmod(0o755)
+    monkeypatch.setenv("DIFFTEST_BURN", str(silent))
+    assert main(["--timeout", "0.5", "run", str(CASE)]) == 2
+    err = capsys.readouterr().err
+    assert f"the burn worker {silent} did not answer its version request within 0.5 s" in err, err
+    assert "Traceback" not in err
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and _runs(p, str(silent))], "the worker was left running"
+
+
+def _runs(pid: str, binary: str) -> bool:
+    try:
+        return binary in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
