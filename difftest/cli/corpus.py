@@ -29,54 +29,62 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     worker = make_worker(args)
     workers = backend_workers(worker)
-    failures = skipped = 0
     width = max(len(str(f)) for f in files)
     console = make_console()
 
     def out(text: str) -> None:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
 
+    def replay_one(f: Path) -> str:
+        """Replays case file `f` and prints its line; whether it passed, failed or was skipped."""
+        try:
+            case = load_case(f)
+        except CorpusError as e:
+            out(f"{f!s:<{width}}  {'?':<34}  CORRUPT: {e}")
+            return "failed"
+        on = workers.get(case.backend)  # a case found on another backend replays there
+        if on is None:
+            out(f"{f!s:<{width}}  {case.status:<34}  skipped: runs on {case.backend}, not compiled into "
+                f"{worker.binary} (--backend {case.backend} builds one)")
+            return "skipped"
+        elsewhere = case.not_here()  # a PyTorch kernel of some CPUs: corpus/README.md#host
+        if elsewhere is not None:
+            out(f"{f!s:<{width}}  {case.status:<34}  skipped: {elsewhere}")
+            return "skipped"
+        verdict = check(case.program, on)
+        outcome = judge(case, verdict)
+        head = outcome.message.splitlines()[0]
+        out(f"{f!s:<{width}}  {case.status:<34}  {'ok' if outcome.ok else 'FAIL'}: {head}")
+        if args.verbose:
+            from difftest.findings.table import table
+
+            console.print(table(verdict))
+        return "passed" if outcome.ok else "failed"
+
     out(f"{'case':<{width}}  {'status':<34}  outcome")
     # a live bar (rate, ETA) on a terminal; elsewhere the per-case lines are the progress
     bar = Progress(TextColumn("replay"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.speed} cases/s"),
                    TimeRemainingColumn(), console=console, transient=True, disable=not console.is_terminal)
+    tally: Counter[str] = Counter()
+    interrupted = False
     try:
         with bar:
             task = bar.add_task("replay", total=len(files))
             for f in files:
                 bar.advance(task)
-                try:
-                    case = load_case(f)
-                except CorpusError as e:
-                    failures += 1
-                    out(f"{f!s:<{width}}  {'?':<34}  CORRUPT: {e}")
-                    continue
-                on = workers.get(case.backend)  # a case found on another backend replays there
-                if on is None:
-                    skipped += 1
-                    out(f"{f!s:<{width}}  {case.status:<34}  skipped: runs on {case.backend}, not compiled into "
-                        f"{worker.binary} (--backend {case.backend} builds one)")
-                    continue
-                elsewhere = case.not_here()  # a PyTorch kernel of some CPUs: corpus/README.md#host
-                if elsewhere is not None:
-                    skipped += 1
-                    out(f"{f!s:<{width}}  {case.status:<34}  skipped: {elsewhere}")
-                    continue
-                verdict = check(case.program, on)
-                outcome = judge(case, verdict)
-                failures += not outcome.ok
-                head = outcome.message.splitlines()[0]
-                out(f"{f!s:<{width}}  {case.status:<34}  {'ok' if outcome.ok else 'FAIL'}: {head}")
-                if args.verbose:
-                    from difftest.findings.table import table
-
-                    console.print(table(verdict))
+                tally[replay_one(f)] += 1
+    except KeyboardInterrupt:  # Ctrl-C: the tally of the cases that ran
+        interrupted = True
     finally:
         for w in workers.values():
             w.close()
-    tail = f", {skipped} skipped" if skipped else ""
-    print(f"\n{len(files) - failures - skipped} passed, {failures} failed{tail}")
-    return 1 if failures else 0
+    line = f"\n{tally['passed']} passed, {tally['failed']} failed" + (
+        f", {tally['skipped']} skipped" if tally["skipped"] else "")
+    if interrupted:
+        print(f"{line}, interrupted after {tally.total()} of {len(files)} cases")
+        return 130
+    print(line)
+    return 1 if tally["failed"] else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:

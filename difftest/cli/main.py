@@ -119,6 +119,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         print(f"where in burn they lie, one place per fault: difftest suspects {shlex.join(words)}", flush=True)
     if args.json:
         write_json(summary, Path(args.json))
+    if summary.interrupted:  # stopped early: its findings are saved and its summary says so
+        return 130
     if summary.saved or summary.unexplained():
         return 1  # a finding no known bug explains: saved now, or saved before and still untriaged
     return 2 if summary.errors else 0
@@ -390,6 +392,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:  # Ctrl-C: each command's own cleanup (its workers, a build) ran on the way out
+        print(f"\ndifftest {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     unwritable = unwritable_output(args)  # before any build or run: what it computes must not be lost
     if unwritable is not None:
         print(f"difftest {args.command}: {unwritable}", file=sys.stderr)
