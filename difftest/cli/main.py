@@ -19,8 +19,9 @@ from difftest.cli.backends import use_backends
 from difftest.cli.checks import output_option, positive_seconds, unwritable_output, writable_dir
 from difftest.cli.common import case_worker, make_console, make_worker
 from difftest.cli.corpus import cmd_replay, cmd_report
-from difftest.cli.coverage import add_guided_options, guided_setup, split_frontiers
+from difftest.cli.coverage import add_guided_options, guided_setup
 from difftest.cli.coverage import add_parser as add_coverage
+from difftest.cli.merge import add_parser as add_merge
 from difftest.cli.suspects import add_parser as add_suspects
 from difftest.cli.versions import add_parser as add_versions
 from difftest.cli.versions import burn_option, use_burn
@@ -124,25 +125,6 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     if summary.saved or summary.unexplained():
         return 1  # a finding no known bug explains: saved now, or saved before and still untriaged
     return 2 if summary.errors else 0
-
-
-def cmd_merge(args: argparse.Namespace) -> int:
-    from difftest.findings.summary import merge, print_summary, write_json
-
-    paths = split_frontiers([Path(p) for p in args.paths], Path(args.frontier))  # guided campaigns' frontiers
-    missing = [p for p in paths if not p.exists()]
-    if missing:
-        print(f"not found: {', '.join(map(str, missing))}", file=sys.stderr)
-        return 2
-    try:
-        summary = merge(paths)
-    except (OSError, ValueError, KeyError) as e:
-        print(f"cannot merge: {e}", file=sys.stderr)
-        return 2
-    print_summary(summary, make_console())
-    if args.json:
-        write_json(summary, Path(args.json))
-    return 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -313,11 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_guided_options(f)
     f.set_defaults(func=cmd_fuzz)
 
-    mg = sub.add_parser("merge", help="merge shard summaries (--json files) and corpus directories by signature")
-    mg.add_argument("paths", nargs="+", metavar="DIR_OR_JSON")
-    output_option(mg, "--json", default=None, metavar="FILE", help="also write the merged summary as JSON")
-    mg.add_argument("--frontier", default="frontier", metavar="DIR", help="where frontier directories merge to")
-    mg.set_defaults(func=cmd_merge)
+    add_merge(sub)
 
     r = sub.add_parser("replay", help="replay corpus cases and print a table")
     r.add_argument("paths", nargs="*")

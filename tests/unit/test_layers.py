@@ -110,6 +110,7 @@ LAZY_IMPORTS = {
     "difftest/cli/suspects.py": "*",
     "difftest/cli/versions.py": "*",
     "difftest/cli/backends.py": "*",
+    "difftest/cli/merge.py": "*",
     # an op's PyTorch lowering imports torch on first use: the catalog stays torch-free at import
     "difftest/ops/spec.py": "difftest.ops",
     # the package's facade loads `difftest.check` on first use: the program layer stays torch-free
