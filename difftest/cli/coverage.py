@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from difftest.program.ir import Program
 
 
+GUIDED_SHARE = 0.5  # of a guided campaign's programs, mutations of frontier entries (--guided-share)
+
+
 def _advance(bar: Progress, task: TaskID, done: int) -> None:
     bar.update(task, completed=done)
 
@@ -52,8 +55,9 @@ def add_guided_options(f: argparse.ArgumentParser) -> None:
                    "edges in --frontier and spend part of the budget mutating them (docs/coverage.md)")
     f.add_argument("--frontier", default="frontier", metavar="DIR",
                    help="the guided campaign's frontier directory (resumed if it exists; default frontier)")
-    f.add_argument("--guided-share", type=float, default=0.5, metavar="P",
-                   help="of the programs, mutations of frontier entries once there are entries (default 0.5)")
+    f.add_argument("--guided-share", type=float, default=None, metavar="P",
+                   help=f"with --guided: of the programs, mutations of frontier entries once there are entries "
+                   f"(default {GUIDED_SHARE})")
 
 
 def guided_setup(args: argparse.Namespace) -> tuple[Path | None, float]:
@@ -61,7 +65,10 @@ def guided_setup(args: argparse.Namespace) -> tuple[Path | None, float]:
     computes its edge map once (the jobs read it from the cache); the frontier and the share.
     Raises ValueError on bad options."""
     if not args.guided:
-        return None, args.guided_share
+        if args.guided_share is not None:  # it steers nothing without --guided: not silently ignored
+            raise ValueError("--guided-share is the share of a guided campaign: give --guided too")
+        return None, GUIDED_SHARE
+    share = GUIDED_SHARE if args.guided_share is None else args.guided_share
     import os
 
     from rich.console import Console
@@ -71,8 +78,8 @@ def guided_setup(args: argparse.Namespace) -> tuple[Path | None, float]:
     from difftest.exec.burn_worker import BurnWorker
     from difftest.exec.coverage_map import CoverageError, coverage_binary, load_map
 
-    if not 0.0 <= args.guided_share <= 1.0:
-        raise ValueError(f"--guided-share must be in [0, 1], got {args.guided_share}")
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"--guided-share must be in [0, 1], got {share}")
     if args.burn or args.fault:
         raise ValueError("--guided runs the coverage build of the repository's burn: not with --burn or --fault")
     frontier = Path(args.frontier)
@@ -84,7 +91,7 @@ def guided_setup(args: argparse.Namespace) -> tuple[Path | None, float]:
     except (FrontierError, BuildError, CoverageError) as e:
         raise ValueError(f"--guided: {e}") from e
     os.environ["DIFFTEST_BURN"] = str(binary)
-    return frontier, args.guided_share
+    return frontier, share
 
 
 def split_frontiers(paths: list[Path], out: Path) -> list[Path]:

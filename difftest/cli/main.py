@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from difftest import __version__
 from difftest.cli.backends import use_backends
-from difftest.cli.checks import output_option, positive_seconds, unwritable_output, writable_dir
+from difftest.cli.checks import at_least_one, output_option, positive_seconds, unwritable_output, writable_dir
 from difftest.cli.common import case_worker, make_console, make_worker
 from difftest.cli.corpus import cmd_replay, cmd_report
 from difftest.cli.coverage import add_guided_options, guided_setup
@@ -30,6 +30,8 @@ from difftest.exec.backends import BACKEND_ENV
 if TYPE_CHECKING:
 
     from difftest.oracle.compare import Verdict
+
+DEFAULT_PROGRAMS = 2000  # a campaign's budget when neither --programs nor --time is given
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
@@ -48,9 +50,10 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     if jobs < 1:
         print("-j must be at least 1", file=sys.stderr)
         return 2
-    if args.programs < 0 or args.time < 0:
-        print("--programs and --time must not be negative", file=sys.stderr)
+    if args.programs is not None and args.time is not None:  # one would silently override the other
+        print("difftest fuzz: give --programs N or --time S, not both", file=sys.stderr)
         return 2
+    programs = DEFAULT_PROGRAMS if args.programs is None else args.programs
     # where findings go: checked now, not after a campaign whose findings would be lost (the
     # summary's --json file is checked by `main`, as every command's output files are)
     unwritable = writable_dir(Path(args.corpus) / "findings")
@@ -76,7 +79,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         print("--guided steers by one coverage build's edges: give --backend one backend", file=sys.stderr)
         return 2
     opts = FuzzOptions(
-        seed=args.seed, programs=args.programs, seconds=args.time,
+        seed=args.seed, programs=programs, seconds=args.time or 0.0,
         ops=tuple(args.ops.split(",")) if args.ops else None, max_statements=args.max_statements, jobs=jobs,
         shard=shard, shards=shards, corpus=Path(args.corpus), timeout=args.timeout, fault=args.fault,
         progress_every=args.progress, verbose=args.verbose, profile=args.profile, probes=not args.no_probes,
@@ -99,7 +102,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         return 130
     console = make_console()
     fault = f", FAULT {version.get('fault')}" if version.get("fault") else ""
-    budget = f"{args.time:.0f}s" if args.time else f"{args.programs} programs"
+    budget = f"{args.time:g}s" if args.time else f"{programs} programs"
     where = f", shard {shard}/{shards}" if shards > 1 else ""
     # --burn names the build (a patched or local burn reports only its release): say which
     build = f" ({args.burn})" if getattr(args, "burn", None) else ""
@@ -261,9 +264,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     f = sub.add_parser("fuzz", help="run a campaign on the built-in op set (in parallel jobs)")
-    f.add_argument("--programs", type=int, default=2000,
-                   help="number of programs (default 2000; with --shard, of this shard)")
-    f.add_argument("--time", type=float, default=0.0, help="run for this many seconds instead")
+    f.add_argument("--programs", type=at_least_one, default=None,
+                   help=f"number of programs (default {DEFAULT_PROGRAMS}; with --shard, of this shard)")
+    f.add_argument("--time", type=positive_seconds, default=None,
+                   help="run for this many seconds instead (not with --programs)")
     f.add_argument("-j", "--jobs", type=int, default=None,
                    help="job processes, each with its own burn worker (default: all cores)")
     f.add_argument("--shard", default="0/1", metavar="I/N",
@@ -271,7 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     output_option(f, "--json", default=None, metavar="FILE", help="also write the summary as JSON")
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--ops", default="", help="comma-separated ops to restrict to (see `difftest ops`)")
-    f.add_argument("--max-statements", type=int, default=10)
+    f.add_argument("--max-statements", type=at_least_one, default=10,
+                   help="the most statements a generated program has (default 10)")
     f.add_argument("--profile", default="default", choices=["default", "sessions", "no-half", "continuous"],
                    help="the generator's distribution: sessions makes most programs sessions (several "
                         "backwards, gradient reads, SGD training loops)")

@@ -152,11 +152,9 @@ def test_coverage_reads_its_cases_before_it_builds(tmp_path: Path, capsys: pytes
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["fuzz", "--programs", "-1"], "must not be negative"),
-    (["fuzz", "--time", "-5"], "must not be negative"),
     (["fuzz", "--programs", "3", "--corpus", "/proc/difftest-nowhere"], "cannot write in /proc/difftest-nowhere"),
     (["fuzz", "--programs", "3", "--json", "/proc/difftest-nowhere/s.json"], "cannot write in /proc/difftest-nowhere"),
-], ids=["negative-programs", "negative-time", "corpus-unwritable", "json-unwritable"])
+], ids=["corpus-unwritable", "json-unwritable"])  # budgets: test_cli_options.py
 def test_fuzz_refuses_what_would_lose_its_findings_before_it_runs(argv: list[str], message: str,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     # checked before any worker starts: a campaign whose findings cannot be saved never begins

@@ -49,3 +49,30 @@ def _runs(pid: str, binary: str) -> bool:
         return binary in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     except OSError:
         return False
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--time", "nan"], "argument --time: must be a positive finite number of seconds, got 'nan'"),  # ran forever
+    (["--time", "inf"], "argument --time: must be a positive finite number of seconds, got 'inf'"),  # ran forever
+    (["--time", "-5"], "argument --time: must be a positive finite number of seconds, got '-5'"),
+    (["--programs", "0"], "argument --programs: must be at least 1, got 0"),  # tested nothing, exit 0
+    (["--programs", "-1"], "argument --programs: must be at least 1, got -1"),
+    (["--max-statements", "0"], "argument --max-statements: must be at least 1, got 0"),  # tested nothing, exit 0
+    (["--max-statements", "-5"], "argument --max-statements: must be at least 1, got -5"),
+], ids=["time-nan", "time-inf", "time-negative", "programs-0", "programs-negative", "statements-0",
+        "statements-negative"])
+def test_fuzz_refuses_a_budget_that_tests_nothing_or_never_ends(argv: list[str], message: str,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert message in _usage_error(["fuzz", *argv], capsys)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--programs", "5", "--time", "10"], "give --programs N or --time S, not both"),  # --time won silently
+    (["--programs", "5", "--guided-share", "2"], "--guided-share is the share of a guided campaign: give --guided too"),
+], ids=["programs-and-time", "guided-share-without-guided"])
+def test_fuzz_refuses_options_that_would_be_ignored(argv: list[str], message: str, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fuzz", *argv, "--corpus", str(tmp_path / "corpus")]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and "Traceback" not in captured.err, captured.err
+    assert captured.out == "", "the campaign started"
