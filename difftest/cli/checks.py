@@ -97,7 +97,7 @@ def bad_case_paths(paths: list[Path]) -> str | None:
     Those paths were left out silently before, and the command ran on the rest."""
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
-        return f"no such file or directory: {', '.join(missing)}"
+        return f"not found: {', '.join(missing)}"
     other = [str(p) for p in paths if not p.is_dir() and p.suffix != ".json"]
     if other:
         return f"not a case (*.json) or a directory of cases: {', '.join(other)}"

@@ -8,6 +8,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from difftest.cli.checks import bad_case_paths
 from difftest.cli.common import make_console, make_worker
 from difftest.exec.sibling_workers import backend_workers
 
@@ -17,9 +18,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from difftest.oracle.check import check
 
     given = [Path(p) for p in (args.paths or [args.corpus])]
-    missing = [p for p in given if not p.exists()]
-    if missing:
-        print(f"difftest replay: not found: {', '.join(map(str, missing))}", file=sys.stderr)
+    problem = bad_case_paths(given)
+    if problem is not None:
+        print(f"difftest replay: {problem}", file=sys.stderr)
         return 2
     files = iter_case_files(given)
     if not files:

@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from difftest.cli.checks import output_option
+from difftest.cli.checks import bad_case_paths, output_option
 from difftest.cli.common import make_console
 
 if TYPE_CHECKING:
@@ -148,6 +148,10 @@ def cmd_coverage(args: argparse.Namespace) -> int:
         return 2
     sources: list[tuple[str, Iterator[Program], int]] = []
     if args.paths:
+        problem = bad_case_paths([Path(p) for p in args.paths])  # such a path was left out silently
+        if problem is not None:
+            print(f"difftest coverage: {problem}", file=sys.stderr)
+            return 2
         try:  # read before the (long, first-time) coverage build: a bad file stops us here
             loaded = [c.program for c in read_cases([Path(p) for p in args.paths])]
         except CorpusError as e:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from difftest.cli.checks import output_option
+from difftest.cli.checks import bad_case_paths, output_option
 from difftest.cli.common import make_console
 
 if TYPE_CHECKING:
@@ -133,6 +133,10 @@ def cmd_suspects(args: argparse.Namespace) -> int:
 
     if args.programs < 0 or args.top < 1:
         print("difftest suspects: --programs must not be negative and --top must be positive", file=sys.stderr)
+        return 2
+    problem = bad_case_paths([Path(p) for p in args.paths])  # such a path was left out silently
+    if problem is not None:
+        print(f"difftest suspects: {problem}", file=sys.stderr)
         return 2
     try:  # read before the (long, first-time) coverage build: a bad file stops us here
         cases = read_cases([Path(p) for p in args.paths])

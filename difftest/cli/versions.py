@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from difftest.cli.backends import add_backend_option
+from difftest.cli.checks import bad_case_paths
 from difftest.cli.common import make_console
 
 
@@ -20,6 +21,12 @@ def cmd_versions(args: argparse.Namespace) -> int:
     if args.recorded:  # what the records say, nothing run
         from difftest.findings.versions_table import recorded_markdown
 
+        bugs = Path(args.corpus) / "bugs"
+        if not any(bugs.glob("*.json")):  # an empty table would replace docs/versions.md
+            why = ("holds no bug case (*.json)" if bugs.is_dir() else "is not a directory" if bugs.exists()
+                   else "does not exist")
+            print(f"difftest versions: --recorded reads the bug cases of {bugs}, which {why}", file=sys.stderr)
+            return 2
         print(recorded_markdown(Path(args.corpus)), end="")
         return 0
     from difftest.exec.burn_builds import DEFAULT_VERSIONS, parse_specs
@@ -31,7 +38,12 @@ def cmd_versions(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
-    files = iter_case_files([Path(p) for p in (args.paths or [args.corpus])])
+    given = [Path(p) for p in (args.paths or [args.corpus])]
+    problem = bad_case_paths(given)  # such a path was left out silently
+    if problem is not None:
+        print(f"difftest versions: {problem}", file=sys.stderr)
+        return 2
+    files = iter_case_files(given)
     if not files:
         print(f"no corpus cases found in {', '.join(args.paths or [args.corpus])}", file=sys.stderr)
         return 2
