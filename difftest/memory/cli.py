@@ -12,7 +12,7 @@ import sys
 from difftest.memory.model import Row
 from difftest.memory.server import ALLOCATOR_ENV, torch_mode_child
 from difftest.memory.session import SESSION_FULL, format_session_table, run_session_table
-from difftest.memory.table import SEED_ITERS, SEED_N, format_table, run_table
+from difftest.memory.table import MAX_ITERS, MAX_N, SEED_ITERS, SEED_N, format_table, run_table
 
 DESCRIPTION = ("Measure RSS growth of repeated forwards without backward in PyTorch and burn, and "
                "RSS during a training session (docs/semantics.md, section 3.4), and check both "
@@ -21,8 +21,10 @@ EXPERIMENTS = ("seed", "session", "all")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--n", type=int, default=SEED_N, help="parameter is n x n (default %(default)s)")
-    parser.add_argument("--iters", type=int, default=SEED_ITERS, help="forwards per row (default %(default)s)")
+    parser.add_argument("--n", type=int, default=SEED_N,
+                        help=f"parameter is n x n (1..{MAX_N}; default %(default)s)")
+    parser.add_argument("--iters", type=int, default=SEED_ITERS,
+                        help=f"forwards per row (1..{MAX_ITERS}; default %(default)s)")
     parser.add_argument(
         "--default-malloc",
         action="store_true",
@@ -39,9 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.n < 1 or args.iters < 1:
-        print("difftest memory: --n and --iters must be positive", file=sys.stderr)
-        return 2
+    # burn's side refuses a table beyond its bounds, after PyTorch's side ran at that size
+    for name, value, most in (("--n", args.n, MAX_N), ("--iters", args.iters, MAX_ITERS)):
+        if not 1 <= value <= most:
+            print(f"difftest memory: {name} must be in 1..{most} (difftest-burn's bound), got {value}", file=sys.stderr)
+            return 2
     if args.torch_mode:
         print(json.dumps(torch_mode_child(args.torch_mode, args.n, args.iters)))
         return 0

@@ -57,6 +57,10 @@ SEED_MODES: tuple[Mode, ...] = (
 )
 SEED_N = 1024
 SEED_ITERS = 20
+# the largest table difftest-burn's `memory` request measures (MAX_N, MAX_ITERS of
+# rust/src/memory.rs): `difftest memory` refuses larger before PyTorch measures anything
+MAX_N = 8192
+MAX_ITERS = 10_000
 
 
 def find_mode(framework: str, name: str) -> Mode:

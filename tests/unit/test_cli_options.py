@@ -76,3 +76,32 @@ def test_fuzz_refuses_options_that_would_be_ignored(argv: list[str], message: st
     captured = capsys.readouterr()
     assert message in captured.err and "Traceback" not in captured.err, captured.err
     assert captured.out == "", "the campaign started"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--n", "9000"], "--n must be in 1..8192 (difftest-burn's bound), got 9000"),
+    (["--n", "0"], "--n must be in 1..8192 (difftest-burn's bound), got 0"),
+    (["--iters", "10001"], "--iters must be in 1..10000 (difftest-burn's bound), got 10001"),
+], ids=["n-beyond-burns-bound", "n-0", "iters-beyond-burns-bound"])
+def test_memory_refuses_a_size_burn_refuses_before_pytorch_measures(
+        argv: list[str], message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--n 9000 ran PyTorch's modes at 9000 x 9000, then burn's refused the size."""
+    from difftest.memory import cli
+
+    measured: list[object] = []
+    monkeypatch.setattr(cli, "run_table", lambda *args, **kwargs: measured.append(args) or [])
+    assert main(["memory", "--experiment", "seed", *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert not measured
+
+
+def test_the_memory_bounds_are_burns() -> None:
+    """The Python bounds are the Rust worker's (rust/src/memory.rs), which refuses past them."""
+    import re
+
+    from difftest.memory.table import MAX_ITERS, MAX_N
+
+    rust = (Path(__file__).parents[2] / "rust/src/memory.rs").read_text()
+    found = re.findall(r"const (MAX_\w+): u64 = ([\d_]+);", rust)
+    bounds = {name: int(value.replace("_", "")) for name, value in found}
+    assert bounds == {"MAX_N": MAX_N, "MAX_ITERS": MAX_ITERS}
