@@ -25,17 +25,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def input_problem(paths: list[Path]) -> str | None:
-    """Why `paths` cannot be merged as given: one does not exist, is empty (a file of no bytes,
-    a directory without a `*.json` file), or is given twice, or inside a directory also given
-    (its summary or cases would count twice); None when they can."""
-    from difftest.findings.corpus import iter_case_files
+    """Why `paths` cannot be merged as given: one does not exist, is a file of no bytes, is given
+    twice, or inside a directory also given (its summary or cases would count twice), or every
+    one is a directory without a `*.json` file (nothing to merge); None when they can. A
+    directory without cases among others is a shard's corpus that found nothing: merged as
+    nothing, and `empty_directories` names it."""
 
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         return f"not found: {', '.join(missing)}"
+    if all(p in empty_directories(paths) for p in paths):
+        return f"{', '.join(map(str, paths))}: no case (*.json) or frontier entry in any: nothing to merge"
     for p in paths:
-        if p.is_dir() and not iter_case_files([p]):
-            return f"{p}: a directory without a case (*.json) or frontier entry: nothing to merge from it"
         if not p.is_dir() and p.stat().st_size == 0:
             return f"{p}: an empty file, not a campaign summary"
     seen: dict[Path, Path] = {}
@@ -49,6 +50,12 @@ def input_problem(paths: list[Path]) -> str | None:
             return f"{inner} is inside {outer}, given too: its cases would count twice"
         seen[real] = p
     return None
+
+
+def empty_directories(paths: list[Path]) -> list[Path]:
+    from difftest.findings.corpus import iter_case_files
+
+    return [p for p in paths if p.is_dir() and not iter_case_files([p])]
 
 
 def unexplained(summary: Summary, paths: list[Path]) -> list[Finding]:
@@ -72,6 +79,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"difftest merge: {problem}", file=sys.stderr)
         return 2
+    for p in empty_directories(given):
+        print(f"difftest merge: {p}: no case (*.json) in it, nothing merged from it (a shard that found nothing)",
+              file=sys.stderr)
     paths = split_frontiers(given, Path(args.frontier))  # guided campaigns' frontiers
     try:
         summary = merge(paths)

@@ -1,9 +1,9 @@
 """Client for the persistent `difftest-burn --worker` process (JSON lines over stdio).
 
 One worker per test process. A program is written to the in-flight directory before it is
-sent and removed when its answer arrives, so a crash or a hang never loses the case. A crash
-(the process exits) or a hang (no answer within the timeout) becomes that program's
-observation; the worker is restarted for the next program.
+sent and removed when its answer arrives, so a crash, a hang (no answer within the timeout) or
+a malformed answer never loses the case: it becomes the program's observation, and the worker
+restarts for the next program (exec/answers.py reads the answers).
 
 The worker runs under an address-space limit (RLIMIT_AS, `memory_limit`): a program that
 would take the machine's memory makes the worker's allocation fail instead, which aborts the
@@ -338,8 +338,7 @@ class BurnWorker:
         return self._observed_answer(sent.rid, sent.timeout, sent.inflight)
 
     def ops(self) -> list[dict[str, Any]]:
-        ops: list[dict[str, Any]] = self.request("ops")["ops"]
-        return ops
+        return list(self.request("ops")["ops"])
 
     def version(self) -> dict[str, Any]:
         v: dict[str, Any] = self.request("version")["version"]
@@ -425,14 +424,12 @@ class BurnWorker:
 
     def submit_probe_grads(self, program: Program, probes: Sequence[tuple[int, str]],
                            timeout: float | None = None) -> PendingProbes:
-        """`probe_grads` without waiting for its answer (the caller runs PyTorch's side of the
-        probes meanwhile); `result()` of the returned handle waits. One request at a time per worker."""
+        """`probe_grads` without waiting (PyTorch's side of the probes runs meanwhile); `result()` waits."""
         return self._send_probe(program, probes, timeout, grads=True)
 
     def _probe_request(self, program: Program, probes: Sequence[tuple[int, str]], timeout: float | None, *,
                        grads: bool) -> dict[str, Any] | Observation:
-        """The answer to a `probe` request (`grads`: with the probes' gradients), or the
-        observation of its crash, hang or refusal."""
+        """The answer to a `probe` request (`grads`: with gradients), or its crash, hang or refusal."""
         return self._send_probe(program, probes, timeout, grads=grads).answer()
 
     def _send_probe(self, program: Program, probes: Sequence[tuple[int, str]], timeout: float | None, *,
@@ -471,8 +468,7 @@ class BurnWorker:
         return Observation("burn", obs.values, obs.backwards, obs.error, {"seconds": elapsed})
 
     def malformed(self, kind: str, answer: Any, e: Exception, pending: Path | None) -> Observation:
-        """A JSON answer of another shape than a `kind` answer's (answers.py): a crash (the worker
-        restarts, the program stays in flight on disk, a campaign re-checks it)."""
+        """A JSON answer not shaped as a `kind` answer (answers.py) is a crash: restart, keep the program."""
         return self._failed(WorkerError(f"{self.binary} gave a malformed answer to a {kind!r} request "
                                         f"({type(e).__name__}: {e}): {repr(answer)[:200]}"), pending, "crash")
 

@@ -57,7 +57,7 @@ def test_merge_exits_1_on_a_finding_no_known_bug_explains(inputs: list[str], cod
     (["s.json", "s.json"], "{tmp}/s.json is given twice (as {tmp}/s.json and {tmp}/s.json): it would count twice"),
     (["s.json", "sub/../s.json"], "{tmp}/sub/../s.json is given twice"),
     (["cases", "cases/new.json"], "{tmp}/cases/new.json is inside {tmp}/cases, given too"),
-    (["s.json", "empty-dir"], "{tmp}/empty-dir: a directory without a case (*.json)"),
+    (["empty-dir", "sub"], "no case (*.json) or frontier entry in any: nothing to merge"),
     (["s.json", "empty.json"], "{tmp}/empty.json: an empty file, not a campaign summary"),
     (["s.json", "nowhere"], "not found: {tmp}/nowhere"),
 ], ids=["same-file", "same-file-spelled-otherwise", "nested", "empty-directory", "empty-file", "missing"])
@@ -75,3 +75,11 @@ def test_merge_refuses_input_it_cannot_merge_as_given(inputs: list[str], message
     captured = capsys.readouterr()
     assert message.format(tmp=tmp_path) in captured.err and "Traceback" not in captured.err, captured.err
     assert captured.out == "" and not out.exists()
+
+
+def test_a_directory_without_cases_among_others_is_a_shard_that_found_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _summary(tmp_path / "s.json", findings=False)
+    (tmp_path / "empty-dir").mkdir()
+    assert main(["merge", str(tmp_path / "s.json"), str(tmp_path / "empty-dir")]) == 0
+    assert f"{tmp_path}/empty-dir: no case (*.json) in it, nothing merged from it" in capsys.readouterr().err
