@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from difftest.exec.backends import DEFAULT_BACKEND, binary_backends
 from difftest.exec.burn_worker import BurnWorker
+from difftest.findings.corpus import CorpusError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -24,9 +26,6 @@ def case_worker(args: argparse.Namespace, case: Case) -> BurnWorker:
     """The worker to run `case` on: the backend it was recorded on (its `backend`, as `replay`
     runs it), unless `--backend` (or $DIFFTEST_BURN_BACKEND) chose one. CorpusError when the
     binary lacks that backend: a case of another backend run on Flex would say nothing of it."""
-    from difftest.exec.backends import DEFAULT_BACKEND, binary_backends
-    from difftest.findings.corpus import CorpusError
-
     worker = make_worker(args)
     if worker.backend is not None or case.backend == worker_backend(worker):
         return worker
@@ -39,8 +38,6 @@ def case_worker(args: argparse.Namespace, case: Case) -> BurnWorker:
 
 
 def worker_backend(worker: BurnWorker) -> str:
-    from difftest.exec.backends import DEFAULT_BACKEND
-
     return worker.backend or DEFAULT_BACKEND
 
 

@@ -44,12 +44,26 @@ def input_problem(paths: list[Path]) -> str | None:
         real = p.resolve()
         if real in seen:
             return f"{p} is given twice (as {seen[real]} and {p}): it would count twice"
-        inside = next((q for r, q in seen.items() if r in real.parents or real in r.parents), None)
+        inside = next((q for r, q in seen.items() if (r in real.parents and not _summary_file(p))
+                       or (real in r.parents and not _summary_file(q))), None)
         if inside is not None:
             outer, inner = (inside, p) if inside.resolve() in real.parents else (p, inside)
             return f"{inner} is inside {outer}, given too: its cases would count twice"
         seen[real] = p
     return None
+
+
+def _summary_file(p: Path) -> bool:
+    """Whether `p` is a campaign summary: a directory's scan reads cases, never summaries, so a
+    shard's summary inside a corpus directory given too counts once."""
+    from difftest.findings.summary import SUMMARY_FORMAT
+    from difftest.program.files import JsonFileError, read_json
+
+    try:
+        doc = read_json(p, strict=False) if p.is_file() else None
+    except JsonFileError:
+        return False
+    return isinstance(doc, dict) and doc.get("format") == SUMMARY_FORMAT
 
 
 def empty_directories(paths: list[Path]) -> list[Path]:
