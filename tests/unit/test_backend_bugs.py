@@ -82,7 +82,9 @@ def test_every_backend_bug_is_in_the_table_of_docs_backends() -> None:
     """docs/backends.md's table of known bugs per backend is written by hand: each record of
     some backends only has a row there, and the row for the rest counts them."""
     text = (Path(__file__).resolve().parents[2] / "docs" / "backends.md").read_text()
-    missing = [b.name for b in KNOWN_BUGS if b.backends is not None and f"`{b.name}`" not in text]
+    first_cells = [line.split("|")[1] for line in text.splitlines() if line.startswith("| `")]
+    missing = [b.name for b in KNOWN_BUGS
+               if b.backends is not None and not any(f"`{b.name}`" in cell for cell in first_cells)]
     assert not missing, f"docs/backends.md lacks a row for {missing}"
     shared = sum(1 for b in KNOWN_BUGS if b.backends is None and b.framework == "burn")
     words = {8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve", 13: "thirteen"}
