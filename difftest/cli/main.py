@@ -127,6 +127,10 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         return 130
     if summary.saved or summary.unexplained():
         return 1  # a finding no known bug explains: saved now, or saved before and still untriaged
+    if summary.programs == 0:  # --time shorter than the jobs' start-up: nothing was tested
+        print(f"difftest fuzz: no program ran within --time {args.time:g}s (the jobs' start-up took "
+              f"{summary.seconds:.1f}s); give more time", file=sys.stderr)
+        return 2
     return 2 if summary.errors else 0
 
 

@@ -315,3 +315,14 @@ def test_a_corrupt_case_under_a_findings_name_is_moved_aside_and_the_finding_sav
     assert again.saved == [str(path)] and load_case(path).record["signature"] in again.findings
     assert aside.read_bytes() == cut  # kept, under a name no reader collects
     assert f"warning: {path} was not a readable case of this program" in text and str(aside) in text, text
+
+
+def test_a_time_budget_shorter_than_the_start_up_tests_nothing_and_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--time` counts from the command's start, so a budget the jobs' start-up uses up runs no
+    program: that is exit 2 and a line saying so, not exit 0 as if the campaign had passed."""
+    from difftest.cli.main import main
+
+    assert main(["fuzz", "--time", "0.001", "-j", "1", "--corpus", str(tmp_path / "corpus")]) == 2
+    captured = capsys.readouterr()
+    assert "0 programs in" in captured.out and "no program ran within --time 0.001s" in captured.err
