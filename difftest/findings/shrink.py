@@ -1,14 +1,17 @@
 """Minimise a failing program outside Hypothesis (for `difftest fuzz` findings).
 
-Greedy statement deletion: drop a statement together with everything that depends on it, keep
-the deletion when the program still fails the same way; then simplify leaf data toward 0/1.
+Greedy statement deletion: drop a statement together with everything that depends on it, or
+bypass it (its readers read one of its inputs instead, as program reducers such as C-Reduce
+hoist an operand over its operator: `sum(exp(x))`'s backward becomes `exp(x)`'s), keep the change
+when the program still fails the same way; then simplify leaf data toward 0/1.
 Hypothesis-driven tests shrink with Hypothesis itself; this is the same idea for campaigns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 import torch
 
@@ -17,6 +20,7 @@ from difftest.ops.validate import check_program
 from difftest.oracle.pytorch import run as run_torch
 from difftest.program.dtypes import to_f32
 from difftest.program.ir import Leaf, OpCall, Program, ProgramError, Statement, inputs_of
+from difftest.program.statements import ByKind, value_inputs
 
 Still = Callable[[Program], bool]
 
@@ -32,6 +36,54 @@ def _without(program: Program, ident: str) -> Program | None:
     if not kept:
         return None
     return _valid(Program(tuple(kept), program.dtype))
+
+
+# The statement with every reference to a value in `old` (a value read as a value: an op's,
+# cut's, backward's or module forward's input) read as `new`; module handles, gradient handles
+# and the value a `grad` reads the gradient of are not values read and stay.
+_REWIRED: ByKind[Callable[[Any, str, str], Statement]] = ByKind(
+    "value references rewired",
+    leaf=lambda st, old, new: st,
+    op=lambda st, old, new: replace(st, inputs=tuple(new if x == old else x for x in st.inputs)),
+    cut=lambda st, old, new: replace(st, input=new) if st.input == old else st,
+    backward=lambda st, old, new: replace(st, input=new) if st.input == old else st,
+    module=lambda st, old, new: st,
+    transform=lambda st, old, new: st,
+    apply=lambda st, old, new: replace(st, input=new) if st.input == old else st,
+    param=lambda st, old, new: st,
+    grad=lambda st, old, new: st,
+    zero_grad=lambda st, old, new: st,
+    optimizer=lambda st, old, new: st,
+    step=lambda st, old, new: st,
+)
+
+
+def _bypassed(program: Program, ident: str, by: str) -> Program | None:
+    """`program` without the value `ident`, its readers reading `by` (one of its inputs)
+    instead; None when something reads it otherwise (a `grad` of it) or the result does not
+    pass the program checks (a shape or dtype the readers cannot take)."""
+    kept: list[Statement] = []
+    for st in program.statements:
+        if st.id == ident:
+            continue
+        if ident in inputs_of(st) and ident not in value_inputs(st):
+            return None
+        kept.append(_REWIRED.of(st)(st, ident, by) if ident in value_inputs(st) else st)
+    return _valid(Program(tuple(kept), program.dtype))
+
+
+def _candidates(best: Program) -> Iterator[Program]:
+    """Smaller programs than `best`, last statements first: each statement deleted with its
+    dependents, then each value bypassed by each of its inputs."""
+    for st in reversed(best.statements):
+        cand = _without(best, st.id)
+        if cand is not None and len(cand) < len(best):
+            yield cand
+    for st in reversed(best.statements):
+        for by in dict.fromkeys(value_inputs(st)):
+            cand = _bypassed(best, st.id, by)
+            if cand is not None:
+                yield cand
 
 
 def _valid(program: Program) -> Program | None:
@@ -65,12 +117,9 @@ def shrink(program: Program, still_fails: Still, *, budget: int = 300) -> Progra
     changed = True
     while changed and tries < budget:
         changed = False
-        for st in reversed(best.statements):
+        for cand in _candidates(best):
             if tries >= budget:
                 break
-            cand = _without(best, st.id)
-            if cand is None or len(cand) >= len(best):
-                continue
             tries += 1
             if still_fails(cand):
                 best, changed = cand, True
@@ -84,12 +133,12 @@ def shrink(program: Program, still_fails: Still, *, budget: int = 300) -> Progra
             data = tuple(to_f32(simple) for _ in st.data)
             if data == st.data:
                 continue
-            cand = _valid(Program(best.statements[:i] + (replace(st, data=data),) + best.statements[i + 1 :],
-                                  best.dtype))
-            if cand is None:
+            simpler = _valid(Program(best.statements[:i] + (replace(st, data=data),) + best.statements[i + 1 :],
+                                     best.dtype))
+            if simpler is None:
                 continue
             tries += 1
-            if still_fails(cand):
-                best = cand
+            if still_fails(simpler):
+                best = simpler
                 break
     return best

@@ -1,0 +1,40 @@
+"""The campaign shrinker (difftest/findings/shrink.py): deletion with dependents, and bypassing
+a value (its readers read one of its inputs), so a fault in an op shrinks to the op and the
+backward that shows it."""
+
+from __future__ import annotations
+
+from difftest.findings.shrink import shrink
+from difftest.program.ir import Backward, OpCall, Program
+from difftest.program.statements import Grad, ancestors
+from tests.programs import backward, leaf, op, program
+
+
+def _exp_reaches_a_backward(p: Program) -> bool:
+    """A stand-in for "fails the same way" when exp's derivative is wrong: some backward's root
+    is computed from an exp of a tracked value."""
+    by_id = {st.id: st for st in p.statements}
+    exps = {st.id for st in p.statements if isinstance(st, OpCall) and st.op == "exp"}
+    return any(isinstance(st, Backward) and exps & ancestors(by_id, st.input) for st in p.statements)
+
+
+def test_a_value_between_the_fault_and_the_backward_is_bypassed() -> None:
+    # deletion alone cannot drop mul or sum: the backward depends on them, and goes with them
+    p = program(leaf("x0", [0.3, 0.7], rg=True), op("v0", "exp", "x0"), leaf("x1", [1.5], rg=True),
+                op("v1", "mul", "v0", "x1"), op("v2", "sum", "v1"), backward("v2"))
+    small = shrink(p, _exp_reaches_a_backward)
+    assert [st.id for st in small.statements] == ["x0", "v0", "bw"], small
+    assert small.statements[-1] == Backward("bw", "v0")
+
+
+def test_a_value_whose_gradient_is_read_is_not_bypassed() -> None:
+    """A `grad` reads the gradient of a value, not the value: rewiring it to the value's input
+    would read another gradient, so such a value stays (or goes with its readers)."""
+    p = program(leaf("x0", [0.3, 0.7], rg=True), op("v0", "exp", "x0"), op("v1", "sum", "v0"),
+                backward("v1"), Grad("g", "bw", "v1"))
+
+    def fails(q: Program) -> bool:
+        return _exp_reaches_a_backward(q) and any(isinstance(st, Grad) and st.of == "v1" for st in q.statements)
+
+    small = shrink(p, fails)
+    assert [st.id for st in small.statements] == ["x0", "v0", "v1", "bw", "g"], small
