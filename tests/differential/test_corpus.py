@@ -71,11 +71,17 @@ def test_corrupt_and_invalid_files_are_named(tmp_path: Path) -> None:
         load_case(path)
 
 
-def test_collector_reports_a_corrupt_case_as_one_failure(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("broken.json", "{", "broken.json: malformed JSON"),
+    # nested 1000 deep: it raised RecursionError while pytest collected the corpus, and no case ran
+    ("deep.json", "[" * 1000 + "]" * 1000, "deep.json: malformed JSON: nested more than 100 levels deep"),
+], ids=["truncated", "deeply-nested"])
+def test_collector_reports_a_corrupt_case_as_one_failure_and_runs_the_others(
+        name: str, text: str, message: str, tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     corpus = tmp_path / "corpus"
     (corpus / "findings").mkdir(parents=True)
-    (corpus / "findings" / "broken.json").write_text("{")
+    (corpus / "findings" / name).write_text(text)
     save_case(Case(PROG, "pass", "regression"), corpus / "findings")
     env = {**os.environ, "DIFFTEST_CORPUS": str(corpus)}
     res = subprocess.run(
@@ -84,25 +90,7 @@ def test_collector_reports_a_corrupt_case_as_one_failure(tmp_path: Path) -> None
         capture_output=True, text=True, env=env, cwd=root, timeout=300,
     )
     assert "1 failed, 1 passed" in res.stdout, res.stdout[-2000:]
-    assert "broken.json: malformed JSON" in res.stdout
-
-
-def test_collector_reports_a_deeply_nested_case_and_runs_the_others(tmp_path: Path) -> None:
-    """A document nested 1000 deep raised RecursionError while pytest collected the corpus: no
-    case ran. It is one failing item, malformed JSON, like a truncated file."""
-    root = Path(__file__).resolve().parents[2]
-    corpus = tmp_path / "corpus"
-    (corpus / "findings").mkdir(parents=True)
-    (corpus / "findings" / "deep.json").write_text("[" * 1000 + "]" * 1000)
-    save_case(Case(PROG, "pass", "regression"), corpus / "findings")
-    env = {**os.environ, "DIFFTEST_CORPUS": str(corpus)}
-    res = subprocess.run(
-        [sys.executable, "-m", "pytest", str(corpus), "-p", "no:xdist", "-q", "--rootdir", str(root),
-         "-c", str(root / "pyproject.toml")],
-        capture_output=True, text=True, env=env, cwd=root, timeout=300,
-    )
-    assert "1 failed, 1 passed" in res.stdout, res.stdout[-2000:]
-    assert "deep.json: malformed JSON: nested more than 100 levels deep" in res.stdout, res.stdout[-2000:]
+    assert message in res.stdout, res.stdout[-2000:]
 
 
 def test_replay_and_report_name_a_deeply_nested_case_and_run_the_others(tmp_path: Path,
