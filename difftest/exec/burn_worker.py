@@ -263,7 +263,7 @@ class BurnWorker:
             raise EOFError(f"worker exited with status {code} in the middle of an answer ({len(raw)} bytes written)")
         try:
             answer: dict[str, Any] = json.loads(raw)
-        except json.JSONDecodeError as e:
+        except ValueError as e:  # not JSON, or not UTF-8 (UnicodeDecodeError) at all
             raise WorkerError(f"worker answered non-JSON {raw[:200]!r}: {e}") from e
         return answer
 

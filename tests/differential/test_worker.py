@@ -85,6 +85,10 @@ def _fake_worker(tmp_path: Path, behaviour: str) -> str:
                         sys.stdout.write('{{"id": ' + str(req.get("id")) + ', "ok": true, "result": {{"val')
                         sys.stdout.flush()
                         os._exit(9)
+                    if {behaviour!r} == "bytes":  # a line that is not UTF-8 (a stray print of raw bytes)
+                        sys.stdout.buffer.write(b"\\x80 not text\\n")
+                        sys.stdout.flush()
+                        continue
                     if {behaviour!r} == "shape":  # valid JSON, not a run's answer
                         print(json.dumps({{"id": req.get("id"), "ok": True, "result": {{"values": 5}}}}), flush=True)
                         continue
@@ -139,6 +143,16 @@ def test_an_answer_of_the_wrong_shape_is_a_crash_that_keeps_the_case(tmp_path: P
     assert isinstance(answer, Observation) and answer.outcome == "crash"
     assert answer.error is not None and "malformed answer to a 'probe' request" in answer.error.message
     assert w.restarts == 2 and w.version() == {}
+    w.close()
+
+
+def test_an_answer_that_is_not_utf8_is_a_crash_that_keeps_the_case(tmp_path: Path) -> None:
+    inflight = tmp_path / "inflight"
+    w = BurnWorker(_fake_worker(tmp_path, "bytes"), inflight_dir=inflight, timeout=10)
+    obs = w.run(SEED)
+    assert obs.outcome == "crash" and obs.error is not None
+    assert "non-JSON" in obs.error.message and "x80" in obs.error.message
+    assert len(list(inflight.glob("*.json"))) == 1 and w.restarts == 1 and w.version() == {}
     w.close()
 
 
