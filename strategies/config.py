@@ -57,6 +57,10 @@ class GenConfig:
     dropout_p_weights: tuple[float, float, float] = (1.0, 2.0, 0.5)  # p = 0, 0.5, 1 (burn panics)
     transform_weights: tuple[float, ...] = (2.0, 2.0, 1.0, 1.0, 1.0)  # valid train no_grad freeze unfreeze
     avoid_known_bugs: bool = True  # skip triggers listed in difftest/divergences/known_bugs.py
+    # ...except with this probability at each trigger: the statement is kept and the known bug's
+    # site stays under test for new bugs there (its record explains the known one; a different
+    # error at the site is news). 0: every trigger avoided (no choice drawn for it)
+    p_known_site: float = 0.0
     # sessions (strategies/sessions.py): after a backward, another forward and backward with
     # this probability (up to max_backwards); each later forward has up to segment_statements
     max_backwards: int = 4

@@ -36,7 +36,7 @@ from typing import TypeVar
 import torch
 
 from difftest.choices import Choices
-from difftest.divergences.known_bugs import known_bug
+from difftest.divergences.known_bugs import KnownBug, known_bug
 from difftest.ops.backend_support import call_refusal
 from difftest.ops.catalog import OpSpec
 from difftest.ops.domains import MAX_MAGNITUDE, Domain
@@ -103,6 +103,22 @@ class _Builder:
         del self.values[n_v:]
         self.leaves = leaves
         self.counter = counter
+
+    def visits(self, what: str) -> bool:
+        """Whether to generate a known bug's site `what` the generator would avoid: always when
+        GenConfig.avoid_known_bugs is off, else with GenConfig.p_known_site (the site stays under
+        test for new bugs there; the bug's record explains the known one)."""
+        if not self.cfg.avoid_known_bugs:
+            return True
+        if self.cfg.p_known_site > 0 and self.c.boolean(self.cfg.p_known_site):
+            self.c.note(f"known-bug-visited:{what}")
+            return True
+        self.c.note(f"known-bug-avoided:{what}")
+        return False
+
+    def avoids(self, bug: KnownBug | None, what: str) -> bool:
+        """Whether to skip a statement that triggers `bug` (None: it triggers none)."""
+        return bug is not None and not self.visits(what)
 
     # ---------------------------------------------------------------- leaves
     def draw_shape(self, min_rank: int = 1) -> Shape:
@@ -266,8 +282,8 @@ class _Builder:
         region = weighted(c, REGIONS, self.cfg.region_weights)
         st = OpCall(self.fresh("v"), spec.name, tuple(v.id for v in inputs), attrs, region)
         recorded = [region == "grad" and v.tracked for v in inputs]
-        if self.cfg.avoid_known_bugs and known_bug(st, self.statements, cast_in or self.dtype, recorded) is not None:
-            c.note(f"known-bug-avoided:{spec.name}")
+        if self.avoids(known_bug(st, self.statements, cast_in or self.dtype, recorded),
+                                                     spec.name):
             return False
         self.statements.append(st)
         tracked_in = [v for v in inputs if v.tracked]

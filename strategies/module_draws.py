@@ -113,9 +113,8 @@ def forwards(b: _Builder, st: Module, src: _Value | None, handles: Handles) -> b
             c.note("out-of-range:apply")
             continue
         app = Apply(b.fresh("y"), ident, x.id)
-        if b.cfg.avoid_known_bugs and known_bug(app, b.statements, b.dtype) is not None:
-            c.note(f"known-bug-avoided:apply:{st.module}")  # the forward only: the module stays
-            continue
+        if b.avoids(known_bug(app, b.statements, b.dtype), f"apply:{st.module}"):
+            continue  # the forward only: the module stays
         b.statements.append(app)
         if handle.valid:
             tracked, depth = False, 0

@@ -112,7 +112,8 @@ def training_loop(b: _Builder) -> None:
     weight = InlineTensor((d_out, d_in), tuple(b.floats(d_out * d_in, -1.0, 1.0)))
     bias = InlineTensor((d_out,), tuple(b.floats(d_out, -1.0, 1.0))) if c.boolean(0.8) else None
     module = Module(b.fresh("m"), "linear", weight, bias)
-    momentum = weighted(c, MOMENTA if b.dtype != "float64" else MOMENTA_F32_EXACT, (3.0, 2.0, 1.0))
+    f32_exact = b.dtype == "float64" and not b.visits("sgd-momentum")
+    momentum = weighted(c, MOMENTA_F32_EXACT if f32_exact else MOMENTA, (3.0, 2.0, 1.0))
     nesterov = momentum > 0 and c.boolean(0.25)
     opt = Optimizer(b.fresh("o"), "sgd", momentum, 0.0, nesterov, weighted(c, WEIGHT_DECAYS, (3.0, 1.0, 1.0)))
     lr = weighted(c, LEARNING_RATES, (3.0, 2.0, 1.0, 1.0))

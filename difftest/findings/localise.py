@@ -40,6 +40,7 @@ from difftest.ops.validate import check_program, infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.check import check
 from difftest.oracle.compare import Mismatch, Verdict
+from difftest.oracle.kinks import as_gradient
 from difftest.program.ir import (
     Apply,
     Backward,
@@ -175,6 +176,8 @@ def candidates(program: Program, m: Mismatch) -> list[Statement]:
     if m.statement is None or m.statement not in table:
         return []
     st = table[m.statement]
+    while m.kind == "value" and isinstance(st, Cut) and st.input in table:
+        st = table[st.input]  # a cut's value is its input's (a detach of a gradient read is the read)
     if m.kind in ("grad", "grad-presence") or isinstance(st, Grad):
         leaf, bw = (st.of, st.grads) if isinstance(st, Grad) else (m.statement, m.backward)
         root = table.get(str(bw))
@@ -187,17 +190,26 @@ def candidates(program: Program, m: Mismatch) -> list[Statement]:
     return [s for s in program.statements if s.id in on_path and isinstance(s, (OpCall, Apply))]
 
 
-def path_has_step(program: Program, m: Mismatch) -> Step | None:
-    """A step the mismatching value's module handle derives from (a `param` read after a step)."""
+def path_has_step(program: Program, m: Mismatch, path: list[Statement] | None = None) -> Step | None:
+    """The latest step the mismatching value derives from: one its statement's module handle
+    derives from (a `param` read or a module forward after a step), or one a module forward on
+    its path (`path`, default `candidates`) does (a value computed from a stepped module's
+    output: every one-op program on the path passes, on PyTorch's inputs, when the step moved
+    the parameters wrongly)."""
     table = program.by_id()
+    index = {st.id: i for i, st in enumerate(program.statements)}
     st = table.get(m.statement or "")
-    handle = getattr(st, "module", None)
-    while handle is not None:
-        h = table.get(handle)
-        if isinstance(h, Step):
-            return h
-        handle = h.input if isinstance(h, Transform) else None
-    return None
+    readers = ([st] if st is not None else []) + (candidates(program, m) if path is None else path)
+    steps: list[Step] = []
+    for reader in readers:
+        handle = getattr(reader, "module", None)
+        while handle is not None:
+            h = table.get(handle)
+            if isinstance(h, Step):
+                steps.append(h)
+                break
+            handle = h.input if isinstance(h, Transform) else None
+    return max(steps, key=lambda s: index[s.id], default=None)
 
 
 def _inputs_differ(st: Statement, verdict: Verdict) -> bool:
@@ -254,7 +266,9 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     if seeded_wrong is not None:
         return seeded_wrong
     suspects: list[tuple[float, Statement, Program, dict[str, int], Verdict, Mismatch]] = []
-    path = candidates(program, m)[:MAX_CANDIDATES]
+    # the gradient of a value both frameworks return as another tensor itself (a dropout with
+    # p = 0, a cast to its own dtype) is that tensor's: its path is that tensor's path
+    path = candidates(program, as_gradient(program, m, verdict.prediction.torch.modules))[:MAX_CANDIDATES]
     # first each op's own derivative (seeded with ones: nothing else in the one-op program), then
     # its product (through one `mul`) with the cotangent PyTorch propagated to it in the failing
     # backward, then with a fixed varied one (ops whose ones-product vanishes, results PyTorch's
@@ -301,7 +315,7 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         # amplified): the most deviant one is named, marked as a suspect
         _, st, p, positions, v, f = max(suspects, key=lambda x: suspect_rank(x[0], x[5]))
         return _found(program, st, p, positions, v, f, "suspect", m.verdict or m.kind)
-    step = path_has_step(program, m)
+    step = path_has_step(program, m, path)
     if step is not None:
         consumed = _consumed_gradient(verdict, worker, step, memo)
         if consumed is not None:

@@ -53,6 +53,7 @@ from difftest.program.ir import (
     OpCall,
     Program,
     Statement,
+    Step,
     Transform,
     ancestors,
 )
@@ -189,8 +190,10 @@ def fault_of(verdict: Verdict, m: Mismatch, loc: Localisation | None, backend: s
         leaves = sorted(((s.id, s) for s in one.program.statements if isinstance(s, Leaf)), key=lambda x: x[0])
         inputs = tuple(s.data for _, s in leaves)
         lm = loc.mismatch
+        observed = dict(lm.observed) if isinstance(lm.observed, dict) else {}  # a one-op flags finding's
         return Fault(lm.kind, loc.statement, program, loc.dtype, lm.framework, lm.detail, loc.input,
-                     tuple(mismatch_pairs(one, lm)), lm.elements, inputs, backend=backend, verdict=lm.verdict)
+                     tuple(mismatch_pairs(one, lm)), lm.elements, inputs, observed, backend=backend,
+                     terms=tuple(mismatch_terms(one, lm)), verdict=lm.verdict)
     if loc is not None and loc.statement is None:  # no single op: where the program shows it
         return shown_fault(verdict, m, backend)
     if loc is not None:  # a step: the error as the program shows it
@@ -282,11 +285,29 @@ def _explains(bug: KnownBug, f: Fault) -> bool:
         return False
     sites = {f.site}
     if eff.downstream:
-        sites |= ancestors(table, site.input if isinstance(site, Backward) else f.site)
+        sites |= upstream(table, site)
     for i, st in enumerate(statements):
         if st.id in sites and bug.strikes(st, statements[:i], dtype_at(f.program, st)):
             return True
     return False
+
+
+def upstream(table: dict[str, Statement], site: Statement) -> set[str]:
+    """What a finding at `site` is computed from, where an effect that shows downstream can
+    strike: the values it is computed from (for a backward or a gradient read, its root's), and
+    the module handles their forwards and parameter reads use, back through transforms and
+    optimizer steps (a step's wrong parameters spoil every forward of the stepped module)."""
+    root = site
+    if isinstance(root, Grad):
+        root = table.get(root.grads, root)
+    out = ancestors(table, root.input if isinstance(root, Backward) else root.id)
+    for x in list(out):
+        handle = getattr(table.get(x), "module", None)
+        while isinstance(handle, str) and handle not in out:
+            out.add(handle)
+            h = table.get(handle)
+            handle = h.input if isinstance(h, Transform) else h.module if isinstance(h, Step) else None
+    return out
 
 
 def known_bug_of(faults: list[Fault], bugs: tuple[KnownBug, ...] = KNOWN_BUGS) -> KnownBug | None:
