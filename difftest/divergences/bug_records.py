@@ -152,6 +152,18 @@ def within_f32_rounding(f: Fault) -> bool:
     return True
 
 
+def within_f32_rounding_of_its_tensor(f: Fault) -> bool:
+    """Every failing element is off by at most 64 float32 ulps of the largest reference among
+    them: an error made upstream in f32 (an optimizer step's parameters) carried into values
+    computed from them, where it is an absolute error that a difference of such values (a loss's
+    `y - target` near 0) does not shrink."""
+    if not f.pairs:
+        return False
+    scale = max((abs(r) for r, _ in f.pairs if math.isfinite(r)), default=0.0)
+    return all(math.isfinite(r) and math.isfinite(b) and abs(b - r) <= 64 * F32_ULP * max(abs(r), scale)
+               for r, b in f.pairs)
+
+
 def fault_terms(f: Fault) -> tuple[float, ...]:
     """The size of the terms at each failing element: `Fault.terms` where they are known and
     finite, else 0 (the element's reference and the tensor's scale bound it alone)."""

@@ -35,6 +35,7 @@ from difftest.findings.cotangents import cotangents
 from difftest.findings.error_classes import mismatch_class, observed_tensor
 from difftest.findings.graph_roots import shown_name, smallest_root
 from difftest.findings.one_op import PARAM_READ, one_op_program, param_reads, right_without_broadcast, seed_program
+from difftest.findings.paths import candidates, path_has_step
 from difftest.findings.unshared import unshared
 from difftest.ops.validate import check_program, infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
@@ -44,17 +45,12 @@ from difftest.oracle.kinks import as_gradient
 from difftest.program.ir import (
     Apply,
     Backward,
-    Cut,
-    Grad,
     OpCall,
-    Param,
     Program,
     ProgramError,
     Statement,
     Step,
-    Transform,
     ancestors,
-    descendants,
     root_module,
 )
 from difftest.program.jsonio import program_to_dict, program_to_json
@@ -145,71 +141,6 @@ def primary(program: Program, findings: list[Mismatch]) -> Mismatch:
     wrong flags before the backward that then panics, a wrong value before the gradients it
     spoils); the first reported among equals."""
     return min(findings, key=lambda m: position(program, m))
-
-
-# ------------------------------------------------------------------ the path
-
-def _sharing_gradient(program: Program, table: dict[str, Statement], ident: str) -> set[str]:
-    """The statements whose gradient is `ident`'s: for a parameter read, every read of the same
-    parameter of the same module and every forward of a handle of that module (burn's read is
-    the parameter itself, so its gradient sums over all of them, also through a read the
-    backward reaches and this one does not); for an `autodiff` cut, its input's too (of a value
-    already on the autodiff device it is that value: both frameworks give it that gradient,
-    whether or not the backward reads the cut); for anything else, `ident` alone."""
-    st = table.get(ident)
-    if isinstance(st, Cut) and st.cut == "autodiff":
-        return {ident} | _sharing_gradient(program, table, st.input)
-    if not isinstance(st, Param):
-        return {ident}
-    root = root_module(program, st.module, table).id
-    out = {ident}
-    for s in program.statements:
-        if isinstance(s, (Param, Apply)) and root_module(program, s.module, table).id == root:
-            if not isinstance(s, Param) or s.param == st.param:
-                out.add(s.id)
-    return out
-
-
-def candidates(program: Program, m: Mismatch) -> list[Statement]:
-    """The ops and module applies on the failing element's path, in program order."""
-    table = program.by_id()
-    if m.statement is None or m.statement not in table:
-        return []
-    st = table[m.statement]
-    while m.kind == "value" and isinstance(st, Cut) and st.input in table:
-        st = table[st.input]  # a cut's value is its input's (a detach of a gradient read is the read)
-    if m.kind in ("grad", "grad-presence") or isinstance(st, Grad):
-        leaf, bw = (st.of, st.grads) if isinstance(st, Grad) else (m.statement, m.backward)
-        root = table.get(str(bw))
-        if not isinstance(root, Backward):
-            return []
-        sharing = _sharing_gradient(program, table, leaf)
-        on_path = ancestors(table, root.input) & descendants(program.statements, sharing)
-    else:
-        on_path = ancestors(table, m.statement)
-    return [s for s in program.statements if s.id in on_path and isinstance(s, (OpCall, Apply))]
-
-
-def path_has_step(program: Program, m: Mismatch, path: list[Statement] | None = None) -> Step | None:
-    """The latest step the mismatching value derives from: one its statement's module handle
-    derives from (a `param` read or a module forward after a step), or one a module forward on
-    its path (`path`, default `candidates`) does (a value computed from a stepped module's
-    output: every one-op program on the path passes, on PyTorch's inputs, when the step moved
-    the parameters wrongly)."""
-    table = program.by_id()
-    index = {st.id: i for i, st in enumerate(program.statements)}
-    st = table.get(m.statement or "")
-    readers = ([st] if st is not None else []) + (candidates(program, m) if path is None else path)
-    steps: list[Step] = []
-    for reader in readers:
-        handle = getattr(reader, "module", None)
-        while handle is not None:
-            h = table.get(handle)
-            if isinstance(h, Step):
-                steps.append(h)
-                break
-            handle = h.input if isinstance(h, Transform) else None
-    return max(steps, key=lambda s: index[s.id], default=None)
 
 
 def _inputs_differ(st: Statement, verdict: Verdict) -> bool:
@@ -320,6 +251,9 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         consumed = _consumed_gradient(verdict, worker, step, memo)
         if consumed is not None:
             return consumed
+        alone = _step_alone(verdict, worker, step, memo)
+        if alone is not None:
+            return alone
         return Localisation(step.id, "step", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind)
     shown = smallest_root(program, m, path, lambda p: _judge(p, worker, memo))
     # no value shared (each computed once per path that reads it): right then, the fault is in
@@ -352,6 +286,28 @@ def _seed_fault(program: Program, m: Mismatch, worker: BurnWorker, memo: Judged 
     f = wrong[0]
     return Localisation(bw.id, "backward", f.kind, None, seed.dtype, mismatch_class(v, f), f.verdict or f.kind,
                         {}, seed, v, f, "fails")
+
+
+def _step_alone(verdict: Verdict, worker: BurnWorker, step: Step, memo: Judged | None) -> Localisation | None:
+    """A step whose consumed gradients are right, shown by what it computes: the program up to
+    the step, then a read of each parameter of the stepped module. Its failing parameter is the
+    finding's (the step's error, measured where the step makes it, not where values computed from
+    the parameters amplify it). None when those parameters agree (the step is named by the path)."""
+    program = verdict.program
+    at = program.statements.index(step) + 1
+    reads = param_reads(program, step.id)
+    try:
+        alone = Program((*program.statements[:at], *reads), program.dtype)
+    except ProgramError:
+        return None
+    v = _judge(alone, worker, memo)
+    ids = {r.id for r in reads}
+    wrong = [f for f in v.findings if f.kind == "value" and f.statement in ids] if v is not None else []
+    if v is None or not wrong:
+        return None
+    f = wrong[0]
+    return Localisation(step.id, "step", f.kind, None, alone.dtype, mismatch_class(v, f), f.verdict or f.kind,
+                        program=alone, one_op=v, mismatch=f, confidence="fails")
 
 
 def _consumed_gradient(verdict: Verdict, worker: BurnWorker, step: Step, memo: Judged | None) -> Localisation | None:

@@ -198,7 +198,8 @@ def fault_of(verdict: Verdict, m: Mismatch, loc: Localisation | None, backend: s
         return shown_fault(verdict, m, backend)
     if loc is not None:  # a step: the error as the program shows it
         return Fault(m.kind, loc.statement, program, loc.dtype, m.framework, m.detail, None,
-                     tuple(mismatch_pairs(verdict, m)), m.elements, backend=backend, verdict=m.verdict)
+                     tuple(mismatch_pairs(verdict, m)), m.elements, backend=backend,
+                     terms=tuple(mismatch_terms(verdict, m)), verdict=m.verdict)
     observed = dict(m.observed) if isinstance(m.observed, dict) else {}
     st = program.by_id().get(m.statement or "")
     dtype = dtype_at(program, st) if st is not None else program.dtype
@@ -325,6 +326,28 @@ def known_bug_of(faults: list[Fault], bugs: tuple[KnownBug, ...] = KNOWN_BUGS) -
     return None
 
 
+def _spread(program: Program, first: Mismatch, findings: list[Mismatch]) -> list[Mismatch]:
+    """The findings in the order their localisations are spent (MAX_LOCALISED): the first of
+    each source first (the gradients of each backward, the values computed from its gradient
+    reads, the other values), then the rest, each in program order; so that a bug that shows only
+    at a later backward is localised however many findings an earlier one gives."""
+    table = program.by_id()
+
+    def source(m: Mismatch) -> str:
+        if m.kind in ("grad", "grad-presence"):
+            return f"backward {m.backward}"
+        read = _gradient_read(table, m.statement) if m.kind == "value" else None
+        return f"backward {read.grads}" if read is not None else m.kind
+
+    sources = {source(first)}
+    firsts: list[Mismatch] = []
+    rest: list[Mismatch] = []
+    for m in findings:
+        (rest if source(m) in sources else firsts).append(m)
+        sources.add(source(m))
+    return firsts + rest
+
+
 def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] = KNOWN_BUGS) -> Triage:
     """The signature of a failing verdict and the known bug that explains it, if one does (a
     record declared for the backend `worker` runs on). A verdict whose first finding a record
@@ -340,12 +363,21 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
     faults = [fault_of(verdict, first, loc, backend)]
     if not any(explains(b, faults[0]) for b in bugs):
         return Triage(_sign(verdict, worker, first, loc), loc, None, faults)
-    seen = {(first.kind, first.statement, first.backward)}
+    table = verdict.program.by_id()
+
+    def key(m: Mismatch) -> tuple[str, str | None, str | None]:
+        # a gradient read's value is the gradient it reads: one finding, localised once
+        read = table.get(m.statement or "")
+        if m.kind == "value" and isinstance(read, Grad):
+            return "grad", read.of, read.grads
+        return m.kind, m.statement, m.backward
+
+    seen = {key(first)}
     localised = 1
-    for m in findings:
-        if (m.kind, m.statement, m.backward) in seen:
+    for m in _spread(verdict.program, first, findings):
+        if key(m) in seen:
             continue
-        seen.add((m.kind, m.statement, m.backward))
+        seen.add(key(m))
         other = None
         if m.kind in LOCALISED_KINDS:
             if localised >= MAX_LOCALISED:  # too many to localise each: as the program shows it

@@ -10,6 +10,8 @@ a one-op flags finding, and as a gradient whose terms cancel. Each program here 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -135,6 +137,21 @@ def test_every_finding_at_a_known_site_is_explained_by_its_record(worker: BurnWo
     assert not verdict.ok, "the known bug does not show in this program"
     t = triage(verdict, worker)
     assert t.known is not None and t.known.name == bug, t.describe()
+
+
+CAMPAIGN_PROGRAMS = sorted((Path(__file__).parent / "data" / "known_sites").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", CAMPAIGN_PROGRAMS, ids=[p.stem for p in CAMPAIGN_PROGRAMS])
+def test_a_campaign_program_at_a_known_site_is_that_known_bug(worker: BurnWorker, path: Path) -> None:
+    """The programs a float64 campaign keeping every trigger saved as new (seeds 5 to 7), whole:
+    each is its known bug (named by the file: `<record>-<case>.json`), seen where the program
+    shows it (after several steps, through gradient reads, past MAX_LOCALISED findings)."""
+    program = program_from_dict(json.loads(path.read_text()))
+    verdict = check(program, worker)
+    assert not verdict.ok, "the known bug does not show in this program"
+    t = triage(verdict, worker)
+    assert t.known is not None and t.known.name == path.stem.rsplit("-", 1)[0], t.describe()
 
 
 def test_a_value_downstream_of_a_stepped_modules_forward_is_the_steps(worker: BurnWorker) -> None:
