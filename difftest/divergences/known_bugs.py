@@ -97,8 +97,12 @@ def divisor_squared_overflows(f: Fault) -> bool:
 
 
 def untracked(f: Fault) -> bool:
-    """A flags mismatch (or a rule's, `stale-rule`: a value downstream whose rule expected a
-    tracked input) where burn reports the value untracked (not in the recorded graph)."""
+    """A flags mismatch where burn reports the value untracked (not in the recorded graph); or a
+    rule's (`stale-rule`) downstream: a value whose rule expected a tracked input, reported
+    untracked, or a backward that ran where a rule predicted it fails on a consumed graph (the
+    untracked value cut it off)."""
+    if f.kind == "stale-rule" and not f.observed:
+        return True
     return f.kind not in ("flags", "stale-rule") or f.observed.get("is_tracked") is False
 
 

@@ -217,14 +217,21 @@ def _sides(verdict: Verdict, m: Mismatch, element: int, r: float,
         return [right, left], evidence
     limits: list[float] = []
     evidence = {"value_sides": []}
-    sides = value_sides(program, m.statement or "", element)
-    for left, right, step in sides:
-        evidence["value_sides"].append({"step": step, "left": left, "right": right})
-        dr, dl = right - r, r - left
-        if not (math.isfinite(dr) and math.isfinite(dl)) or abs(dr - dl) > 1e-3 * (abs(dr) + abs(dl)) + budget:
-            limits += [left, right]
-    if not limits and _jumps(sides, r, budget):
-        limits = [x for left, right, _ in sides for x in (left, right)]
+    families = [value_sides(program, m.statement or "", element)]
+    by_id = program.by_id()
+    if any(isinstance(by_id.get(x), Grad) for x in ancestors(by_id, m.statement or "")):
+        # computed from a gradient read: a tie of two leaves' elements that moving them alike
+        # keeps may decide where the gradient goes, so they are also moved apart
+        families.append(value_sides(program, m.statement or "", element, spread=True))
+    for sides in families:
+        for left, right, step in sides:
+            evidence["value_sides"].append({"step": step, "left": left, "right": right})
+            dr, dl = right - r, r - left
+            if not (math.isfinite(dr) and math.isfinite(dl)) or abs(dr - dl) > 1e-3 * (abs(dr) + abs(dl)) + budget:
+                limits += [left, right]
+    for sides in families:
+        if not limits and _jumps(sides, r, budget):
+            limits = [x for left, right, _ in sides for x in (left, right)]
     return limits, evidence
 
 

@@ -61,3 +61,18 @@ def test_a_result_must_be_near_its_own_frameworks_value_within_the_noise_measure
     assert not ki.explained(-6e-4, 0.0, 0.0, own, 0.0, 0.0, "bfloat16")  # torch is neither
     # the budget is the noise measured around each own value (8x, ops/tolerance.py NOISE_FACTOR)
     assert ki.explained(-4e-4, -1.1e-3, 0.0, own, 0.0, 0.0, "bfloat16")
+
+
+def test_a_value_computed_from_a_gradient_at_a_tie_of_two_leaves_is_ill_conditioned(
+        burn_worker: BurnWorker) -> None:
+    """minimum(x, y) with x[0] == y[0]: y's gradient there is PyTorch's 0.5 or burn's 0 or 1 (each
+    a subgradient), and so is any value computed from it (exp of the read). Moving every leaf
+    alike keeps the tie, so the value looked smooth there and burn's result wrong (a float64
+    campaign, seed 9); the leaves are also moved apart, and the value's one-sided limits show."""
+    from difftest.program.ir import Grad
+
+    p = program(leaf("x", [0.5, 1.0], rg=True), leaf("y", [0.5, 2.0], rg=True), op("v", "minimum", "x", "y"),
+                op("s", "sum", "v"), backward("s"), Grad("g", "bw", "y"), op("e", "exp", "g"))
+    verdict = check(p, burn_worker)
+    assert verdict.ok, verdict.report()
+    assert any(d.statement == "e" and d.verdict == "ill-conditioned" for d in verdict.dismissals), verdict.report()
