@@ -59,8 +59,10 @@ class GenConfig:
     avoid_known_bugs: bool = True  # skip triggers listed in difftest/divergences/known_bugs.py
     # ...except with this probability at each trigger: the statement is kept and the known bug's
     # site stays under test for new bugs there (its record explains the known one; a different
-    # error at the site is news). 0: every trigger avoided (no choice drawn for it)
-    p_known_site: float = 0.0
+    # error at the site is news). 0: every trigger avoided (no choice drawn for it). At 0.5 a
+    # gradient fault in float64 div_scalar is found in 209 of 400 programs (1 of 400 at 0, 208 in
+    # float32 where there is no trigger), at no measurable cost in campaign rate (docs/checks.md)
+    p_known_site: float = 0.5
     # sessions (strategies/sessions.py): after a backward, another forward and backward with
     # this probability (up to max_backwards); each later forward has up to segment_statements
     max_backwards: int = 4

@@ -16,7 +16,8 @@ kernel, or in a burn-backend default that only some backends inherit (the others
 op), shows on those alone, and a finding on any other backend is news even at the same site
 (docs/backends.md). A finding is matched on the backend it was observed on (`Fault.backend`).
 
-`avoid`: the generator does not generate the site (so property runs keep looking for new bugs),
+`avoid`: the generator does not generate the site (so property runs keep looking for new bugs)
+but for a share of the times it meets it (GenConfig.p_known_site: a new bug there is found too),
 on every backend (a campaign draws the same programs wherever it runs, so the trigger of a record
 of some backends keeps its site out of all); None for a bug outside the generator's domains or
 one that campaigns just recognise. The bug itself stays covered by its corpus case, whose status
@@ -270,7 +271,8 @@ BURN_BUGS: tuple[KnownBug, ...] = (
         "an SGD step with momentum in a float64 program uses the momentum rounded to f32: burn-optim "
         "converts MomentumConfig's f64 momentum into an f32 field of its Momentum state (and the "
         "weight-decay penalty is an f32 in WeightDecayConfig), so momentum 0.9 acts as 0.899999976. "
-        "No trigger: in float64 programs the generator draws momenta that are exact in f32.",
+        "No trigger: in float64 programs the generator draws momenta that are exact in f32 (but in the share "
+        "of training loops that keep known sites, GenConfig.p_known_site).",
         ("corpus/bugs/sgd-momentum-f32-in-float64.json", burn_source("burn-optim", "src/optim/momentum.rs")),
         None,
         ("float64",),

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from difftest.divergences.bug_records import Effect, Fault, KnownBug, bug_record
-from difftest.divergences.bug_sites import prior_shapes
+from difftest.divergences.bug_records import Effect, Fault, KnownBug, bug_record, within_f32_rounding
+from difftest.divergences.bug_sites import op_in, prior_shapes
 from difftest.divergences.host import cpu_has
 from difftest.program.conv_shapes import conv_out, conv_transpose_out
 from difftest.program.ir import Statement
@@ -86,6 +86,26 @@ def bias_left_out(f: Fault) -> bool:
 
 
 TORCH_BUGS: tuple[KnownBug, ...] = (
+    bug_record(
+        "torch-hardsigmoid-grad-f64-sixth-in-f32",
+        "PyTorch 2.15's float64 hardsigmoid gradient on the CPU multiplies by 1/6 rounded to float32: "
+        "aten/src/ATen/native/cpu/Activation.cpp's hardsigmoid_backward_kernel builds its constant as "
+        "`scalar_t one_sixth(1.0f / 6.0f)` (and the vectorised `Vec kOneSixthVec(1.0f / 6.0f)`), a float "
+        "division widened to double, so d/dx hardsigmoid(x) is 0.1666666716337204 where float64 and burn "
+        "give 0.16666666666666666 (float32 programs cannot see it; float16 and bfloat16 compute in float). "
+        "The forward divides by 6 and agrees. Found once float64 campaigns kept a share of the sites the "
+        "generator avoided for burn's hard-sigmoid-autodiff-f64-in-f32 (the same op, device and dtype): "
+        "avoiding burn's bug had hidden PyTorch's. Matched only as a torch-wrong gradient of a float64 "
+        "hardsigmoid off by float32 rounding.",
+        ("corpus/bugs/torch-hardsigmoid-grad-f64-sixth-in-f32.json", "docs/checks.md",
+         "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cpu/Activation.cpp"),
+        None,
+        ("float64",),
+        site=op_in(("hard_sigmoid",)),
+        effect=Effect(("grad",), error=within_f32_rounding),
+        burn_versions="*",
+        framework="torch",
+    ),
     bug_record(
         "torch-bf16-conv-transpose2d-amx-drops-bias",
         "PyTorch 2.15's bfloat16 conv_transpose2d on a CPU with AMX-BF16 (Sapphire Rapids and later) "

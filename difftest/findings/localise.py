@@ -199,7 +199,8 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     suspects: list[tuple[float, Statement, Program, dict[str, int], Verdict, Mismatch]] = []
     # the gradient of a value both frameworks return as another tensor itself (a dropout with
     # p = 0, a cast to its own dtype) is that tensor's: its path is that tensor's path
-    path = candidates(program, as_gradient(program, m, verdict.prediction.torch.modules))[:MAX_CANDIDATES]
+    modules = verdict.prediction.torch.modules
+    path = candidates(program, as_gradient(program, m, modules), modules)[:MAX_CANDIDATES]
     # first each op's own derivative (seeded with ones: nothing else in the one-op program), then
     # its product (through one `mul`) with the cotangent PyTorch propagated to it in the failing
     # backward, then with a fixed varied one (ops whose ones-product vanishes, results PyTorch's

@@ -3,7 +3,11 @@ module forwards the localiser runs alone, localise.py), and the optimizer step i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from difftest.divergences.states import ModuleState
 from difftest.oracle.compare import Mismatch
+from difftest.oracle.kinks import itself
 from difftest.program.ir import (
     Apply,
     Backward,
@@ -16,8 +20,8 @@ from difftest.program.ir import (
     Step,
     Transform,
     ancestors,
-    descendants,
     root_module,
+    value_inputs,
 )
 
 
@@ -47,14 +51,28 @@ def _gradient_path(program: Program, table: dict[str, Statement], leaf: str, bw:
     root = table.get(str(bw))
     if not isinstance(root, Backward):
         return set()
-    sharing = _sharing_gradient(program, table, leaf)
-    return ancestors(table, root.input) & descendants(program.statements, sharing)
+    reached = set(_sharing_gradient(program, table, leaf))
+    for st in program.statements:  # what a gradient flows through: no op of a no_grad region, no cut
+        if _carries(st) and any(x in reached for x in value_inputs(st)):
+            reached.add(st.id)
+    return ancestors(table, root.input) & reached
 
 
-def candidates(program: Program, m: Mismatch) -> list[Statement]:
+def _carries(st: Statement) -> bool:
+    """Whether a gradient flows from the statement's inputs to its result: not through an op or
+    cut of a no_grad or inference_mode region, nor through a detach or without_autodiff."""
+    if isinstance(st, OpCall):
+        return st.region == "grad"
+    if isinstance(st, Cut):
+        return st.cut == "autodiff" and st.region == "grad"
+    return True
+
+
+def candidates(program: Program, m: Mismatch, modules: Mapping[str, ModuleState] | None = None) -> list[Statement]:
     """The ops and module applies on the failing element's path, in program order: a gradient's
     path; a value's ancestors and, where it is computed from a gradient read (`g = grad(x; bw)`,
-    a detach or an op of it), that gradient's path."""
+    a detach or an op of it), that gradient's path: of the tensor x is in both frameworks
+    (`modules`: the model's module handles, for a forward that returns its input)."""
     table = program.by_id()
     if m.statement is None or m.statement not in table:
         return []
@@ -64,7 +82,7 @@ def candidates(program: Program, m: Mismatch) -> list[Statement]:
         on_path = ancestors(table, m.statement)
         for read in [table[x] for x in on_path]:
             if isinstance(read, Grad):
-                on_path |= _gradient_path(program, table, read.of, read.grads)
+                on_path |= _gradient_path(program, table, itself(program, table, read.of, modules), read.grads)
     return [s for s in program.statements if s.id in on_path and isinstance(s, (OpCall, Apply))]
 
 

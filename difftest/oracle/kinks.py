@@ -82,10 +82,10 @@ def as_gradient(program: Program, m: Mismatch, modules: Mapping[str, ModuleState
     st = by_id.get(m.statement or "")
     if m.kind == "value" and isinstance(st, Grad):
         m, st = replace(m, kind="grad", statement=st.of, backward=st.grads), by_id.get(st.of)
-    return replace(m, statement=_itself(program, by_id, m.statement or "", modules)) if m.kind == "grad" else m
+    return replace(m, statement=itself(program, by_id, m.statement or "", modules)) if m.kind == "grad" else m
 
 
-def _itself(program: Program, by_id: dict[str, Statement], ident: str,
+def itself(program: Program, by_id: dict[str, Statement], ident: str,
             modules: Mapping[str, ModuleState] | None) -> str:
     """The value whose tensor `ident` is in both frameworks (`_same_tensor`, followed)."""
     while (same := _same_tensor(program, by_id, by_id.get(ident), modules)) is not None:
@@ -130,7 +130,7 @@ def path_ops(program: Program, m: Mismatch,
         for x in list(on_path):
             st = by_id[x]
             if isinstance(st, Grad):
-                on_path |= _between(program, by_id, _itself(program, by_id, st.of, modules), st.grads)
+                on_path |= _between(program, by_id, itself(program, by_id, st.of, modules), st.grads)
     else:
         on_path = _between(program, by_id, m.statement or "", m.backward or "")
     return [(i, st) for i, st in enumerate(program.statements) if isinstance(st, OpCall) and st.id in on_path]
