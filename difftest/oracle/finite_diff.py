@@ -24,6 +24,7 @@ from difftest.program.observation import TensorObs
 from difftest.program.statements import root_module
 
 FD_STEPS = (1e-4, 1e-5)
+F64_EPS = 2.0 ** -52
 VALUE_STEPS = (1e-6, 1e-4)  # relative moves of every leaf for a value's one-sided limits
 
 
@@ -110,16 +111,18 @@ def finite_difference(verdict: Verdict, leaf_id: str, backward_id: str, element:
     l0 = loss(x0)
     estimates: list[float] = []
     one_sided = (math.nan, math.nan)
+    rounding = 0.0  # how far the float64 rounding of the losses alone may move an estimate
     for h in FD_STEPS:
         step = h * scale
         lp, lm = loss(x0 + step), loss(x0 - step)
         estimates.append((lp - lm) / (2 * step))
         one_sided = ((lp - l0) / step, (l0 - lm) / step)
+        rounding = max(rounding, 2 * F64_EPS * max(abs(lp), abs(lm), abs(l0)) / step)
 
     values = [*estimates, *one_sided]
     smooth = all(math.isfinite(e) for e in values) and near(estimates[0], estimates[1]) and near(*one_sided)
     return {"element": element, "steps": list(FD_STEPS), "estimates": estimates, "one_sided": list(one_sided),
-            "smooth": smooth, "frozen": sorted(constants)}
+            "smooth": smooth, "frozen": sorted(constants), "rounding": rounding}
 
 
 def _index_leaves(program: Program) -> set[str]:
