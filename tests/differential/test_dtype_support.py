@@ -103,8 +103,9 @@ def test_data_must_be_values_of_the_dtype() -> None:
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_generated_programs_pass_in_each_dtype(dtype: str, burn_worker: BurnWorker) -> None:
     """Programs of the default strategy forced to `dtype` run clean through both frameworks,
-    every value and gradient reported in the dtype (or, after a cast, in the cast's)."""
-    cfg = GenConfig(dtype=dtype)
+    every value and gradient reported in the dtype (or, after a cast, in the cast's); every
+    known bug's trigger avoided (p_known_site 0: a kept one fails as its record says)."""
+    cfg = GenConfig(dtype=dtype, p_known_site=0.0)
     for k in range(25):
         p = generate(RandomChoices(77_000 + k), cfg)
         assert p.dtype == dtype
