@@ -108,18 +108,22 @@ def forward_returns_input(m: ModuleState) -> bool:
 
 
 def _torch_forward(m: ModuleState, x: TorchState, shape: Shape) -> TorchState:
-    """nn.Linear / nn.Dropout on x; a module derived from `valid` runs under torch.no_grad()."""
-    const = TorchState(False, True, False, False, strides=contiguous_strides(shape))
+    """A module's forward on x; a module derived from `valid` runs under torch.no_grad(). Its
+    result is contiguous, or laid out as x is where the forward is elementwise (prelu, dropout)."""
+    layout = contiguous_strides(shape)
+    if module_kind(m.kind).elementwise and x.strides:
+        layout = elementwise_strides(shape, [(shape, x.strides)])
+    const = TorchState(False, True, False, False, strides=layout)
     if m.kind == "dropout":
         if forward_returns_input(m):
             return x  # PyTorch returns its input itself
         if m.valid or not x.requires_grad:
             return const
-        return TorchState(True, False, True, False, None, x.sources, contiguous_strides(shape))
+        return TorchState(True, False, True, False, None, x.sources, layout)
     params = [torch_param_state(m, name, ()) for name in m.params]
     if m.valid or not any(s.requires_grad for s in (x, *params)):
         return const
-    return TorchState(True, False, True, False, None, _union([x, *params]), contiguous_strides(shape))
+    return TorchState(True, False, True, False, None, _union([x, *params]), layout)
 
 
 def _burn_param(st: Param, ins: list[BurnState], shapes: Mapping[str, Shape],

@@ -318,3 +318,28 @@ def test_the_generator_builds_embeddings_on_leaves_of_indices() -> None:
                     and all(float(v).is_integer() for v in by_id[s.input].data):  # type: ignore[union-attr]
                 forwards += 1
     assert forwards > 20, forwards
+
+
+@pytest.mark.parametrize("module", [
+    {"module": "prelu", "weight": {"shape": [1], "data": [0.25]}},
+    {"module": "dropout", "p": 0.5},
+], ids=["prelu", "dropout"])
+def test_an_elementwise_forward_keeps_its_inputs_layout(burn_worker: BurnWorker, module: dict[str, Any]) -> None:
+    """PyTorch's prelu and dropout keep a transposed input's layout, so a reshape of their result
+    copies, and in an inference_mode region that copy is an inference tensor; the model took
+    every module's result as contiguous (a reshape view, a normal tensor) and flagged PyTorch
+    (the quality suite's false-alarm campaign, seed 13, program 7420, a prelu)."""
+    from difftest.oracle.check import check
+    from difftest.program.jsonio import program_from_dict
+
+    p = program_from_dict({"format": "difftest-program", "version": 2, "dtype": "float32", "statements": [
+        {"id": "x", "kind": "leaf", "shape": [2, 3], "data": [0.5, -1.0, 1.5, -2.0, 2.5, -0.75],
+         "device": "autodiff", "require_grad": True},
+        {"id": "t", "kind": "op", "op": "transpose", "inputs": ["x"], "attrs": {}},
+        {"id": "m", "kind": "module", **module},
+        {"id": "y", "kind": "apply", "module": "m", "input": "t"},
+        {"id": "r", "kind": "op", "op": "reshape", "inputs": ["y"], "attrs": {"shape": [6]},
+         "region": "inference_mode"},
+    ]})
+    verdict = check(p, burn_worker)
+    assert verdict.ok, verdict.report()

@@ -26,4 +26,5 @@ DROPOUT = ModuleKind(
     "dropout", (AttrSpec("p", float, in_unit("p")),), (), lambda attrs, given: {},
     input_ranks=(1, 2, 3, 4), out_shape=same_shape, pytorch=_pytorch, rust=_rust,
     burn_uses=frozenset({"Module", "DropoutConfig"}), noise="exact",
-    text=lambda st: f"{st.id}: dropout(p={fmt_float(st.p)})", steppable=True, random=True)
+    text=lambda st: f"{st.id}: dropout(p={fmt_float(st.p)})", steppable=True, random=True,
+    elementwise=True)

@@ -113,6 +113,10 @@ class ModuleKind:
     # its forward draws random numbers (dropout): both executors and reproducers seed before
     # each forward (PyTorch: torch.manual_seed(0); burn: the device's seed, as difftest-burn does)
     random: bool = False
+    # PyTorch's forward is elementwise (prelu, dropout's input * mask): its result keeps the
+    # input's layout as an elementwise op's does (ops/strides.elementwise_strides: a transposed
+    # input gives a transposed result, which a reshape then copies); else the result is contiguous
+    elementwise: bool = False
     # the forward's input is a tensor of indices, not a value it differentiates (embedding): it
     # must be a leaf that does not require grad, of integral entries in [0, index_bound) (see
     # check_indices); burn converts it with `.int()`, PyTorch with `.long()`
