@@ -63,8 +63,8 @@ SECTIONS: tuple[Section, ...] = (
             "backends it shows on (a finding on another backend is news; docs/backends.md); *host*: the CPUs it "
             "shows on (corpus/README.md#host); *generator*: whether "
             "the generator avoids its trigger (property runs keep looking for new bugs; the corpus case keeps "
-            "the bug covered), at every trigger but a share (GenConfig.p_known_site, 0.5) that it keeps, so "
-            "that the site stays under test for new bugs there (docs/checks.md)."),
+            "the bug covered); GenConfig.p_known_site keeps a share of the triggers, so that the site stays "
+            "under test for new bugs there (off by default: docs/checks.md)."),
 )
 
 _INLINE_SPACE = re.compile(r"\s+")
