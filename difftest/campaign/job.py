@@ -28,7 +28,7 @@ from difftest.findings.corpus import case_from_verdict
 from difftest.findings.table import report as table_report
 from difftest.findings.triage import triage
 from difftest.oracle.compare import Verdict
-from difftest.strategies.config import GenConfig
+from difftest.strategies.config import DEFAULT_KNOWN_SITES, GenConfig
 
 if TYPE_CHECKING:
     from difftest.oracle.probe_run import ProbeRun
@@ -74,6 +74,7 @@ class JobSpec:
     frontier: str | None = None  # a guided campaign's frontier directory (campaign/guided.py)
     guided_share: float = 0.5  # of a guided campaign's programs, mutations of frontier entries
     backends: tuple[str, ...] = ()  # several: each program runs on each (fuzz --backend a,b); else one
+    known_sites: float = DEFAULT_KNOWN_SITES  # GenConfig.p_known_site: the share of known bugs' triggers kept
 
 
 def job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
@@ -163,12 +164,12 @@ def job_main(spec: JobSpec, results: Any, inbox: Any, stop: Any) -> None:
         first = next(iter(workers.values()))
         if spec.frontier is not None:
             cfg = GenConfig.profile(spec.profile, ops=spec.ops, max_statements=spec.max_statements,
-                                    backends=tuple(workers))
+                                    backends=tuple(workers), p_known_site=spec.known_sites)
             guide = Guide(Frontier.load(Path(spec.frontier)), cfg, spec.seed, spec.guided_share,
                           load_map(first).burn_edges)
         stats = run_campaign(
             workers, seed=spec.seed, programs=spec.programs, ops=spec.ops, max_statements=spec.max_statements,
-            profile=spec.profile, probes=spec.probes, steering=guide,
+            profile=spec.profile, known_sites=spec.known_sites, probes=spec.probes, steering=guide,
             start=spec.start, stride=spec.stride, deadline=spec.deadline,
             should_stop=lambda: stop.is_set() or orphaned(), on_backends=on_backends, keep_findings=False,
         )

@@ -26,7 +26,7 @@ from difftest.oracle.compare import DISMISSED, Verdict
 from difftest.oracle.probe_run import ProbeRun, check_with_probes_on
 from difftest.program.ir import Program
 from difftest.strategies.choices import RandomChoices
-from difftest.strategies.config import GenConfig
+from difftest.strategies.config import DEFAULT_KNOWN_SITES, GenConfig
 from difftest.strategies.generator import generate
 
 SEED_STRIDE = 1_000_003
@@ -47,12 +47,14 @@ def program_seed(seed: int, k: int) -> int:
 
 
 def program_at(seed: int, k: int, ops: tuple[str, ...] | None = None, max_statements: int = 10,
-               profile: str = "default", backends: tuple[str, ...] = ()) -> Program:
+               profile: str = "default", backends: tuple[str, ...] = (),
+               known_sites: float = DEFAULT_KNOWN_SITES) -> Program:
     """Program k of a campaign (the same program `run_campaign` checks at index k; `backends`:
     the campaign's, whose refused calls the generator redraws)."""
 
     return generate(RandomChoices(program_seed(seed, k)),
-                    GenConfig.profile(profile, ops=ops, max_statements=max_statements, backends=backends))
+                    GenConfig.profile(profile, ops=ops, max_statements=max_statements, backends=backends,
+                                      p_known_site=known_sites))
 
 
 def dismissals(verdict: Verdict) -> list[str]:
@@ -98,6 +100,7 @@ def run_campaign(
     ops: tuple[str, ...] | None = None,
     max_statements: int = 10,
     profile: str = "default",
+    known_sites: float = DEFAULT_KNOWN_SITES,
     stop_at_first: bool = False,
     on_finding: Callable[[Verdict], None] | None = None,
     on_progress: Callable[[CampaignStats], None] | None = None,
@@ -128,7 +131,8 @@ def run_campaign(
     workers = {worker.backend or DEFAULT_BACKEND: worker} if isinstance(worker, BurnWorker) else dict(worker)
     first = next(iter(workers.values()))
 
-    cfg = GenConfig.profile(profile, ops=ops, max_statements=max_statements, backends=tuple(workers))
+    cfg = GenConfig.profile(profile, ops=ops, max_statements=max_statements, backends=tuple(workers),
+                            p_known_site=known_sites)
     cfg.op_specs()
     stats = CampaignStats()
     begin = last = time.monotonic()

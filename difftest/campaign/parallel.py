@@ -46,6 +46,7 @@ from difftest.exec.burn_worker import find_binary
 from difftest.findings.saving import save_case
 from difftest.findings.signature import first_by_signature, scan_corpus
 from difftest.findings.summary import Summary, Timeline
+from difftest.strategies.config import DEFAULT_KNOWN_SITES
 
 if TYPE_CHECKING:
     pass
@@ -129,6 +130,7 @@ class FuzzOptions:
     frontier: Path | None = None  # guided (campaign/guided.py): the frontier directory; binary a coverage build
     guided_share: float = 0.5
     backends: tuple[str, ...] = ()  # several: each program runs on each (one worker each per job)
+    known_sites: float = DEFAULT_KNOWN_SITES  # GenConfig.p_known_site (fuzz --known-sites)
 
     def source(self) -> str:
         parts = [f"difftest fuzz --seed {self.seed}"]
@@ -142,6 +144,8 @@ class FuzzOptions:
             parts.append(f"--dtype {self.profile}")
         elif self.profile != "default":
             parts.append(f"--profile {self.profile}")
+        if self.known_sites != DEFAULT_KNOWN_SITES:
+            parts.append(f"--known-sites {self.known_sites:g}")
         if not self.probes:
             parts.append("--no-probes")
         if self.frontier is not None:
@@ -289,7 +293,7 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
             opts.fault, str(opts.inflight_dir) if opts.inflight_dir else None, frozenset(known), opts.source(),
             opts.shrink, opts.verbose, opts.profile, opts.probes, crash_at(),
             str(opts.frontier) if opts.frontier is not None else None, opts.guided_share,
-            opts.backends if len(opts.backends) > 1 else (),
+            opts.backends if len(opts.backends) > 1 else (), opts.known_sites,
         ))
     inboxes: dict[int, Any] = {}
     procs: dict[int, Any] = {}

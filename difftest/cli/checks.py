@@ -38,6 +38,17 @@ def at_least_one(text: str) -> int:
     return value
 
 
+def share(text: str) -> float:
+    """An argparse type: a probability, in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:  # nan fails both comparisons
+        raise argparse.ArgumentTypeError(f"must be a share in [0, 1], got {text!r}")
+    return value
+
+
 def output_option(parser: argparse.ArgumentParser, *flags: str, **kwargs: Any) -> None:
     """An option whose value is a file the command writes: `main` checks it can be written before
     the command runs."""

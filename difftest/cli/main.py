@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from difftest import __version__
 from difftest.cli.backends import use_backends
-from difftest.cli.checks import at_least_one, output_option, positive_seconds, unwritable_output, writable_dir
+from difftest.cli.checks import at_least_one, output_option, positive_seconds, share, unwritable_output, writable_dir
 from difftest.cli.common import case_worker, make_console, make_worker
 from difftest.cli.corpus import cmd_replay, cmd_report
 from difftest.cli.coverage import add_guided_options, guided_setup
@@ -26,6 +26,7 @@ from difftest.cli.suspects import add_parser as add_suspects
 from difftest.cli.versions import add_parser as add_versions
 from difftest.cli.versions import burn_option, use_burn
 from difftest.exec.backends import BACKEND_ENV
+from difftest.strategies.config import DEFAULT_KNOWN_SITES
 
 if TYPE_CHECKING:
 
@@ -83,7 +84,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         ops=tuple(args.ops.split(",")) if args.ops else None, max_statements=args.max_statements, jobs=jobs,
         shard=shard, shards=shards, corpus=Path(args.corpus), timeout=args.timeout, fault=args.fault,
         progress_every=args.progress, verbose=args.verbose, profile=args.profile, probes=not args.no_probes,
-        backends=backends,
+        backends=backends, known_sites=args.known_sites,
     )
     from difftest.strategies.config import GenConfig
 
@@ -287,6 +288,10 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--dtype", default=None, choices=["float32", "float64", "float16", "bfloat16"],
                    help="every program in this dtype (the default distribution otherwise; by default "
                         "80%% float32, 10%% float64, 5%% float16, 5%% bfloat16)")
+    f.add_argument("--known-sites", type=share, default=DEFAULT_KNOWN_SITES, metavar="P",
+                   help="the share of known bugs' triggers the generator keeps (GenConfig.p_known_site): at 0 a "
+                        "known bug's site is never generated, so a new bug there is never found; a kept site is "
+                        f"explained by its record (default {DEFAULT_KNOWN_SITES:g})")
     f.add_argument("--no-probes", action="store_true",
                    help="do not probe a passing program at the other roots its backwards could have had "
                         "(root probes: burn alone, judged by the model's prediction; difftest/oracle/probes.py)")

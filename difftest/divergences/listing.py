@@ -64,7 +64,7 @@ SECTIONS: tuple[Section, ...] = (
             "shows on (corpus/README.md#host); *generator*: whether "
             "the generator avoids its trigger (property runs keep looking for new bugs; the corpus case keeps "
             "the bug covered); GenConfig.p_known_site keeps a share of the triggers, so that the site stays "
-            "under test for new bugs there (off by default: docs/checks.md)."),
+            "under test for new bugs there (half of them by default, `fuzz --known-sites`: docs/checks.md)."),
 )
 
 _INLINE_SPACE = re.compile(r"\s+")

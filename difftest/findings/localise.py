@@ -13,7 +13,9 @@ the finding's minimal reproducer, and its error class (`error_class`: NaN / inf,
 rounding / small / large by the relative error) goes into the signature with the op and
 the mismatch kind (the inputs whose gradient is wrong are recorded beside it). If no
 candidate fails with ones, each is run again with the cotangent PyTorch propagated to its result
-in the failing backward, then with a fixed varied one; if none fails then, the
+in the failing backward, then with a fixed varied one (applied through a `mul`, burn seeding a
+backward with ones only: a seeded experiment that fails names its op only when the cotangent
+applied to a bare leaf is right, else the `mul` is named); if none fails then, the
 one that deviates most beyond PyTorch's own error is named as a suspect; failing that, a
 finding after an optimizer step is traced to the gradients the step consumed (a wrong one is
 localised in the program up to the step; right ones name the step itself: `step`), and any
@@ -34,7 +36,15 @@ from typing import TYPE_CHECKING, Any
 from difftest.findings.cotangents import cotangents
 from difftest.findings.error_classes import mismatch_class, observed_tensor
 from difftest.findings.graph_roots import shown_name, smallest_root
-from difftest.findings.one_op import PARAM_READ, one_op_program, param_reads, right_without_broadcast, seed_program
+from difftest.findings.one_op import (
+    HARNESS_OP,
+    PARAM_READ,
+    harness_program,
+    one_op_program,
+    param_reads,
+    right_without_broadcast,
+    seed_program,
+)
 from difftest.findings.paths import candidates, path_has_step
 from difftest.findings.unshared import unshared
 from difftest.ops.validate import check_program, infer_shapes
@@ -65,7 +75,8 @@ MAX_CANDIDATES = 24  # one-op programs run per finding, at most (the path's earl
 @dataclass(frozen=True)
 class Localisation:
     """Where a finding's fault is. `statement`: the statement in the full program (None for
-    `graph`); `where`: its op, `apply:<kind>`, `step`, or `graph`; `input`: the inputs whose
+    `graph`, and for the op a seeded experiment applies its cotangent with, which the program
+    need not hold); `where`: its op, `apply:<kind>`, `step`, or `graph`; `input`: the inputs whose
     gradient is wrong (None for a value); `error`: the error class of the one-op finding."""
 
     statement: str | None
@@ -234,6 +245,12 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
             if suspect is not None:
                 suspects.append((suspect[0], st, p, positions, v, suspect[1]))
             continue
+        if seeded:
+            # the seeded experiment applies its cotangent with a `mul`: when that alone is wrong,
+            # every seeded experiment fails, whatever op it holds, and the fault is the mul's
+            harness = _harness_fault(p, worker, memo)
+            if harness is not None:
+                return harness
         found = _found(program, st, p, positions, v, _pick(v.findings, m.kind, p, same_kind), "fails")
         if not split and (st.id, seeded, seed) in split_passed and found.kind == "grad":
             # with a leaf per position the op passed: it is right, and what fails is the sum of
@@ -287,6 +304,23 @@ def _seed_fault(program: Program, m: Mismatch, worker: BurnWorker, memo: Judged 
     f = wrong[0]
     return Localisation(bw.id, "backward", f.kind, None, seed.dtype, mismatch_class(v, f), f.verdict or f.kind,
                         {}, seed, v, f, "fails")
+
+
+def _harness_fault(p: Program, worker: BurnWorker, memo: Judged | None) -> Localisation | None:
+    """The localisation of a failing seeded one-op program `p` to its harness: when the cotangent
+    applied to a bare leaf (one_op.harness_program) already gives a wrong gradient, the op the
+    harness applies it with is wrong on its own (its one-op program is that control), and the
+    op `p` holds is not shown wrong. Not at a statement of the program, which may hold no such
+    op: known-bug records match the finding where the program shows it. None when the control
+    is right."""
+    control = harness_program(p)
+    v = _judge(control, worker, memo) if control is not None else None
+    wrong = [f for f in v.findings if f.kind in ("grad", "grad-presence")] if v is not None else []
+    if control is None or v is None or not wrong:
+        return None
+    f = wrong[0]
+    return Localisation(None, HARNESS_OP, f.kind, (0,), control.dtype, mismatch_class(v, f), f.verdict or f.kind,
+                        {}, control, v, f, "fails")
 
 
 def _step_alone(verdict: Verdict, worker: BurnWorker, step: Step, memo: Judged | None) -> Localisation | None:

@@ -74,6 +74,9 @@ def _module_chain(table: dict[str, Statement], handle: str) -> list[Statement] |
     return chain[::-1]
 
 
+HARNESS_OP = "mul"  # the op a seeded one-op program applies its cotangent with (burn seeds a backward with ones only)
+
+
 def cotangent(n: int) -> tuple[float, ...]:
     """A fixed cotangent that is not constant (ones give a zero vector-Jacobian product for ops
     whose outputs sum to a constant, softmax and the normalisations), exact in every dtype."""
@@ -150,11 +153,27 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
             n = math.prod(shape)
             out.append(Leaf("ct", shape, seed if seed is not None and len(seed) == n else cotangent(n),
                             "autodiff", False))
-            out.append(OpCall("z", "mul", ("y", "ct")))
+            out.append(OpCall("z", HARNESS_OP, ("y", "ct")))
             root = "z"
         out.append(Backward("bw", root))
     try:
         return Program(tuple(out), dtype), positions
+    except ProgramError:
+        return None
+
+
+def harness_program(p: Program) -> Program | None:
+    """The control of the seeded one-op program `p` (one_op_program with `seeded`): its cotangent
+    applied to a fresh leaf of the op's result shape, with nothing else. Its gradient is the
+    cotangent itself, exactly in every dtype; a wrong one is the harness's (its `mul`), and then
+    every seeded experiment fails whatever op it holds. None when `p` is not seeded."""
+    table = p.by_id()
+    ct, z = table.get("ct"), table.get("z")
+    if not isinstance(ct, Leaf) or not isinstance(z, OpCall) or z.op != HARNESS_OP:
+        return None
+    try:
+        return Program((Leaf("a0", ct.shape, cotangent(len(ct.data)), "autodiff", True), ct,
+                        OpCall("z", HARNESS_OP, ("a0", "ct")), Backward("bw", "z")), p.dtype)
     except ProgramError:
         return None
 

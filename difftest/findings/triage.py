@@ -295,13 +295,21 @@ def _explains(bug: KnownBug, f: Fault) -> bool:
 
 def upstream(table: dict[str, Statement], site: Statement) -> set[str]:
     """What a finding at `site` is computed from, where an effect that shows downstream can
-    strike: the values it is computed from (for a backward or a gradient read, its root's), and
+    strike: the values it is computed from (for a backward or a gradient read, its root's; for
+    a value computed from a gradient read, that read's backward's graph too), and
     the module handles their forwards and parameter reads use, back through transforms and
     optimizer steps (a step's wrong parameters spoil every forward of the stepped module)."""
     root = site
     if isinstance(root, Grad):
         root = table.get(root.grads, root)
-    out = ancestors(table, root.input if isinstance(root, Backward) else root.id)
+    out: set[str] = set()
+    todo = [root.input if isinstance(root, Backward) else root.id]
+    while todo:
+        more = ancestors(table, todo.pop()) - out
+        out |= more
+        # a gradient read's value is computed by its backward, from that backward's graph
+        reads = (table.get(x) for x in more)
+        todo += [bw.input for g in reads if isinstance(g, Grad) and isinstance(bw := table.get(g.grads), Backward)]
     for x in list(out):
         handle = getattr(table.get(x), "module", None)
         while isinstance(handle, str) and handle not in out:
