@@ -271,7 +271,7 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("mse_loss", "loss", 2, "F.mse_loss({x}, {y}).reshape(1)",
            "burn::nn::loss::MseLoss::new().forward({x}, {y}, burn::nn::loss::Reduction::Mean)", tx.pair_loss_rule,
            T.ACCUMULATE, partners=draw.SAME_SHAPE, saves=(0, 1), reduced_extent=rule.extent,
-           doc="mean of (x - y)^2 over every element"),
+           grad_terms=tx.mse_grad, doc="mean of (x - y)^2 over every element"),
     OpSpec("binary_cross_entropy", "loss", 1, "F.binary_cross_entropy({x}, {targets}.to({x}.dtype)).reshape(1)",
            block("let input = {x};", "let targets = {targets};",
                  "burn::nn::loss::BinaryCrossEntropyLossConfig::new().init(&input.device()).forward(input, targets)"),

@@ -380,6 +380,13 @@ var_value, var_grad = _variance_value(1), _variance_grad(1)
 var_bias_value, var_bias_grad = _variance_value(0), _variance_grad(0)
 
 
+def mse_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
+    # 2 (x - y) / n for x, its negation for y: terms of sizes |x| and |y| cancel where x nears
+    # y, and a rounding of either (its own, or one made upstream) stays their size
+    t = g * 2.0 * (x[0].abs() + x[1].abs()) / x[0].numel()
+    return [t, t]
+
+
 def bce_logits_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
     # PyTorch: (sigmoid(x) - t) / n; burn: (1 - t) x - log_sigmoid(x), whose gradient is
     # (1 - t) - sigmoid(-x). Either way terms of size ~1 cancel where sigmoid(x) is near the
