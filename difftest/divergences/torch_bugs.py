@@ -85,7 +85,44 @@ def bias_left_out(f: Fault) -> bool:
     return f.kind == "value" and bool(f.pairs) and all(t == 0.0 and r != 0.0 for r, t in f.pairs)
 
 
+# log of the largest finite value of the dtype PyTorch computes an op in (float16 and bfloat16
+# compute in float32): exp of more overflows to inf
+EXP_OVERFLOW = {"float64": 709.782712893384, "float32": 88.72283935546875, "float16": 88.72283935546875,
+                "bfloat16": 88.72283935546875}
+
+
+def sigmoid_of_input_overflows(f: Fault) -> bool:
+    """At every failing element the op's input x is below -EXP_OVERFLOW of the dtype: there
+    exp(-x) is inf, and a sigmoid computed as 1 / (1 + exp(-x)) is 0 instead of about exp(x).
+    Read on the localised one-op program's input (`Fault.inputs`); False where it has none."""
+    limit = EXP_OVERFLOW.get(f.dtype)
+    if limit is None or not f.inputs or not f.elements:
+        return False
+    x = f.inputs[0]
+    return all(0 <= e < len(x) and x[e] < -limit for e in f.elements)
+
+
 TORCH_BUGS: tuple[KnownBug, ...] = (
+    bug_record(
+        "torch-mish-grad-sigmoid-overflow",
+        "PyTorch 2.15's mish gradient on the CPU is wrong where exp(-x) overflows (x < -709.78 in float64, "
+        "x < -88.72 in float32): it computes sigmoid(x) as 1 / (1 + exp(-x)), which is 0 there, so "
+        "d/dx x tanh(softplus(x)) loses its x sigmoid(x) (1 - tanh^2) term and is tanh(softplus(x)) "
+        "~ exp(x) alone. At x = -711 it gives +1.65e-309 where the exact derivative is -1.17e-306 "
+        "(and burn, -1.17e-306); at -720, 2.0e-313 against -1.5e-310. Tiny numbers, but of the wrong "
+        "sign and a factor |x| off. Found by a float64 campaign whose boundary value 1000 went through "
+        "a linear layer to -711. Matched only as a torch-wrong mish gradient at inputs past that "
+        "threshold, in float64: in float32 (and float16 and bfloat16, computed in float32) the lost term "
+        "is below 2.4e-37, within the comparison's floor for the subnormal range, and no finding shows.",
+        ("corpus/bugs/torch-mish-grad-sigmoid-overflow.json", "docs/checks.md",
+         "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cpu/Activation.cpp"),
+        None,
+        ("float64",),
+        site=op_in(("mish",)),
+        effect=Effect(("grad",), error=sigmoid_of_input_overflows),
+        burn_versions="*",
+        framework="torch",
+    ),
     bug_record(
         "torch-hardsigmoid-grad-f64-sixth-in-f32",
         "PyTorch 2.15's float64 hardsigmoid gradient on the CPU multiplies by 1/6 rounded to float32: "

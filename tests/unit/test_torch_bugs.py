@@ -263,3 +263,40 @@ def test_the_site_predicates_agree_with_pytorchs_own_float64_result(op: str) -> 
             assert conv_transpose2d_bias_uncovered(st, prior) == bool((y == 7.0).any()), (size, k, stride, pad, dil)
         checked += 1
     assert checked > 100
+
+
+MISH = next(b for b in KNOWN_BUGS if b.name == "torch-mish-grad-sigmoid-overflow")
+
+
+def _mish_fault(x: list[float], elements: tuple[int, ...], dtype: str = "float64",
+                verdict: str = "torch-wrong") -> Fault:
+    program = program_from_dict({"format": "difftest-program", "version": 2, "dtype": dtype, "statements": [
+        {"id": "a0", "kind": "leaf", "shape": [len(x)], "data": x, "device": "autodiff", "require_grad": True},
+        {"id": "y", "kind": "op", "op": "mish", "inputs": ["a0"]},
+        {"id": "bw", "kind": "backward", "input": "y"}]})
+    return Fault("grad", "y", program, dtype, None, "", (0,), tuple((-1e-306, 1e-309) for _ in elements),
+                 elements, (tuple(x),), verdict=verdict)
+
+
+def test_pytorchs_mish_gradient_is_known_wrong_only_past_exps_overflow() -> None:
+    """Past -709.78 in float64 PyTorch's sigmoid(x) = 1 / (1 + exp(-x)) is 0 (tests/unit: the
+    record's claim; the corpus case shows it on PyTorch itself). A wrong mish gradient at an
+    element short of that threshold, in float32, or judged burn-wrong is news."""
+    assert explains(MISH, _mish_fault([-711.0, -720.0], (0, 1)))
+    assert not explains(MISH, _mish_fault([-711.0, -700.0], (0, 1)))  # -700: exp(700) is finite
+    assert explains(MISH, _mish_fault([-711.0, -700.0], (0,)))
+    assert not explains(MISH, _mish_fault([-711.0], (0,), dtype="float32"))
+    assert not explains(MISH, _mish_fault([-711.0], (0,), verdict="burn-wrong"))
+
+
+def test_the_mish_records_threshold_is_where_pytorch_loses_the_term() -> None:
+    import torch
+
+    from difftest.divergences.torch_bugs import EXP_OVERFLOW
+
+    limit = EXP_OVERFLOW["float64"]
+    x = torch.tensor([-limit + 0.01, -limit - 0.01], dtype=torch.float64, requires_grad=True)
+    torch.nn.functional.mish(x).backward(torch.ones(2, dtype=torch.float64))
+    assert x.grad is not None
+    short, past = x.grad.tolist()
+    assert short < 0 < past  # the x sigmoid(x) term, negative, present just short of it and lost past it
