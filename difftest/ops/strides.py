@@ -126,3 +126,74 @@ def elementwise_strides(out_shape: Shape, operands: list[tuple[Shape, Strides]])
         out[d] = acc
         acc *= out_shape[d]
     return tuple(out)
+
+
+# The dims of an [N, C, H, W] tensor from the innermost out, in PyTorch's channels-last format
+CHANNELS_LAST_ORDER = (1, 3, 2, 0)
+
+
+def channels_last_strides(shape: Shape) -> Strides:
+    """The strides of a dense channels-last tensor of the 4-d `shape` (C innermost, then W, H, N)."""
+    out = [0] * 4
+    acc = 1
+    for d in CHANNELS_LAST_ORDER:
+        out[d] = acc
+        acc *= shape[d]
+    return tuple(out)
+
+
+def is_channels_last(shape: Shape, strides: Strides) -> bool:
+    """Whether a 4-d tensor is dense in channels-last order (size-1 dims do not count)."""
+    if len(shape) != 4:
+        return False
+    expected = 1
+    for d in CHANNELS_LAST_ORDER:
+        if shape[d] == 1:
+            continue
+        if strides[d] != expected:
+            return False
+        expected *= shape[d]
+    return True
+
+
+def suggests_channels_last(shape: Shape, strides: Strides) -> bool:
+    """Whether PyTorch's `suggest_memory_format` picks channels-last for a 4-d tensor: its strides
+    do not decrease along C, W, H, N, each at least the extent of the one inside it, C's not 0
+    and N's not where C's is (a dense [N, C, H, W] with H = W = 1 stays contiguous). A slice of
+    a channels-last tensor still suggests it; a tensor with an empty dim never does."""
+    if len(shape) != 4 or strides[1] == 0:
+        return False
+    floor = 0
+    for d in CHANNELS_LAST_ORDER:
+        if shape[d] == 0 or strides[d] < floor:
+            return False
+        if d == 0 and floor == strides[1]:
+            return False
+        floor = strides[d] * shape[d]
+    return True
+
+
+# How a module's PyTorch forward lays out its result (ModuleKind.layout), as measured on
+# PyTorch 2.15 over every permutation, slice and size-1 pattern of small inputs
+# (tests/unit/test_module_layouts.py compares each rule with PyTorch itself):
+#   contiguous      always contiguous (linear, layer_norm, embedding)
+#   elementwise     as an elementwise op lays out a result of its input (prelu, dropout)
+#   memory_format   channels-last when the 4-d input suggests it, else contiguous (conv2d,
+#                   group_norm, rms_norm)
+#   batch_norm      the same, and also when the input is dense channels-last without being
+#                   contiguous (batch_norm's kernels test that, not the suggestion)
+MODULE_LAYOUTS = ("contiguous", "elementwise", "memory_format", "batch_norm")
+
+
+def module_result_strides(layout: str, in_shape: Shape, in_strides: Strides, out_shape: Shape) -> Strides:
+    """The strides of a module forward's result of `out_shape` whose PyTorch forward lays it out
+    by `layout` (MODULE_LAYOUTS) from an input of `in_shape` and `in_strides`."""
+    if layout == "elementwise":
+        return elementwise_strides(out_shape, [(in_shape, in_strides)])
+    if layout in ("memory_format", "batch_norm") and len(in_shape) == 4 == len(out_shape):
+        dense_last = is_channels_last(in_shape, in_strides) and not is_contiguous(in_shape, in_strides)
+        if suggests_channels_last(in_shape, in_strides) or (layout == "batch_norm" and dense_last):
+            return channels_last_strides(out_shape)
+    if layout not in MODULE_LAYOUTS:
+        raise ValueError(f"unknown module layout {layout!r}; known: {', '.join(MODULE_LAYOUTS)}")
+    return contiguous_strides(out_shape)

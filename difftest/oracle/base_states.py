@@ -21,7 +21,7 @@ from difftest.divergences.states import (
     TorchState,
 )
 from difftest.ops.catalog import CATALOG
-from difftest.ops.strides import contiguous_strides, elementwise_strides, is_contiguous
+from difftest.ops.strides import contiguous_strides, elementwise_strides, is_contiguous, module_result_strides
 from difftest.program.ir import (
     Apply,
     Cut,
@@ -52,7 +52,7 @@ def _torch_param(st: Param, ins: list[TorchState], shapes: Mapping[str, Shape],
 def _torch_apply(st: Apply, ins: list[TorchState], shapes: Mapping[str, Shape],
                     module: ModuleState | None) -> TorchState:
     assert module is not None
-    return _torch_forward(module, ins[0], shapes[st.id])
+    return _torch_forward(module, ins[0], shapes[st.input], shapes[st.id])
 
 
 def _torch_leaf(st: Leaf, ins: list[TorchState], shapes: Mapping[str, Shape],
@@ -107,12 +107,12 @@ def forward_returns_input(m: ModuleState) -> bool:
     return m.kind == "dropout" and (not m.training or m.p == 0.0)
 
 
-def _torch_forward(m: ModuleState, x: TorchState, shape: Shape) -> TorchState:
-    """A module's forward on x; a module derived from `valid` runs under torch.no_grad(). Its
-    result is contiguous, or laid out as x is where the forward is elementwise (prelu, dropout)."""
+def _torch_forward(m: ModuleState, x: TorchState, in_shape: Shape, shape: Shape) -> TorchState:
+    """A module's forward on x (of `in_shape`); a module derived from `valid` runs under
+    torch.no_grad(). Its result is laid out by the module kind's `layout` (ops/strides.py)."""
     layout = contiguous_strides(shape)
-    if module_kind(m.kind).elementwise and x.strides:
-        layout = elementwise_strides(shape, [(shape, x.strides)])
+    if x.strides:
+        layout = module_result_strides(module_kind(m.kind).layout, in_shape, x.strides, shape)
     const = TorchState(False, True, False, False, strides=layout)
     if m.kind == "dropout":
         if forward_returns_input(m):

@@ -343,3 +343,45 @@ def test_an_elementwise_forward_keeps_its_inputs_layout(burn_worker: BurnWorker,
     ]})
     verdict = check(p, burn_worker)
     assert verdict.ok, verdict.report()
+
+
+_CL = [0.5 * ((7 * i) % 11) - 2.0 for i in range(2 * 4 * 4 * 3)]  # an [N, H, W, C] leaf, C = 3
+
+
+def _t4(values: list[float]) -> dict[str, Any]:
+    return {"shape": [len(values)], "data": values}
+
+
+@pytest.mark.parametrize("module,shape", [
+    ({"module": "batch_norm", "num_features": 3, "epsilon": 1e-5, "momentum": 0.25,
+      "weight": _t4([1.5, -0.5, 0.75]), "bias": _t4([0.25, 1.0, -0.5]),
+      "running_mean": _t4([0.1, -0.2, 0.0]), "running_var": _t4([1.0, 0.5, 2.0])}, [2, 3, 4, 4]),
+    ({"module": "group_norm", "num_groups": 1, "num_channels": 3, "epsilon": 1e-5,
+      "weight": _t4([1.5, -0.5, 0.75]), "bias": _t4([0.25, 1.0, -0.5])}, [2, 3, 4, 4]),
+    ({"module": "rms_norm", "d_model": 4, "epsilon": 1e-3, "weight": _t4([1.5, -0.5, 0.75, 1.0])}, [2, 3, 4, 4]),
+    ({"module": "conv2d", "stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1,
+      "weight": {"shape": [2, 3, 2, 2], "data": [0.25 * ((5 * i) % 9) - 1.0 for i in range(24)]},
+      "bias": _t4([0.5, -0.25])}, [2, 2, 3, 3]),
+], ids=["batch_norm", "group_norm", "rms_norm", "conv2d"])
+def test_a_channels_last_input_gives_a_channels_last_result(burn_worker: BurnWorker, module: dict[str, Any],
+                                                            shape: list[int]) -> None:
+    """PyTorch's batch_norm, group_norm, rms_norm and conv2d lay their result out in the memory
+    format their 4-d input suggests: an [N, C, H, W] view of an [N, H, W, C] tensor (channels last)
+    gives a channels-last result, which a reshape then copies (an inference tensor in an
+    inference_mode region); any other layout gives a contiguous one."""
+    from difftest.oracle.check import check
+    from difftest.program.jsonio import program_from_dict
+
+    n = 1
+    for d in shape:
+        n *= d
+    p = program_from_dict({"format": "difftest-program", "version": 2, "dtype": "float32", "statements": [
+        {"id": "x", "kind": "leaf", "shape": [2, 4, 4, 3], "data": _CL, "device": "autodiff", "require_grad": True},
+        {"id": "t", "kind": "op", "op": "permute", "inputs": ["x"], "attrs": {"axes": [0, 3, 1, 2]}},
+        {"id": "m", "kind": "module", **module},
+        {"id": "y", "kind": "apply", "module": "m", "input": "t"},
+        {"id": "r", "kind": "op", "op": "reshape", "inputs": ["y"], "attrs": {"shape": [n]},
+         "region": "inference_mode"},
+    ]})
+    verdict = check(p, burn_worker)
+    assert verdict.ok, verdict.report()

@@ -115,4 +115,5 @@ BATCH_NORM = ModuleKind(
     burn_fields={"weight": "gamma.val()", "bias": "beta.val()", "running_mean": "running_mean.value_sync()",
                  "running_var": "running_var.value_sync()"},
     burn_uses=frozenset({"Module", "Param", "RunningState", "BatchNormConfig"}), noise="norm:channels",
-    imprecise=norm_half("batch_norm"), pytorch_helper=_SCRIPT_CLASS, stateful=True, saves_input=True)
+    imprecise=norm_half("batch_norm"), pytorch_helper=_SCRIPT_CLASS, stateful=True, saves_input=True,
+    layout="batch_norm")

@@ -78,4 +78,4 @@ CONV2D = ModuleKind(
     _shapes, input_ranks=(4,), out_shape=_out, pytorch=_pytorch, rust=_rust,
     burn_fields={"weight": "weight.val()", "bias": "bias.as_ref().unwrap().val()"},
     burn_uses=frozenset({"Module", "Param", "PaddingConfig2d", "conv::Conv2d"}), noise="as_op:conv2d",
-    steppable=True, saves_input=True)
+    steppable=True, saves_input=True, layout="memory_format")

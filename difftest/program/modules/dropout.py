@@ -27,4 +27,4 @@ DROPOUT = ModuleKind(
     input_ranks=(1, 2, 3, 4), out_shape=same_shape, pytorch=_pytorch, rust=_rust,
     burn_uses=frozenset({"Module", "DropoutConfig"}), noise="exact",
     text=lambda st: f"{st.id}: dropout(p={fmt_float(st.p)})", steppable=True, random=True,
-    elementwise=True)
+    layout="elementwise")

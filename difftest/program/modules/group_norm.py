@@ -74,4 +74,4 @@ GROUP_NORM = ModuleKind(
     _shapes, input_ranks=(2, 3, 4), out_shape=_out, pytorch=_pytorch, rust=_rust,
     burn_fields={"weight": "gamma.as_ref().unwrap().val()", "bias": "beta.as_ref().unwrap().val()"},
     burn_uses=frozenset({"Module", "Param", "GroupNormConfig"}), noise="norm:channels",
-    imprecise=norm_half("group_norm"), steppable=True, saves_input=True)
+    imprecise=norm_half("group_norm"), steppable=True, saves_input=True, layout="memory_format")

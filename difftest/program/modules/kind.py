@@ -113,10 +113,11 @@ class ModuleKind:
     # its forward draws random numbers (dropout): both executors and reproducers seed before
     # each forward (PyTorch: torch.manual_seed(0); burn: the device's seed, as difftest-burn does)
     random: bool = False
-    # PyTorch's forward is elementwise (prelu, dropout's input * mask): its result keeps the
-    # input's layout as an elementwise op's does (ops/strides.elementwise_strides: a transposed
-    # input gives a transposed result, which a reshape then copies); else the result is contiguous
-    elementwise: bool = False
+    # how PyTorch's forward lays out its result, which decides whether a reshape of it is a view
+    # or a copy (ops/strides.MODULE_LAYOUTS): "contiguous"; "elementwise" (prelu, dropout's input
+    # * mask: a transposed input gives a transposed result); "memory_format" (a channels-last
+    # 4-d input gives a channels-last result); "batch_norm" (that, by batch_norm's own test)
+    layout: str = "contiguous"
     # the forward's input is a tensor of indices, not a value it differentiates (embedding): it
     # must be a leaf that does not require grad, of integral entries in [0, index_bound) (see
     # check_indices); burn converts it with `.int()`, PyTorch with `.long()`

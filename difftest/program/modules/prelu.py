@@ -51,4 +51,4 @@ PRELU = ModuleKind(
     "prelu", (), (TensorSpec("weight"),), _shapes, input_ranks=(1, 2, 3, 4), out_shape=_out,
     pytorch=_pytorch, rust=_rust, burn_fields={"weight": "alpha.val()"},
     burn_uses=frozenset({"Module", "Param", "PReluConfig"}), noise="as_op:prelu", steppable=True,
-    saves_input=True, elementwise=True)
+    saves_input=True, layout="elementwise")

@@ -45,4 +45,4 @@ RMS_NORM = ModuleKind(
     features("d_model"), input_ranks=(1, 2, 3, 4), out_shape=last_dim_is("rms_norm", "d_model"),
     pytorch=_pytorch, rust=_rust,
     burn_fields={"weight": "gamma.val()"}, burn_uses=frozenset({"Module", "Param", "RmsNormConfig"}),
-    noise="norm:last", imprecise=norm_half("rms_norm"), steppable=True)
+    noise="norm:last", imprecise=norm_half("rms_norm"), steppable=True, layout="memory_format")
