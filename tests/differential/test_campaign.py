@@ -211,6 +211,21 @@ def test_no_probes_is_part_of_the_campaigns_command(tmp_path: Path) -> None:
     assert s.programs == 20 and s.probes == 0 and "probes" in s.to_dict()
 
 
+def test_the_known_site_share_is_part_of_the_campaigns_command() -> None:
+    """`--known-sites` changes the programs of a seed where a trigger is met, so a campaign's
+    command names it unless it is the default; program_at regenerates either campaign's programs."""
+    from difftest.campaign.loop import program_at
+    from difftest.strategies.config import DEFAULT_KNOWN_SITES
+
+    assert "--known-sites" not in FuzzOptions(seed=5).source()
+    assert FuzzOptions(seed=5, known_sites=0.0).source() == "difftest fuzz --seed 5 --known-sites 0"
+    kept = [program_at(5, k, profile="float64", known_sites=1.0) for k in range(60)]
+    avoided = [program_at(5, k, profile="float64", known_sites=0.0) for k in range(60)]
+    assert kept != avoided  # some of them meet a trigger in 60 float64 programs
+    assert [program_at(5, k, profile="float64") for k in range(60)] == [
+        program_at(5, k, profile="float64", known_sites=DEFAULT_KNOWN_SITES) for k in range(60)]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_stops_the_jobs_and_prints_the_summary(sig: signal.Signals, tmp_path: Path) -> None:
     """A terminal's Ctrl-C and the SIGTERM of `timeout` or a CI runner reach the whole process

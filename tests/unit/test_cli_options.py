@@ -59,8 +59,11 @@ def _runs(pid: str, binary: str) -> bool:
     (["--programs", "-1"], "argument --programs: must be at least 1, got -1"),
     (["--max-statements", "0"], "argument --max-statements: must be at least 1, got 0"),  # tested nothing, exit 0
     (["--max-statements", "-5"], "argument --max-statements: must be at least 1, got -5"),
+    (["--known-sites", "1.5"], "argument --known-sites: must be a share in [0, 1], got '1.5'"),
+    (["--known-sites", "nan"], "argument --known-sites: must be a share in [0, 1], got 'nan'"),
+    (["--known-sites", "half"], "argument --known-sites: not a number: 'half'"),
 ], ids=["time-nan", "time-inf", "time-negative", "programs-0", "programs-negative", "statements-0",
-        "statements-negative"])
+        "statements-negative", "known-sites-above-1", "known-sites-nan", "known-sites-word"])
 def test_fuzz_refuses_a_budget_that_tests_nothing_or_never_ends(argv: list[str], message: str,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     assert message in _usage_error(["fuzz", *argv], capsys)
