@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 Tensors = Sequence["Tensor"]
 MAX_MAGNITUDE = 1.0e3  # every op input: finite and |x| <= this, so float32 keeps ~7 digits
 KINK_GAP = 1.0e-2  # distance kept from non-differentiable points and ties
+# the attribute under which the oracle gives a domain predicate the dtype its op runs in (the
+# generator draws in float32 and gives none): a kink the op computes past a rounding in that
+# dtype is that much wider
+DTYPE_ATTR = "__dtype__"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from difftest.ops.domains import KINK_GAP, Domain, Tensors
+from difftest.ops.domains import DTYPE_ATTR, KINK_GAP, Domain, Tensors
+from difftest.program.dtypes import EPS
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -22,20 +23,23 @@ MIN_SCALAR = 0.25  # |s| of the scalar form
 MAX_QUOTIENT = 100.0
 
 
-def _off_integers(q: Tensor) -> bool:
-    """|q| <= MAX_QUOTIENT and q keeps the kink gap from every integer."""
+def _off_integers(q: Tensor, dtype: str) -> bool:
+    """|q| <= MAX_QUOTIENT and q keeps the kink gap from every integer, or twice the rounding of q
+    in `dtype` where that is more: burn rounds the quotient in the op's dtype before floor
+    (PyTorch's half-precision kernels compute in float32), so in bfloat16 floor(9.971) is 10."""
     frac = q - q.floor()
-    return bool((q.abs() <= MAX_QUOTIENT).all()) and bool(((frac > KINK_GAP) & (frac < 1.0 - KINK_GAP)).all())
+    gap = (EPS[dtype] * q.abs()).clamp(min=KINK_GAP)
+    return bool((q.abs() <= MAX_QUOTIENT).all()) and bool(((frac > gap) & (frac < 1.0 - gap)).all())
 
 
 def _remainder_ok(xs: Tensors, a: Attrs) -> bool:
     x, y = xs[0].double(), xs[1].double()
-    return bool((y.abs() >= MIN_DIVISOR).all()) and _off_integers(x / y)
+    return bool((y.abs() >= MIN_DIVISOR).all()) and _off_integers(x / y, a.get(DTYPE_ATTR, "float32"))
 
 
 def _remainder_scalar_ok(xs: Tensors, a: Attrs) -> bool:
     s = float(a.get("scalar", 1.0))
-    return abs(s) >= MIN_SCALAR and _off_integers(xs[0].double() / s)
+    return abs(s) >= MIN_SCALAR and _off_integers(xs[0].double() / s, a.get(DTYPE_ATTR, "float32"))
 
 
 REMAINDER = Domain(

@@ -37,9 +37,10 @@ import torch
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
 from difftest.ops.domains import KINK_GAP
+from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.burn_conventions import on_burns_side
 from difftest.oracle.compare import Mismatch, Verdict
-from difftest.oracle.kinks import input_values, path_ops
+from difftest.oracle.kinks import domain_attrs, input_values, path_ops
 from difftest.oracle.noise import NoiseHooks, program_seed, tie_references
 from difftest.oracle.pytorch import run
 from difftest.oracle.sites import OpSite
@@ -75,6 +76,7 @@ def kinks_on_the_way(verdict: Verdict, ref: Observation, m: Mismatch) -> dict[st
     rejects that framework's own input, or a point between the float64 input and it: their
     statement ids and that framework's inputs there. Empty when there is none."""
     out: dict[str, Sites] = {}
+    dtypes = value_dtypes(verdict.program)
     for _, st in path_ops(verdict.program, m, verdict.prediction.torch.modules):
         spec = CATALOG.get(st.op)
         if spec is None or "kink" not in spec.domain.tags:
@@ -84,7 +86,8 @@ def kinks_on_the_way(verdict: Verdict, ref: Observation, m: Mismatch) -> dict[st
             continue
         for name, obs in (("torch", verdict.torch), ("burn", verdict.burn)):
             own = input_values(obs, st)
-            if own is not None and _across(spec.domain.predicate, base, own, st.attrs):
+            if own is not None and _across(spec.domain.predicate, base, own,
+                                           domain_attrs(st, dtypes, verdict.program.dtype)):
                 out.setdefault(name, {})[st.id] = own
     return out
 

@@ -27,7 +27,7 @@ import torch
 from difftest.divergences.states import ModuleState
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
-from difftest.ops.domains import KINK_GAP
+from difftest.ops.domains import DTYPE_ATTR, KINK_GAP
 from difftest.ops.validate import infer_shapes
 from difftest.ops.value_dtypes import cast_to_own_dtype, value_dtypes
 from difftest.oracle.base_states import forward_returns_input
@@ -141,15 +141,23 @@ def near_kink(program: Program, ref: Observation, m: Mismatch,
     """A description of the first op on the element's path whose float64 input lies at or near
     a kink of its own (its catalog domain is tagged "kink" and rejects the input), or None
     (`modules`: the model's module handles, for forwards that return their input)."""
+    dtypes = value_dtypes(program)
     for i, st in path_ops(program, m, modules):
         spec = CATALOG.get(st.op)
         if spec is None or "kink" not in spec.domain.tags:
             continue
         xs = input_values(ref, st)
-        if xs is not None and not spec.domain.predicate(xs, st.attrs):
+        if xs is not None and not spec.domain.predicate(xs, domain_attrs(st, dtypes, program.dtype)):
             return (f"{st.op} at statement {i} ({st.id}) has an input within {KINK_GAP} of its kink "
                     f"({spec.domain.name}: {spec.domain.reason})")
     return None
+
+
+def domain_attrs(st: OpCall, dtypes: Mapping[str, str], default: str) -> dict[str, Any]:
+    """`st`'s attributes and, under DTYPE_ATTR, the dtype it runs in (its first input's), for its
+    domain's predicate: a kink the op computes past a rounding in that dtype is wider."""
+    dtype = dtypes.get(st.inputs[0], default) if st.inputs else default
+    return {**st.attrs, DTYPE_ATTR: dtype}
 
 
 def input_values(obs: Observation | None, st: OpCall) -> list[torch.Tensor] | None:

@@ -105,3 +105,24 @@ def test_composed_conventions_where_the_one_sided_differences_agree(burn_worker:
     assert verdict.burn.backwards[0].grads["x"].data[0] == -1.0  # type: ignore[union-attr]
     assert {m.statement: m.verdict for m in verdict.mismatches}.get("x") == "ill-conditioned", verdict.report()
     assert _verdicts(TIE_AFTER_BOUND, verdict.torch, _with_grad(verdict.burn, "x", 0, -0.5))["x"] == "burn-wrong"
+
+
+def test_a_quotient_within_its_own_rounding_of_an_integer_is_remainders_kink(burn_worker: BurnWorker) -> None:
+    """burn rounds remainder's quotient in the op's dtype before floor, PyTorch's half-precision
+    kernels compute it in float32: in bfloat16, 9.971 rounds to 10.0, so burn's y-gradient there
+    is -10 and PyTorch's -9. The quotient keeps the kink gap in float64 (0.029 from 10), but not
+    its own rounding in bfloat16 (0.078 at 10): the element is at the kink. A bfloat16 campaign
+    (seed 21, every known bug's trigger kept) saved the program in data/ as burn's fault."""
+    import json
+    from pathlib import Path
+
+    from difftest.ops.domains import DTYPE_ATTR
+    from difftest.program.jsonio import program_from_dict
+
+    ok = CATALOG["remainder"].domain.predicate
+    q = [torch.tensor([9.971 * 0.80859375], dtype=torch.float64), torch.tensor([0.80859375], dtype=torch.float64)]
+    assert ok(q, {}) and ok(q, {DTYPE_ATTR: "float32"})
+    assert not ok(q, {DTYPE_ATTR: "bfloat16"})
+    path = Path(__file__).parent / "data" / "remainder-bf16-quotient-rounded.json"
+    verdict = check(program_from_dict(json.loads(path.read_text())), burn_worker)
+    assert verdict.ok, verdict.report()
