@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from difftest.cli.checks import bad_case_paths, output_option
+from difftest.cli.checks import bad_case_paths, output_option, share
 from difftest.cli.common import make_console
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def add_guided_options(f: argparse.ArgumentParser) -> None:
                    "edges in --frontier and spend part of the budget mutating them (docs/coverage.md)")
     f.add_argument("--frontier", default="frontier", metavar="DIR",
                    help="the guided campaign's frontier directory (resumed if it exists; default frontier)")
-    f.add_argument("--guided-share", type=float, default=None, metavar="P",
+    f.add_argument("--guided-share", type=share, default=None, metavar="P",
                    help=f"with --guided: of the programs, mutations of frontier entries once there are entries "
                    f"(default {GUIDED_SHARE})")
 
@@ -68,7 +68,7 @@ def guided_setup(args: argparse.Namespace) -> tuple[Path | None, float]:
         if args.guided_share is not None:  # it steers nothing without --guided: not silently ignored
             raise ValueError("--guided-share is the share of a guided campaign: give --guided too")
         return None, GUIDED_SHARE
-    share = GUIDED_SHARE if args.guided_share is None else args.guided_share
+    mutated = GUIDED_SHARE if args.guided_share is None else args.guided_share
     import os
 
     from rich.console import Console
@@ -78,8 +78,6 @@ def guided_setup(args: argparse.Namespace) -> tuple[Path | None, float]:
     from difftest.exec.burn_worker import BurnWorker
     from difftest.exec.coverage_map import CoverageError, coverage_binary, load_map
 
-    if not 0.0 <= share <= 1.0:
-        raise ValueError(f"--guided-share must be in [0, 1], got {share}")
     if args.burn or args.fault:
         raise ValueError("--guided runs the coverage build of the repository's burn: not with --burn or --fault")
     frontier = Path(args.frontier)
@@ -91,7 +89,7 @@ def guided_setup(args: argparse.Namespace) -> tuple[Path | None, float]:
     except (FrontierError, BuildError, CoverageError) as e:
         raise ValueError(f"--guided: {e}") from e
     os.environ["DIFFTEST_BURN"] = str(binary)
-    return frontier, share
+    return frontier, mutated
 
 
 def split_frontiers(paths: list[Path], out: Path) -> list[Path]:

@@ -31,7 +31,10 @@ def test_coverage_of_a_directory_without_cases(tmp_path: Path, capsys: pytest.Ca
 
 
 def test_guided_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert "--guided-share must be in [0, 1], got 1.5" in _err(["fuzz", "--guided", "--guided-share", "1.5"], capsys)
+    with pytest.raises(SystemExit) as exit_:
+        main(["fuzz", "--guided", "--guided-share", "1.5"])
+    assert exit_.value.code == 2
+    assert "argument --guided-share: must be a share in [0, 1], got '1.5'" in capsys.readouterr().err
     assert "not with --burn or --fault" in _err(["fuzz", "--guided", "--fault", "grad-sign:exp"], capsys)
     bad = tmp_path / "frontier"
     bad.write_text("")
