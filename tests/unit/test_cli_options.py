@@ -71,7 +71,8 @@ def test_fuzz_refuses_a_budget_that_tests_nothing_or_never_ends(argv: list[str],
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--programs", "5", "--time", "10"], "give --programs N or --time S, not both"),  # --time won silently
-    (["--programs", "5", "--guided-share", "0.25"], "--guided-share is the share of a guided campaign: give --guided too"),
+    (["--programs", "5", "--guided-share", "0.25"],
+     "--guided-share is the share of a guided campaign: give --guided too"),
 ], ids=["programs-and-time", "guided-share-without-guided"])
 def test_fuzz_refuses_options_that_would_be_ignored(argv: list[str], message: str, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
