@@ -133,10 +133,10 @@ def _index_leaves(program: Program) -> set[str]:
             and module_kind(root_module(program, st.module, by_id).module).index_bound is not None}
 
 
-def value_sides(program: Program, statement: str, element: int,
-                spread: bool = False) -> list[tuple[float, float, float]]:
+def value_sides(program: Program, statement: str, element: int, spread: bool = False,
+                steps: tuple[float, ...] = VALUE_STEPS) -> list[tuple[float, float, float]]:
     """The float64 value of one element when every leaf moves by -step and +step (relative, at
-    least that much absolute), for each of VALUE_STEPS: (left, right, step) triples. A value
+    least that much absolute), for each of `steps`: (left, right, step) triples. A value
     whose left and right differences disagree sits at a kink or a jump. `spread`: each leaf
     element moves by its own multiple of the step (1 to 2, fixed per position), so that equal
     elements of different leaves part, in one order on one side and the other on the other:
@@ -149,7 +149,7 @@ def value_sides(program: Program, statement: str, element: int,
         return 1.0 + ((leaves.index(leaf) * 0.381966 + i * 0.618034) % 1.0) if spread else 1.0
 
     out = []
-    for h in VALUE_STEPS:
+    for h in steps:
         sides = []
         for sign in (-1.0, 1.0):
             stmts = tuple(replace(s, data=tuple(x + sign * h * factor(s.id, i) * max(abs(x), 1.0)

@@ -35,6 +35,8 @@ from difftest.oracle.burn_conventions import burn_convention_gradient, burn_conv
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.oracle.finite_diff import as_tensor, estimate_error, finite_difference, value_sides
 from difftest.oracle.gradient_reads import placing_read
+from difftest.oracle.rounded_kinks import gradient_sides, value_limits
+from difftest.program.dtypes import EPS
 from difftest.program.ir import (
     Apply,
     Backward,
@@ -50,6 +52,8 @@ from difftest.program.ir import (
     root_module,
 )
 from difftest.program.observation import Observation
+
+BAND_EPS = 2.0  # a rounded kink's limits: this many of its dtype's epsilons away, relative
 
 
 def _same_tensor(program: Program, by_id: dict[str, Statement], st: Statement | None,
@@ -160,6 +164,26 @@ def domain_attrs(st: OpCall, dtypes: Mapping[str, str], default: str) -> dict[st
     return {**st.attrs, DTYPE_ATTR: dtype}
 
 
+def rounded_band(verdict: Verdict, m: Mismatch) -> float | None:
+    """The relative step that crosses the rounding band of every op on the element's path whose
+    input is near a kink in the dtype it runs in but not in float64 (rounded_kinks.py), or None
+    when there is no such op: float64's one-sided differences cannot see those kinks."""
+    program, ref = verdict.program, verdict.reference
+    dtypes = value_dtypes(program)
+    band: float | None = None
+    for _, st in path_ops(program, m, verdict.prediction.torch.modules):
+        spec = CATALOG.get(st.op)
+        if spec is None or "kink" not in spec.domain.tags:
+            continue
+        attrs = domain_attrs(st, dtypes, program.dtype)
+        xs = input_values(ref, st)
+        if xs is None or attrs[DTYPE_ATTR] == "float64" or spec.domain.predicate(xs, attrs):
+            continue
+        if spec.domain.predicate(xs, {**attrs, DTYPE_ATTR: "float64"}):
+            band = max(band or 0.0, BAND_EPS * EPS[attrs[DTYPE_ATTR]])
+    return band
+
+
 def input_values(obs: Observation | None, st: OpCall) -> list[torch.Tensor] | None:
     """The inputs of `st` as `obs` observed them, float64; None when one is missing."""
     out = []
@@ -243,6 +267,28 @@ def _sides(verdict: Verdict, m: Mismatch, element: int, r: float,
     return limits, evidence
 
 
+def _rounded_limits(verdict: Verdict, m: Mismatch, element: int, r: float, budget: float,
+                    evidence: dict[str, Any]) -> list[float]:
+    """The limits across a kink on the element's path that only its op's dtype rounding makes
+    (rounded_band), when they differ: the float64 gradient (or value) with the leaf element (or
+    every leaf) moved out of the band to each side; [] when there is no such kink or they agree.
+    The limits are recorded in `evidence` under "rounded_sides"."""
+    band = rounded_band(verdict, m)
+    if band is None:
+        return []
+    program = verdict.program
+    g = as_gradient(program, m, verdict.prediction.torch.modules)
+    if g.kind == "grad":
+        sides = gradient_sides(program, g.statement or "", g.backward or "", element, band)
+    else:
+        sides = value_limits(program, m.statement or "", element, band)
+    if sides is None:
+        return []
+    evidence["rounded_sides"] = {"step": band, "left": sides[0], "right": sides[1]}
+    left, right = sides
+    return [left, right] if abs(right - left) > 1e-3 * (abs(right) + abs(left)) + budget else []
+
+
 def _jumps(sides: list[tuple[float, float, float]], r: float, budget: float) -> bool:
     """The value jumps at the point: its one-sided differences do not shrink with the step (a
     continuous value's do, in proportion). A jump whose value at the point is the midpoint (a
@@ -277,6 +323,8 @@ def at_kink(verdict: Verdict, m: Mismatch, element: int, t: float, b: float, r: 
     if sides is None:
         return "ill-conditioned", f"{kink} (a parameter's gradient: no one-sided check)", {}
     limits, evidence = sides
+    if not limits:
+        limits = _rounded_limits(verdict, m, element, r, budget, evidence)
     if not limits and _reference_is_a_choice(evidence, r, budget):
         # the function is smooth along this element (a tie downstream flattens it: min(prelu(x), 0)
         # at x = 0 with another element at 0), yet the float64 reference is not that slope: it is
@@ -306,7 +354,8 @@ def at_kink(verdict: Verdict, m: Mismatch, element: int, t: float, b: float, r: 
     slack = budget + estimate_error(finite) + tol.budget(0.0, max(abs(x) for x in finite), 0.0, dtype)
     lo, hi = min(finite) - slack, max(finite) + slack
     if lo <= b <= hi and lo <= t <= hi:
-        return ("ill-conditioned", f"{kink}; its one-sided limits here differ ({min(finite):.6g} .. "
+        across = " across its op's rounding in its dtype" if "rounded_sides" in evidence else ""
+        return ("ill-conditioned", f"{kink}; its one-sided limits{across} here differ ({min(finite):.6g} .. "
                 f"{max(finite):.6g}) and both results lie between them", evidence)
     composed = _burn_composed(verdict, m, element, t, b, r, budget, (lo, hi))
     if composed is not None:

@@ -126,3 +126,25 @@ def test_a_quotient_within_its_own_rounding_of_an_integer_is_remainders_kink(bur
     path = Path(__file__).parent / "data" / "remainder-bf16-quotient-rounded.json"
     verdict = check(program_from_dict(json.loads(path.read_text())), burn_worker)
     assert verdict.ok, verdict.report()
+
+
+def test_a_kink_only_the_dtype_rounding_makes_is_judged_by_limits_across_the_rounding(
+        burn_worker: BurnWorker) -> None:
+    """remainder(cosh(x0), x1) in bfloat16 with a quotient of 4.986: 0.014 from 5 in float64
+    (off the kink there), but within bfloat16's rounding of 5, where burn's floor gives 5 and
+    PyTorch's (computed in float32) 4. float64's one-sided differences agree at such a point, so
+    the limits are taken across the rounding band (oracle/rounded_kinks.py): the float64
+    y-gradient with x1's element moved out of the band to each side, between which both results
+    lie. A default campaign (seed 23, program 24442) saved the program as burn's fault."""
+    import json
+    from pathlib import Path
+
+    from difftest.oracle.kinks import rounded_band
+    from difftest.program.jsonio import program_from_dict
+
+    path = Path(__file__).parent / "data" / "remainder-bf16-rounded-kink-limits.json"
+    verdict = check(program_from_dict(json.loads(path.read_text())), burn_worker)
+    assert verdict.ok, verdict.report()
+    dismissed = [m for m in verdict.dismissals if m.statement == "x1"]
+    assert dismissed and dismissed[0].verdict == "ill-conditioned"
+    assert rounded_band(verdict, dismissed[0]) == 2.0 * 2.0 ** -7
