@@ -175,14 +175,15 @@ class _Measured(torch.autograd.Function):
                 out.append(None)
                 continue
             a = g64[k]
-            err = _finite(ref32[k] - ref64[k]) * tol.measured_scale(m.site.dtype)
-            noisy = a + err * m.hooks.uniform(a.shape) * tol.MEASURED_FACTOR
+            err = _finite(ref32[k] - ref64[k]).abs() * tol.measured_scale(m.site.dtype)
+            draw = m.hooks.uniform(a.shape)  # one draw for both estimates of this rounding (site_draw)
+            noisy = a + err * draw * tol.MEASURED_FACTOR
             # an elementwise op's declared terms are not injected: the budget allows for them,
             # TERMS_ULPS ulps of them, once (tolerance.py); the noise would multiply them by
             # NOISE_FACTOR on top
             if terms is not None and not m.site.declared_terms:
-                t = size * terms[i].to(noisy.dtype).expand_as(noisy)
-                noisy = noisy + t * m.hooks.uniform(noisy.shape)
+                t = size * terms[i].to(noisy.dtype).expand_as(noisy).abs()
+                noisy = noisy + t * draw
             k += 1
             out.append(noisy)
         return tuple(out)
@@ -194,6 +195,11 @@ class NoiseHooks(SiteHooks):
     def __init__(self, seed: int, ties: dict[str, list[torch.Tensor]] | None = None) -> None:
         self.gen = torch.Generator().manual_seed(seed)
         self.ties = ties or {}  # tie_references: the float64 inputs of the ops that keep ties
+        # the draw that scaled the current site's measured rounding (measured), which its
+        # accumulation noise reuses: both estimate the rounding of one op's result, which an
+        # implementation incurs once, so they add coherently and never cancel each other (with
+        # independent draws of equal size, every sample of an element could by chance be ~0)
+        self.site_draw: torch.Tensor | None = None
 
     def uniform(self, shape: torch.Size) -> torch.Tensor:
         return torch.rand(shape, generator=self.gen, dtype=torch.float64) * 2.0 - 1.0
@@ -210,7 +216,8 @@ class NoiseHooks(SiteHooks):
         r64 = compute(arrived)
         r32 = compute([x.to(DTYPES[tol.measured_in(dtype)]) for x in arrived]).double()
         factor = tol.MEASURED_FACTOR * tol.measured_scale(dtype)
-        return y64 + _finite(r32 - r64) * self.uniform(y64.shape) * factor
+        self.site_draw = self.uniform(y64.shape)
+        return y64 + _finite(r32 - r64).abs() * self.site_draw * factor
 
     def uniform_draws(self) -> Callable[[torch.Size], torch.Tensor] | None:
         return self.uniform
@@ -222,6 +229,7 @@ class NoiseHooks(SiteHooks):
         rel, input_rel = cls.rel * k, cls.input_rel * k
         recording = site.region == "grad" and torch.is_grad_enabled()
         bwd = max(rel, tol.BACKWARD_REL * k)
+        self.site_draw = None
         if site.ties and site.id in self.ties:
             inputs = _keep_ties(inputs, self.ties[site.id], site.elementwise)
         out_shape = torch.broadcast_shapes(*(x.shape for x in inputs)) if site.elementwise else None  # type: ignore[no-untyped-call]
@@ -248,7 +256,10 @@ class NoiseHooks(SiteHooks):
         if site.magnitude is not None:
             with torch.no_grad():
                 terms = site.magnitude(inputs).to(torch.float64)
-                add = tol.accumulation_noise(site.extent, site.dtype) * terms * self.uniform(terms.shape)
+                draw = self.site_draw
+                if draw is None or draw.shape != terms.shape:
+                    draw = self.uniform(terms.shape)
+                add = tol.accumulation_noise(site.extent, site.dtype) * terms.abs() * draw
         if recording and y.requires_grad:
             fwd = self._factor(y.shape, rel) if rel else None
             y = _Jitter.apply(y, fwd, self._factor(y.shape, bwd))
