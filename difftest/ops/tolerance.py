@@ -15,15 +15,16 @@ Nothing here is program-wide. An element of a value or a gradient is compared in
    when `|x - r| <= NOISE_FACTOR * D + FLOOR_ULPS * eps * |r| + TINY`.
 
 Each op's own float32 rounding is measured: the op runs again in float32 on the same inputs,
-forward and backward, and `MEASURED_FACTOR * u * (float32 - float64)` is added (u uniform in
-[-1, 1]); this sees what no class can declare, such as gelu's `1 + erf(x)` cancelling in the
-tail or tanh's backward `1 - y**2` near |y| = 1. On top of it, the noise injected per op is
-declared by its tolerance class (below), for implementations that round differently: a relative error on the
-op's output (`rel`), on its inputs (`input_rel`: ops whose internals round intermediate
-values, e.g. log_softmax's `x - logsumexp(x)`), and, for accumulating ops, an absolute error
-`eps * sqrt(n) * (the op applied to the magnitudes of its inputs)`, the size of a float32 sum
-of n terms. Gradients get a relative error of at least `BACKWARD_REL` at every op boundary
-(the backward pass rounds too, and sums what reaches a value along several paths).
+forward and backward, and `MEASURED_FACTOR * u * |float32 - float64|` is added (u uniform in
+[-1, 1], shared with the op's accumulation noise); this sees what no class can declare, such as
+gelu's `1 + erf(x)` cancelling in the tail or tanh's backward `1 - y**2` near |y| = 1. On top of
+it, the noise injected per op is declared by its tolerance class (below), for implementations
+that round differently: a relative error on the op's output (`rel`), on its inputs (`input_rel`:
+ops whose internals round intermediate values, e.g. log_softmax's `x - logsumexp(x)`), and, for
+accumulating ops, an absolute error `eps * sqrt(n) * (the op applied to the magnitudes of its
+inputs)`, the size of a float32 sum of n terms. Gradients get a relative error of at least
+`BACKWARD_REL` at every op boundary (the backward pass rounds too, and sums what reaches a value
+along several paths).
 
 **Dtypes.** Every size above is declared for float32 and scales with the dtype the program
 runs in (`scale`: its eps over float32's; float64 ~1e-16, float16 ~1e-3, bfloat16 ~8e-3):

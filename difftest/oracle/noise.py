@@ -6,7 +6,9 @@ op class for float32 and scales them to the dtype; each op's own rounding is mea
 
 * every op output is multiplied by `1 + rel * u` (u uniform in [-1, 1], one per element);
 * inputs of ops whose internals round intermediate values by `1 + input_rel * u`;
-* accumulating ops (sums, products, matmul, Linear) add `eps * sqrt(n) * op(|inputs|) * u`;
+* accumulating ops (sums, products, matmul, Linear) add `eps * sqrt(n) * op(|inputs|) * u`,
+  with the same u that scales the op's measured rounding (both estimate one rounding, so they
+  add up and never cancel each other);
 * in the backward pass, the gradient crossing each op boundary is multiplied by
   `1 + max(rel, BACKWARD_REL) * u`, and operands broadcast by an elementwise op are expanded
   first, so the sum over the broadcast dims adds up individually perturbed terms;
