@@ -22,7 +22,7 @@ from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.exec.burn_worker import BurnWorker
 from difftest.exec.coverage_map import worker_marks
 from difftest.exec.inflight import in_flight
-from difftest.oracle.compare import DISMISSED, Verdict
+from difftest.oracle.compare import DISMISSED, Verdict, dismissal_reason
 from difftest.oracle.probe_run import ProbeRun, check_with_probes_on
 from difftest.program.ir import Program
 from difftest.strategies.choices import RandomChoices
@@ -59,8 +59,10 @@ def program_at(seed: int, k: int, ops: tuple[str, ...] | None = None, max_statem
 
 def dismissals(verdict: Verdict) -> list[str]:
     """The mismatches arbitration dismissed (numeric agreement, ill-conditioning), as
-    `verdict:reason` (the reason from the evidence, else the mismatch kind)."""
-    return [f"{m.verdict}:{m.evidence.get('reason', m.kind)}" for m in verdict.mismatches if m.verdict in DISMISSED]
+    `verdict: reason` with numbers and statement ids left out (compare.dismissal_reason: an
+    ill-conditioned element counts under the op whose kink reached it), so that a campaign's
+    summary counts them by kind rather than listing every element's own reason."""
+    return [dismissal_reason(m) for m in verdict.mismatches if m.verdict in DISMISSED]
 
 
 def skipped(verdict: Verdict) -> dict[str, int]:
