@@ -355,9 +355,8 @@ def fuzz(opts: FuzzOptions, console: Console | None = None) -> Summary:
             path = saved.path
             if saved.warning:
                 display.print(f"warning: {saved.warning}")
-            f = summary.finding(f"flaky:{sig}", "flaky")
-            f.count += 1
-            f.path = str(path)
+            f = summary.finding(sig, case.record.get("verdict", {}).get("kind", "?"))
+            f.flaky = str(path)
             f.first = k if f.first is None else min(f.first, k)
             display.print(f"  flaky {sig}\n    program {k} gives {case.record['recheck']} in a fresh worker; "
                           f"both observations: {path}")

@@ -75,18 +75,24 @@ class Finding:
     # (findings/backends.py `where`); its signature ends in the layer class
     backends: list[str] | None = None
     layer: str | None = None
+    # its first program gave another result in a fresh worker: where both observations are
+    # (.difftest/flaky/); the finding is then that nondeterminism, and nothing is saved for it
+    flaky: str | None = None
 
     def where(self) -> str:
         if self.bug is not None:
             return f"known bug {self.bug}: {self.path}"
+        if self.flaky is not None:
+            return f"flaky (did not reproduce in a fresh worker): {self.flaky}"
         if self.path is None:
             return "not saved"
         return f"no known bug explains it; same signature as {self.path}" if self.known else self.path
 
     def to_dict(self) -> dict[str, Any]:
         located = {"backends": self.backends, "layer": self.layer} if self.backends is not None else {}
+        flaky = {"flaky": self.flaky} if self.flaky is not None else {}
         return {"signature": self.signature, "count": self.count, "first": self.first, "path": self.path,
-                "kind": self.kind, "known": self.known, "bug": self.bug, **located}
+                "kind": self.kind, "known": self.known, "bug": self.bug, **located, **flaky}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Finding:
@@ -97,7 +103,8 @@ class Finding:
         backends = sf.strings(d, "backends", at) if d.get("backends") is not None else None
         return Finding(signature, sf.optional_str(d, "kind", at) or "?", sf.integer(d, "count", 0, at),
                        sf.optional_int(d, "first", at), sf.optional_str(d, "path", at), bool(d.get("known", False)),
-                       bug=sf.optional_str(d, "bug", at), backends=backends, layer=sf.optional_str(d, "layer", at))
+                       bug=sf.optional_str(d, "bug", at), backends=backends, layer=sf.optional_str(d, "layer", at),
+                       flaky=sf.optional_str(d, "flaky", at))
 
 
 @dataclass
@@ -293,6 +300,7 @@ class Summary:
                 g.first = f.first
             if g.path is None or (g.known and not f.known and f.path is not None):
                 g.path, g.known = f.path, f.known
+            g.flaky = g.flaky or f.flaky
             g.bug = g.bug or f.bug
             if f.backends is not None:
                 g.backends, g.layer = f.backends, f.layer
@@ -407,11 +415,10 @@ def print_summary(s: Summary, console: Console) -> None:
         out(f"error: {e.splitlines()[-1] if e.strip() else e}")
     new = len(s.saved)
     unexplained = s.unexplained()
-    # a signature whose first program did not reproduce in a fresh worker: its row and the
-    # flaky row it gave are one nondeterministic finding, saved under .difftest/flaky/
-    flaky = {f.signature.removeprefix("flaky:") for f in unexplained if f.signature.startswith("flaky:")}
-    earlier = [f for f in unexplained if f.path is not None and f.signature not in flaky
-               and not f.signature.startswith("flaky:") and f.path not in s.saved]
+    # a signature whose first program did not reproduce in a fresh worker: one nondeterministic
+    # finding, both observations under .difftest/flaky/
+    flaky = [f for f in unexplained if f.flaky is not None]
+    earlier = [f for f in unexplained if f.path is not None and f.flaky is None and f.path not in s.saved]
     if new:
         out(f"{new} new finding(s) saved (status \"new\"; triage: corpus/README.md)")
     if flaky:
