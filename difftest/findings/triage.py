@@ -56,6 +56,7 @@ from difftest.program.ir import (
     Step,
     Transform,
     ancestors,
+    value_inputs,
 )
 
 if TYPE_CHECKING:
@@ -221,6 +222,14 @@ def shown_fault(verdict: Verdict, m: Mismatch, backend: str = DEFAULT_BACKEND) -
     dtype = dtype_at(program, st) if st is not None else program.dtype
     fault = Fault(kind, at, program, dtype, m.framework, m.detail, None, tuple(mismatch_pairs(verdict, m)),
                   m.elements, backend=backend, terms=tuple(mismatch_terms(verdict, m)), verdict=m.verdict)
+    only = _only_consumer(table, m.statement, m.backward) if m.kind == "grad" else None
+    if only is not None:
+        # a leaf's gradient, when one op alone reads the leaf on the way to the root, is that
+        # op's gradient of that input as the program shows it: the other reading, matched where
+        # the op alone could not show it (an effect that varies from run to run)
+        op, position = only
+        return replace(fault, alternative=replace(fault, site=op.id, input=(position,),
+                                                  dtype=dtype_at(program, op)))
     read = _gradient_read(table, m.statement) if m.kind == "value" else None
     if read is not None:
         # a value computed from a gradient read: that backward's gradient, as shown, or else the
@@ -238,6 +247,21 @@ def shown_fault(verdict: Verdict, m: Mismatch, backend: str = DEFAULT_BACKEND) -
             terms = (max(gradient),) * len(fault.pairs) if gradient and fault.pairs else terms
         return replace(fault, kind="grad", site=read.grads, alternative=fault, terms=terms)
     return fault
+
+
+def _only_consumer(table: dict[str, Statement], leaf: str | None,
+                   backward: str | None) -> tuple[OpCall, int] | None:
+    """The op, and the input position, through which alone the gradient of the leaf `leaf`
+    reaches the root of `backward`: the one statement of the backward's graph that reads the
+    leaf, an op reading it at one position; None otherwise."""
+    bw = table.get(backward or "")
+    if not isinstance(table.get(leaf or ""), Leaf) or not isinstance(bw, Backward):
+        return None
+    graph = ancestors(table, bw.input) | {bw.input}
+    users = [table[x] for x in graph if x in table and leaf in value_inputs(table[x])]
+    if len(users) != 1 or not isinstance(users[0], OpCall) or users[0].inputs.count(leaf or "") != 1:
+        return None
+    return users[0], users[0].inputs.index(leaf or "")
 
 
 def _gradient_terms(verdict: Verdict, read: Grad) -> tuple[float, ...]:

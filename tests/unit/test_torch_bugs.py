@@ -300,3 +300,49 @@ def test_the_mish_records_threshold_is_where_pytorch_loses_the_term() -> None:
     assert x.grad is not None
     short, past = x.grad.tolist()
     assert short < 0 < past  # the x sigmoid(x) term, negative, present just short of it and lost past it
+
+
+def _shown_weight_fault(uses: int) -> Fault:
+    """The campaign finding of a bfloat16 known-sites campaign (seed 31, program 4495) in small:
+    PyTorch's weight gradient of conv1d, reached through a permute, NaN at an untouched tap. The
+    op alone gives 0 there (the garbage is whatever the allocator held), so the finding is not
+    localised: it is matched as the program shows it. `uses`: 2 reads w twice."""
+    from difftest.findings.triage import shown_fault
+    from difftest.oracle.compare import Mismatch, Verdict
+    from difftest.oracle.model import predict
+    from difftest.program.observation import BackwardObs, Observation, TensorObs
+
+    statements: list[dict[str, Any]] = [
+        {"id": "x", "kind": "leaf", "shape": [1, 2, 1], "data": [0.5, -1.0], "device": "autodiff",
+         "require_grad": True},
+        {"id": "w", "kind": "leaf", "shape": [1, 2, 3], "data": [0.5, 0.25, -0.5, 1.0, 0.75, -0.25],
+         "device": "autodiff", "require_grad": True},
+        {"id": "y", "kind": "op", "op": "conv1d", "inputs": ["x", "w"],
+         "attrs": {"stride": [2], "padding": [1], "dilation": [1], "groups": 1}},
+        {"id": "p", "kind": "op", "op": "permute", "inputs": ["y"], "attrs": {"axes": [2, 1, 0]}},
+    ]
+    if uses == 2:
+        statements += [{"id": "q", "kind": "op", "op": "sum", "inputs": ["w"]},
+                       {"id": "r", "kind": "op", "op": "add", "inputs": ["p", "q"]}]
+    statements.append({"id": "bw", "kind": "backward", "input": statements[-1]["id"]})
+    program = program_from_dict({"format": "difftest-program", "version": 1, "dtype": "bfloat16",
+                                 "statements": statements})
+    ref = TensorObs((1, 2, 3), (0.0, 0.5, 0.0, 0.0, -1.0, 0.0))
+    seen = TensorObs((1, 2, 3), (float("nan"), 0.5, 0.0, 0.0, -1.0, 0.0))
+
+    def obs(framework: str, g: TensorObs) -> Observation:
+        return Observation(framework, (), (BackwardObs("bw", {"w": g}),))
+
+    verdict = Verdict(program, predict(program), obs("torch", seen), obs("burn", ref), reference=obs("torch64", ref))
+    m = Mismatch("grad", "w", 1, None, "nan", 0.0, verdict="torch-wrong", element=0, backward="bw", elements=(0,))
+    return shown_fault(verdict, m)
+
+
+def test_a_leafs_gradient_through_one_op_is_that_ops_input_gradient_as_shown() -> None:
+    shown = _shown_weight_fault(1)
+    assert shown.site == "bw" and shown.alternative is not None
+    assert (shown.alternative.site, shown.alternative.input) == ("y", (1,))
+    assert known_bug_of([shown]) is UNINIT
+    # read twice on the way to the root, the leaf's gradient is no one op's: no such reading
+    twice = _shown_weight_fault(2)
+    assert twice.alternative is None and known_bug_of([twice]) is None
