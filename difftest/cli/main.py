@@ -126,7 +126,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         write_json(summary, Path(args.json))
     if summary.interrupted:  # stopped early: its findings are saved and its summary says so
         return 130
-    if summary.saved or summary.unexplained():
+    if summary.saved or summary.failing():
         return 1  # a finding no known bug explains: saved now, or saved before and still untriaged
     if summary.programs == 0:  # --time shorter than the jobs' start-up: nothing was tested
         print(f"difftest fuzz: no program ran within --time {args.time:g}s (the jobs' start-up took "

@@ -73,15 +73,15 @@ def empty_directories(paths: list[Path]) -> list[Path]:
 
 
 def unexplained(summary: Summary, paths: list[Path]) -> list[Finding]:
-    """The merged findings no known bug explains: a summary's, as its campaign judged them, and
-    those only cases of the directories given record, unless a case of status `bug` (a triaged,
-    recorded bug) has its signature."""
+    """The merged findings no known bug explains that fail a campaign (Summary.failing): a
+    summary's, as its campaign judged them, and those only cases of the directories given
+    record, unless a case of status `bug` (a triaged, recorded bug) has its signature."""
     from difftest.findings.signature import scan_corpus
     from difftest.findings.summary import read_summary
 
     in_summaries = {sig for p in paths if not p.is_dir() for sig in read_summary(p).findings}
     recorded = {sig for p in paths if p.is_dir() for sig, _ in scan_corpus(p).signatures(("bug",))}
-    return [f for f in summary.unexplained() if f.signature in in_summaries or f.signature not in recorded]
+    return [f for f in summary.failing() if f.signature in in_summaries or f.signature not in recorded]
 
 
 def cmd_merge(args: argparse.Namespace) -> int:

@@ -190,6 +190,12 @@ class Summary:
         """The distinct findings no known bug explains (saved now or before): news to triage."""
         return [f for f in self.findings.values() if f.bug is None]
 
+    def failing(self) -> list[Finding]:
+        """The unexplained findings that fail a campaign (exit 1): all but PyTorch's own
+        nondeterminism, a torch-wrong finding that did not reproduce in a fresh worker (listed,
+        and its observations kept, as the pytest plugin lists such results without failing)."""
+        return [f for f in self.unexplained() if not (f.flaky is not None and f.kind == "torch-wrong")]
+
     def note_backends(self, per_backend: dict[str, tuple[str, bool | None]]) -> None:
         """One program on several backends: backend -> (verdict kind, known or None)."""
         for b, (kind, known) in per_backend.items():
@@ -422,8 +428,10 @@ def print_summary(s: Summary, console: Console) -> None:
     if new:
         out(f"{new} new finding(s) saved (status \"new\"; triage: corpus/README.md)")
     if flaky:
+        torch_only = sum(f.kind == "torch-wrong" for f in flaky)
         out(f"{len(flaky)} finding(s) did not reproduce in a fresh worker (flaky: both observations of each "
-            "under .difftest/flaky/)")
+            "under .difftest/flaky/)" + (f"; {torch_only} of them PyTorch's own (torch-wrong), which fail no "
+                                         "campaign" if torch_only else ""))
     if earlier:
         out(f"{len(earlier)} finding(s) no known bug explains were already in the corpus, untriaged")
     if s.findings and not unexplained:

@@ -44,3 +44,12 @@ def test_the_flag_survives_json_and_merge(tmp_path: Path) -> None:
     merged = merge(paths)
     assert merged.findings[SIG].flaky == SAVED
     assert len([line for line in _printed(merged).splitlines() if "a1b54542fc49" in line]) == 1
+
+
+def test_pytorchs_own_flaky_result_fails_no_campaign_and_burns_does() -> None:
+    s = _summary()
+    assert s.unexplained() and not s.failing()
+    assert "1 of them PyTorch's own (torch-wrong), which fail no campaign" in _printed(s)
+    burn = s.finding("burn-wrong:-:exp:grad:wrong #0123456789ab", "burn-wrong")
+    burn.count, burn.first, burn.flaky = 1, 7, ".difftest/flaky/0123456789abcdef.json"
+    assert s.failing() == [burn]
