@@ -145,7 +145,8 @@ CAMPAIGN_PROGRAMS = sorted((Path(__file__).parent / "data" / "known_sites").glob
 @pytest.mark.parametrize("path", CAMPAIGN_PROGRAMS, ids=[p.stem for p in CAMPAIGN_PROGRAMS])
 def test_a_campaign_program_at_a_known_site_is_that_known_bug(worker: BurnWorker, path: Path) -> None:
     """The programs a float64 campaign keeping every trigger saved as new (seeds 5 to 7; one the
-    property test met at the default share, a value computed from a gradient read), whole:
+    property test met at the default share, a value computed from a gradient read; one a
+    sessions campaign met, seed 38: values computed from a gradient read through softplus), whole:
     each is its known bug (named by the file: `<record>-<case>.json`), seen where the program
     shows it (after several steps, through gradient reads, past MAX_LOCALISED findings)."""
     program = program_from_dict(json.loads(path.read_text()))
