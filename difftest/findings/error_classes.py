@@ -42,10 +42,7 @@ def observed_tensor(obs: Observation | None, m: Mismatch) -> TensorObs | None:
     if obs is None or m.statement is None:
         return None
     if m.kind == "grad":
-        for b in obs.backwards:
-            if b.id == m.backward:
-                return b.grads.get(m.statement)
-        return None
+        return obs.grad(m.backward, m.statement)
     v = obs.value(m.statement)
     return v.value if v is not None else None
 

@@ -207,12 +207,8 @@ def burn_convention_gradient(program: Program, leaf: str, backward: str,
         return None
     if not hooks.used:
         return None
-    for bw in obs.backwards:
-        if bw.id == backward:
-            g = bw.grads.get(leaf)
-            if g is not None and element < len(g.data):
-                return g.data[element], hooks.used
-    return None
+    g = obs.grad_element(backward, leaf, element)
+    return (g, hooks.used) if g is not None else None
 
 
 class BurnMagnitudeHooks(MagnitudeHooks):
@@ -241,9 +237,5 @@ def burn_convention_terms(program: Program, leaf: str, backward: str, element: i
         obs = run(program, "float64", hooks=BurnMagnitudeHooks())
     except Exception:  # no measurement: no budget from it
         return 0.0
-    for bw in obs.backwards:
-        if bw.id == backward:
-            g = bw.grads.get(leaf)
-            if g is not None and element < len(g.data):
-                return abs(g.data[element])
-    return 0.0
+    g = obs.grad_element(backward, leaf, element)
+    return abs(g) if g is not None else 0.0

@@ -68,10 +68,7 @@ def _tensor(obs: Observation | None, m: Mismatch) -> TensorObs | None:
     if m.kind == "value":
         v = obs.value(m.statement or "")
         return v.value if v else None
-    for bw in obs.backwards:
-        if bw.id == m.backward:
-            return bw.grads.get(m.statement or "")
-    return None
+    return obs.grad(m.backward, m.statement or "")
 
 
 @dataclass(frozen=True)

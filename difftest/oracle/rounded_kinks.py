@@ -44,10 +44,10 @@ def gradient_sides(program: Program, leaf_id: str, backward_id: str, element: in
             obs = run_torch(Program(stmts, "float64"), "float64")
         except Exception:  # a moved input the program cannot take: no limits from it
             return None
-        g = next((b.grads.get(leaf_id) for b in obs.backwards if b.id == backward_id), None)
-        if g is None or element >= len(g.data) or not math.isfinite(g.data[element]):
+        g = obs.grad_element(backward_id, leaf_id, element)
+        if g is None or not math.isfinite(g):
             return None
-        out.append(g.data[element])
+        out.append(g)
     return out[0], out[1]
 
 

@@ -97,6 +97,18 @@ class Observation:
                 return v
         return None
 
+    def grad(self, backward: str | None, ident: str) -> TensorObs | None:
+        """The gradient of `ident` that the backward `backward` produced, if it has one."""
+        for bw in self.backwards:
+            if bw.id == backward:
+                return bw.grads.get(ident)
+        return None
+
+    def grad_element(self, backward: str, ident: str, element: int) -> float | None:
+        """One element of that gradient (flat index), if it has one."""
+        g = self.grad(backward, ident)
+        return g.data[element] if g is not None and 0 <= element < len(g.data) else None
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "framework": self.framework,
