@@ -91,13 +91,23 @@ class GenConfig:
     # refuses for its attribute values (a cast to half precision on NdArray:
     # ops/backend_support.py) is redrawn, as a call outside the op's domain is
     backends: tuple[str, ...] = ()
+    # burn's gradient checkpointing (docs/format.md#gradient-checkpointing): this share of
+    # programs runs on an autodiff device with the balanced strategy, which recomputes the
+    # outputs of memory-bound ops in the backward (half of burn-autodiff's code is that
+    # strategy's instance). Drawn after the statements, so a program's statements do not
+    # depend on it
+    p_checkpointing: float = 0.25
 
     @staticmethod
     def profile(name: str, **kw: object) -> GenConfig:
-        """The GenConfig of a named profile (`difftest fuzz --profile`), with `kw` on top."""
-        if name not in PROFILES:
-            raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILES)}")
-        return GenConfig(**{**PROFILES[name], **kw})  # type: ignore[arg-type]
+        """The GenConfig of a named profile (`difftest fuzz --profile`), with `kw` on top. Profiles
+        compose with "+" ("sessions+checkpointing"), each part's settings over the ones before."""
+        settings: dict[str, object] = {}
+        for part in name.split("+"):
+            if part not in PROFILES:
+                raise ValueError(f"unknown profile {part!r}; known: {', '.join(PROFILES)} (combined with +)")
+            settings.update(PROFILES[part])
+        return GenConfig(**{**settings, **kw})  # type: ignore[arg-type]
 
     def op_specs(self, dtype: str = "float32") -> list[OpSpec]:
         return list(_op_specs(None if self.ops is None else tuple(self.ops), self.only_supported, dtype))
@@ -117,17 +127,23 @@ class GenConfig:
 # program in that dtype. "no-half": the default distribution without float16 and bfloat16 (a
 # campaign on a backend without half precision: difftest/ops/backend_support.py). "continuous": the
 # default distribution without boundary values (every leaf element continuous, every op input
-# off its kinks), the distribution before boundary values existed.
+# off its kinks), the distribution before boundary values existed. "checkpointing": every program
+# on burn's balanced gradient checkpointing; "no-checkpointing": none (the programs, statement for
+# statement, and the verdicts of the distribution before checkpointing was drawn).
 PROFILES: dict[str, dict[str, object]] = {
     "default": {},
     "no-half": {"dtype_weights": (80.0, 10.0, 0.0, 0.0)},
     "continuous": {"boundary": False},
     "sessions": {"p_another_backward": 0.75, "p_training": 0.3, "p_grad_read": 0.7},
+    "checkpointing": {"p_checkpointing": 1.0},
+    "no-checkpointing": {"p_checkpointing": 0.0},
     "float32": {"dtype": "float32"},
     "float64": {"dtype": "float64"},
     "float16": {"dtype": "float16"},
     "bfloat16": {"dtype": "bfloat16"},
 }
+# the profiles `--profile` offers (a dtype's is `--dtype`)
+CLI_PROFILES = tuple(name for name in PROFILES if name not in FLOAT_DTYPES)
 
 
 @functools.lru_cache(maxsize=64)

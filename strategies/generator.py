@@ -410,7 +410,10 @@ def generate(c: Choices, cfg: GenConfig | None = None) -> Program:
                     break
             if not _grouped(c, b.backward):
                 break
-    return Program(tuple(b.statements), dtype)
+    checkpointing = "balanced" if c.boolean(cfg.p_checkpointing) else "disabled"
+    if checkpointing != "disabled":
+        c.note(f"checkpointing:{checkpointing}")
+    return Program(tuple(b.statements), dtype, checkpointing)
 
 
 def ops_of(program: Program) -> Sequence[str]:

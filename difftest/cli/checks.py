@@ -10,6 +10,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from difftest.strategies.config import CLI_PROFILES, PROFILES
+
 # the attribute of a command's namespace listing its options whose values are files it writes:
 # (dest, option as the user spells it), filled in by `output_option`
 OUTPUTS = "output_files"
@@ -25,6 +27,17 @@ def positive_seconds(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a positive finite number of seconds, got {text!r}")
     return value
+
+
+def profile_name(text: str) -> str:
+    """An argparse type: a generator profile, or profiles joined by "+" (GenConfig.profile; a
+    dtype is one too, `--dtype`'s)."""
+    parts = text.split("+")
+    unknown = [p for p in parts if p not in PROFILES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown profile {unknown[0]!r}: choose from {', '.join(CLI_PROFILES)}, "
+                                         f"or join several with + (sessions+checkpointing)")
+    return text
 
 
 def at_least_one(text: str) -> int:

@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from difftest.cli.checks import bad_case_paths, output_option, share
+from difftest.cli.checks import bad_case_paths, output_option, profile_name, share
 from difftest.cli.common import make_console
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     c.add_argument("paths", nargs="*", metavar="CASE|DIR", help="corpus cases or directories")
     c.add_argument("--programs", type=int, default=0, help="N generated programs of a campaign (with --seed)")
     c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--profile", default="default", choices=["default", "sessions", "no-half", "continuous"],
+    c.add_argument("--profile", default="default", type=profile_name,
                    help="the generator's distribution for --programs (as fuzz --profile; continuous: without "
                    "boundary leaf values)")
     c.add_argument("--campaign", default=None, metavar="JSON",

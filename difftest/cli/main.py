@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING
 
 from difftest import __version__
 from difftest.cli.backends import use_backends
-from difftest.cli.checks import at_least_one, output_option, positive_seconds, share, unwritable_output, writable_dir
+from difftest.cli.checks import (
+    at_least_one,
+    output_option,
+    positive_seconds,
+    profile_name,
+    share,
+    unwritable_output,
+    writable_dir,
+)
 from difftest.cli.common import case_worker, make_console, make_worker
 from difftest.cli.corpus import cmd_replay, cmd_report
 from difftest.cli.coverage import add_guided_options, guided_setup
@@ -62,10 +70,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         print(f"difftest fuzz: {unwritable}", file=sys.stderr)
         return 2
     if args.dtype is not None:
-        if args.profile != "default":
-            print("--dtype and --profile cannot be combined", file=sys.stderr)
-            return 2
-        args.profile = args.dtype  # a dtype is a profile of the generator (difftest.strategies.config.PROFILES)
+        # a dtype is a profile of the generator (difftest.strategies.config.PROFILES), last: it wins
+        args.profile = args.dtype if args.profile == "default" else f"{args.profile}+{args.dtype}"
     backends: tuple[str, ...] = getattr(args, "backends", None) or ()
     if os.environ.get(BACKEND_ENV):  # --backend: only the dtypes and ops every backend named runs
         from difftest.cli.backends import fit_campaign
@@ -282,9 +288,11 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--ops", default="", help="comma-separated ops to restrict to (see `difftest ops`)")
     f.add_argument("--max-statements", type=at_least_one, default=10,
                    help="the most statements a generated program has (default 10)")
-    f.add_argument("--profile", default="default", choices=["default", "sessions", "no-half", "continuous"],
+    f.add_argument("--profile", default="default", type=profile_name,
                    help="the generator's distribution: sessions makes most programs sessions (several "
-                        "backwards, gradient reads, SGD training loops)")
+                        "backwards, gradient reads, SGD training loops); checkpointing runs every program "
+                        "on burn's balanced gradient checkpointing (by default a quarter of them); join "
+                        "several with + (sessions+checkpointing)")
     f.add_argument("--dtype", default=None, choices=["float32", "float64", "float16", "bfloat16"],
                    help="every program in this dtype (the default distribution otherwise; by default "
                         "80%% float32, 10%% float64, 5%% float16, 5%% bfloat16)")

@@ -30,12 +30,13 @@ def burn_param_state(m: ModuleState, name: str) -> BurnState:
     requires grad when PyTorch's does, one leaf per handle (the base; rules refine it). A
     buffer (running statistics) is a plain value on the parameters' device (burn stores it
     detached)."""
+    default = m.default_strategy and not m.valid
     if module_kind(m.kind).is_buffer(name):
-        return BurnState(not m.valid, False, False)
+        return BurnState(not m.valid, False, False, default_strategy=default)
     if not m.requires_grad:
-        return BurnState(True, False, False)
+        return BurnState(True, False, False, default_strategy=default)
     key = m.key(name)
-    return BurnState(True, True, True, key, frozenset({key}))
+    return BurnState(True, True, True, key, frozenset({key}), default)
 
 
 def shares_params(m: ModuleState) -> bool:

@@ -24,6 +24,7 @@ class Step:
     input_shapes: tuple[Shape, ...] = ()  # shapes of `inputs`
     session: SessionContext | None = None  # step / grad statements (session_rules.py)
     input_dtypes: tuple[str, ...] = ()  # dtypes of `inputs` (ops/value_dtypes.py)
+    checkpointing: str = "disabled"  # the program's gradient-checkpointing strategy
 
 
 @dataclass(frozen=True)

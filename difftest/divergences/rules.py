@@ -31,6 +31,7 @@ from difftest.divergences.rule import Rule, Step, burn_inputs, divergence, retur
 
 __all__ = ["MODULE_RULES", "RULES", "RULES_BY_NAME", "TENSOR_RULES", "Rule", "Step", "burn_param_state",
            "divergence", "module_param_keys", "rules_for", "shares_params", "torch_param_state"]
+from difftest.divergences.checkpointing_rules import CHECKPOINTING_RULES
 from difftest.divergences.session_rules import SESSION_RULES
 from difftest.divergences.states import BurnState, Failure, Result, TorchState
 from difftest.ops.catalog import CATALOG
@@ -259,7 +260,8 @@ TENSOR_RULES: tuple[Rule, ...] = (
     ),
 )
 
-RULES: tuple[Rule, ...] = (*TENSOR_RULES, *MODULE_RULES, *SESSION_RULES)  # applied in this order
+# applied in this order (the checkpointing rules last: a predicted panic ends the statement)
+RULES: tuple[Rule, ...] = (*TENSOR_RULES, *MODULE_RULES, *SESSION_RULES, *CHECKPOINTING_RULES)
 RULES_BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 
 

@@ -34,6 +34,9 @@ class BurnState:
     is_require_grad: bool
     key: str | None = None
     sources: frozenset[str] = EMPTY
+    # on autodiff with burn's default gradient-checkpointing strategy while the program's
+    # autodiff device has another (autodiff() of a tensor off it: checkpointing_rules.py)
+    default_strategy: bool = False
 
     def flags(self) -> dict[str, bool]:
         return {
@@ -70,6 +73,8 @@ class ModuleState:
     # require-grad parameter leaves (burn clones share parameter tensors); None when none
     diverged: bool = False  # its parameter values differ between the frameworks by a declared
     # rule (an optimizer step that read different gradients): what it computes is not comparable
+    default_strategy: bool = False  # burn's parameters are on autodiff with burn's default
+    # gradient-checkpointing strategy, not the program's (checkpointing_rules.py)
 
     def key(self, param: str, origin: str | None = None) -> str:
         return f"{origin or self.id}.{param}"

@@ -47,7 +47,7 @@ def cotangents(program: Program, backward: str) -> dict[str, tuple[tuple[int, ..
     bw = program.statements[index]
     assert isinstance(bw, Backward)
     hooks = CotangentHooks(bw.input)
-    obs = run_torch(Program(program.statements[: index + 1], program.dtype), hooks=hooks)
+    obs = run_torch(program.with_statements(program.statements[: index + 1]), hooks=hooks)
     if obs.error is not None:
         return {}
     return {k: (tuple(g.shape), tuple(float(x) for x in g.reshape(-1).tolist())) for k, g in hooks.seen.items()}

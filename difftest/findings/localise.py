@@ -294,7 +294,7 @@ def _seed_fault(program: Program, m: Mismatch, worker: BurnWorker, memo: Judged 
         return None
     try:
         shape = infer_shapes(program)[bw.input]
-        seed = seed_program(tuple(shape), value_dtypes(program).get(bw.input, program.dtype))
+        seed = seed_program(tuple(shape), value_dtypes(program).get(bw.input, program.dtype), program.checkpointing)
     except (ProgramError, ValueError, KeyError):
         return None
     v = _judge(seed, worker, memo)
@@ -332,7 +332,7 @@ def _step_alone(verdict: Verdict, worker: BurnWorker, step: Step, memo: Judged |
     at = program.statements.index(step) + 1
     reads = param_reads(program, step.id)
     try:
-        alone = Program((*program.statements[:at], *reads), program.dtype)
+        alone = program.with_statements((*program.statements[:at], *reads))
     except ProgramError:
         return None
     v = _judge(alone, worker, memo)
@@ -362,7 +362,7 @@ def _consumed_gradient(verdict: Verdict, worker: BurnWorker, step: Step, memo: J
     at = program.statements.index(handle) + 1
     statements = (*program.statements[:at], *reads, *program.statements[at:program.statements.index(step)])
     try:
-        before = Program(statements, program.dtype)
+        before = program.with_statements(statements)
     except ProgramError:
         return None
     v = _judge(before, worker, memo)

@@ -157,7 +157,7 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
             root = "z"
         out.append(Backward("bw", root))
     try:
-        return Program(tuple(out), dtype), positions
+        return Program(tuple(out), dtype, program.checkpointing), positions
     except ProgramError:
         return None
 
@@ -173,7 +173,7 @@ def harness_program(p: Program) -> Program | None:
         return None
     try:
         return Program((Leaf("a0", ct.shape, cotangent(len(ct.data)), "autodiff", True), ct,
-                        OpCall("z", HARNESS_OP, ("a0", "ct")), Backward("bw", "z")), p.dtype)
+                        OpCall("z", HARNESS_OP, ("a0", "ct")), Backward("bw", "z")), p.dtype, p.checkpointing)
     except ProgramError:
         return None
 
@@ -208,7 +208,7 @@ def without_broadcast(p: Program) -> tuple[Program, tuple[int, ...]] | None:
         data = torch.tensor(leaf.data, dtype=torch.float64).reshape((1,) * (len(target) - len(leaf.shape)) + leaf.shape)
         new[leaf.id] = replace(leaf, shape=target, data=tuple(data.expand(target).reshape(-1).tolist()))
     try:
-        return Program(tuple(new.get(s.id, s) for s in p.statements), p.dtype), expanded
+        return p.with_statements(tuple(new.get(s.id, s) for s in p.statements)), expanded
     except ProgramError:
         return None
 
@@ -235,9 +235,9 @@ def _index_input(table: dict[str, Statement], st: Apply) -> bool:
     return isinstance(root, Module) and module_kind(root.module).index_bound is not None
 
 
-def seed_program(shape: tuple[int, ...], dtype: str) -> Program:
+def seed_program(shape: tuple[int, ...], dtype: str, checkpointing: str = "disabled") -> Program:
     """The backward of a fresh require-grad leaf of `shape`, rooted at the leaf itself: no op,
     only how the backward seeds its root (ones of the root's shape; its gradient is that seed).
     A wrong gradient here is the backward's own, whatever op a program roots it at."""
     n = math.prod(shape)
-    return Program((Leaf("a0", shape, cotangent(n), "autodiff", True), Backward("bw", "a0")), dtype)
+    return Program((Leaf("a0", shape, cotangent(n), "autodiff", True), Backward("bw", "a0")), dtype, checkpointing)

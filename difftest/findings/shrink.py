@@ -35,7 +35,7 @@ def _without(program: Program, ident: str) -> Program | None:
         kept.append(st)
     if not kept:
         return None
-    return _valid(Program(tuple(kept), program.dtype))
+    return _valid(program, tuple(kept))
 
 
 # The statement with every reference to a value in `old` (a value read as a value: an op's,
@@ -69,7 +69,7 @@ def _bypassed(program: Program, ident: str, by: str) -> Program | None:
         if ident in inputs_of(st) and ident not in value_inputs(st):
             return None
         kept.append(_REWIRED.of(st)(st, ident, by) if ident in value_inputs(st) else st)
-    return _valid(Program(tuple(kept), program.dtype))
+    return _valid(program, tuple(kept))
 
 
 def _candidates(best: Program) -> Iterator[Program]:
@@ -86,10 +86,12 @@ def _candidates(best: Program) -> Iterator[Program]:
                 yield cand
 
 
-def _valid(program: Program) -> Program | None:
-    """`program` when it passes the checks a program must pass before it runs (a simplified
-    leaf can break one: the indices of an embedding forward must stay integral), else None."""
+def _valid(base: Program, statements: tuple[Statement, ...], checkpointing: str | None = None) -> Program | None:
+    """`statements` as a program like `base` (its dtype and checkpointing, or `checkpointing`)
+    when it passes the checks a program must pass before it runs (a simplified leaf can break
+    one: the indices of an embedding forward must stay integral), else None."""
     try:
+        program = Program(statements, base.dtype, checkpointing or base.checkpointing)
         check_program(program)
     except (ProgramError, ValueError):
         return None
@@ -114,6 +116,13 @@ def shrink(program: Program, still_fails: Still, *, budget: int = 300) -> Progra
     still_fails = lambda p: in_domain(p) and original(p)
     best = program
     tries = 0
+    # without burn's gradient checkpointing first: a finding keeps it only when it needs it,
+    # which then says the fault is in the checkpointed instance of burn's autodiff
+    if best.checkpointing != "disabled":
+        plain = _valid(best, best.statements, checkpointing="disabled")
+        tries += 1
+        if plain is not None and still_fails(plain):
+            best = plain
     changed = True
     while changed and tries < budget:
         changed = False
@@ -133,8 +142,7 @@ def shrink(program: Program, still_fails: Still, *, budget: int = 300) -> Progra
             data = tuple(to_f32(simple) for _ in st.data)
             if data == st.data:
                 continue
-            simpler = _valid(Program(best.statements[:i] + (replace(st, data=data),) + best.statements[i + 1 :],
-                                     best.dtype))
+            simpler = _valid(best, best.statements[:i] + (replace(st, data=data),) + best.statements[i + 1 :])
             if simpler is None:
                 continue
             tries += 1

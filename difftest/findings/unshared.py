@@ -65,6 +65,6 @@ def unshared(program: Program, m: Mismatch) -> Program | None:
     if root is None or copies == len(leaves):
         return None  # nothing was read twice: the tree is the program itself
     try:
-        return Program((*out, Backward("bw", root)), program.dtype)
+        return program.with_statements((*out, Backward("bw", root)))
     except ProgramError:
         return None

@@ -147,7 +147,7 @@ def _burn_leaf(st: Leaf, ins: list[BurnState], shapes: Mapping[str, Shape], modu
 def _burn_cut(st: Cut, ins: list[BurnState], shapes: Mapping[str, Shape], module: ModuleState | None) -> BurnState:
     x = ins[0]
     if st.cut == "autodiff":
-        return BurnState(True, x.is_tracked, x.is_require_grad, x.key, x.sources)
+        return BurnState(True, x.is_tracked, x.is_require_grad, x.key, x.sources, x.default_strategy)
     return BurnState(x.is_autodiff, False, False)  # detach and (base) without_autodiff
 
 
@@ -156,7 +156,9 @@ def _burn_op(st: OpCall, ins: list[BurnState], shapes: Mapping[str, Shape], modu
     if st.region != "grad":
         return BurnState(ad, False, False)
     tracked = any(s.is_tracked for s in ins)
-    return BurnState(ad, tracked, False, None, _union([s for s in ins if s.is_tracked]))
+    # the result is on its autodiff inputs' strategy (checkpointing_rules.py: they share one)
+    default = any(s.default_strategy for s in ins if s.is_autodiff)
+    return BurnState(ad, tracked, False, None, _union([s for s in ins if s.is_tracked]), default)
 
 
 def _burn_forward(m: ModuleState, x: BurnState) -> BurnState:
@@ -166,14 +168,17 @@ def _burn_forward(m: ModuleState, x: BurnState) -> BurnState:
     if m.kind == "dropout":
         if forward_returns_input(m):
             return x
+        default = x.is_autodiff and x.default_strategy  # computed on its input's strategy
         if m.valid:
-            return BurnState(x.is_autodiff, False, False)
-        return BurnState(x.is_autodiff, x.is_tracked, False, None, x.sources if x.is_tracked else EMPTY)
+            return BurnState(x.is_autodiff, False, False, default_strategy=default)
+        return BurnState(x.is_autodiff, x.is_tracked, False, None, x.sources if x.is_tracked else EMPTY, default)
     if m.valid:
         return BurnState(True, False, False)
     ins = [x, *(burn_param_state(m, name) for name in m.params)]
     tracked = [s for s in ins if s.is_tracked]
-    return BurnState(x.is_autodiff or bool(m.params), bool(tracked), False, None, _union(tracked))
+    # parameters are on the module's strategy (checkpointing_rules.py); without any, the input's holds
+    default = m.default_strategy if m.params else x.is_autodiff and x.default_strategy
+    return BurnState(x.is_autodiff or bool(m.params), bool(tracked), False, None, _union(tracked), default)
 
 
 @dataclass(frozen=True)

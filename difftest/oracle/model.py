@@ -214,7 +214,8 @@ def _run(
 def _new_handle(run: _Run, i: int, st: Module | Transform, handle: ModuleState,
                 source: ModuleState | None) -> Failure | None:
     """A module handle: its state as the rules leave it."""
-    outcome = _apply_rules(run.fw, run.rules, run.firings, Step(i, st, (), handle, source), handle)
+    outcome = _apply_rules(run.fw, run.rules, run.firings,
+                           Step(i, st, (), handle, source, checkpointing=run.program.checkpointing), handle)
     if isinstance(outcome, Failure):
         return outcome
     assert isinstance(outcome, ModuleState), outcome
@@ -256,7 +257,8 @@ def _value(run: _Run, i: int, st: Statement, base: Base, module: ModuleState | N
     inputs = tuple(pred.input_state(x) for x in reads)
     base_state = base.state(run.fw, st, inputs, run.shapes, module)
     step = Step(i, st, inputs, base_state, module, tuple(run.shapes[x] for x in reads),
-                input_dtypes=tuple(run.dtypes.get(x, run.program.dtype) for x in reads))
+                input_dtypes=tuple(run.dtypes.get(x, run.program.dtype) for x in reads),
+                checkpointing=run.program.checkpointing)
     current = _apply_rules(run.fw, run.rules, run.firings, step, base_state)
     pred.base_states[st.id] = base_state
     if isinstance(current, Failure):

@@ -66,6 +66,7 @@ from difftest.program.statements import (
 from difftest.program.structure import check_structure
 
 __all__ = [
+    "CHECKPOINTING",
     "CUTS",
     "DEVICES",
     "DISPATCH_TABLES",
@@ -124,20 +125,35 @@ __all__ = [
 ]
 
 
+# burn's GradientCheckpointingStrategy values, as a program names them; "disabled" is burn's default
+CHECKPOINTING = ("disabled", "balanced")
+
+
 @dataclass(frozen=True)
 class Program:
     statements: tuple[Statement, ...]
     # every leaf, module parameter and float value is created in it (docs/format.md#dtypes)
     dtype: str = "float32"
+    # burn's gradient-checkpointing strategy for the autodiff device
+    # (docs/format.md#gradient-checkpointing); PyTorch runs every program the same way
+    checkpointing: str = "disabled"
 
     def __post_init__(self) -> None:
+        if self.checkpointing not in CHECKPOINTING:
+            raise ProgramError(f"unknown gradient_checkpointing {self.checkpointing!r} "
+                               f"(known: {', '.join(CHECKPOINTING)})")
         check_structure(self)
+
+    def with_statements(self, statements: tuple[Statement, ...]) -> Program:
+        """A checked program of `statements` with this program's dtype and checkpointing: what
+        a shrunk, localised or rebuilt variant of it must keep to fail the same way."""
+        return Program(statements, self.dtype, self.checkpointing)
 
     def prefix(self, n: int) -> Program:
         """The program of the first `n` statements, unchecked: each statement's structure check
         reads only the statements before it and the dtype, which it shares with this checked
         program (root probes take many prefixes of one program)."""
-        return _unchecked(self.statements[:n], self.dtype)
+        return _unchecked(self.statements[:n], self.dtype, self.checkpointing)
 
     def rerooted(self, index: int, root: str) -> Program:
         """The statements before `index` (a backward), then that backward rooted at `root`, a
@@ -150,7 +166,7 @@ class Program:
     def extended(self, backward: Backward) -> Program:
         """This program, then `backward`, whose id is new and whose root is a value of it (the
         caller's to ensure), unchecked as `prefix` is."""
-        return _unchecked((*self.statements, backward), self.dtype)
+        return _unchecked((*self.statements, backward), self.dtype, self.checkpointing)
 
     def value_ids(self) -> list[str]:
         return [s.id for s in self.statements if is_value(s)]
@@ -172,9 +188,10 @@ class Program:
         return 2 if session else 1
 
 
-def _unchecked(statements: tuple[Statement, ...], dtype: str) -> Program:
+def _unchecked(statements: tuple[Statement, ...], dtype: str, checkpointing: str) -> Program:
     """A Program made without `check_structure` (Program.prefix says when that is sound)."""
     program = object.__new__(Program)
     object.__setattr__(program, "statements", statements)
     object.__setattr__(program, "dtype", dtype)
+    object.__setattr__(program, "checkpointing", checkpointing)
     return program

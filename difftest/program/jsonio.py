@@ -109,6 +109,8 @@ def program_to_dict(program: Program, name: str | None = None) -> dict[str, Any]
         d["name"] = name
     if program.dtype != DEFAULT_DTYPE:
         d["dtype"] = program.dtype
+    if program.checkpointing != "disabled":
+        d["gradient_checkpointing"] = program.checkpointing
     d["statements"] = [statement_to_dict(s) for s in program.statements]
     return d
 
@@ -259,7 +261,7 @@ def program_from_dict(doc: Any, *, validate: bool = True) -> Program:
             statements.append(_statement_from_dict(raw, dtype))
         except (KeyError, TypeError, ValueError) as e:
             raise ProgramError(str(e), i, ident) from e
-    return Program(tuple(statements), dtype)
+    return Program(tuple(statements), dtype, doc.get("gradient_checkpointing", "disabled"))
 
 
 def _statement_from_dict(raw: dict[str, Any], dtype: str = DEFAULT_DTYPE) -> Statement:

@@ -86,4 +86,10 @@ _TEXT: ByKind[Callable[[Any], str]] = ByKind(
 
 
 def program_text(program: Program) -> str:
-    return "\n".join(statement_text(st) for st in program.statements)
+    """The statements, one a line, under a line naming the program's settings when any is not
+    the default (its dtype, burn's gradient checkpointing)."""
+    settings = [f"dtype {program.dtype}"] if program.dtype != "float32" else []
+    if program.checkpointing != "disabled":
+        settings.append(f"gradient checkpointing {program.checkpointing}")
+    head = [f"# {', '.join(settings)}"] if settings else []
+    return "\n".join([*head, *(statement_text(st) for st in program.statements)])

@@ -32,6 +32,9 @@ pub struct Document {
     /// The float dtype of the program (docs/format.md#dtypes); float32 when absent.
     #[serde(default)]
     pub dtype: ProgramDType,
+    /// The autodiff device's gradient-checkpointing strategy; disabled when absent.
+    #[serde(default)]
+    pub gradient_checkpointing: crate::program::Checkpointing,
     #[allow(dead_code)]
     pub statements: AnArray,
 }

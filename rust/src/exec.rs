@@ -366,7 +366,7 @@ pub enum Observe {
 /// changes nothing in burn's state, so both modes run the same statements the same way.
 pub fn run_observing(program: &Program, observe: Observe) -> Observation {
     let mut obs = Observation::default();
-    let devices = match catch_unwind(Devices::new) {
+    let devices = match catch_unwind(|| Devices::with_checkpointing(program.checkpointing)) {
         Ok(mut d) => {
             d.dtype = program.dtype.float();
             d

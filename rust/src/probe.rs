@@ -131,6 +131,7 @@ fn probe_program(program: &Program, p: &Probe) -> Program {
     Program {
         statements,
         dtype: program.dtype,
+        checkpointing: program.checkpointing,
     }
 }
 

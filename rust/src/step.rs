@@ -6,7 +6,7 @@
 use burn::tensor::{Device, FloatDType};
 
 use crate::fault;
-use crate::program::{Cut, DeviceKind, Kind, Region};
+use crate::program::{Checkpointing, Cut, DeviceKind, Kind, Region};
 use crate::value::DynTensor;
 
 /// The message of a panic payload (`&str` or `String`; anything else is described).
@@ -30,11 +30,22 @@ pub struct Devices {
 
 impl Devices {
     pub fn new() -> Self {
+        Self::with_checkpointing(Checkpointing::Disabled)
+    }
+
+    /// The devices of a program whose autodiff device uses `checkpointing` (a tensor the
+    /// program moves onto autodiff with `autodiff()` gets burn's default strategy, as burn
+    /// documents).
+    pub fn with_checkpointing(checkpointing: Checkpointing) -> Self {
         let plain = crate::backend::current().device();
         let autodiff = if plain.is_autodiff() {
             plain.clone()
         } else {
             plain.clone().autodiff()
+        };
+        let autodiff = match checkpointing {
+            Checkpointing::Disabled => autodiff,
+            Checkpointing::Balanced => autodiff.gradient_checkpointing(),
         };
         // Dropout draws its mask from the backend's RNG: a fixed seed per run keeps runs
         // reproducible.
@@ -109,4 +120,28 @@ pub fn tensor(
         | Kind::Optimizer { .. }
         | Kind::Step { .. } => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::GradientCheckpointingStrategy;
+
+    #[test]
+    fn the_autodiff_device_has_the_programs_strategy() {
+        let strategy = |c| {
+            Devices::with_checkpointing(c)
+                .autodiff
+                .gradient_checkpointing_strategy()
+        };
+        assert_eq!(
+            strategy(Checkpointing::Balanced),
+            Some(GradientCheckpointingStrategy::Balanced)
+        );
+        assert_eq!(
+            strategy(Checkpointing::Disabled),
+            Some(GradientCheckpointingStrategy::Disabled)
+        );
+        assert_eq!(Devices::new().plain.gradient_checkpointing_strategy(), None);
+    }
 }

@@ -181,7 +181,11 @@ def torch_script(program: Program, name: str | None = None) -> str:
     helpers = "".join(dict.fromkeys(k.pytorch_helper for k in kinds))
     prelude = _TORCH_PRELUDE + (_TORCH_MODULE_HELPERS if kinds else "") + helpers + (
         _TORCH_STEP_HELPERS if has_steps else "")
-    out = [f"# difftest reproducer{f' {name}' if name else ''}: PyTorch {count(program)}", prelude, ""]
+    out = [f"# difftest reproducer{f' {name}' if name else ''}: PyTorch {count(program)}"]
+    if program.checkpointing != "disabled":
+        out.append(f"# burn ran it with {program.checkpointing} gradient checkpointing; PyTorch has no such mode, "
+                   "and values and gradients must not depend on it")
+    out += [prelude, ""]
     script = _Script(program, infer_shapes(program), variable_names(program),
                      batch_norm_inference_applies(program), out)
     scope: Region = "grad"

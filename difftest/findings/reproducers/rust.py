@@ -183,7 +183,8 @@ def rust_test(program: Program, name: str, expect: Expected | None = None) -> st
         body.append(f"// {' and '.join(random)} masks come from the backend's RNG, seeded as difftest-burn seeds it")
         body.append("Device::flex().seed(0);")
     if any(s.device == "autodiff" for s in leaves) or any(module_kind(m.module).params for m in modules):
-        body.append("let device = Device::flex().autodiff();")
+        checkpointing = ".gradient_checkpointing()" if program.checkpointing == "balanced" else ""
+        body.append(f"let device = Device::flex().autodiff(){checkpointing};")
     if any(s.device == "plain" for s in leaves):
         body.append("let plain = Device::flex();")
     stepped = {st.grads for st in program.statements if isinstance(st, Step)}

@@ -167,6 +167,20 @@ pub struct Program {
     pub statements: Vec<Statement>,
     /// Every leaf, module parameter and float value is created in it.
     pub dtype: ProgramDType,
+    /// The autodiff device's gradient-checkpointing strategy.
+    pub checkpointing: Checkpointing,
+}
+
+/// burn's gradient-checkpointing strategy for the program's autodiff device
+/// (docs/format.md#gradient-checkpointing): `balanced` recomputes the outputs of the ops burn
+/// marks memory-bound during the backward instead of keeping them. Gradients must not depend
+/// on it. `disabled` (burn's default) when absent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Checkpointing {
+    #[default]
+    Disabled,
+    Balanced,
 }
 
 /// Why a document is not a valid program; `index`/`statement` locate the offending statement.

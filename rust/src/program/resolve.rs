@@ -83,6 +83,7 @@ impl Program {
         Ok(Program {
             statements: resolver.statements,
             dtype: header.dtype,
+            checkpointing: header.gradient_checkpointing,
         })
     }
 }

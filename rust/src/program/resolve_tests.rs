@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::modules::{DropoutSpec, LinearSpec};
-use crate::program::{Cut, DeviceKind, Region};
+use crate::program::{Checkpointing, Cut, DeviceKind, Region};
 use serde_json::json;
 
 fn parse(statements: Value) -> Result<Program, ProgramError> {
@@ -357,7 +357,8 @@ fn malformed_documents() {
     );
     doc_err(
         json!({"format": FORMAT, "version": 1, "statements": [], "extra": 1}),
-        "unknown field `extra`, expected one of `format`, `version`, `name`, `dtype`, `statements`",
+        "unknown field `extra`, expected one of `format`, `version`, `name`, `dtype`, \
+         `gradient_checkpointing`, `statements`",
     );
     doc_err(
         json!({"format": "other", "version": 1, "statements": []}),
@@ -381,4 +382,28 @@ fn malformed_documents() {
     );
     Program::from_json(&json!({"format": FORMAT, "version": 1, "name": "n", "statements": []}))
         .unwrap();
+    doc_err(
+        json!({"format": FORMAT, "version": 1, "gradient_checkpointing": "always", "statements": []}),
+        "unknown variant `always`, expected `disabled` or `balanced`",
+    );
+}
+
+#[test]
+fn gradient_checkpointing() {
+    let doc = |extra: Value| {
+        let mut d = json!({"format": FORMAT, "version": 1, "statements": []});
+        d.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        Program::from_json(&d).unwrap().checkpointing
+    };
+    assert_eq!(doc(json!({})), Checkpointing::Disabled);
+    assert_eq!(
+        doc(json!({"gradient_checkpointing": "balanced"})),
+        Checkpointing::Balanced
+    );
+    assert_eq!(
+        doc(json!({"gradient_checkpointing": "disabled"})),
+        Checkpointing::Disabled
+    );
 }
