@@ -56,6 +56,8 @@ def triage_title(case: Case) -> str | None:
     if loc.get("mechanism") == "accumulate":
         shown = f"; seen at {loc['shown_at']}" if isinstance(loc.get("shown_at"), str) else ""
         where = f"gradient accumulation (a value read more than once{shown})"
+    if loc.get("mechanism") == "recompute":
+        where = f"{where} as gradient checkpointing recomputes it (right without checkpointing)"
     expanded = loc.get("expanded")
     if broadcast and isinstance(expanded, list) and expanded:
         where = (f"broadcasting (seen in {where}, input{'s' if len(expanded) > 1 else ''} "

@@ -29,12 +29,12 @@ or shape finding already names the statement that failed.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from difftest.findings.cotangents import cotangents
-from difftest.findings.error_classes import mismatch_class, observed_tensor
+from difftest.findings.deviation import deviant, suspect_rank
+from difftest.findings.error_classes import mismatch_class
 from difftest.findings.graph_roots import shown_name, smallest_root
 from difftest.findings.one_op import (
     HARNESS_OP,
@@ -46,6 +46,7 @@ from difftest.findings.one_op import (
     seed_program,
 )
 from difftest.findings.paths import candidates, path_has_step
+from difftest.findings.recompute import recompute_fault
 from difftest.findings.unshared import unshared
 from difftest.ops.validate import check_program, infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
@@ -91,7 +92,7 @@ class Localisation:
     one_op: Verdict | None = field(default=None, hash=False, compare=False)
     mismatch: Mismatch | None = field(default=None, hash=False, compare=False)
     # "fails": the one-op program fails the oracle; "suspect": it passes, but burn deviates from
-    # the float64 result far more than PyTorch's float32 run (SUSPECT_RATIO); "path": a step or
+    # the float64 result far more than PyTorch's float32 run (deviation.py); "path": a step or
     # the graph, where no one-op program ran
     confidence: str = "path"
     # a gradient localised to the graph: the op (graph_roots.shown_name) whose result, as the
@@ -103,7 +104,9 @@ class Localisation:
     # expanded first (`expanded`, their positions): the op's own derivative is right, and the
     # fault is in how autodiff reduces a broadcast operand's gradient, which every broadcasting
     # op shares; "accumulate": a `graph` gradient that is right once no value is shared
-    # (unshared.py). The signature names the mechanism, not the op that showed it
+    # (unshared.py). The signature names the mechanism, not the op that showed it; "recompute":
+    # the op's output as burn's gradient checkpointing recomputes it (recompute.py), signed
+    # `recompute:<op>`
     mechanism: str | None = None
     expanded: tuple[int, ...] = ()
 
@@ -124,6 +127,8 @@ class Localisation:
             hedge += (f"; right with its broadcast input{'s' if len(self.expanded) > 1 else ''} "
                       f"{','.join(map(str, self.expanded))} expanded first: the reduction of a broadcast "
                       "operand's gradient")
+        if self.mechanism == "recompute":
+            hedge += "; right unless read back as burn's gradient checkpointing recomputes it"
         return (f"{self.verdict} {self.kind}{which} of {self.where}{attrs}{at}, {self.dtype}, "
                 f"error {self.error}{hedge}")
 
@@ -241,7 +246,7 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         if v.ok and split:
             split_passed.add((st.id, seeded, seed))
         if v.ok:
-            suspect = _suspect(v, m.kind)
+            suspect = deviant(v, m.kind)
             if suspect is not None:
                 suspects.append((suspect[0], st, p, positions, v, suspect[1]))
             continue
@@ -258,6 +263,14 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
             return replace(found, mechanism="accumulate")
         expanded = right_without_broadcast(found, lambda q: _judge(q, worker, memo))
         return replace(found, mechanism="broadcast", expanded=expanded) if expanded else found
+    # a checkpointed program: an op whose output, as burn's checkpointing recomputes it for a
+    # backward that reads it, is wrong (recompute.py)
+    recomputed = recompute_fault(verdict, path, m.kind in ("grad", "grad-presence"), lambda q: _judge(q, worker, memo))
+    if recomputed is not None:
+        r = recomputed
+        f = _pick(r.verdict.findings, m.kind, r.program, same_kind)
+        found = _found(program, r.statement, r.program, r.positions, r.verdict, f, "fails")
+        return replace(found, mechanism="recompute")
     if suspects:
         # no op fails on its own, but one deviates from the float64 result far more than PyTorch's
         # float32 run does (a fault inside the budget of its one-op program, which the path
@@ -416,7 +429,6 @@ def localise_tracking(verdict: Verdict, worker: BurnWorker, m: Mismatch) -> Loca
     return None
 
 
-SUSPECT_RATIO = 30.0  # burn's error over PyTorch's float32 error, median over the dismissed elements
 
 
 def _found(program: Program, st: Statement, p: Program, positions: dict[str, int], v: Verdict, f: Mismatch,
@@ -432,42 +444,6 @@ def _found(program: Program, st: Statement, p: Program, positions: dict[str, int
         params = tuple(sorted({x.removeprefix(PARAM_READ) for x in same if x.startswith(PARAM_READ)}))
     return Localisation(st.id, where, f.kind, index, p.dtype, mismatch_class(v, f), verdict or f.verdict or f.kind,
                         attrs, p, v, f, confidence, params=params)
-
-
-def _suspect(v: Verdict, kind: str) -> tuple[float, Mismatch] | None:
-    """(ratio, mismatch) of the dismissed mismatch of kind `kind` (the finding's: a value or a
-    gradient) of a passing one-op verdict where burn's distance from the float64 result most
-    exceeds PyTorch's (at least SUSPECT_RATIO times, median over its elements), or None. A
-    value's rounding does not name the op for a gradient finding: on Wgpu a gradient of 3 where
-    PyTorch has 0 (a fused expand / permute backward) named remainder, whose value was a few
-    ulps off and whose gradient was right. Ranked by `suspect_rank`."""
-    best: tuple[float, Mismatch] | None = None
-    for d in v.dismissals:
-        if d.kind != kind or kind not in ("value", "grad"):
-            continue
-        ref, t, b = observed_tensor(v.reference, d), observed_tensor(v.torch, d), observed_tensor(v.burn, d)
-        if ref is None or t is None or b is None or not len(ref.data) == len(t.data) == len(b.data):
-            continue
-        ratios = []
-        for e in d.elements or ((d.element,) if d.element is not None else ()):
-            r, te, be = ref.data[e], t.data[e], b.data[e]
-            if not all(map(math.isfinite, (r, te, be))):
-                continue
-            ratios.append(abs(be - r) / max(abs(te - r), abs(r) * 1e-15, 1e-300))
-        if not ratios:
-            continue
-        ratio = sorted(ratios)[len(ratios) // 2]
-        if ratio >= SUSPECT_RATIO and (best is None or suspect_rank(ratio, d) > suspect_rank(*best)):
-            best = (ratio, d)
-    return best
-
-
-def suspect_rank(ratio: float, d: Mismatch) -> tuple[bool, float]:
-    """How strongly a dismissed mismatch suspects its op: an agreement (burn within the budget,
-    far from the float64 result) before an ill-conditioned element (a kink or a tie, where burn's
-    1 and PyTorch's 0.5 of minimum are both subgradients: a fault there, a derivative scaled at
-    a tie, shows only when no agreement suspects another op), then by the ratio."""
-    return d.verdict == "agreement", ratio
 
 
 def _pick(findings: list[Mismatch], kind: str, program: Program, same_kind: bool) -> Mismatch:

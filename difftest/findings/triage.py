@@ -107,6 +107,8 @@ def localised_signature(loc: Localisation, framework: str | None) -> str:
     # shared mechanism (a broadcast operand's gradient reduced wrong, a value's contributions
     # summed wrong) by that mechanism, whichever op showed it
     where = loc.mechanism or (f"{loc.where}@{loc.shown_at}" if loc.where == "graph" and loc.shown_at else loc.where)
+    if loc.mechanism == "recompute":  # one op's own recomputation: the op names the fault
+        where = f"recompute:{loc.where}"
     key = "\x1f".join((loc.verdict, fw, where, loc.kind, error))
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return f"{loc.verdict}:{fw}:{where}:{loc.kind}:{error} #{digest}"

@@ -409,7 +409,7 @@ def test_a_tie_suspects_its_op_only_after_every_agreement(workers: dict[str, Bur
     """minimum at a tie: burn gives the gradient to one side (1, 0), PyTorch splits it (0.5,
     0.5); both are subgradients (ill-conditioned). Such a suspect ranks below any agreement far
     from the float64 result (a Wgpu cosh gradient was named minimum at a tie after it)."""
-    from difftest.findings.localise import _suspect, suspect_rank
+    from difftest.findings.deviation import deviant, suspect_rank
 
     if "" not in workers:
         workers[""] = BurnWorker()
@@ -417,7 +417,7 @@ def test_a_tie_suspects_its_op_only_after_every_agreement(workers: dict[str, Bur
     program = Program((leaf("a", [0.5, -1.0], rg=True), leaf("b", [0.5, -1.0], rg=True),
                        op("y", "minimum", "a", "b"), backward("y")))
     v = check(program, workers[""])
-    tie = _suspect(v, "grad")
+    tie = deviant(v, "grad")
     assert v.ok and tie is not None and tie[1].verdict == "ill-conditioned", v.report()
     agreement = replace(tie[1], verdict="agreement")
     assert suspect_rank(31.0, agreement) > suspect_rank(1e30, tie[1]) > suspect_rank(30.0, tie[1])

@@ -186,6 +186,22 @@ def test_a_fault_in_an_op_burn_builds_others_from_is_one_place(tmp_path: Path,
     assert place["node"] == "tensor::Mul"
 
 
+def test_a_fault_in_a_recomputed_output_is_one_case_naming_the_op(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn whose retro-forward of sin computes cos: wrong only under balanced gradient
+    checkpointing, where a backward that reads sin's output gets it recomputed. No program of sin
+    alone shows it (sin's backward reads its input), so each op that read sin's output was a
+    `graph@<op>` case of its own (6 at this seed: log1p, sinh, atan2, square, tanh, hypot). The
+    recompute experiment (recompute.py) gives one case, named after sin, its reproducer
+    sin then y * y on a checkpointed device."""
+    signatures = _patched_campaign("retro-sin-recomputes-cos.patch", tmp_path, monkeypatch)
+    assert signatures == ["burn-wrong:-:recompute:sin:grad:wrong"], signatures
+    (case,) = [json.loads(p.read_text()) for p in (tmp_path / "corpus" / "findings").glob("*.json")]
+    assert case["program"]["gradient_checkpointing"] == "balanced"  # it needs checkpointing
+    ops = [s.get("op") for s in case["triage"]["localisation"]["program"]["statements"]]
+    assert ops == [None, "sin", "mul", None], ops
+
+
 TABLE = Path(".difftest/cases-per-fault.md")
 ROWS: list[str] = []
 

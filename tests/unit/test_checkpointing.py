@@ -5,9 +5,14 @@ strategy each tensor carries in the flag model (difftest/divergences/checkpointi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any, cast
+
 import pytest
 
 from difftest.findings.one_op import one_op_program
+from difftest.findings.recompute import recompute_fault, with_reader
 from difftest.findings.reproducers.python import torch_script
 from difftest.findings.reproducers.rust import rust_test
 from difftest.findings.shrink import shrink
@@ -132,3 +137,33 @@ def test_model_predicts_the_mismatch_after_train() -> None:
     assert predict_burn(_trained("disabled")).failure is None
     direct = Program((*_trained("balanced").statements[:2], Apply("y", "m", "x")), checkpointing="balanced")
     assert predict_burn(direct).failure is None
+
+
+def test_recompute_experiment_reads_the_ops_output_back() -> None:
+    """The experiment is the op alone, then y * y (whose backward reads y), rooted there; an op is
+    named when its experiment fails checkpointed and passes without (a stand-in judge here: the
+    patched burn of tests/quality/test_one_case_per_fault.py runs it for real)."""
+    p = _program()
+    obs = run_torch(p)
+    verdict = cast(Any, SimpleNamespace(program=p, torch=obs, burn=obs))
+    built = one_op_program(p, p.statements[1], obs, obs, grads=True)
+    assert built is not None
+    q = with_reader(built[0])
+    assert q is not None and q.checkpointing == "balanced"
+    assert [getattr(s, "op", None) for s in q.statements] == [None, "sin", "mul", None]
+    assert q.statements[-1] == Backward("bw", "yy")
+
+    def judge(wrong: str) -> Callable[[Program], Any]:
+        def run(q: Program) -> Any:
+            ops = {getattr(s, "op", None) for s in q.statements}
+            return SimpleNamespace(ok=q.checkpointing == "disabled" or wrong not in ops, findings=[])
+        return run
+
+    path = [p.statements[2], p.statements[1]]  # exp, then sin: the first that fails is named
+    found = recompute_fault(verdict, path, True, judge("sin"))
+    assert found is not None and found.statement.id == "y"
+    assert recompute_fault(verdict, path, True, judge("tanh")) is None
+    # an experiment that fails without checkpointing too is not a recomputation
+    assert recompute_fault(verdict, path, True, lambda q: SimpleNamespace(ok=False, findings=[])) is None
+    plain = cast(Any, SimpleNamespace(program=_program("disabled"), torch=obs, burn=obs))
+    assert recompute_fault(plain, path, True, judge("sin")) is None
