@@ -100,6 +100,7 @@ CHECKPOINTING_RULES: tuple[Rule, ...] = (
             "panics ('Gradient checkpointing strategy mismatch ... Tensors in the same operation "
             "must share a strategy'; burn-dispatch's tests expect it). PyTorch computes it.",
             "docs/semantics.md#checkpointing",
+            "corpus/seed/checkpointing-strategy-mismatch.json",
             _DISPATCH,
         ),
         (OpCall, Apply),
