@@ -62,15 +62,22 @@ def fit_campaign(backend: str, ops: str, profile: str) -> tuple[str, str]:
     only are left out by the generator (GenConfig.backends), which the campaign tells it of."""
     from difftest.ops import catalog
     from difftest.ops.backend_support import dtypes, refused_outright, unsupported_ops
+    from difftest.program.dtypes import FLOAT_DTYPES
+    from difftest.strategies.config import GenConfig
 
     has = dtypes(backend)
-    if profile in ("float16", "bfloat16", "float32", "float64") and profile not in has:
-        raise ValueError(f"--dtype {profile}: the {backend} backend runs {', '.join(has)} only "
+    cfg = GenConfig.profile(profile)
+    if cfg.dtype is not None and cfg.dtype not in has:
+        raise ValueError(f"--dtype {cfg.dtype}: the {backend} backend runs {', '.join(has)} only "
                          "(difftest/ops/backend_support.py)")
-    if profile == "default" and ("float16" not in has or "bfloat16" not in has):
-        profile = "no-half"
-    elif profile == "sessions" and "float16" not in has:
-        raise ValueError(f"--profile sessions draws float16 programs, which the {backend} backend does not run")
+    drawn = {d for d, w in zip(FLOAT_DTYPES, cfg.dtype_weights) if w > 0} if cfg.dtype is None else {cfg.dtype}
+    if drawn - set(has):
+        # a profile that keeps the default dtype mix gets it without half precision (no-half);
+        # one that sets its own is refused
+        if cfg.dtype_weights != GenConfig().dtype_weights or not set(has) >= {"float32", "float64"}:
+            raise ValueError(f"--profile {profile} draws {', '.join(sorted(drawn - set(has)))} programs, which "
+                             f"the {backend} backend does not run")
+        profile = "no-half" if profile == "default" else f"{profile}+no-half"
     refused = refused_outright(backend)
     if refused:
         chosen = ops.split(",") if ops else list(catalog.CATALOG)

@@ -126,6 +126,12 @@ def test_a_campaign_on_ndarray_draws_only_what_it_runs() -> None:
     assert fit_campaign("ndarray", "exp,cast", "float64") == ("exp,cast", "float64")
     with pytest.raises(ValueError, match="runs float32, float64 only"):
         fit_campaign("ndarray", "", "float16")
+    # a composed profile that keeps the default dtype mix loses half precision too
+    assert fit_campaign("ndarray", "", "sessions+checkpointing")[1] == "sessions+checkpointing+no-half"
+    assert fit_campaign("ndarray", "", "checkpointing+float64")[1] == "checkpointing+float64"
+    assert fit_campaign("flex", "", "sessions+checkpointing")[1] == "sessions+checkpointing"
+    with pytest.raises(ValueError, match="runs float32, float64 only"):
+        fit_campaign("ndarray", "", "checkpointing+float16")
 
 
 def test_the_generator_redraws_a_call_its_backends_refuse() -> None:
