@@ -4,7 +4,8 @@ A program may run on an autodiff device with burn's balanced gradient-checkpoint
 (`gradient_checkpointing: "balanced"`, docs/format.md). Values and gradients must not depend on
 the strategy, so nothing of the comparison changes; what does is the strategy a tensor carries.
 burn's `Tensor::autodiff()` puts a tensor that is off autodiff back on it with burn's *default*
-strategy (its documentation says so), not with its device's; and an operation whose autodiff
+strategy (its documentation says so), not with its device's, and so does `train()` of a
+`valid()` snapshot for the module's parameters; and an operation whose autodiff
 inputs carry different strategies panics by design (burn-dispatch asserts it, and its own tests
 expect the panic). PyTorch has no strategy, so it runs such a program through.
 
@@ -51,7 +52,8 @@ def _on_default(step: Step) -> Result:
 
 def _strategies(step: Step) -> set[bool]:
     """The strategies (default or the program's) of the autodiff tensors the statement combines:
-    its inputs, and for a module forward its parameters, which are on the program's device."""
+    its inputs, and for a module forward its parameters (on the program's strategy, or on the
+    default one since a train() of a valid() snapshot)."""
     st = step.statement
     if step.checkpointing == "disabled" or region_of(st) != "grad":
         return set()
