@@ -4,6 +4,8 @@ data: the flag rules of module statements, applied by the semantic model after t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from difftest.divergences.knowledge import Framework, burn_source
 from difftest.divergences.rule import Rule, Step, burn_inputs, divergence, returns_input
 from difftest.divergences.states import EMPTY, BurnState, Failure, ModuleState, Result, TorchState
@@ -89,8 +91,8 @@ def _valid_with_autodiff_input(step: Step) -> bool:
 
 
 def _autodiff_input_output(step: Step) -> Result:
-    x = burn_inputs(step)[0]
-    return BurnState(True, x.is_tracked, False, None, x.sources if x.is_tracked else EMPTY)
+    x = burn_inputs(step)[0]  # computed on the input's strategy (the parameters are off autodiff)
+    return BurnState(True, x.is_tracked, False, None, x.sources if x.is_tracked else EMPTY, x.default_strategy)
 
 
 def _shares_params(step: Step) -> bool:
@@ -105,10 +107,10 @@ def _shared_params(step: Step) -> Result:
     assert isinstance(cur, BurnState)
     if isinstance(st, Param):
         key = m.key(st.param, m.burn_origin)
-        return BurnState(True, True, True, key, frozenset({key}))
+        return BurnState(True, True, True, key, frozenset({key}), m.default_strategy)
     own = frozenset(module_param_keys("torch", m))  # the base: PyTorch's deep copy's keys
     shared = frozenset(module_param_keys("burn", m))
-    return BurnState(cur.is_autodiff, cur.is_tracked, cur.is_require_grad, cur.key, (cur.sources - own) | shared)
+    return replace(cur, sources=(cur.sources - own) | shared)
 
 
 def _module_no_grad(step: Step) -> bool:
@@ -120,7 +122,7 @@ def _no_grad_semantics(step: Step) -> Result:
     """burn's Module::no_grad(): every float parameter set_require_grad(false) (a detached
     leaf on the autodiff device), persistently (train() keeps it); training flags untouched."""
     if isinstance(step.statement, Param):
-        return BurnState(True, False, False)
+        return BurnState(True, False, False, default_strategy=_module_of(step).default_strategy)
     return step.current
 
 

@@ -51,8 +51,9 @@ def _is_leaf_detach(step: Step) -> bool:
 
 
 def _leaf_detach(step: Step) -> Result:
-    ident = step.statement.id
-    return BurnState(True, True, True, key=ident, sources=frozenset({ident}))
+    ident = step.statement.id  # a new leaf on its input's strategy
+    return BurnState(True, True, True, key=ident, sources=frozenset({ident}),
+                     default_strategy=burn_inputs(step)[0].default_strategy)
 
 
 def _in_region(step: Step) -> bool:

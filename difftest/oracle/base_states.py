@@ -148,7 +148,8 @@ def _burn_cut(st: Cut, ins: list[BurnState], shapes: Mapping[str, Shape], module
     x = ins[0]
     if st.cut == "autodiff":
         return BurnState(True, x.is_tracked, x.is_require_grad, x.key, x.sources, x.default_strategy)
-    return BurnState(x.is_autodiff, False, False)  # detach and (base) without_autodiff
+    # detach (on its input's strategy) and (base) without_autodiff
+    return BurnState(x.is_autodiff, False, False, default_strategy=x.is_autodiff and x.default_strategy)
 
 
 def _burn_op(st: OpCall, ins: list[BurnState], shapes: Mapping[str, Shape], module: ModuleState | None) -> BurnState:

@@ -456,5 +456,5 @@ def _draws_mask(module: ModuleState, x: State, out: State) -> bool:
 def _transposed(s: BurnState) -> BurnState:
     """burn's [in, out] weight transposed to PyTorch's layout: a new node when tracked."""
     if s.is_tracked:
-        return BurnState(s.is_autodiff, True, False, None, s.sources)
-    return BurnState(s.is_autodiff, False, False)
+        return BurnState(s.is_autodiff, True, False, None, s.sources, s.default_strategy)
+    return BurnState(s.is_autodiff, False, False, default_strategy=s.default_strategy)

@@ -47,6 +47,17 @@ def test_the_device_is_checkpointed(burn_worker: BurnWorker) -> None:
     assert disabled.burn.error is None and disabled.ok, disabled.report()
 
 
+def test_detach_keeps_the_strategy(burn_worker: BurnWorker) -> None:
+    """detach() of the default-strategy tensor stays on it: the mix panics one op later (a
+    20,000-program campaign, seed 15, program 10878, found the model dropping it there)."""
+    mixed = _mixed("balanced")
+    p = Program((*mixed.statements[:2], Cut("d", "detach", "c"), OpCall("y", "add", ("d", "x")),
+                 OpCall("s", "sum", ("y",)), Backward("bw", "s")), checkpointing="balanced")
+    v = check(p, burn_worker)
+    assert v.burn.error is not None and MISMATCH in v.burn.error.message and v.burn.error.statement == "y"
+    assert v.ok, v.report()
+
+
 def test_train_puts_parameters_on_the_default_strategy(burn_worker: BurnWorker) -> None:
     balanced = check(_trained("balanced"), burn_worker)
     assert balanced.burn.error is not None and MISMATCH in balanced.burn.error.message

@@ -121,6 +121,12 @@ def test_model_predicts_the_strategy_mismatch() -> None:
                     checkpointing="balanced")
     failure = predict_burn(later).failure
     assert failure is not None and failure[1] == "y"
+    # detach keeps a tensor's strategy (found by a 20,000-program campaign, seed 15, program
+    # 10878: autodiff() under no_grad, sum_dim, detach, then remainder with a leaf)
+    detached = Program((*_mixed("balanced").statements[:2], Cut("d", "detach", "c"), OpCall("y", "add", ("d", "x"))),
+                       checkpointing="balanced")
+    failure = predict_burn(detached).failure
+    assert failure is not None and failure[1] == "y"
 
 
 def _trained(checkpointing: str) -> Program:
