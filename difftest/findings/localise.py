@@ -177,7 +177,9 @@ def _aliased(st: Statement) -> bool:
 Judged = dict[str, "Verdict | None"]  # one-op program (its JSON) -> its verdict, within one triage
 
 
-def _judge(p: Program, worker: BurnWorker, memo: Judged | None = None) -> Verdict | None:
+def judge(p: Program, worker: BurnWorker, memo: Judged | None = None) -> Verdict | None:
+    """`p` checked on `worker` (None when it cannot run: an op that cannot stand alone on its
+    inputs), memoised in `memo` within one triage."""
     key = program_to_json(p) if memo is not None else ""
     if memo is not None and key in memo:
         return memo[key]
@@ -240,7 +242,7 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         if built is None:
             continue
         p, positions = built
-        v = _judge(p, worker, memo)
+        v = judge(p, worker, memo)
         if v is None:
             continue
         if v.ok and split:
@@ -261,11 +263,11 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
             # with a leaf per position the op passed: it is right, and what fails is the sum of
             # the contributions the one value receives at its positions (unshared.py)
             return replace(found, mechanism="accumulate")
-        expanded = right_without_broadcast(found, lambda q: _judge(q, worker, memo))
+        expanded = right_without_broadcast(found, lambda q: judge(q, worker, memo))
         return replace(found, mechanism="broadcast", expanded=expanded) if expanded else found
     # a checkpointed program: an op whose output, as burn's checkpointing recomputes it for a
     # backward that reads it, is wrong (recompute.py)
-    recomputed = recompute_fault(verdict, path, m.kind in ("grad", "grad-presence"), lambda q: _judge(q, worker, memo))
+    recomputed = recompute_fault(verdict, path, m.kind in ("grad", "grad-presence"), lambda q: judge(q, worker, memo))
     if recomputed is not None:
         r = recomputed
         f = _pick(r.verdict.findings, m.kind, r.program, same_kind)
@@ -286,11 +288,11 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         if alone is not None:
             return alone
         return Localisation(step.id, "step", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind)
-    shown = smallest_root(program, m, path, lambda p: _judge(p, worker, memo))
+    shown = smallest_root(program, m, path, lambda p: judge(p, worker, memo))
     # no value shared (each computed once per path that reads it): right then, the fault is in
     # how a value's gradient contributions are summed (unshared.py)
     tree = unshared(program, m)
-    tree_verdict = _judge(tree, worker, memo) if tree is not None else None
+    tree_verdict = judge(tree, worker, memo) if tree is not None else None
     return Localisation(None, "graph", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind,
                         shown_at=shown_name(program, shown) if shown is not None else None,
                         mechanism="accumulate" if tree_verdict is not None and tree_verdict.ok else None)
@@ -310,7 +312,7 @@ def _seed_fault(program: Program, m: Mismatch, worker: BurnWorker, memo: Judged 
         seed = seed_program(tuple(shape), value_dtypes(program).get(bw.input, program.dtype), program.checkpointing)
     except (ProgramError, ValueError, KeyError):
         return None
-    v = _judge(seed, worker, memo)
+    v = judge(seed, worker, memo)
     wrong = [f for f in v.findings if f.kind in ("grad", "grad-presence")] if v is not None else []
     if v is None or not wrong:
         return None
@@ -327,7 +329,7 @@ def _harness_fault(p: Program, worker: BurnWorker, memo: Judged | None) -> Local
     op: known-bug records match the finding where the program shows it. None when the control
     is right."""
     control = harness_program(p)
-    v = _judge(control, worker, memo) if control is not None else None
+    v = judge(control, worker, memo) if control is not None else None
     wrong = [f for f in v.findings if f.kind in ("grad", "grad-presence")] if v is not None else []
     if control is None or v is None or not wrong:
         return None
@@ -348,7 +350,7 @@ def _step_alone(verdict: Verdict, worker: BurnWorker, step: Step, memo: Judged |
         alone = program.with_statements((*program.statements[:at], *reads))
     except ProgramError:
         return None
-    v = _judge(alone, worker, memo)
+    v = judge(alone, worker, memo)
     ids = {r.id for r in reads}
     wrong = [f for f in v.findings if f.kind == "value" and f.statement in ids] if v is not None else []
     if v is None or not wrong:
@@ -378,7 +380,7 @@ def _consumed_gradient(verdict: Verdict, worker: BurnWorker, step: Step, memo: J
         before = program.with_statements(statements)
     except ProgramError:
         return None
-    v = _judge(before, worker, memo)
+    v = judge(before, worker, memo)
     if v is None:
         return None
     ids = {r.id for r in reads}
@@ -422,7 +424,7 @@ def localise_tracking(verdict: Verdict, worker: BurnWorker, m: Mismatch) -> Loca
         if built is None:
             continue
         p, positions = built
-        v = _judge(p, worker)
+        v = judge(p, worker)
         missing = [f for f in v.findings if f.kind == "grad-presence"] if v is not None else []
         if v is not None and missing:
             return _found(program, s, p, positions, v, missing[0], "fails")

@@ -30,12 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
 from difftest.exec.backends import DEFAULT_BACKEND
+from difftest.findings.consequences import consequence
 from difftest.findings.error_classes import mismatch_pairs, mismatch_terms
 from difftest.findings.graph_roots import shown_name
 from difftest.findings.localise import (
     LOCALISED_KINDS,
     Judged,
     Localisation,
+    judge,
     localise,
     localise_tracking,
     primary,
@@ -407,6 +409,9 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
         return m.kind, m.statement, m.backward
 
     seen = {key(first)}
+    # the gradients (value, backward) a record explains: what is computed from reads of them
+    # is checked on burn's read values (consequences.py)
+    explained = _gradient(key(first))
     localised = 1
     for m in _spread(verdict.program, first, findings):
         if key(m) in seen:
@@ -422,13 +427,24 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
                 fault = fault_of(verdict, m, other, backend)
         else:
             fault = fault_of(verdict, m, None, backend)
+        if any(explains(b, fault) for b in bugs):
+            faults.append(fault)
+            explained |= _gradient(key(m))
+            continue
+        if consequence(verdict, m, explained, lambda p: judge(p, worker, memo)):
+            continue  # the same numbers on both sides make it agree: the explained read's doing
         faults.append(fault)
-        if not any(explains(b, fault) for b in bugs):
-            # localised as a first finding is (the one-op finding that shows first), to sign it
-            # as it would be signed alone; the one-op verdicts are memoised
-            shown = localise(verdict, worker, m, memo=memo) if m.kind in LOCALISED_KINDS else None
-            return Triage(_sign(verdict, worker, m, shown), shown, None, faults)
+        # localised as a first finding is (the one-op finding that shows first), to sign it
+        # as it would be signed alone; the one-op verdicts are memoised
+        shown = localise(verdict, worker, m, memo=memo) if m.kind in LOCALISED_KINDS else None
+        return Triage(_sign(verdict, worker, m, shown), shown, None, faults)
     return Triage(_sign(verdict, worker, first, loc), loc, known_bug_of(faults, bugs), faults)
+
+
+def _gradient(key: tuple[str, str | None, str | None]) -> set[tuple[str, str]]:
+    """The (value, backward) of a finding key that names a gradient, as a set (empty otherwise)."""
+    kind, of, grads = key
+    return {(of, grads)} if kind == "grad" and of is not None and grads is not None else set()
 
 
 def _sign(verdict: Verdict, worker: BurnWorker, m: Mismatch, loc: Localisation | None) -> str:
