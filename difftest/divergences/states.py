@@ -86,6 +86,9 @@ class Failure:
 
     kind: str  # "panic" | "exception"
     reason: str
+    # a regular expression the observed error's message must match, where the rule knows it
+    # (None: any message of that kind at that statement): a different panic there is news
+    message: str | None = None
 
 
 @dataclass(frozen=True)

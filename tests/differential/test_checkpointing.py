@@ -9,7 +9,9 @@ from dataclasses import replace
 
 from difftest.campaign.loop import program_at
 from difftest.exec.burn_worker import BurnWorker
+from difftest.ops.validate import infer_shapes
 from difftest.oracle.check import check
+from difftest.oracle.compare import compare
 from difftest.program.ir import Apply, Backward, Cut, InlineTensor, Leaf, Module, OpCall, Program, Transform
 from difftest.pytest_plugin import assert_agrees
 
@@ -56,6 +58,16 @@ def test_detach_keeps_the_strategy(burn_worker: BurnWorker) -> None:
     v = check(p, burn_worker)
     assert v.burn.error is not None and MISMATCH in v.burn.error.message and v.burn.error.statement == "y"
     assert v.ok, v.report()
+
+
+def test_another_panic_at_the_mix_is_news(burn_worker: BurnWorker) -> None:
+    """The rule predicts burn-dispatch's mismatch panic, not any panic there: the same burn
+    observation with another message at the same statement is an outcome finding."""
+    v = check(_mixed("balanced"), burn_worker)
+    assert v.ok and v.burn.error is not None
+    error = replace(v.burn.error, message="index out of bounds: the len is 2 but the index is 3")
+    other = compare(v.program, infer_shapes(v.program), v.prediction, v.torch, replace(v.burn, error=error))
+    assert [m.kind for m in other.mismatches] == ["outcome"], other.report()
 
 
 def test_train_puts_parameters_on_the_default_strategy(burn_worker: BurnWorker) -> None:
