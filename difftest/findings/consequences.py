@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
+from difftest.findings.paths import upstream
 from difftest.oracle.compare import Mismatch, Verdict
-from difftest.program.ir import Backward, Grad, Leaf, Program, ProgramError, Statement, ancestors
+from difftest.program.ir import Grad, Leaf, Program, ProgramError, Statement
 
 
 def with_reads_as_leaves(verdict: Verdict, reads: Collection[str]) -> Program | None:
@@ -40,29 +41,6 @@ def with_reads_as_leaves(verdict: Verdict, reads: Collection[str]) -> Program | 
         return None
 
 
-def _computed_from(table: dict[str, Statement], start: str) -> set[str]:
-    """What `start` is computed from: the values before it, and for a backward or a gradient
-    read, its root and what that is computed from, through every gradient read on the way."""
-    out: set[str] = set()
-    seen: set[str] = set()
-    todo = [start]
-    while todo:
-        ident = todo.pop()
-        if ident in seen:
-            continue
-        seen.add(ident)
-        st = table.get(ident)
-        if isinstance(st, Grad):
-            out.add(st.id)
-            todo.append(st.grads)
-        elif isinstance(st, Backward):
-            todo.append(st.input)
-        elif st is not None:
-            out.add(st.id)
-            todo += list(ancestors(table, st.id))
-    return out
-
-
 def consequence(verdict: Verdict, m: Mismatch, explained: Collection[tuple[str, str]],
                 judge: Callable[[Program], Verdict | None]) -> bool:
     """Whether the value or gradient finding `m` is the consequence of gradient reads whose
@@ -71,9 +49,9 @@ def consequence(verdict: Verdict, m: Mismatch, explained: Collection[tuple[str, 
     if m.kind not in ("value", "grad"):
         return False
     table = verdict.program.by_id()
-    start = m.backward if m.kind == "grad" else m.statement
-    reads = {x for x in _computed_from(table, start or "")
-             if isinstance(g := table.get(x), Grad) and (g.of, g.grads) in explained}
+    start = table.get((m.backward if m.kind == "grad" else m.statement) or "")
+    reads = {x for x in upstream(table, start)
+             if isinstance(g := table.get(x), Grad) and (g.of, g.grads) in explained} if start else set()
     if not reads:
         return False
     variant = with_reads_as_leaves(verdict, reads)

@@ -106,3 +106,29 @@ def path_has_step(program: Program, m: Mismatch, path: list[Statement] | None = 
                 break
             handle = h.input if isinstance(h, Transform) else None
     return max(steps, key=lambda s: index[s.id], default=None)
+
+
+def upstream(table: dict[str, Statement], site: Statement) -> set[str]:
+    """What a finding at `site` is computed from, where an effect that shows downstream can
+    strike: the values it is computed from (for a backward or a gradient read, its root's; for
+    a value computed from a gradient read, that read's backward's graph too), and
+    the module handles their forwards and parameter reads use, back through transforms and
+    optimizer steps (a step's wrong parameters spoil every forward of the stepped module)."""
+    root = site
+    if isinstance(root, Grad):
+        root = table.get(root.grads, root)
+    out: set[str] = set()
+    todo = [root.input if isinstance(root, Backward) else root.id]
+    while todo:
+        more = ancestors(table, todo.pop()) - out
+        out |= more
+        # a gradient read's value is computed by its backward, from that backward's graph
+        reads = (table.get(x) for x in more)
+        todo += [bw.input for g in reads if isinstance(g, Grad) and isinstance(bw := table.get(g.grads), Backward)]
+    for x in list(out):
+        handle = getattr(table.get(x), "module", None)
+        while isinstance(handle, str) and handle not in out:
+            out.add(handle)
+            h = table.get(handle)
+            handle = h.input if isinstance(h, Transform) else h.module if isinstance(h, Step) else None
+    return out

@@ -42,6 +42,7 @@ from difftest.findings.localise import (
     localise_tracking,
     primary,
 )
+from difftest.findings.paths import upstream
 from difftest.findings.signature import signature_of_mismatch
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.compare import Mismatch, Verdict
@@ -55,7 +56,6 @@ from difftest.program.ir import (
     OpCall,
     Program,
     Statement,
-    Step,
     Transform,
     ancestors,
     value_inputs,
@@ -319,32 +319,6 @@ def _explains(bug: KnownBug, f: Fault) -> bool:
         if st.id in sites and bug.strikes(st, statements[:i], dtype_at(f.program, st)):
             return True
     return False
-
-
-def upstream(table: dict[str, Statement], site: Statement) -> set[str]:
-    """What a finding at `site` is computed from, where an effect that shows downstream can
-    strike: the values it is computed from (for a backward or a gradient read, its root's; for
-    a value computed from a gradient read, that read's backward's graph too), and
-    the module handles their forwards and parameter reads use, back through transforms and
-    optimizer steps (a step's wrong parameters spoil every forward of the stepped module)."""
-    root = site
-    if isinstance(root, Grad):
-        root = table.get(root.grads, root)
-    out: set[str] = set()
-    todo = [root.input if isinstance(root, Backward) else root.id]
-    while todo:
-        more = ancestors(table, todo.pop()) - out
-        out |= more
-        # a gradient read's value is computed by its backward, from that backward's graph
-        reads = (table.get(x) for x in more)
-        todo += [bw.input for g in reads if isinstance(g, Grad) and isinstance(bw := table.get(g.grads), Backward)]
-    for x in list(out):
-        handle = getattr(table.get(x), "module", None)
-        while isinstance(handle, str) and handle not in out:
-            out.add(handle)
-            h = table.get(handle)
-            handle = h.input if isinstance(h, Transform) else h.module if isinstance(h, Step) else None
-    return out
 
 
 def known_bug_of(faults: list[Fault], bugs: tuple[KnownBug, ...] = KNOWN_BUGS) -> KnownBug | None:

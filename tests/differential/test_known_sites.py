@@ -18,7 +18,8 @@ import pytest
 
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.localise import localise
-from difftest.findings.triage import triage, upstream
+from difftest.findings.paths import upstream
+from difftest.findings.triage import triage
 from difftest.oracle.check import check
 from difftest.program.ir import Program
 from difftest.program.jsonio import program_from_dict
