@@ -18,12 +18,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from difftest.divergences.knowledge import burn_source
+from difftest.divergences.messages import BURN_STRATEGY_MISMATCH
 from difftest.divergences.rule import Rule, Step, burn_inputs, divergence
 from difftest.divergences.states import BurnState, Failure, ModuleState, Result
 from difftest.program.ir import Apply, Cut, OpCall, Transform, region_of
 
 # burn-dispatch's assertion message (a different panic at the same op is not this divergence)
-MISMATCH_MESSAGE = r"Gradient checkpointing strategy mismatch"
+MISMATCH_MESSAGE = BURN_STRATEGY_MISMATCH
 _AUTODIFF_API = burn_source("burn-tensor", "src/tensor/api/autodiff.rs")
 _DISPATCH = burn_source("burn-dispatch", "src/backend.rs")
 

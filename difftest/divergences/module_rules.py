@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from difftest.divergences.knowledge import Framework, burn_source
+from difftest.divergences.messages import BURN_DROPOUT_PROBABILITY
 from difftest.divergences.rule import Rule, Step, burn_inputs, divergence, returns_input
 from difftest.divergences.states import EMPTY, BurnState, Failure, ModuleState, Result, TorchState
 from difftest.ops.strides import contiguous_strides
@@ -151,7 +152,8 @@ MODULE_RULES: tuple[Rule, ...] = (
         ),
         (Module,),
         _is_dropout_p1,
-        lambda step: Failure("panic", "DropoutConfig::new(1.0).init() panics (p must be in [0, 1))"),
+        lambda step: Failure("panic", "DropoutConfig::new(1.0).init() panics (p must be in [0, 1))",
+                             BURN_DROPOUT_PROBABILITY),
     ),
     Rule(
         divergence(

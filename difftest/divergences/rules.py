@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from difftest.divergences.knowledge import burn_source
+from difftest.divergences.messages import BURN_REQUIRE_GRAD_PLAIN, TORCH_INFERENCE_SAVED
 from difftest.divergences.module_rules import (
     MODULE_RULES,
     burn_param_state,
@@ -197,7 +198,7 @@ TENSOR_RULES: tuple[Rule, ...] = (
         ),
         (Leaf,),
         _plain_leaf_require_grad,
-        lambda step: Failure("panic", "require_grad() on a plain-device leaf"),
+        lambda step: Failure("panic", "require_grad() on a plain-device leaf", BURN_REQUIRE_GRAD_PLAIN),
     ),
     Rule(
         divergence(
@@ -212,7 +213,7 @@ TENSOR_RULES: tuple[Rule, ...] = (
         ),
         (OpCall, Apply),
         _saves_inference_tensor,
-        lambda step: Failure("exception", "inference tensor saved for backward"),
+        lambda step: Failure("exception", "inference tensor saved for backward", TORCH_INFERENCE_SAVED),
     ),
     Rule(
         divergence(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Union
 
@@ -89,6 +90,11 @@ class Failure:
     # a regular expression the observed error's message must match, where the rule knows it
     # (None: any message of that kind at that statement): a different panic there is news
     message: str | None = None
+
+    def matches(self, kind: str, message: str) -> bool:
+        """Whether an observed error of `kind` with `message` at the predicted statement is
+        this failure."""
+        return kind == self.kind and (self.message is None or re.search(self.message, message) is not None)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ a numeric mismatch is then arbitrated by a float64 PyTorch run (`numerics.arbitr
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -226,8 +225,8 @@ def _outcome(program: Program, pred: Prediction, obs: Observation, out: list[Mis
     expected = p.failure
     if expected is None and err is None:
         return
-    if (expected is not None and err is not None and expected[0] == err.index and expected[2].kind == err.kind
-            and (expected[2].message is None or re.search(expected[2].message, err.message))):
+    if expected is not None and err is not None and expected[0] == err.index \
+            and expected[2].matches(err.kind, err.message):
         return
     firings = [f for f in pred.firings if f.framework == fw and expected and f.index == expected[0]]
     if expected is not None and err is None and firings:

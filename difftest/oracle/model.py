@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from difftest.divergences.knowledge import Framework
+from difftest.divergences.messages import consumed_backward, untracked_backward
 from difftest.divergences.rules import (
     RULES,
     Rule,
@@ -337,7 +338,7 @@ def _backward(fw: Framework, i: int, st: Backward, program: Program, pred: Frame
         ok = root.is_tracked
     if not ok:
         kind = "exception" if fw == "torch" else "panic"
-        return Failure(kind, f"backward of {st.input!r}, which is not in a graph")
+        return Failure(kind, f"backward of {st.input!r}, which is not in a graph", untracked_backward(fw))
     if walker is None:
         walker = walker_of(program, pred, shapes)
     traversed, saving, leaves = walker(st.input)
@@ -347,7 +348,8 @@ def _backward(fw: Framework, i: int, st: Backward, program: Program, pred: Frame
     reused = sorted((traversed | rooted_at) & before)
     if reused:
         kind = "exception" if fw == "torch" else "panic"
-        failure = Failure(kind, f"backward through {', '.join(reused)}, consumed by an earlier backward")
+        failure = Failure(kind, f"backward through {', '.join(reused)}, consumed by an earlier backward",
+                          consumed_backward(fw))
         by_rule = {pred.consumed[n] for n in reused}
         if "" not in by_rule:  # every reused node is consumed only by a rule's say
             ok_base = BackwardResult(traversed, saving, before, EMPTY, st.retain_graph, leaves)

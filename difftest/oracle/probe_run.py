@@ -69,10 +69,13 @@ class ProbeRun:
 
 def disagrees(probe: RootProbe, outcome: ErrorObs | None) -> bool:
     """Whether burn's outcome of `probe` differs from the model's prediction (a failure at the
-    probe's backward, or none)."""
+    probe's backward, of the predicted kind and message where the prediction names them, or none)."""
     if outcome is None:
         return probe.fails
-    return not probe.fails or outcome.index != probe.index
+    if not probe.fails or outcome.index != probe.index:
+        return True
+    expected = probe.failure
+    return expected is not None and not expected.matches(outcome.kind, outcome.message)
 
 
 Ahead = dict[int, tuple[list[str], list[ProbeResult]]]  # backward index -> (roots, PyTorch's result of each)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from difftest.divergences.rules import RULES, Rule
-from difftest.divergences.states import BurnState
+from difftest.divergences.states import BurnState, Failure
 from difftest.ops.validate import infer_shapes
 from difftest.oracle.model import BackwardHook, Firing, FrameworkPrediction, _backward, _run, walker_of
 from difftest.program.ir import Backward, Program
@@ -32,6 +32,8 @@ class RootProbe:
     backward: str  # that backward's id (the probe's backward keeps it)
     root: str  # the value the probe's backward is rooted at
     fails: bool  # the model predicts burn's backward of it fails
+    # the failure predicted, when it fails (its kind and message pattern: another panic there is news)
+    failure: Failure | None = None
 
     def program(self, program: Program) -> Program:
         """The probe as a program: `program`'s statements before the backward, then it, re-rooted."""
@@ -70,7 +72,7 @@ def probe_collector(program: Program, rules: Sequence[Rule], probes: list[RootPr
             scratch: list[Firing] = []
             failure = _backward("burn", i, Backward(st.id, ident), program, pred, burn_rules, scratch, shapes,
                                 outcome_only=True, walker=walker)
-            probes.append(RootProbe(i, st.id, ident, failure is not None))
+            probes.append(RootProbe(i, st.id, ident, failure is not None, failure))
 
     return at_backward
 

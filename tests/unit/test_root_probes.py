@@ -99,6 +99,10 @@ class _Verdict:
 _NO_RANDOM = type("P", (), {"nondet": frozenset()})()  # a prediction with no random values
 
 
+# burn-autodiff's panic for a backward through a consumed graph (the predicted failure of these probes)
+TAPE_CONSUMED = "Cannot run backward: graph tape has already been consumed at NodeId(3)."
+
+
 def _as_predicted(probes: Any) -> list[tuple[ErrorObs | None, BackwardObs | None]]:
     """burn's batch answer when every probe ends as the model predicts (gradients: x0's)."""
     by_key = {(p.index, p.root): p for p in root_probes(SESSION)}
@@ -106,7 +110,7 @@ def _as_predicted(probes: Any) -> list[tuple[ErrorObs | None, BackwardObs | None
     for q in probes:
         p = by_key[tuple(q)]
         if p.fails:
-            out.append((ErrorObs("panic", "m", p.index, p.backward), None))
+            out.append((ErrorObs("panic", TAPE_CONSUMED, p.index, p.backward), None))
         else:
             out.append((None, BackwardObs(p.backward, {"x0": TensorObs((2,), (1.0, 1.0))})))
     return out
