@@ -33,7 +33,7 @@ from difftest.oracle.check import check
 from difftest.oracle.compare import Verdict
 
 Outcome = Literal["pass", "regression", "fails as recorded", "fails differently", "fixed", "explained",
-                  "not needed", "stale", "not fixed"]
+                  "not needed", "stale", "not fixed", "not run"]
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from difftest.divergences.knowledge import parse_version
+from difftest.exec.backends import binary_backends
 from difftest.exec.burn_builds import BuildError, BurnSpec, build_with_status
 from difftest.exec.burn_worker import BurnWorker, WorkerError, find_binary
 from difftest.exec.libtorch import worker_env
@@ -123,17 +124,38 @@ def run_column(col: Column, rows: list[Row], *, timeout: float, inflight: Path, 
     assert col.binary is not None and col.burn is not None
     bar = Progress(TextColumn(f"burn {col.label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    console=console, transient=True, disable=not console.is_terminal)
-    worker = BurnWorker(col.binary, timeout=timeout, inflight_dir=inflight)
+    built_with = binary_backends(col.binary)
+    workers: dict[str, BurnWorker] = {}  # one per backend the cases run on
     try:
         with _binary_env(col.binary), bar:
             task = bar.add_task("cases", total=len(rows))
             for row in rows:
                 bar.advance(task)
-                if row.case is not None:
-                    patch = col.spec.patch.stem if col.spec.patch is not None else None
-                    row.cells[col.label] = judge_on(row.case, worker, col.burn, patch=patch)
+                if row.case is None:
+                    continue
+                why = not_run_here(row.case, built_with)
+                if why is not None:
+                    row.cells[col.label] = Cell("not run", True, "not run", why)
+                    continue
+                backend = row.case.backend
+                if backend not in workers:
+                    workers[backend] = BurnWorker(col.binary, timeout=timeout, inflight_dir=inflight,
+                                                  backend=backend)
+                patch = col.spec.patch.stem if col.spec.patch is not None else None
+                row.cells[col.label] = judge_on(row.case, workers[backend], col.burn, patch=patch)
     finally:
-        worker.close()
+        for w in workers.values():
+            w.close()
+
+
+def not_run_here(case: Case, built_with: tuple[str, ...]) -> str | None:
+    """Why `case` is not replayed by a build with the backends `built_with`, or None: a case is
+    judged on the backend it was recorded on (a Wgpu bug replayed on Flex would read as fixed),
+    and only on a machine it reproduces on."""
+    if case.backend not in built_with:
+        return (f"a {case.backend} case, and this build has {', '.join(built_with)} only "
+                f"(`difftest versions --backend {case.backend}` runs it; docs/backends.md)")
+    return case.not_here()
 
 
 def build_matrix(specs: list[BurnSpec], files: list[Path], *, timeout: float, console: Any
@@ -224,8 +246,9 @@ def record_versions_tested(columns: list[Column], rows: list[Row]) -> list[Path]
         doc = read_json(r.path)  # read as a case before the run; a JsonFileError names it
         tested = dict(doc.get("versions_tested") or {})
         for c in columns:
-            if c.label in r.cells and c.burn is not None and c.spec.is_release:
-                tested[c.burn] = {"outcome": r.cells[c.label].text, "date": today}
+            cell = r.cells.get(c.label)
+            if cell is not None and cell.outcome != "not run" and c.burn is not None and c.spec.is_release:
+                tested[c.burn] = {"outcome": cell.text, "date": today}
         if tested != doc.get("versions_tested"):
             doc["versions_tested"] = dict(sorted(tested.items(), key=lambda kv: _version_key(kv[0])))
             write_atomic(r.path, dumps(doc, indent=2) + "\n")
@@ -244,9 +267,10 @@ def record_fixes(columns: list[Column], rows: list[Row]) -> list[Path]:
         if c.spec.patch is None or c.burn is None:
             continue
         stem = c.spec.patch.stem
-        targets = [r for r in rows if r.case is not None and r.case.status == "bug" and c.label in r.cells
+        ran = [r for r in rows if c.label in r.cells and r.cells[c.label].outcome != "not run"]
+        targets = [r for r in ran if r.case is not None and r.case.status == "bug"
                    and stem in (r.case.name, r.case.root)]
-        others = [r for r in rows if r not in targets and c.label in r.cells]
+        others = [r for r in ran if r not in targets]
         moved = [r.case.name for r in others if r.case is not None and not r.cells[c.label].ok]
         for r in targets:
             doc = read_json(r.path)

@@ -152,3 +152,27 @@ def test_versions_command_refuses_a_malformed_version(capsys: pytest.CaptureFixt
 
     assert main(["versions", str(NO_GRAD), "--burn", "v0.22"]) == 2
     assert "not a version" in capsys.readouterr().err
+
+
+def test_a_case_of_a_backend_the_build_lacks_is_not_run_nor_recorded(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], burn_worker: BurnWorker) -> None:
+    """A bug case recorded on another backend is judged there or not at all: replayed on Flex a
+    Wgpu bug would read as fixed, and `--record` would write that into the case."""
+    from difftest.cli import main
+    from difftest.exec.backends import BACKENDS, binary_backends
+
+    missing = [b for b in BACKENDS if b not in binary_backends(burn_worker.binary)]
+    if not missing:
+        pytest.skip("the default build has every backend")
+    doc = json.loads(POWI.read_text())
+    doc["backend"] = missing[0]
+    case = tmp_path / "powi-zero-untracked.json"  # a Flex bug: on Flex it fails as recorded
+    case.write_text(json.dumps(doc))
+    version = burn_worker.burn_version()
+    code = main(["versions", str(case), "--burn", version, "--json", "--record"])
+    out = json.loads(capsys.readouterr().out)
+    cell = out["cases"][0]["cells"][version]
+    assert (cell["outcome"], cell["ok"]) == ("not run", True), cell
+    assert f"a {missing[0]} case" in cell["detail"]
+    assert code == 0
+    assert json.loads(case.read_text()).get("versions_tested") == doc.get("versions_tested")  # nothing recorded
