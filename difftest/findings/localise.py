@@ -15,7 +15,9 @@ the mismatch kind (the inputs whose gradient is wrong are recorded beside it). I
 candidate fails with ones, each is run again with the cotangent PyTorch propagated to its result
 in the failing backward, then with a fixed varied one (applied through a `mul`, burn seeding a
 backward with ones only: a seeded experiment that fails names its op only when the cotangent
-applied to a bare leaf is right, else the `mul` is named); if none fails then, the
+applied to a bare leaf is right, else the `mul` is named), then, for an op some of whose inputs
+burn did not track in the program, with those inputs constants again (a backward wrong only
+beside constant inputs: `cat` slicing by the tracked inputs alone); if none fails then, the
 one that deviates most beyond PyTorch's own error is named as a suspect; failing that, a
 finding after an optimizer step is traced to the gradients the step consumed (a wrong one is
 localised in the program up to the step; right ones name the step itself: `step`), and any
@@ -169,6 +171,20 @@ def _inputs_differ(st: Statement, verdict: Verdict) -> bool:
     return False
 
 
+def _some_untracked(st: Statement, verdict: Verdict) -> bool:
+    """Whether `st` is an op with several inputs some of which burn tracked in the program and
+    some not (its one-op programs make every input a tracked leaf)."""
+    if not isinstance(st, OpCall) or len(set(st.inputs)) < 2:
+        return False
+    tracked = set()
+    for ident in st.inputs:
+        b = verdict.burn.value(ident)
+        if b is None:
+            return False
+        tracked.add(b.flags.get("is_tracked") is True)
+    return tracked == {True, False}
+
+
 def _aliased(st: Statement) -> bool:
     """Whether an op reads one value at several input positions."""
     return isinstance(st, OpCall) and len(set(st.inputs)) < len(st.inputs)
@@ -230,15 +246,19 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     # an op reading one value at several positions runs first with a leaf per position (each
     # operand's own derivative), then as the program has it (a fault only aliasing shows)
     split_passed: set[tuple[str, bool, tuple[float, ...] | None]] = set()
-    runs = [(st, seeded, seed, split, False) for st, seeded, seed in passes
+    runs = [(st, seeded, seed, split, False, False) for st, seeded, seed in passes
             for split in ((True, False) if _aliased(st) else (False,))]
     # last, each op whose inputs burn computed differently, on burn's inputs: an op whose own
     # error shows only there (Wgpu's tanh of burn's 8.5e-14 is 3e-8; of PyTorch's 0, 0)
-    runs += [(st, False, None, False, True) for st in path if _inputs_differ(st, verdict)]
-    for st, seeded, seed, split, burn_inputs in runs:
+    runs += [(st, False, None, False, True, False) for st in path if _inputs_differ(st, verdict)]
+    # then each op with some inputs burn did not track in the program as constants again, with
+    # the cotangent that reached it: a backward wrong only beside constant inputs
+    runs += [(st, True, real[st.id][1] if st.id in real else None, False, False, True)
+             for st in path if _some_untracked(st, verdict)]
+    for st, seeded, seed, split, burn_inputs, as_tracked in runs:
         built = one_op_program(program, st, verdict.torch, verdict.burn, seeded=seeded,
                                grads=m.kind in ("grad", "grad-presence"), split=split, seed=seed,
-                               burn_inputs=burn_inputs)
+                               burn_inputs=burn_inputs, as_tracked=as_tracked)
         if built is None:
             continue
         p, positions = built

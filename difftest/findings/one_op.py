@@ -85,8 +85,8 @@ def cotangent(n: int) -> tuple[float, ...]:
 
 def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn_obs: Observation,
                    *, seeded: bool = False, grads: bool = False, split: bool = False,
-                   seed: tuple[float, ...] | None = None,
-                   burn_inputs: bool = False) -> tuple[Program, dict[str, int]] | None:
+                   seed: tuple[float, ...] | None = None, burn_inputs: bool = False,
+                   as_tracked: bool = False) -> tuple[Program, dict[str, int]] | None:
     """`st` alone on the inputs PyTorch recorded for it (burn's where PyTorch stopped before
     it), each a leaf that requires grad on the device burn had it on, and the backward of its
     result (seeded with ones; `seeded`: of its product with `seed`, the cotangent PyTorch
@@ -96,7 +96,10 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
     wrong are the op's, not the program's. `split`: a value read at several input positions
     (`prelu(x, x)`) becomes one leaf per position, so each operand's derivative is observed on
     its own (a dropped operand shows as a missing gradient, whatever the other operand adds).
-    `burn_inputs`: on the inputs burn computed instead (an op whose error shows only on them)."""
+    `burn_inputs`: on the inputs burn computed instead (an op whose error shows only on them).
+    `as_tracked`: each input requires grad only where burn tracked it in the program (a
+    backward that is wrong only when some inputs are constants: `cat` slicing the gradient by
+    the tracked inputs alone)."""
     table = program.by_id()
     dtypes = value_dtypes(program)
     inputs = st.inputs if isinstance(st, OpCall) else (st.input,) if isinstance(st, Apply) else ()
@@ -122,12 +125,13 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
         if t is None:
             return None
         on_autodiff = grads or (b.flags.get("is_autodiff", True) if b is not None else True)
+        tracked = not as_tracked or (b is not None and b.flags.get("is_tracked") is True)
         name = f"a{len(positions)}"
         leaf_of[ident] = name
         names.append(name)
         positions[name] = pos
         out.append(Leaf(name, t.value.shape, t.value.data, "autodiff" if on_autodiff else "plain",
-                        on_autodiff and not indices))
+                        on_autodiff and not indices and tracked))
     if isinstance(st, OpCall):
         out.append(OpCall("y", st.op, tuple(names), dict(st.attrs)))
     else:

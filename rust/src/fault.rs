@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `grad-scale:<op>:<eps>` | forward of `<op>` unchanged, its local gradient times `1 + eps` |
 //! | `grad-scale-tail:<op>:<eps>:<t>` | like `grad-scale`, only at elements whose input (the op's first, of the result's shape) has `\|x\| > t`: a derivative wrong only in a saturated tail |
+//! | `grad-scale-beside-constant:<op>:<eps>` | the gradient of `<op>`'s tracked inputs times `1 + eps` only when another of its inputs is untracked: a backward wrong only beside constants |
 //! | `grad-sign:<op>` | gradient through `<op>` negated |
 //! | `grad-drop:<op>` | no gradient through `<op>` (its tracked result is detached) |
 //! | `flag-without-autodiff` | the `without_autodiff` cut behaves like `detach` |
@@ -29,11 +30,10 @@
 use std::sync::OnceLock;
 
 use burn::tensor::Tensor;
-use serde_json::{Map, Value};
 
 use crate::backend::{self, Backend};
 use crate::map;
-use crate::ops::{NARY, Op};
+use crate::ops::Op;
 use crate::program::Cut;
 use crate::value::{DynTensor, Flags};
 
@@ -41,7 +41,8 @@ use crate::value::{DynTensor, Flags};
 pub const ENV: &str = "DIFFTEST_BURN_FAULT";
 
 /// The accepted spec forms, for error messages.
-pub const FORMS: &str = "grad-scale:<op>:<eps>, grad-scale-tail:<op>:<eps>:<t>, grad-sign:<op>, grad-drop:<op>, \
+pub const FORMS: &str = "grad-scale:<op>:<eps>, grad-scale-tail:<op>:<eps>:<t>, grad-scale-beside-constant:<op>:<eps>, \
+grad-sign:<op>, grad-drop:<op>, \
 flag-without-autodiff, detach-like-torch, lowering:<op>=<other>[{attrs}], \
 grad-drop-input:<op>:<i>, wrong-dim:<op>, promote-trailing:<op>, value-scale:<op>:<eps>, \
 broadcast-grad-scale:<eps>, root-grad-scale:<eps>, flag-after:<detach|without_autodiff|autodiff|no_grad|inference_mode|valid>, \
@@ -49,20 +50,56 @@ on:<backend>:<any of these>";
 
 #[derive(Clone, Debug)]
 pub enum Fault {
-    GradScale { op: &'static str, eps: f64 },
-    GradScaleTail { op: &'static str, eps: f64, t: f64 },
-    GradSign { op: &'static str },
-    GradDrop { op: &'static str },
+    GradScale {
+        op: &'static str,
+        eps: f64,
+    },
+    GradScaleTail {
+        op: &'static str,
+        eps: f64,
+        t: f64,
+    },
+    /// The gradient of an op's tracked inputs scaled by 1 + eps only when another of its
+    /// inputs is a constant (untracked): a backward wrong only beside constant inputs.
+    GradScaleBesideConstant {
+        op: &'static str,
+        eps: f64,
+    },
+    GradSign {
+        op: &'static str,
+    },
+    GradDrop {
+        op: &'static str,
+    },
     FlagWithoutAutodiff,
     DetachLikeTorch,
-    Lowering { op: &'static str, other: Op },
-    GradDropInput { op: &'static str, index: usize },
-    WrongDim { op: &'static str },
-    PromoteTrailing { op: &'static str },
-    ValueScale { op: &'static str, eps: f64 },
-    BroadcastGradScale { eps: f64 },
-    RootGradScale { eps: f64 },
-    FlagAfter { site: FlagSite },
+    Lowering {
+        op: &'static str,
+        other: Op,
+    },
+    GradDropInput {
+        op: &'static str,
+        index: usize,
+    },
+    WrongDim {
+        op: &'static str,
+    },
+    PromoteTrailing {
+        op: &'static str,
+    },
+    ValueScale {
+        op: &'static str,
+        eps: f64,
+    },
+    BroadcastGradScale {
+        eps: f64,
+    },
+    RootGradScale {
+        eps: f64,
+    },
+    FlagAfter {
+        site: FlagSite,
+    },
 }
 
 /// Where a value comes from, for `flag-after`: a cut, an op in a region, or the forward of a
@@ -119,29 +156,6 @@ pub struct Active {
 
 static ACTIVE: OnceLock<Option<Active>> = OnceLock::new();
 
-/// The catalog name of `name`, or an error naming the spec part.
-fn catalog_op(name: &str, what: &str) -> Result<&'static str, String> {
-    Op::ALL
-        .iter()
-        .find(|d| d.name == name)
-        .map(|d| d.name)
-        .ok_or_else(|| format!("{what} {name:?} is not a catalog op"))
-}
-
-/// The catalog name of `name` or a module kind's (the registry's, [`crate::modules::KINDS`]),
-/// or an error naming the spec part. A `grad-scale` fault on a module kind targets the forward
-/// of every module of that kind; a name that is both a catalog op and a module kind (`conv2d`,
-/// `embedding`, `prelu`) targets both.
-fn catalog_op_or_module(name: &str, what: &str) -> Result<&'static str, String> {
-    catalog_op(name, what).or_else(|e| {
-        crate::modules::KINDS
-            .iter()
-            .find(|k| **k == name)
-            .copied()
-            .ok_or_else(|| format!("{e} or module kind"))
-    })
-}
-
 /// A module forward's output under the active fault: `grad-scale:<kind>:<eps>` scales the
 /// gradient through the forward of every module of that kind (its whole backward path: the
 /// input's and the parameters' gradients), keeping the forward bit-exact.
@@ -173,144 +187,6 @@ pub fn backward_root_with(fault: Option<&Fault>, root: DynTensor) -> DynTensor {
 /// The backward-root hook under the active fault.
 pub fn backward_root(root: DynTensor) -> DynTensor {
     backward_root_with(active().map(|a| &a.fault), root)
-}
-
-/// The arity of the catalog op `op` (`NARY` for n-ary ops).
-fn arity_of(op: &str) -> i32 {
-    Op::ALL.iter().find(|d| d.name == op).map_or(0, |d| d.arity)
-}
-
-/// A finite float (the `eps` of `grad-scale` and `value-scale`).
-fn finite_eps(eps: &str, what: &str) -> Result<f64, String> {
-    let x: f64 = eps
-        .parse()
-        .map_err(|_| format!("{what} eps {eps:?} is not a number"))?;
-    if x.is_finite() {
-        Ok(x)
-    } else {
-        Err(format!("{what} eps {x} is not finite"))
-    }
-}
-
-/// Parses `<op>=<other>` or `<op>=<other>{attrs}` (a JSON object of `<other>`'s attributes).
-fn parse_lowering(pair: &str) -> Result<Fault, String> {
-    let (op, other) = pair
-        .split_once('=')
-        .ok_or_else(|| format!("lowering needs <op>=<other>, got {pair:?}"))?;
-    let op = catalog_op(op, "lowering op")?;
-    if arity_of(op) != 1 {
-        return Err(format!("lowering op {op:?} is not unary"));
-    }
-    let (name, attrs) = match other.find('{') {
-        None => (other, Map::new()),
-        Some(i) => {
-            let attrs: Value = serde_json::from_str(&other[i..])
-                .map_err(|e| format!("lowering attributes {:?}: {e}", &other[i..]))?;
-            match attrs {
-                Value::Object(m) => (&other[..i], m),
-                _ => unreachable!("the text starts with '{{'"),
-            }
-        }
-    };
-    let other =
-        Op::parse(name, &attrs).map_err(|e| format!("lowering replacement {name:?}: {e}"))?;
-    if other.arity() != 1 {
-        return Err(format!(
-            "lowering replacement {:?} is not unary",
-            other.name()
-        ));
-    }
-    Ok(Fault::Lowering { op, other })
-}
-
-/// Parses a fault spec (see the module documentation).
-pub fn parse(spec: &str) -> Result<Fault, String> {
-    if let Some(pair) = spec.strip_prefix("lowering:") {
-        return parse_lowering(pair);
-    }
-    let parts: Vec<&str> = spec.split(':').collect();
-    match parts.as_slice() {
-        ["grad-scale", op, eps] => Ok(Fault::GradScale {
-            op: catalog_op_or_module(op, "grad-scale op")?,
-            eps: finite_eps(eps, "grad-scale")?,
-        }),
-        ["grad-scale-tail", op, eps, t] => Ok(Fault::GradScaleTail {
-            op: catalog_op(op, "grad-scale-tail op")?,
-            eps: finite_eps(eps, "grad-scale-tail")?,
-            t: finite_eps(t, "grad-scale-tail threshold")?,
-        }),
-        ["value-scale", op, eps] => Ok(Fault::ValueScale {
-            op: catalog_op(op, "value-scale op")?,
-            eps: finite_eps(eps, "value-scale")?,
-        }),
-        ["grad-drop-input", op, index] => {
-            let op = catalog_op(op, "grad-drop-input op")?;
-            let index: usize = index
-                .parse()
-                .map_err(|_| format!("grad-drop-input index {index:?} is not an integer >= 0"))?;
-            let arity = arity_of(op);
-            if arity != NARY && index >= arity as usize {
-                return Err(format!(
-                    "grad-drop-input index {index} is out of range: {op:?} takes {arity} input(s)"
-                ));
-            }
-            Ok(Fault::GradDropInput { op, index })
-        }
-        ["wrong-dim", op] => {
-            let op = catalog_op(op, "wrong-dim op")?;
-            if !Op::attr_names(op).is_some_and(|names| names.contains(&"dim")) {
-                return Err(format!("wrong-dim op {op:?} has no \"dim\" attribute"));
-            }
-            Ok(Fault::WrongDim { op })
-        }
-        ["promote-trailing", op] => {
-            let op = catalog_op(op, "promote-trailing op")?;
-            if arity_of(op) != 2 {
-                return Err(format!("promote-trailing op {op:?} is not binary"));
-            }
-            Ok(Fault::PromoteTrailing { op })
-        }
-        ["broadcast-grad-scale", eps] => Ok(Fault::BroadcastGradScale {
-            eps: finite_eps(eps, "broadcast-grad-scale")?,
-        }),
-        ["root-grad-scale", eps] => Ok(Fault::RootGradScale {
-            eps: finite_eps(eps, "root-grad-scale")?,
-        }),
-        ["flag-after", site] => Ok(Fault::FlagAfter {
-            site: FlagSite::parse(site)?,
-        }),
-        ["grad-sign", op] => Ok(Fault::GradSign {
-            op: catalog_op(op, "grad-sign op")?,
-        }),
-        ["grad-drop", op] => Ok(Fault::GradDrop {
-            op: catalog_op(op, "grad-drop op")?,
-        }),
-        ["flag-without-autodiff"] => Ok(Fault::FlagWithoutAutodiff),
-        ["detach-like-torch"] => Ok(Fault::DetachLikeTorch),
-        _ => Err(format!(
-            "unknown fault spec {spec:?} (expected one of: {FORMS})"
-        )),
-    }
-}
-
-/// Parses a spec that may be scoped to one backend (`on:<backend>:<spec>`): the backend, if
-/// any, and the fault. The backend must be one difftest-burn knows (compiled in or not: a
-/// fault scoped to a backend the binary lacks never acts).
-pub fn parse_scoped(spec: &str) -> Result<(Option<Backend>, Fault), String> {
-    let Some(rest) = spec.strip_prefix("on:") else {
-        return Ok((None, parse(spec)?));
-    };
-    let (name, inner) = rest
-        .split_once(':')
-        .ok_or_else(|| format!("on:<backend>:<spec> needs a backend and a spec, got {spec:?}"))?;
-    let backend = Backend::named(name).ok_or_else(|| {
-        let known: Vec<_> = Backend::ALL.iter().map(|b| b.name()).collect();
-        format!("on: unknown backend {name:?} (known: {})", known.join(", "))
-    })?;
-    if inner.starts_with("on:") {
-        return Err(format!("on: {spec:?} scopes a fault twice"));
-    }
-    Ok((Some(backend), parse(inner)?))
 }
 
 /// Reads `DIFFTEST_BURN_FAULT` once; an unknown spec is an error (the caller exits).
@@ -504,6 +380,14 @@ pub fn execute_with(fault: Option<&Fault>, op: &Op, mut inputs: Vec<DynTensor>) 
             }
             return op.execute(inputs);
         }
+        Some(Fault::GradScaleBesideConstant { op: target, eps }) if *target == name => {
+            if inputs.iter().any(|x| !x.flags().is_tracked) {
+                for x in inputs.iter_mut().filter(|x| x.flags().is_tracked) {
+                    *x = map!(x.clone(), t => scale_grad(t, *eps));
+                }
+            }
+            return op.execute(inputs);
+        }
         Some(Fault::GradScale { op: target, eps }) if *target == name => Some(*eps),
         Some(Fault::GradScaleTail { op: target, eps, t }) if *target == name => {
             let x = inputs.first().cloned();
@@ -564,6 +448,12 @@ pub fn reported_flags_with(fault: Option<&Fault>, site: Option<FlagSite>, flags:
 pub fn reported_flags(site: Option<FlagSite>, flags: Flags) -> Flags {
     reported_flags_with(active().map(|a| &a.fault), site, flags)
 }
+
+#[path = "fault_spec.rs"]
+mod parsing;
+#[cfg(test)]
+use parsing::parse;
+use parsing::parse_scoped;
 
 #[cfg(test)]
 #[path = "fault_tests.rs"]

@@ -3,6 +3,7 @@
 use super::*;
 use crate::apply;
 use burn::tensor::Device;
+use serde_json::Map;
 
 #[test]
 fn parses_every_form() {
@@ -175,6 +176,26 @@ fn grad_faults_keep_the_forward() {
     let drop = parse("grad-drop:tanh").unwrap();
     let y = execute_with(Some(&drop), &tanh, vec![leaf(data)]);
     assert!(!y.flags().is_tracked);
+}
+
+/// `grad-scale-beside-constant` scales the tracked inputs' gradients only when another input
+/// of the op is a constant, and keeps the forward.
+#[test]
+fn grad_scale_beside_constant_needs_a_constant_input() {
+    let mul = Op::parse("mul", &Map::new()).unwrap();
+    let fault = parse("grad-scale-beside-constant:mul:0.5").unwrap();
+    let constant = || DynTensor::from_f32(vec![2.0, 3.0], &[2], &Device::flex().autodiff());
+    let (a, b) = (leaf(vec![1.0, -1.0]), leaf(vec![2.0, 3.0]));
+    let both = execute_with(Some(&fault), &mul, vec![a.clone(), b]);
+    assert_eq!(
+        grad(&a, both),
+        vec![2.0, 3.0],
+        "both inputs tracked: no fault"
+    );
+    let a = leaf(vec![1.0, -1.0]);
+    let y = execute_with(Some(&fault), &mul, vec![a.clone(), constant()]);
+    assert_eq!(y.read().1, vec![2.0, -3.0], "forward changed");
+    assert_eq!(grad(&a, y), vec![3.0, 4.5], "beside a constant: times 1.5");
 }
 
 /// `grad-scale-tail` scales the gradient only where |x| > t, and keeps the forward bit-exact
