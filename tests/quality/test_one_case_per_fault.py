@@ -202,6 +202,28 @@ def test_a_fault_in_a_recomputed_output_is_one_case_naming_the_op(tmp_path: Path
     assert ops == [None, "sin", "mul", None], ops
 
 
+def test_a_backward_wrong_beside_constant_inputs_is_one_case_naming_the_op(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn whose cat backward slices the output gradient by its tracked inputs alone:
+    an input after a constant gets another's slice. The one-op experiments track every input,
+    where it is right, so it was two `graph@<op>` cases named after the ops that read the cat
+    (sinh, var_bias at this seed); the experiment with the program's constants (localise.py)
+    gives one case named after cat, whose reproducer keeps the constant."""
+    signatures = _patched_campaign("cat-offsets-skip-constants.patch", tmp_path, monkeypatch)
+    assert signatures == ["burn-wrong:-:cat:grad:wrong"], signatures
+    (case,) = [json.loads(p.read_text()) for p in (tmp_path / "corpus" / "findings").glob("*.json")]
+    leaves = [s for s in case["triage"]["localisation"]["program"]["statements"] if s["kind"] == "leaf"]
+    assert any(not s["require_grad"] for s in leaves[:-1]), leaves  # a constant input (the last leaf: the cotangent)
+
+
+def test_a_detach_that_keeps_the_graph_is_one_flags_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn whose detach of a value two or more ops from its leaves returns it as it
+    is: the result stays tracked and gradients flow through. Hundreds of programs show it; one
+    case is saved, a flags finding named after the detach."""
+    signatures = _patched_campaign("detach-deep-keeps-graph.patch", tmp_path, monkeypatch)
+    assert signatures == ["flags:burn:cut:detach:is_tracked"], signatures
+
+
 TABLE = Path(".difftest/cases-per-fault.md")
 ROWS: list[str] = []
 
