@@ -47,6 +47,9 @@ MOMENTA = (0.0, 0.9, 0.5)
 # sgd-momentum-f32-in-float64)
 MOMENTA_F32_EXACT = (0.0, 0.875, 0.5)
 WEIGHT_DECAYS = (0.0, 0.0078125, 0.03125)
+# dampening of the momentum (exact in f32 and its complement too; PyTorch refuses it with
+# nesterov, as burn's config does)
+DAMPENINGS = (0.0, 0.5, 0.25)
 
 
 def consume(b: _Builder, root: str) -> None:
@@ -115,7 +118,8 @@ def training_loop(b: _Builder) -> None:
     f32_exact = b.dtype == "float64" and not b.visits("sgd-momentum")
     momentum = weighted(c, MOMENTA_F32_EXACT if f32_exact else MOMENTA, (3.0, 2.0, 1.0))
     nesterov = momentum > 0 and c.boolean(0.25)
-    opt = Optimizer(b.fresh("o"), "sgd", momentum, 0.0, nesterov, weighted(c, WEIGHT_DECAYS, (3.0, 1.0, 1.0)))
+    dampening = weighted(c, DAMPENINGS, (3.0, 1.0, 1.0)) if momentum > 0 and not nesterov else 0.0
+    opt = Optimizer(b.fresh("o"), "sgd", momentum, dampening, nesterov, weighted(c, WEIGHT_DECAYS, (3.0, 1.0, 1.0)))
     lr = weighted(c, LEARNING_RATES, (3.0, 2.0, 1.0, 1.0))
     new: list[Statement] = [x, t, module, opt]
     handle = module.id
@@ -154,4 +158,4 @@ def training_loop(b: _Builder) -> None:
         b.values.append(_Value(st.id, tuple(v.value.shape), tensor, tracked=in_graph, depth=int(in_graph),
                                consumed=in_graph))
     b.leaves += 2
-    c.note(f"training:{reduce}:momentum={momentum}:wd={opt.weight_decay}")
+    c.note(f"training:{reduce}:momentum={momentum}:dampening={dampening}:wd={opt.weight_decay}")

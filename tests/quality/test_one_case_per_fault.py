@@ -84,15 +84,16 @@ def test_a_fault_every_broadcasting_op_shares_saves_one_case_naming_the_mechanis
 DATA = Path(__file__).parent / "data"
 
 
-def _patched_campaign(patch: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The signatures of the cases a 3,000-program campaign (seed 5) saves against burn 0.22.1
-    with `patch` applied (built once and cached, as `--burn patch:FILE` does), in
-    tmp_path/corpus."""
+def _patched_campaign(patch: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, profile: str = "default"
+                      ) -> list[str]:
+    """The signatures of the cases a 3,000-program campaign (seed 5, of `profile`) saves
+    against burn 0.22.1 with `patch` applied (built once and cached, as `--burn patch:FILE`
+    does), in tmp_path/corpus."""
     from difftest.exec.burn_builds import BurnSpec, build_with_status
 
     binary = build_with_status(BurnSpec.parse(f"patch:{DATA / patch}")).binary
     monkeypatch.setenv("DIFFTEST_BURN", str(binary))
-    opts = FuzzOptions(seed=5, programs=3000, jobs=2, corpus=tmp_path / "corpus",
+    opts = FuzzOptions(seed=5, programs=3000, jobs=2, corpus=tmp_path / "corpus", profile=profile,
                        inflight_dir=tmp_path / "inflight", live=False, progress_every=60.0)
     summary = fuzz(opts, Console(file=open("/dev/null", "w")))
     signatures = sorted(json.loads(Path(p).read_text())["triage"]["signature"].split(" #")[0] for p in summary.saved)
@@ -222,6 +223,14 @@ def test_a_detach_that_keeps_the_graph_is_one_flags_case(tmp_path: Path, monkeyp
     case is saved, a flags finding named after the detach."""
     signatures = _patched_campaign("detach-deep-keeps-graph.patch", tmp_path, monkeypatch)
     assert signatures == ["flags:burn:cut:detach:is_tracked"], signatures
+
+
+def test_a_fault_in_a_hyperparameter_the_generator_draws_is_one_step_case(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn-optim whose momentum damps by 1 + dampening: invisible while the
+    generator drew dampening 0 for every optimizer; now one case, the optimizer step's."""
+    signatures = _patched_campaign("dampening-sign.patch", tmp_path, monkeypatch, profile="sessions")
+    assert signatures == ["burn-wrong:-:step:forward"], signatures
 
 
 TABLE = Path(".difftest/cases-per-fault.md")
