@@ -3,7 +3,8 @@
 Greedy statement deletion: drop a statement together with everything that depends on it, or
 bypass it (its readers read one of its inputs instead, as program reducers such as C-Reduce
 hoist an operand over its operator: `sum(exp(x))`'s backward becomes `exp(x)`'s), keep the change
-when the program still fails the same way; then simplify leaf data toward 0/1.
+when the program still fails the same way; then put settings back at their defaults (an
+optimizer's weight decay, nesterov, dampening, momentum) and simplify leaf data toward 0/1.
 Hypothesis-driven tests shrink with Hypothesis itself; this is the same idea for campaigns.
 """
 
@@ -20,7 +21,7 @@ from difftest.ops.validate import check_program
 from difftest.oracle.pytorch import run as run_torch
 from difftest.program.dtypes import to_f32
 from difftest.program.ir import Leaf, OpCall, Program, ProgramError, Statement, inputs_of
-from difftest.program.statements import ByKind, value_inputs
+from difftest.program.statements import ByKind, Optimizer, value_inputs
 
 Still = Callable[[Program], bool]
 
@@ -55,6 +56,32 @@ _REWIRED: ByKind[Callable[[Any, str, str], Statement]] = ByKind(
     zero_grad=lambda st, old, new: st,
     optimizer=lambda st, old, new: st,
     step=lambda st, old, new: st,
+)
+
+
+def _optimizer_defaults(st: Optimizer) -> Iterator[Statement]:
+    """The optimizer with one setting back at its default (none, plain SGD): weight decay,
+    nesterov, dampening, then momentum (with the settings that need it)."""
+    if st.weight_decay:
+        yield replace(st, weight_decay=0.0)
+    if st.nesterov:
+        yield replace(st, nesterov=False)
+    if st.dampening:
+        yield replace(st, dampening=0.0)
+    if st.momentum:
+        yield replace(st, momentum=0.0, dampening=0.0, nesterov=False)
+
+
+def _none(st: Any) -> Iterator[Statement]:
+    return iter(())
+
+
+# Simpler settings of a statement (the values it reads stay): the same statement with a setting
+# that a finding may not need back at its default, tried after the deletions so a reproducer
+# names only the settings its fault needs. Leaf data is simplified apart (shrink's last pass).
+_SIMPLER: ByKind[Callable[[Any], Iterator[Statement]]] = ByKind(
+    "simpler settings", leaf=_none, op=_none, cut=_none, backward=_none, module=_none, transform=_none,
+    apply=_none, param=_none, grad=_none, zero_grad=_none, optimizer=_optimizer_defaults, step=_none,
 )
 
 
@@ -133,6 +160,21 @@ def shrink(program: Program, still_fails: Still, *, budget: int = 300) -> Progra
             if still_fails(cand):
                 best, changed = cand, True
                 break
+    for i in range(len(best.statements)):
+        settling = True
+        while settling:  # each setting in turn, from the statement as the last success left it
+            settling = False
+            st = best.statements[i]
+            for simpler_st in _SIMPLER.of(st)(st):
+                if tries >= budget:
+                    return best
+                settled = _valid(best, best.statements[:i] + (simpler_st,) + best.statements[i + 1:])
+                if settled is None:
+                    continue
+                tries += 1
+                if still_fails(settled):
+                    best, settling = settled, True
+                    break
     for i, st in enumerate(best.statements):
         if not isinstance(st, Leaf):
             continue

@@ -38,3 +38,23 @@ def test_a_value_whose_gradient_is_read_is_not_bypassed() -> None:
 
     small = shrink(p, fails)
     assert [st.id for st in small.statements] == ["x0", "v0", "v1", "bw", "g"], small
+
+
+def test_optimizer_settings_the_fault_does_not_need_go_back_to_their_defaults() -> None:
+    """A finding in momentum's dampening keeps the dampening and the momentum it needs; the
+    weight decay it does not need is dropped from the reproducer."""
+    from difftest.program.ir import Apply, InlineTensor, Module
+    from difftest.program.statements import Optimizer, Step
+
+    p = program(leaf("x", [0.5, 0.5], shape=[1, 2]),
+                Module("m0", "linear", InlineTensor((1, 2), (0.25, -0.5)), None),
+                Optimizer("o", "sgd", 0.9, 0.25, False, 0.03125),
+                Apply("y0", "m0", "x"), backward("y0"), Step("m1", "o", "m0", "bw", 0.25),
+                Apply("y1", "m1", "x"), backward("y1", "bw1"), Step("m2", "o", "m1", "bw1", 0.25))
+
+    def damped(q: Program) -> bool:
+        return any(isinstance(s, Optimizer) and s.dampening > 0 for s in q.statements) and \
+            sum(isinstance(s, Step) for s in q.statements) == 2
+
+    (opt,) = [s for s in shrink(p, damped).statements if isinstance(s, Optimizer)]
+    assert (opt.momentum, opt.dampening, opt.weight_decay, opt.nesterov) == (0.9, 0.25, 0.0, False), opt
