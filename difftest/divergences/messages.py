@@ -4,7 +4,8 @@ A predicted failure is matched by its kind, its statement and, where it names on
 message (oracle/compare.py): a burn panic or a PyTorch exception at the predicted statement
 with another message is a different failure, so news, not the predicted one. Each pattern is the
 stable part of the message as the framework writes it; the burn ones were checked to be the
-same in burn 0.22.0, 0.22.1 and 0.23.0-pre.1 (the source file is named beside each).
+same in burn 0.22.0, 0.22.1 and 0.23.0-pre.1 (the source file is named beside each). Every
+pattern is checked against the real message by tests/differential/test_failure_messages.py.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ BURN_DROPOUT_PROBABILITY = r"Dropout probability must be finite and in the range
 # burn-dispatch src/tensor.rs: an operation whose autodiff inputs carry different strategies
 BURN_STRATEGY_MISMATCH = r"Gradient checkpointing strategy mismatch"
 
-# torch/csrc/autograd/engine.cpp (`validate_outputs` / `compute_dependencies` callers): backward
-# of a tensor that neither requires grad nor has a grad_fn
+# PyTorch's autograd (its RuntimeError as torch.autograd.backward raises it; the test below runs
+# each): backward of a tensor that neither requires grad nor has a grad_fn
 TORCH_BACKWARD_UNTRACKED = r"does not require grad and does not have a grad_fn"
-# torch/csrc/autograd: a saved variable read after an earlier backward freed it
+# a saved tensor read after an earlier backward freed it
 TORCH_GRAPH_FREED = r"Trying to backward through the graph a second time"
-# torch/csrc/autograd/saved_variable.cpp: an inference tensor saved for backward
+# an inference-mode tensor saved for backward by an op recorded outside inference_mode
 TORCH_INFERENCE_SAVED = r"Inference tensors cannot be saved for backward"
 
 

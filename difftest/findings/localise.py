@@ -248,11 +248,11 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     split_passed: set[tuple[str, bool, tuple[float, ...] | None]] = set()
     runs = [(st, seeded, seed, split, False, False) for st, seeded, seed in passes
             for split in ((True, False) if _aliased(st) else (False,))]
-    # last, each op whose inputs burn computed differently, on burn's inputs: an op whose own
+    # then each op whose inputs burn computed differently, on burn's inputs: an op whose own
     # error shows only there (Wgpu's tanh of burn's 8.5e-14 is 3e-8; of PyTorch's 0, 0)
     runs += [(st, False, None, False, True, False) for st in path if _inputs_differ(st, verdict)]
-    # then each op with some inputs burn did not track in the program as constants again, with
-    # the cotangent that reached it: a backward wrong only beside constant inputs
+    # last, each op with some inputs burn did not track in the program, with those inputs
+    # constants again and the cotangent that reached it: a backward wrong only beside constants
     runs += [(st, True, real[st.id][1] if st.id in real else None, False, False, True)
              for st in path if _some_untracked(st, verdict)]
     for st, seeded, seed, split, burn_inputs, as_tracked in runs:

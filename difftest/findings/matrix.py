@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from difftest.divergences.knowledge import parse_version
-from difftest.exec.backends import binary_backends
 from difftest.exec.burn_builds import BuildError, BurnSpec, build_with_status
 from difftest.exec.burn_worker import BurnWorker, WorkerError, find_binary
 from difftest.exec.libtorch import worker_env
+from difftest.exec.sibling_workers import backend_workers
 from difftest.findings.across import Cell, judge_on
 from difftest.findings.corpus import Case, CorpusError, load_case
 from difftest.program.files import read_json, write_atomic
@@ -124,8 +124,8 @@ def run_column(col: Column, rows: list[Row], *, timeout: float, inflight: Path, 
     assert col.binary is not None and col.burn is not None
     bar = Progress(TextColumn(f"burn {col.label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    console=console, transient=True, disable=not console.is_terminal)
-    built_with = binary_backends(col.binary)
-    workers: dict[str, BurnWorker] = {}  # one per backend the cases run on
+    # a worker on each backend the binary has, started when a case needs it
+    workers = backend_workers(BurnWorker(col.binary, timeout=timeout, inflight_dir=inflight))
     try:
         with _binary_env(col.binary), bar:
             task = bar.add_task("cases", total=len(rows))
@@ -133,16 +133,12 @@ def run_column(col: Column, rows: list[Row], *, timeout: float, inflight: Path, 
                 bar.advance(task)
                 if row.case is None:
                     continue
-                why = not_run_here(row.case, built_with)
+                why = not_run_here(row.case, tuple(workers))
                 if why is not None:
                     row.cells[col.label] = Cell("not run", True, "not run", why)
                     continue
-                backend = row.case.backend
-                if backend not in workers:
-                    workers[backend] = BurnWorker(col.binary, timeout=timeout, inflight_dir=inflight,
-                                                  backend=backend)
                 patch = col.spec.patch.stem if col.spec.patch is not None else None
-                row.cells[col.label] = judge_on(row.case, workers[backend], col.burn, patch=patch)
+                row.cells[col.label] = judge_on(row.case, workers[row.case.backend], col.burn, patch=patch)
     finally:
         for w in workers.values():
             w.close()

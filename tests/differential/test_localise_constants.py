@@ -9,6 +9,8 @@ experiment. Here the interpreter's `grad-scale-beside-constant` fault stands in 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from difftest.exec.burn_worker import BurnWorker
@@ -28,7 +30,7 @@ def _cat_then_sinh() -> Program:
 
 
 @pytest.fixture(scope="module")
-def faulty() -> BurnWorker:
+def faulty() -> Iterator[BurnWorker]:
     w = BurnWorker(fault=FAULT)
     w.start()
     yield w

@@ -73,6 +73,8 @@ FAULTS: list[tuple[str, str]] = [
     ("value-scale:mean:-0.2", "mean 20% too small"),
     ("value-scale:tanh:1e-3", "tanh off by 1e-3 (relative)"),
     *[(f"grad-scale:{op}:1e-3", f"gradient of {op} off by 1e-3 (relative)") for op in GRAD_SCALE_OPS],
+    *[(f"grad-scale-beside-constant:{op}:1e-3", f"gradient of {op} off by 1e-3 only beside a constant input")
+      for op in ("mul", "cat")],
     ("grad-sign:tanh", "gradient of tanh with the wrong sign"),
     ("broadcast-grad-scale:1e-3", "gradient of every implicitly broadcast operand off by 1e-3 (the reduction "
      "every broadcasting op shares)"),
