@@ -204,9 +204,18 @@ def backward_through_swapped_reduction(st: Statement, prior: Sequence[Statement]
     return False
 
 
+def _require_grad_leaf(root: Statement | None, table: dict[str, Statement]) -> bool:
+    """A require-grad leaf in burn: one, or a detach of one (burn's detach of a require-grad leaf
+    is a new require-grad leaf: the leaf-detach rule), through any number of detaches."""
+    while isinstance(root, Cut) and root.cut == "detach":
+        root = table.get(root.input)
+    return isinstance(root, Leaf) and root.require_grad
+
+
 def used_leaf_backward(st: Statement, prior: Sequence[Statement]) -> bool:
-    """A backward rooted at a leaf of burn's graph — a require-grad leaf or a module parameter,
-    or an op burn answers with such a leaf (noops.py) — that an earlier op or module read."""
+    """A backward rooted at a leaf of burn's graph — a require-grad leaf (or a detach of one) or a
+    module parameter, or an op burn answers with such a leaf (noops.py) — that an earlier op or
+    module read."""
 
     if not isinstance(st, Backward):
         return False
@@ -216,7 +225,7 @@ def used_leaf_backward(st: Statement, prior: Sequence[Statement]) -> bool:
         root = table.get(root.inputs[0])
     if isinstance(root, Param):
         return any(isinstance(s, Apply) for s in prior)
-    return (isinstance(root, Leaf) and root.require_grad
+    return (root is not None and _require_grad_leaf(root, table)
             and any(isinstance(s, OpCall) and root.id in s.inputs for s in prior))
 
 
@@ -366,3 +375,41 @@ def _runs_in_bfloat16(st: Statement, prior: Sequence[Statement], dtype: str) -> 
 
 
 runs_in_bfloat16 = DtypeSite(_runs_in_bfloat16, ("float32", "float64", "float16", "bfloat16"))
+
+
+# scatter / select_assign with IndexingUpdateOp::Max or Min (difftest/ops/index_reduce.py)
+MINMAX_UPDATES = ("scatter_max", "scatter_min", "select_max", "select_min")
+
+
+def aliased_minmax_update(st: Statement, prior: Sequence[Statement]) -> bool:
+    """A max/min update of a value by itself (both inputs one statement): every position it
+    writes is a tie of the destination and the value that lands there."""
+    return isinstance(st, OpCall) and st.op in MINMAX_UPDATES and st.inputs[0] == st.inputs[1]
+
+
+def written_pairs(st: OpCall, shapes: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
+    """(destination position, value position), row-major flat, of each value a scatter or
+    select_assign call `st` writes, given its input shapes (destination, values)."""
+    dest, values = shapes[0], shapes[1]
+    dim = st.attrs["dim"]
+    idx = st.attrs["indices"]
+    out = []
+    for j, coords in enumerate(_coordinates(values)):
+        at = list(coords)
+        at[dim] = idx["data"][j] if isinstance(idx, dict) else idx[coords[dim]]
+        out.append((_flat(at, dest), j))
+    return out
+
+
+def _coordinates(shape: Sequence[int]) -> list[tuple[int, ...]]:
+    out: list[tuple[int, ...]] = [()]
+    for n in shape:
+        out = [c + (i,) for c in out for i in range(n)]
+    return out
+
+
+def _flat(coords: Sequence[int], shape: Sequence[int]) -> int:
+    k = 0
+    for c, n in zip(coords, shape, strict=True):
+        k = k * n + c
+    return k

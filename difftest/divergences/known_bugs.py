@@ -46,6 +46,8 @@ from difftest.divergences.bug_records import (
     within_f32_rounding_of_its_tensor,
 )
 from difftest.divergences.bug_sites import (
+    MINMAX_UPDATES,
+    aliased_minmax_update,
     backward_through_swapped_reduction,
     chunk_uneven,
     conv1d_grouped_uncropped,
@@ -58,11 +60,13 @@ from difftest.divergences.bug_sites import (
     rms_norm_apply,
     sgd_f32_hyperparameter,
     used_leaf_backward,
+    written_pairs,
 )
 from difftest.divergences.knowledge import burn_source
 from difftest.divergences.torch_bugs import TORCH_BUGS
 from difftest.divergences.wgpu_kernel_bugs import WGPU_KERNEL_BUGS
-from difftest.program.ir import Statement
+from difftest.ops.validate import infer_shapes
+from difftest.program.ir import OpCall, Statement
 
 __all__ = ["BACKEND_BUGS", "KNOWN_BUGS", "Effect", "Fault", "KnownBug", "known_bug"]
 
@@ -95,6 +99,28 @@ def divisor_squared_overflows(f: Fault) -> bool:
     if len(divisor) == 1:
         return divisor[0] * divisor[0] >= F16_MAX + 16.0
     return all(0 <= e < len(divisor) and divisor[e] * divisor[e] >= F16_MAX + 16.0 for e in f.elements)
+
+
+def at_written_ties(f: Fault) -> bool:
+    """A max/min update's gradient wrong only at ties: its site writes at least one value equal
+    to the destination element it lands on, and every failing element is such a destination
+    element or such a value (of the input whose gradient is wrong; with both inputs one value,
+    either). The inputs are the site's one-op program's leaves, by input position."""
+    st = f.program.by_id().get(f.site or "")
+    if not isinstance(st, OpCall) or st.op not in MINMAX_UPDATES or not f.inputs or not f.elements:
+        return False
+    shapes = infer_shapes(f.program)
+    aliased = st.inputs[0] == st.inputs[1]
+    x = f.inputs[0]
+    y = x if aliased else (f.inputs[1] if len(f.inputs) > 1 else ())
+    pairs = written_pairs(st, [shapes[st.inputs[0]], shapes[st.inputs[1]]])
+    if any(p >= len(x) or j >= len(y) for p, j in pairs):
+        return False
+    ties = [(p, j) for p, j in pairs if x[p] == y[j]]
+    dest, vals = {p for p, _ in ties}, {j for _, j in ties}
+    by_input: dict[tuple[int, ...], set[int]] = {(0,): dest, (1,): vals}
+    where = by_input.get(f.input or (), dest | vals)
+    return bool(ties) and set(f.elements) <= where
 
 
 def untracked(f: Fault) -> bool:
@@ -207,6 +233,24 @@ BURN_BUGS: tuple[KnownBug, ...] = (
         chunk_uneven,
         effect=Effect(("outcome",), message=r"narrow"),
         burn_versions=">=0.22.0,<0.23.0-pre.1",
+    ),
+    bug_record(
+        "minmax-update-tie-grad-to-both",
+        "the backward of scatter and select_assign with IndexingUpdateOp::Max or Min gives a tie's "
+        "whole gradient to both the destination and the value (burn-autodiff's ScatterMinMax and "
+        "IndexSelectDimAssignMinMax: data_won = data >= values, values_won = values >= data), so at a "
+        "written position where they are equal the gradient is counted twice: "
+        "d/dx sum(x.select_assign(0, [0, 1], x, Max)) = 2 where PyTorch (which splits a tie evenly) and "
+        "the derivative of the identity give 1. Each operand alone lies between its one-sided limits; "
+        "the sum exceeds the output's gradient, so it shows where the tied operands share a source. "
+        "burn's comment calls it the cummin/cummax convention, but cummax gives a tie to one element "
+        "(conventions.py, cummax-tie). The generator avoids a max/min update of a value by itself "
+        "(every written position a tie); ties of distinct operands stay, and are recognised here.",
+        ("corpus/bugs/minmax-update-tie-grad-to-both.json", burn_source("burn-autodiff", "src/ops/tensor.rs"),
+         "https://github.com/tracel-ai/burn/pull/5582"),
+        aliased_minmax_update,
+        site=op_in(MINMAX_UPDATES),
+        effect=Effect(("grad",), error=at_written_ties),
     ),
     bug_record(
         "div-scalar-grad-f32-reciprocal",

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from difftest.findings.cotangents import cotangents
-from difftest.findings.deviation import deviant, suspect_rank
+from difftest.findings.deviation import deviant, relative_error, suspect_rank
 from difftest.findings.error_classes import mismatch_class
 from difftest.findings.graph_roots import shown_name, smallest_root
 from difftest.findings.one_op import (
@@ -49,7 +49,7 @@ from difftest.findings.one_op import (
 )
 from difftest.findings.paths import candidates, path_has_step
 from difftest.findings.recompute import recompute_fault
-from difftest.findings.unshared import unshared
+from difftest.findings.unshared import right_unshared, unshared
 from difftest.ops.validate import check_program, infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.check import check
@@ -234,7 +234,12 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     # the gradient of a value both frameworks return as another tensor itself (a dropout with
     # p = 0, a cast to its own dtype) is that tensor's: its path is that tensor's path
     modules = verdict.prediction.torch.modules
-    path = candidates(program, as_gradient(program, m, modules), modules)[:MAX_CANDIDATES]
+    as_grad = as_gradient(program, m, modules)
+    if m.kind == "value" and as_grad.kind == "grad":
+        # a value read from a gradients handle is that gradient: localised as the gradient finding
+        # (the cotangents of its backward, the one-op programs' gradient findings and suspects)
+        m = as_grad
+    path = candidates(program, as_grad, modules)[:MAX_CANDIDATES]
     # first each op's own derivative (seeded with ones: nothing else in the one-op program), then
     # its product (through one `mul`) with the cotangent PyTorch propagated to it in the failing
     # backward, then with a fixed varied one (ops whose ones-product vanishes, results PyTorch's
@@ -265,7 +270,7 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         v = judge(p, worker, memo)
         if v is None:
             continue
-        if v.ok and split:
+        if split and right_unshared(v):
             split_passed.add((st.id, seeded, seed))
         if v.ok:
             suspect = deviant(v, m.kind)
@@ -297,7 +302,9 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         # no op fails on its own, but one deviates from the float64 result far more than PyTorch's
         # float32 run does (a fault inside the budget of its one-op program, which the path
         # amplified): the most deviant one is named, marked as a suspect
-        _, st, p, positions, v, f = max(suspects, key=lambda x: suspect_rank(x[0], x[5]))
+        size = relative_error(verdict, m)
+        _, st, p, positions, v, f = max(suspects, key=lambda x: suspect_rank(x[0], x[5], relative_error(x[4], x[5]),
+                                                                              size))
         return _found(program, st, p, positions, v, f, "suspect", m.verdict or m.kind)
     step = path_has_step(program, m, path)
     if step is not None:
@@ -315,7 +322,7 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     tree_verdict = judge(tree, worker, memo) if tree is not None else None
     return Localisation(None, "graph", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind,
                         shown_at=shown_name(program, shown) if shown is not None else None,
-                        mechanism="accumulate" if tree_verdict is not None and tree_verdict.ok else None)
+                        mechanism="accumulate" if right_unshared(tree_verdict) else None)
 
 
 def _seed_fault(program: Program, m: Mismatch, worker: BurnWorker, memo: Judged | None) -> Localisation | None:

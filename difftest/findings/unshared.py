@@ -8,16 +8,29 @@ is read twice, through whatever op reads it, and no op alone fails: each such fi
 once per path that reads it, down to a copy of each leaf per use, so that no node receives more
 than one contribution. The values are the same; when that program passes and the original
 fails, the fault is in the accumulation, and the finding is signed by it (`accumulate`).
+
+Unsharing is no control where an op sits at a kink or a tie: reading one value twice at a tie
+(select_max(x, x)) is a function differentiable along x, of which every framework must give the
+derivative, while reading two copies of it is a tie of two leaves, where each leaf's gradient
+only has to lie between its one-sided limits. So the unshared program counts as right only when
+it passes without such a dismissal (`right_unshared`); otherwise the op is named as the original
+program shows it.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from difftest.oracle.compare import Mismatch
+from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.ir import Backward, Cut, Leaf, OpCall, Program, ProgramError, Statement, ancestors
 
 MAX_STATEMENTS = 64  # the tree of a small program; a larger one is not built
+
+
+def right_unshared(v: Verdict | None) -> bool:
+    """Whether the unshared program's verdict shows it right: it passes, and no mismatch of it was
+    dismissed as ill-conditioned (a kink judgment, which the shared program need not be owed)."""
+    return v is not None and v.ok and not any(m.verdict == "ill-conditioned" for m in v.dismissals)
 
 
 class _TooLarge(Exception):

@@ -9,9 +9,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from difftest.ops import domains as dom
+from difftest.ops import index_reduce as ir
 from difftest.ops import nn_shapes as nn
 from difftest.ops import sampling as draw
 from difftest.ops import shape_rules as rule
+from difftest.ops import tensor_ops as tx
 from difftest.ops import tolerance as T
 from difftest.ops.spec import VARIADIC, Attrs, AttrSampler, AttrSpec, GradTerms, OpSpec, ShapeRule, ValueTerms
 from difftest.program.ir import Shape
@@ -120,3 +122,41 @@ def avg_pool(n: int) -> OpSpec:
                  nn.avg_pool_rule(n), T.ACCUMULATE, attrs=POOL_ATTRS + (AttrSpec("count_include_pad", "int"),),
                  draw_attrs=nn.pool_attrs(True, n), first_input=nn.SEQUENCE if n == 1 else nn.IMAGE, saves=(0,),
                  reduced_extent=nn.pool_extent, doc="count_include_pad 0 or 1")
+
+
+# scatter and select_assign with an update other than add (index_reduce.py): one entry per
+# update, at distinct positions; `reduce` is PyTorch's name of it, `update` burn's
+
+
+def scatter_update(name: str, update: str, reduce: str | None, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
+                   splits_ties: bool = False, doc: str = "") -> OpSpec:
+    """`reduce` None: PyTorch's `scatter` (which saves only the index)."""
+    pytorch = ("torch.scatter({x}, {dim}, {indices}, {y})" if reduce is None
+               else f"{{x}}.scatter_reduce({{dim}}, {{indices}}, {{y}}, '{reduce}')")
+    saves = () if reduce is None else (0, 1)
+    return OpSpec(name, "index", 2, pytorch,
+                  block("let input = {x};", "let indices = {indices};",
+                        f"input.scatter({{dim}}, indices, {{y}}, burn::tensor::IndexingUpdateOp::{update})"),
+                  ir.scatter_distinct_rule, t, d, attrs=(AttrSpec("dim", "dim"), AttrSpec("indices", "int_tensor")),
+                  draw_attrs=ir.scatter_distinct, partners=tx.SCATTERED, saves=saves, saves_tensors=True,
+                  splits_ties=splits_ties, doc=doc)
+
+
+def select_update(name: str, update: str, reduce: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
+                  splits_ties: bool = False, doc: str = "", via_scatter: bool = False) -> OpSpec:
+    """`via_scatter`: PyTorch's side as scatter_reduce with the indices expanded over the values
+    (the same function) instead of index_reduce."""
+    pytorch = (f"{{x}}.scatter_reduce({{dim}}, torch.tensor({{indices}}, dtype=torch.int64).reshape({{index_view}})"
+               f".expand_as({{y}}), {{y}}, '{reduce}')" if via_scatter
+               else f"{{x}}.index_reduce({{dim}}, torch.tensor({{indices}}, dtype=torch.int64), {{y}}, '{reduce}')")
+    return OpSpec(name, "index", 2, pytorch,
+                  block("let input = {x};", "let indices = {indices};",
+                        f"input.select_assign({{dim}}, indices, {{y}}, burn::tensor::IndexingUpdateOp::{update})"),
+                  ir.select_distinct_rule, t, d, attrs=(AttrSpec("dim", "dim"), AttrSpec("indices", "ints")),
+                  draw_attrs=ir.select_distinct, partners=tx.SELECTED, saves=(0, 1), saves_tensors=True,
+                  splits_ties=splits_ties, doc=doc, derive=index_view if via_scatter else None)
+
+
+def index_view(attrs: Attrs, shapes: Sequence[Shape]) -> Attrs:
+    # select indices as a view that expands over the values: -1 at dim, 1 elsewhere
+    return {"index_view": [-1 if i == attrs["dim"] else 1 for i in range(len(shapes[0]))]}

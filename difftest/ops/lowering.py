@@ -7,6 +7,7 @@ executor ran. Each distinct expression is compiled once."""
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Sequence
 from types import CodeType
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,10 @@ if TYPE_CHECKING:
 
 NAMESPACE: dict[str, Any] = {}
 exec(TORCH_NAMESPACE_SOURCE, NAMESPACE)
+
+# select_max / select_min / select_mul lower to Tensor.index_reduce, whose first call in a process
+# warns that it is in beta: a notice about the API, not about the run
+warnings.filterwarnings("ignore", message=r"index_reduce\(\) is in beta", category=UserWarning)
 
 
 _NAMES = tuple(f"x{i}" for i in range(16))

@@ -46,10 +46,14 @@ def test_burn_agrees_with_pytorch(program: Program, burn_worker: BurnWorker) -> 
 
 
 def test_property_catches_a_missing_rule(burn_worker: BurnWorker) -> None:
-    """Deleting the leaf-detach rule must make generated programs fail, minimally."""
+    """Deleting the leaf-detach rule must make generated programs fail, minimally. Over a few
+    ops, as the wrong-lowering test below: the rule is about detach, not the ops, and from the
+    whole catalog the shrinker's path depends on which ops the catalog holds (with the scatter
+    reductions added it met the failure in a 17-statement program and spent its 5 minutes on it,
+    because deleting a statement moves the detach's choice of input to another value)."""
     without = [r for r in RULES if r.name != "leaf-detach"]
     failing = find(
-        programs(),
+        programs(ops=["exp", "add", "mul", "sum", "permute", "reshape", "maximum", "matmul", "tanh"]),
         lambda p: not check(p, burn_worker, rules=without).ok,
         settings=settings(max_examples=2000, derandomize=True, database=None),
     )

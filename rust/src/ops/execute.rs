@@ -1,5 +1,6 @@
 //! Execution: one `match` that runs an op on burn, on the interpreter's dynamic-rank tensors.
 
+use burn::tensor::IndexingUpdateOp::{Add, Assign, Max, Min, Mul};
 use burn::tensor::activation;
 use burn::tensor::{Int, Shape, Tensor, TensorData};
 
@@ -235,13 +236,28 @@ impl Op {
                 a.mask_where(m, b)
             }),
             // tensor ops, activations, losses
-            Op::Scatter { dim, indices } => extra::scatter(next!(), next!(), *dim, indices),
+            Op::Scatter { dim, indices } => extra::scatter(next!(), next!(), *dim, indices, Add),
+            Op::ScatterReplace { dim, indices } => {
+                extra::scatter(next!(), next!(), *dim, indices, Assign)
+            }
+            Op::ScatterMul { dim, indices } => extra::scatter(next!(), next!(), *dim, indices, Mul),
+            Op::ScatterMax { dim, indices } => extra::scatter(next!(), next!(), *dim, indices, Max),
+            Op::ScatterMin { dim, indices } => extra::scatter(next!(), next!(), *dim, indices, Min),
             Op::ScatterNd { indices } => nd_index::scatter_nd(next!(), next!(), indices),
             Op::SelectAssign { dim, indices } => {
-                extra::select_assign(next!(), next!(), *dim, indices)
+                extra::select_assign(next!(), next!(), *dim, indices, Add)
             }
             Op::SelectReplace { dim, indices } => {
-                extra::select_replace(next!(), next!(), *dim, indices)
+                extra::select_assign(next!(), next!(), *dim, indices, Assign)
+            }
+            Op::SelectMul { dim, indices } => {
+                extra::select_assign(next!(), next!(), *dim, indices, Mul)
+            }
+            Op::SelectMax { dim, indices } => {
+                extra::select_assign(next!(), next!(), *dim, indices, Max)
+            }
+            Op::SelectMin { dim, indices } => {
+                extra::select_assign(next!(), next!(), *dim, indices, Min)
             }
             Op::SliceAssign { ranges } => extra::slice_assign(next!(), next!(), ranges),
             Op::Sort { dim } => map!(next!(), t => t.sort(*dim)),

@@ -37,30 +37,35 @@ macro_rules! same_rank {
     };
 }
 
-/// `scatter` with `IndexingUpdateOp::Add`: `values` (the indices' shape) added into `t` at the
-/// positions `indices` gives along `dim`.
-pub fn scatter(t: DynTensor, values: DynTensor, dim: usize, indices: &Inline<i64>) -> DynTensor {
+/// `scatter`: `values` (the indices' shape) combined by `update` into `t` at the positions
+/// `indices` gives along `dim` (PyTorch `scatter_add`, `scatter`, `scatter_reduce`; the updates
+/// other than `Add` with distinct positions, which burn's backwards assume).
+pub fn scatter(
+    t: DynTensor,
+    values: DynTensor,
+    dim: usize,
+    indices: &Inline<i64>,
+    update: IndexingUpdateOp,
+) -> DynTensor {
     same_rank!("scatter", t, values, a, b => {
         let idx = int_tensor(&indices.data, &indices.shape, &a.device());
-        a.scatter(dim, idx, b, IndexingUpdateOp::Add)
+        a.scatter(dim, idx, b, update)
     })
 }
 
-/// `select_assign` with `IndexingUpdateOp::Add` (PyTorch `index_add`).
-pub fn select_assign(t: DynTensor, values: DynTensor, dim: usize, indices: &[i64]) -> DynTensor {
+/// `select_assign`: `values` combined by `update` into `t` at the indices along `dim` (PyTorch
+/// `index_add`, `index_copy`, `index_reduce`; the updates other than `Add` with distinct indices).
+pub fn select_assign(
+    t: DynTensor,
+    values: DynTensor,
+    dim: usize,
+    indices: &[i64],
+    update: IndexingUpdateOp,
+) -> DynTensor {
     same_rank!("select_assign", t, values, a, b => {
         let data = TensorData::new(indices.to_vec(), [indices.len()]);
         let idx = Tensor::<1, Int>::from_data(data, &a.device());
-        a.select_assign(dim, idx, b, IndexingUpdateOp::Add)
-    })
-}
-
-/// `select_assign` with `IndexingUpdateOp::Assign` (PyTorch `index_copy`; distinct indices).
-pub fn select_replace(t: DynTensor, values: DynTensor, dim: usize, indices: &[i64]) -> DynTensor {
-    same_rank!("select_replace", t, values, a, b => {
-        let data = TensorData::new(indices.to_vec(), [indices.len()]);
-        let idx = Tensor::<1, Int>::from_data(data, &a.device());
-        a.select_assign(dim, idx, b, IndexingUpdateOp::Assign)
+        a.select_assign(dim, idx, b, update)
     })
 }
 

@@ -230,6 +230,14 @@ ops! {
     ScatterNd = "scatter_nd" / 2, { indices: Inline<i64> };
     SelectAssign = "select_assign" / 2, { dim: usize, indices: Vec<i64> };
     SelectReplace = "select_replace" / 2, { dim: usize, indices: Vec<i64> };
+    // scatter / select_assign with the other updates (extra.rs; distinct indices)
+    ScatterReplace = "scatter_replace" / 2, { dim: usize, indices: Inline<i64> };
+    ScatterMul = "scatter_mul" / 2, { dim: usize, indices: Inline<i64> };
+    ScatterMax = "scatter_max" / 2, { dim: usize, indices: Inline<i64> };
+    ScatterMin = "scatter_min" / 2, { dim: usize, indices: Inline<i64> };
+    SelectMul = "select_mul" / 2, { dim: usize, indices: Vec<i64> };
+    SelectMax = "select_max" / 2, { dim: usize, indices: Vec<i64> };
+    SelectMin = "select_min" / 2, { dim: usize, indices: Vec<i64> };
     SliceAssign = "slice_assign" / 2, { ranges: Vec<Range> };
     Sort = "sort" / 1, { dim: usize };
     SortDescending = "sort_descending" / 1, { dim: usize };

@@ -239,7 +239,11 @@ impl Op {
                 let start = usize::try_from(*start).ok()?;
                 (start.checked_add(length.0)? <= *x.get(*dim)?).then(|| with(*dim, length.0))??
             }
-            Op::Scatter { dim, indices } => {
+            Op::Scatter { dim, indices }
+            | Op::ScatterReplace { dim, indices }
+            | Op::ScatterMul { dim, indices }
+            | Op::ScatterMax { dim, indices }
+            | Op::ScatterMin { dim, indices } => {
                 let fits = *dim < rank
                     && indices.shape.len() == rank
                     && inputs.get(1)? == &indices.shape
@@ -249,7 +253,11 @@ impl Op {
             Op::ScatterNd { indices } => {
                 (inputs.get(1)? == &nd_slices(&x, &indices.shape)?).then_some(x)?
             }
-            Op::SelectAssign { dim, indices } | Op::SelectReplace { dim, indices } => {
+            Op::SelectAssign { dim, indices }
+            | Op::SelectReplace { dim, indices }
+            | Op::SelectMul { dim, indices }
+            | Op::SelectMax { dim, indices }
+            | Op::SelectMin { dim, indices } => {
                 let values = with(*dim, indices.len())?;
                 (inputs.get(1)? == &values).then_some(x)?
             }

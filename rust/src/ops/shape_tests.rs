@@ -98,6 +98,41 @@ fn inferred_shapes_match_burn() {
             vec![vec![2, 3], vec![2, 2]],
         ),
         (
+            "scatter_replace",
+            json!({"dim": 1, "indices": {"shape": [2, 2], "data": [0, 2, 1, 0]}}),
+            vec![vec![2, 3], vec![2, 2]],
+        ),
+        (
+            "scatter_mul",
+            json!({"dim": 1, "indices": {"shape": [2, 2], "data": [0, 2, 1, 0]}}),
+            vec![vec![2, 3], vec![2, 2]],
+        ),
+        (
+            "scatter_max",
+            json!({"dim": 1, "indices": {"shape": [2, 2], "data": [0, 2, 1, 0]}}),
+            vec![vec![2, 3], vec![2, 2]],
+        ),
+        (
+            "scatter_min",
+            json!({"dim": 1, "indices": {"shape": [2, 2], "data": [0, 2, 1, 0]}}),
+            vec![vec![2, 3], vec![2, 2]],
+        ),
+        (
+            "select_mul",
+            json!({"dim": 0, "indices": [1]}),
+            vec![vec![2, 3], vec![1, 3]],
+        ),
+        (
+            "select_max",
+            json!({"dim": 0, "indices": [1]}),
+            vec![vec![2, 3], vec![1, 3]],
+        ),
+        (
+            "select_min",
+            json!({"dim": 0, "indices": [1]}),
+            vec![vec![2, 3], vec![1, 3]],
+        ),
+        (
             "slice_assign",
             json!({"ranges": [[1, 3], [0, 1]]}),
             vec![vec![4, 2], vec![2, 1]],
