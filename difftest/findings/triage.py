@@ -315,6 +315,12 @@ def _explains(bug: KnownBug, f: Fault) -> bool:
     sites = {f.site}
     if eff.downstream:
         sites |= upstream(table, site)
+        if f.kind == "stale-rule" and isinstance(site, Backward):
+            # a backward that ran where a rule predicted a consumed graph: what the earlier
+            # backwards consumed decides it (an untracked value there cut the graph off)
+            for st in statements[:statements.index(site)]:
+                if isinstance(st, Backward):
+                    sites |= upstream(table, st)
     for i, st in enumerate(statements):
         if st.id in sites and bug.strikes(st, statements[:i], dtype_at(f.program, st)):
             return True

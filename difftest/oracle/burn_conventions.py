@@ -211,6 +211,21 @@ def burn_convention_gradient(program: Program, leaf: str, backward: str,
     return (g, hooks.used) if g is not None else None
 
 
+def burn_convention_value(program: Program, ident: str, element: int) -> tuple[float, dict[str, str]] | None:
+    """The same run's value of `ident`'s element: a value computed from a gradient read, with
+    burn's convention at every op exactly at a convention point on the read's backward; None when
+    no op sits at one or the run fails."""
+    hooks = BurnConventionHooks()
+    try:
+        obs = run(program, "float64", hooks=hooks)
+    except Exception:
+        return None
+    v = obs.value(ident)
+    if not hooks.used or v is None or v.value is None or not 0 <= element < len(v.value.data):
+        return None
+    return v.value.data[element], hooks.used
+
+
 class BurnMagnitudeHooks(MagnitudeHooks):
     """The magnitude run (noise.py) with burn's side at every op exactly at a convention point:
     per gradient element, the size of the terms burn's composition sums (where PyTorch's

@@ -31,7 +31,7 @@ from difftest.ops.domains import DTYPE_ATTR, KINK_GAP
 from difftest.ops.validate import infer_shapes
 from difftest.ops.value_dtypes import cast_to_own_dtype, value_dtypes
 from difftest.oracle.base_states import forward_returns_input
-from difftest.oracle.burn_conventions import burn_convention_gradient, burn_convention_terms
+from difftest.oracle.burn_conventions import burn_convention_gradient, burn_convention_terms, burn_convention_value
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.oracle.finite_diff import as_tensor, estimate_error, finite_difference, value_sides
 from difftest.oracle.gradient_reads import placing_read
@@ -365,6 +365,29 @@ def at_kink(verdict: Verdict, m: Mismatch, element: int, t: float, b: float, r: 
             f"({min(finite):.6g} .. {max(finite):.6g})", evidence)
 
 
+def _reads_gradient(by_id: dict[str, Statement], ident: str) -> bool:
+    return any(isinstance(by_id.get(x), Grad) for x in ancestors(by_id, ident))
+
+
+def _dependence(by_id: dict[str, Statement], ident: str) -> set[str]:
+    """The statements the value `ident` depends on: its ancestors and, through each gradient read
+    among them, the ancestors of that backward's root."""
+    out: set[str] = set()
+    todo = [ident]
+    while todo:
+        x = todo.pop()
+        if x in out:
+            continue
+        found = ancestors(by_id, x)
+        out |= found
+        for y in found:
+            st = by_id.get(y)
+            bw = by_id.get(st.grads) if isinstance(st, Grad) else None
+            if isinstance(bw, Backward):
+                todo.append(bw.input)
+    return out
+
+
 def _burn_composed(verdict: Verdict, m: Mismatch, element: int, t: float, b: float, r: float, budget: float,
                    hull: tuple[float, float]) -> str | None:
     """Why a result outside the one-sided limits is still no finding, or None: ops exactly at
@@ -374,19 +397,29 @@ def _burn_composed(verdict: Verdict, m: Mismatch, element: int, t: float, b: flo
     reference with burn's convention at each such op (burn_conventions.py). Each result must be
     between the limits or its own framework's composition; anything else stays a finding."""
     g = as_gradient(verdict.program, m, verdict.prediction.torch.modules)
-    if g.kind != "grad" or not isinstance(verdict.program.by_id().get(g.statement or ""), Leaf):
+    by_id = verdict.program.by_id()
+    if g.kind == "value" and g.statement is not None and _reads_gradient(by_id, g.statement):
+        # a value computed from a gradient read (sum_dim of grad(x; bw)): burn's conventions on
+        # the read's backward give the value the same run computes from it
+        alt = burn_convention_value(verdict.program, g.statement, element)
+        depends = _dependence(by_id, g.statement)
+    elif g.kind == "grad" and isinstance(by_id.get(g.statement or ""), Leaf):
+        alt = burn_convention_gradient(verdict.program, g.statement or "", g.backward or "", element)
+        depends = {st.id for _, st in path_ops(verdict.program, m, verdict.prediction.torch.modules)}
+    else:
         return None
-    alt = burn_convention_gradient(verdict.program, g.statement or "", g.backward or "", element)
     if alt is None:
         return None
     rb, used = alt
-    on_path = {st.id for _, st in path_ops(verdict.program, m, verdict.prediction.torch.modules)} & set(used)
+    on_path = depends & set(used)
     lo, hi = hull
     if not on_path or not math.isfinite(rb):
         return None
     if not (lo <= t <= hi or abs(t - r) <= budget):
         return None
     if not (lo <= b <= hi or abs(b - rb) <= budget):
+        if g.kind != "grad":
+            return None
         # burn's composition sums its own terms (PyTorch's convention may send none: clamp at
         # its bound), whose rounding the budget measured on PyTorch's path does not hold
         dtype = value_dtypes(verdict.program).get(m.statement or "", verdict.program.dtype)

@@ -19,7 +19,7 @@ from difftest.oracle.compare import compare
 from difftest.oracle.model import predict
 from difftest.oracle.numerics import arbitrate
 from difftest.program.observation import BackwardObs, Observation, TensorObs
-from tests.programs import backward, leaf, op, program
+from tests.programs import backward, cut, leaf, op, program
 
 # prelu(x, 0.25) at x = [[0, 0]] then gather_argmin over the row: the tie sends the gradient to
 # x[0], through prelu at 0 (PyTorch 0.25, burn 1: the convention prelu-at-zero). Moving x[0] up
@@ -148,3 +148,23 @@ def test_a_kink_only_the_dtype_rounding_makes_is_judged_by_limits_across_the_rou
     dismissed = [m for m in verdict.dismissals if m.statement == "x1"]
     assert dismissed and dismissed[0].verdict == "ill-conditioned"
     assert rounded_band(verdict, dismissed[0]) == 2.0 * 2.0 ** -7
+
+
+def test_a_value_computed_from_a_gradient_read_at_a_tie_is_judged_by_burn_s_conventions(
+        burn_worker: BurnWorker) -> None:
+    """maximum(detach(x), x) ties at every element, and moving x moves both operands: the
+    one-sided differences agree. burn gives the tie's gradient to its first operand (the detached
+    one), PyTorch splits it, so the sum of the gradient read is 0 in burn and 1 in PyTorch: burn's
+    conventions composed, no finding (a 20,000-program campaign, seed 301, program 18245). A sum
+    that is neither stays one."""
+    from difftest.program.ir import Grad
+
+    p = program(leaf("x", [0.5, 0.5], rg=True), cut("c", "detach", "x", region="no_grad"), op("v", "maximum", "c", "x"),
+                backward("v", "bw"), Grad("g", "bw", "x"), op("s", "sum_dim", "g", dim=0))
+    verdict = check(p, burn_worker)
+    assert verdict.ok, verdict.report()
+    assert {m.statement: m.verdict for m in verdict.mismatches}.get("s") == "ill-conditioned", verdict.report()
+    burn_obs = replace(verdict.burn, values=tuple(
+        replace(v, value=replace(v.value, data=(0.5,))) if v.id == "s" and v.value is not None else v
+        for v in verdict.burn.values))
+    assert _verdicts(p, verdict.torch, burn_obs)["s"] == "burn-wrong"

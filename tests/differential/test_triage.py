@@ -497,3 +497,16 @@ def test_a_max_update_of_a_value_by_itself_is_named_by_its_op(workers: dict[str,
     t = _triage(workers, program, None)
     assert t.signature.startswith("burn-wrong:-:select_max:grad:wrong"), t.describe()
     assert t.known is not None and t.known.name == "minmax-update-tie-grad-to-both", t.describe()
+
+
+def test_a_backward_a_consumed_graph_rule_failed_is_explained_by_an_untracked_value_before_it(
+        workers: dict[str, BurnWorker]) -> None:
+    """powi_scalar(x, 0) is untracked in burn (powi-zero-untracked), so the first backward does not
+    reach x, and a second backward rooted at x runs where backward-consumes-graph predicted a
+    consumed graph: the rule's stale-rule finding is that bug's, whose site lies in the graph the
+    first backward consumed, not upstream of x (a 20,000-program campaign, seed 301, program 11555)."""
+    program = Program((leaf("x", [0.5, 0.5, 0.5, 0.5], rg=True), op("p", "powi_scalar", "x", exponent=0),
+                       leaf("y", [1.0, 2.0, 3.0, 4.0], rg=True), op("a", "add", "p", "y"), backward("a", "bw"),
+                       backward("x", "bw1")))
+    t = _triage(workers, program, None)
+    assert t.known is not None and t.known.name == "powi-zero-untracked", t.describe()
