@@ -165,8 +165,12 @@ def test_a_fault_in_burns_gradient_accumulation_is_one_case_where_no_op_hides_it
     once, so no experiment at this level tells them apart."""
     signatures = _patched_campaign("accumulate-scales-earlier.patch", tmp_path, monkeypatch)
     assert signatures.count("burn-wrong:-:accumulate:grad:wrong") == 1
-    # 59 distinct findings before the two experiments (measured at this seed), 33 after
-    assert len(signatures) <= 36, signatures
+    # 59 distinct findings before the two experiments (measured at this seed), 33 after; 39 since
+    # the scatter / select updates joined the catalog: their max / min backwards, like maximum's,
+    # mask both operands, and one value read as both is a tie, where unsharing proves nothing
+    # (unshared.right_unshared), so scatter_max, scatter_min, select_max, select_min and two graphs
+    # through the updates are named as the others of that kind are
+    assert len(signatures) <= 42, signatures
     # an op burn computes without reading a value twice, seen reading one value twice (add(x, x))
     plain = [s for s in signatures if s.split(":")[2] in ("add", "sub", "mul", "div", "atan2", "powf")]
     assert not plain, plain
@@ -209,10 +213,15 @@ def test_a_backward_wrong_beside_constant_inputs_is_one_case_naming_the_op(
     an input after a constant gets another's slice. The one-op experiments track every input,
     where it is right, so it was two `graph@<op>` cases named after the ops that read the cat
     (sinh, var_bias at this seed); the experiment with the program's constants (localise.py)
-    gives one case named after cat, whose reproducer keeps the constant."""
+    gives one case named after cat, whose reproducer keeps the constant. burn's stack is a cat of
+    its unsqueezed inputs (burn-tensor's Tensor::stack), so a stack beside a constant is the same
+    fault in an op burn builds from cat, named after itself as square is after mul (the programs of
+    this seed reach one since the scatter updates joined the catalog)."""
     signatures = _patched_campaign("cat-offsets-skip-constants.patch", tmp_path, monkeypatch)
-    assert signatures == ["burn-wrong:-:cat:grad:wrong"], signatures
-    (case,) = [json.loads(p.read_text()) for p in (tmp_path / "corpus" / "findings").glob("*.json")]
+    assert "burn-wrong:-:cat:grad:wrong" in signatures and set(signatures) <= {
+        "burn-wrong:-:cat:grad:wrong", "burn-wrong:-:stack:grad:wrong"}, signatures
+    cases = [json.loads(p.read_text()) for p in (tmp_path / "corpus" / "findings").glob("*.json")]
+    (case,) = [c for c in cases if c["triage"]["signature"].startswith("burn-wrong:-:cat:")]
     leaves = [s for s in case["triage"]["localisation"]["program"]["statements"] if s["kind"] == "leaf"]
     assert any(not s["require_grad"] for s in leaves[:-1]), leaves  # a constant input (the last leaf: the cotangent)
 
