@@ -315,7 +315,7 @@ def _explains(bug: KnownBug, f: Fault) -> bool:
     sites = {f.site}
     if eff.downstream:
         sites |= upstream(table, site)
-        if f.kind == "stale-rule" and isinstance(site, Backward):
+        if f.kind in ("stale-rule", "outcome") and isinstance(site, Backward):
             # a backward that ran where a rule predicted a consumed graph: what the earlier
             # backwards consumed decides it (an untracked value there cut the graph off)
             for st in statements[:statements.index(site)]:

@@ -510,3 +510,33 @@ def test_a_backward_a_consumed_graph_rule_failed_is_explained_by_an_untracked_va
                        backward("x", "bw1")))
     t = _triage(workers, program, None)
     assert t.known is not None and t.known.name == "powi-zero-untracked", t.describe()
+
+
+def test_a_max_update_of_a_value_by_a_permutation_of_itself_at_equal_elements_is_the_tie_bug(
+        workers: dict[str, BurnWorker]) -> None:
+    """select_max(v, v) along a permutation, v a mask_fill whose filled elements are equal: ties
+    between different elements. v's gradient holds both roles, so its failing elements are
+    destination positions and value positions at once: still the tie bug (the no-false-alarm
+    campaign of tests/quality/test_sensitivity.py, seed 11, program 8325)."""
+    from difftest.strategies.choices import RandomChoices
+    from difftest.strategies.config import GenConfig
+    from difftest.strategies.generator import generate
+
+    program = generate(RandomChoices(11 * 1_000_003 + 8325), GenConfig())
+    assert any(getattr(s, "op", None) == "select_max" for s in program.statements)
+    t = _triage(workers, program, None)
+    assert t.known is not None and t.known.name == "minmax-update-tie-grad-to-both", t.describe()
+
+
+def test_a_backward_that_ran_where_a_consumed_graph_was_predicted_is_the_untracked_bug(
+        workers: dict[str, BurnWorker]) -> None:
+    """The model predicts that a backward through gelu(x) fails, an earlier backward having
+    consumed it; burn runs it, because powi_scalar(gelu(x), 0) is untracked (powi-zero-untracked)
+    and the later graph never reaches gelu. The outcome finding has no message (no error): the
+    record's (the no-false-alarm campaign of tests/quality/test_sensitivity.py, seed 13, program 2525)."""
+    from difftest.strategies.choices import RandomChoices
+    from difftest.strategies.config import GenConfig
+    from difftest.strategies.generator import generate
+
+    t = _triage(workers, generate(RandomChoices(13 * 1_000_003 + 2525), GenConfig()), None)
+    assert t.known is not None and t.known.name == "powi-zero-untracked", t.describe()
