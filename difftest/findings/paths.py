@@ -20,6 +20,7 @@ from difftest.program.ir import (
     Step,
     Transform,
     ancestors,
+    depends_on,
     root_module,
     value_inputs,
 )
@@ -117,14 +118,7 @@ def upstream(table: dict[str, Statement], site: Statement) -> set[str]:
     root = site
     if isinstance(root, Grad):
         root = table.get(root.grads, root)
-    out: set[str] = set()
-    todo = [root.input if isinstance(root, Backward) else root.id]
-    while todo:
-        more = ancestors(table, todo.pop()) - out
-        out |= more
-        # a gradient read's value is computed by its backward, from that backward's graph
-        reads = (table.get(x) for x in more)
-        todo += [bw.input for g in reads if isinstance(g, Grad) and isinstance(bw := table.get(g.grads), Backward)]
+    out = depends_on(table, root.input if isinstance(root, Backward) else root.id)
     for x in list(out):
         handle = getattr(table.get(x), "module", None)
         while isinstance(handle, str) and handle not in out:

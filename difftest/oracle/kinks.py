@@ -49,6 +49,7 @@ from difftest.program.ir import (
     ProgramError,
     Statement,
     ancestors,
+    depends_on,
     root_module,
 )
 from difftest.program.observation import Observation
@@ -369,25 +370,6 @@ def _reads_gradient(by_id: dict[str, Statement], ident: str) -> bool:
     return any(isinstance(by_id.get(x), Grad) for x in ancestors(by_id, ident))
 
 
-def _dependence(by_id: dict[str, Statement], ident: str) -> set[str]:
-    """The statements the value `ident` depends on: its ancestors and, through each gradient read
-    among them, the ancestors of that backward's root."""
-    out: set[str] = set()
-    todo = [ident]
-    while todo:
-        x = todo.pop()
-        if x in out:
-            continue
-        found = ancestors(by_id, x)
-        out |= found
-        for y in found:
-            st = by_id.get(y)
-            bw = by_id.get(st.grads) if isinstance(st, Grad) else None
-            if isinstance(bw, Backward):
-                todo.append(bw.input)
-    return out
-
-
 def _burn_composed(verdict: Verdict, m: Mismatch, element: int, t: float, b: float, r: float, budget: float,
                    hull: tuple[float, float]) -> str | None:
     """Why a result outside the one-sided limits is still no finding, or None: ops exactly at
@@ -402,7 +384,7 @@ def _burn_composed(verdict: Verdict, m: Mismatch, element: int, t: float, b: flo
         # a value computed from a gradient read (sum_dim of grad(x; bw)): burn's conventions on
         # the read's backward give the value the same run computes from it
         alt = burn_convention_value(verdict.program, g.statement, element)
-        depends = _dependence(by_id, g.statement)
+        depends = depends_on(by_id, g.statement)
     elif g.kind == "grad" and isinstance(by_id.get(g.statement or ""), Leaf):
         alt = burn_convention_gradient(verdict.program, g.statement or "", g.backward or "", element)
         depends = {st.id for _, st in path_ops(verdict.program, m, verdict.prediction.torch.modules)}

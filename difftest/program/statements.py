@@ -345,6 +345,23 @@ def ancestors(by_id: dict[str, Statement], ident: str) -> set[str]:
     return out
 
 
+def depends_on(by_id: dict[str, Statement], ident: str) -> set[str]:
+    """The values `ident` depends on: its ancestors and, through each gradient read among them
+    (`g = grad(x; bw)`), the ancestors of that backward's root (the read's value is computed by
+    the backward, from its graph)."""
+    out: set[str] = set()
+    todo = [ident]
+    while todo:
+        more = ancestors(by_id, todo.pop()) - out
+        out |= more
+        for x in more:
+            st = by_id.get(x)
+            bw = by_id.get(st.grads) if isinstance(st, Grad) else None
+            if isinstance(bw, Backward):
+                todo.append(bw.input)
+    return out
+
+
 def descendants(statements: Iterable[Statement], sources: set[str] | frozenset[str]) -> set[str]:
     """The statements computed from one of `sources` (themselves included): those whose
     `ancestors` meet them, in one pass over `statements` in program order (inputs come first)."""
