@@ -205,7 +205,8 @@ NDARRAY_BUGS: tuple[KnownBug, ...] = (
     ),
     bug_record(
         "ndarray-nd-indexing-panics-on-strided-input",
-        "scatter_nd and gather_nd on burn's NdArray backend panic on a tensor held in a layout other "
+        "scatter_nd (with any update) and gather_nd on burn's NdArray backend panic on a tensor held in a "
+        "layout other "
         "than the contiguous row-major one ('ndarray scatter_nd requires contiguous data'): "
         "burn-ndarray 0.22.1 ops/base.rs reads data, indices and values with as_slice().expect(...), "
         "which a transposed (or otherwise strided) view does not give, where Flex and PyTorch accept "

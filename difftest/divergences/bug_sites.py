@@ -350,10 +350,14 @@ def cast_to_bfloat16(st: Statement, prior: Sequence[Statement]) -> bool:
     return isinstance(st, OpCall) and st.op == "cast" and st.attrs.get("dtype") == "bfloat16"
 
 
+# scatter_nd with any update, and gather_nd (whose backward is a scatter_nd add)
+ND_INDEXING = ("scatter_nd", "gather_nd", "scatter_nd_replace", "scatter_nd_mul", "scatter_nd_max", "scatter_nd_min")
+
+
 def nd_indexing(st: Statement, prior: Sequence[Statement]) -> bool:
-    """A scatter_nd or gather_nd (whose backward is a scatter_nd): NdArray's kernels of both read
-    their tensors as contiguous slices."""
-    return isinstance(st, OpCall) and st.op in ("scatter_nd", "gather_nd")
+    """A scatter_nd (any update) or gather_nd: NdArray's kernel of both reads its tensors as
+    contiguous slices, whatever the update."""
+    return isinstance(st, OpCall) and st.op in ND_INDEXING
 
 
 def repeated_nd_tuples(st: Statement, prior: Sequence[Statement]) -> bool:
@@ -377,8 +381,9 @@ def _runs_in_bfloat16(st: Statement, prior: Sequence[Statement], dtype: str) -> 
 runs_in_bfloat16 = DtypeSite(_runs_in_bfloat16, ("float32", "float64", "float16", "bfloat16"))
 
 
-# scatter / select_assign with IndexingUpdateOp::Max or Min (difftest/ops/index_reduce.py)
-MINMAX_UPDATES = ("scatter_max", "scatter_min", "select_max", "select_min")
+# scatter / select_assign / scatter_nd with IndexingUpdateOp::Max or Min (difftest/ops/index_reduce.py,
+# nd_index.py)
+MINMAX_UPDATES = ("scatter_max", "scatter_min", "select_max", "select_min", "scatter_nd_max", "scatter_nd_min")
 
 
 def aliased_minmax_update(st: Statement, prior: Sequence[Statement]) -> bool:
@@ -388,12 +393,18 @@ def aliased_minmax_update(st: Statement, prior: Sequence[Statement]) -> bool:
 
 
 def written_pairs(st: OpCall, shapes: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
-    """(destination position, value position), row-major flat, of each value a scatter or
-    select_assign call `st` writes, given its input shapes (destination, values)."""
+    """(destination position, value position), row-major flat, of each value a scatter,
+    select_assign or scatter_nd call `st` writes, given its input shapes (destination, values)."""
     dest, values = shapes[0], shapes[1]
-    dim = st.attrs["dim"]
     idx = st.attrs["indices"]
     out = []
+    if "dim" not in st.attrs:  # scatter_nd: value (t, rest) lands at (tuple t, rest)
+        k = idx["shape"][1]
+        for j, coords in enumerate(_coordinates(values)):
+            t = coords[0]
+            out.append((_flat(list(idx["data"][t * k:(t + 1) * k]) + list(coords[1:]), dest), j))
+        return out
+    dim = st.attrs["dim"]
     for j, coords in enumerate(_coordinates(values)):
         at = list(coords)
         at[dim] = idx["data"][j] if isinstance(idx, dict) else idx[coords[dim]]

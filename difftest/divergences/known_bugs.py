@@ -238,9 +238,10 @@ BURN_BUGS: tuple[KnownBug, ...] = (
     ),
     bug_record(
         "minmax-update-tie-grad-to-both",
-        "the backward of scatter and select_assign with IndexingUpdateOp::Max or Min gives a tie's "
-        "whole gradient to both the destination and the value (burn-autodiff's ScatterMinMax and "
-        "IndexSelectDimAssignMinMax: data_won = data >= values, values_won = values >= data), so at a "
+        "the backward of scatter, select_assign and scatter_nd with IndexingUpdateOp::Max or Min gives a "
+        "tie's whole gradient to both the destination and the value (burn-autodiff's ScatterMinMax, "
+        "IndexSelectDimAssignMinMax and ScatterNdMinMax: data_won = data >= values, values_won = "
+        "values >= data), so at a "
         "written position where they are equal the gradient is counted twice: "
         "d/dx sum(x.select_assign(0, [0, 1], x, Max)) = 2 where PyTorch (which splits a tie evenly) and "
         "the derivative of the identity give 1. Each operand alone lies between its one-sided limits; "
@@ -249,7 +250,7 @@ BURN_BUGS: tuple[KnownBug, ...] = (
         "(conventions.py, cummax-tie). The generator avoids a max/min update of a value by itself "
         "(every written position a tie); ties of distinct operands stay, and are recognised here.",
         ("corpus/bugs/minmax-update-tie-grad-to-both.json", burn_source("burn-autodiff", "src/ops/tensor.rs"),
-         "https://github.com/tracel-ai/burn/pull/5582"),
+         "https://github.com/tracel-ai/burn/pull/5582", "https://github.com/tracel-ai/burn/pull/4909"),
         aliased_minmax_update,
         site=op_in(MINMAX_UPDATES),
         effect=Effect(("grad",), error=at_written_ties),

@@ -10,6 +10,7 @@ from typing import Any
 
 from difftest.ops import domains as dom
 from difftest.ops import index_reduce as ir
+from difftest.ops import nd_index as nd
 from difftest.ops import nn_shapes as nn
 from difftest.ops import sampling as draw
 from difftest.ops import shape_rules as rule
@@ -155,6 +156,24 @@ def select_update(name: str, update: str, reduce: str, t: T.ToleranceClass, d: d
                   ir.select_distinct_rule, t, d, attrs=(AttrSpec("dim", "dim"), AttrSpec("indices", "ints")),
                   draw_attrs=ir.select_distinct, partners=tx.SELECTED, saves=(0, 1), saves_tensors=True,
                   splits_ties=splits_ties, doc=doc, derive=index_view if via_scatter else None)
+
+
+def scatter_nd_update(name: str, update: str, reduce: str | None, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
+                      splits_ties: bool = False, doc: str = "") -> OpSpec:
+    """`reduce` None: PyTorch's `index_put` (replacing; it saves only the indices). Otherwise
+    `scatter_reduce` over rows of x viewed as a [slices, slice size] table (nd_index.nd_rows):
+    PyTorch has no reducing index_put."""
+    pytorch = ("{x}.index_put(tuple({indices}.unbind(-1)), {y})" if reduce is None
+               else "{x}.reshape({nd_table}).scatter_reduce(0, torch.tensor({nd_rows}, dtype=torch.int64)"
+                    f".reshape(-1, 1).expand(-1, {{nd_width}}), {{y}}.reshape(-1, {{nd_width}}), '{reduce}')"
+                    ".reshape({x}.shape)")
+    return OpSpec(name, "index", 2, pytorch,
+                  block("let input = {x};", "let indices = {indices};",
+                        f"input.scatter_nd(indices, {{y}}, burn::tensor::IndexingUpdateOp::{update})"),
+                  nd.scatter_nd_distinct_rule, t, d, attrs=(AttrSpec("indices", "int_tensor"),),
+                  draw_attrs=nd.indices_nd_distinct, partners=nd.SLICES, saves=() if reduce is None else (0, 1),
+                  saves_tensors=True, measured_layout=True, splits_ties=splits_ties, doc=doc,
+                  derive=None if reduce is None else nd.nd_rows)
 
 
 def index_view(attrs: Attrs, shapes: Sequence[Shape]) -> Attrs:

@@ -1,7 +1,8 @@
 """scatter and select_assign with the updates other than add: replace, multiply, max, min
 (burn's `IndexingUpdateOp::{Assign, Mul, Max, Min}`; PyTorch's `scatter`, `scatter_reduce` and
 `index_reduce` with `include_self=True`). Their entries' attribute samplers, shape rules and
-domains. Torch-free at import: predicates use tensor methods of their arguments.
+domains; the domains serve scatter_nd's updates too (nd_index.py). Torch-free at import:
+predicates use tensor methods of their arguments.
 
 Every one of them writes each destination position at most once: burn's backwards of these
 updates assume it (its source says so: with a repeated position the gradient is undefined), and
@@ -98,6 +99,8 @@ def _lines_repeat(shape: Sequence[int], data: Sequence[int], dim: int) -> bool:
 def _at_written(x: Tensor, attrs: Attrs) -> Tensor:
     """The destination's elements at the positions the update writes, in the values' shape."""
     idx = attrs["indices"]
+    if "dim" not in attrs:  # scatter_nd: [n, k] index tuples, each selecting a slice
+        return x[tuple(x.new_tensor(idx["data"]).long().reshape(idx["shape"]).unbind(-1))]
     if isinstance(idx, dict):  # scatter: an index per value
         at = x.new_tensor(idx["data"]).long().reshape(idx["shape"])
         return x.gather(attrs["dim"], at)

@@ -8,6 +8,7 @@ rust/src/fault.rs); each test builds the program a neighbour of a known bug woul
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import cast
@@ -499,6 +500,33 @@ def test_a_max_update_of_a_value_by_itself_is_named_by_its_op(workers: dict[str,
     assert t.known is not None and t.known.name == "minmax-update-tie-grad-to-both", t.describe()
 
 
+def test_a_scatter_nd_max_of_a_value_by_itself_is_the_tie_bug_named_by_its_op(
+        workers: dict[str, BurnWorker]) -> None:
+    """scatter_nd_max(x, x) at the tuples [0], [1]: every written position a tie, whose gradient
+    burn-autodiff's ScatterNdMinMax counts twice, as scatter's and select_assign's do."""
+    program = Program((leaf("x", [0.5, -1.0, 2.0, 0.25], rg=True, shape=(2, 2)),
+                       op("y", "scatter_nd_max", "x", "x", indices={"shape": [2, 1], "data": [0, 1]}),
+                       backward("y")))
+    t = _triage(workers, program, None)
+    assert t.signature.startswith("burn-wrong:-:scatter_nd_max:grad:wrong"), t.describe()
+    assert t.known is not None and t.known.name == "minmax-update-tie-grad-to-both", t.describe()
+
+
+def test_a_scatter_nd_min_tie_with_a_gathered_slice_is_the_tie_bug(workers: dict[str, BurnWorker]) -> None:
+    """scatter_nd_min of x's element (1, 0) by itself, gathered: a tie of two operands that share
+    a source (x), at one written position of a rank-2 destination (k = 2). Only that element's
+    gradient is wrong (2 in burn, 1 in PyTorch); the record reads which position the tuple writes."""
+    idx = {"shape": [1, 2], "data": [1, 0]}
+    program = Program((leaf("x", [0.5, -1.0, 2.0, 0.25, 1.5, -0.75], rg=True, shape=(2, 3)),
+                       op("g", "gather_nd", "x", indices=idx), op("y", "scatter_nd_min", "x", "g", indices=idx),
+                       op("s", "sum", "y"), backward("s")))
+    t = _triage(workers, program, None)
+    assert t.known is not None and t.known.name == "minmax-update-tie-grad-to-both", t.describe()
+    # a gradient scaled at the same op is news beside the tie bug
+    scaled = _triage(workers, program, "grad-scale:scatter_nd_min:1e-3")
+    assert scaled.known is None and ":scatter_nd_min:" in scaled.signature, scaled.describe()
+
+
 def test_a_backward_a_consumed_graph_rule_failed_is_explained_by_an_untracked_value_before_it(
         workers: dict[str, BurnWorker]) -> None:
     """powi_scalar(x, 0) is untracked in burn (powi-zero-untracked), so the first backward does not
@@ -517,12 +545,9 @@ def test_a_max_update_of_a_value_by_a_permutation_of_itself_at_equal_elements_is
     """select_max(v, v) along a permutation, v a mask_fill whose filled elements are equal: ties
     between different elements. v's gradient holds both roles, so its failing elements are
     destination positions and value positions at once: still the tie bug (the no-false-alarm
-    campaign of tests/quality/test_sensitivity.py, seed 11, program 8325)."""
-    from difftest.strategies.choices import RandomChoices
-    from difftest.strategies.config import GenConfig
-    from difftest.strategies.generator import generate
-
-    program = generate(RandomChoices(11 * 1_000_003 + 8325), GenConfig())
+    campaign of tests/quality/test_sensitivity.py, seed 11, program 8325 of the catalog then,
+    saved: the same seed generates other programs as the catalog grows)."""
+    program = _saved("select-max-permutation-equal-elements.json")
     assert any(getattr(s, "op", None) == "select_max" for s in program.statements)
     t = _triage(workers, program, None)
     assert t.known is not None and t.known.name == "minmax-update-tie-grad-to-both", t.describe()
@@ -533,10 +558,12 @@ def test_a_backward_that_ran_where_a_consumed_graph_was_predicted_is_the_untrack
     """The model predicts that a backward through gelu(x) fails, an earlier backward having
     consumed it; burn runs it, because powi_scalar(gelu(x), 0) is untracked (powi-zero-untracked)
     and the later graph never reaches gelu. The outcome finding has no message (no error): the
-    record's (the no-false-alarm campaign of tests/quality/test_sensitivity.py, seed 13, program 2525)."""
-    from difftest.strategies.choices import RandomChoices
-    from difftest.strategies.config import GenConfig
-    from difftest.strategies.generator import generate
-
-    t = _triage(workers, generate(RandomChoices(13 * 1_000_003 + 2525), GenConfig()), None)
+    record's (the no-false-alarm campaign of tests/quality/test_sensitivity.py, seed 13, program 2525
+    of the catalog then, saved)."""
+    t = _triage(workers, _saved("powi-zero-consumed-graph-ran.json"), None)
     assert t.known is not None and t.known.name == "powi-zero-untracked", t.describe()
+
+
+def _saved(name: str) -> Program:
+    """A program saved under data/ (a generated one: a seed's programs change with the catalog)."""
+    return program_from_dict(json.loads((Path(__file__).parent / "data" / name).read_text()))

@@ -133,6 +133,10 @@ impl Op {
             Op::Gelu {} => map!(next!(), t => activation::gelu(t)),
             Op::Silu {} => map!(next!(), t => activation::silu(t)),
             Op::Cast { dtype } => map!(next!(), t => t.cast(dtype.float())),
+            Op::ToDevice {} => map!(next!(), t => {
+                let device = t.device();
+                t.to_device(&device)
+            }),
             Op::LeakyRelu { slope } => map!(next!(), t => activation::leaky_relu(t, *slope)),
             Op::PowfScalar { exponent } => map!(next!(), t => t.powf_scalar(*exponent)),
             Op::PowiScalar { exponent } => map!(next!(), t => t.powi_scalar(*exponent)),
@@ -243,7 +247,13 @@ impl Op {
             Op::ScatterMul { dim, indices } => extra::scatter(next!(), next!(), *dim, indices, Mul),
             Op::ScatterMax { dim, indices } => extra::scatter(next!(), next!(), *dim, indices, Max),
             Op::ScatterMin { dim, indices } => extra::scatter(next!(), next!(), *dim, indices, Min),
-            Op::ScatterNd { indices } => nd_index::scatter_nd(next!(), next!(), indices),
+            Op::ScatterNd { indices } => nd_index::scatter_nd(next!(), next!(), indices, Add),
+            Op::ScatterNdReplace { indices } => {
+                nd_index::scatter_nd(next!(), next!(), indices, Assign)
+            }
+            Op::ScatterNdMul { indices } => nd_index::scatter_nd(next!(), next!(), indices, Mul),
+            Op::ScatterNdMax { indices } => nd_index::scatter_nd(next!(), next!(), indices, Max),
+            Op::ScatterNdMin { indices } => nd_index::scatter_nd(next!(), next!(), indices, Min),
             Op::SelectAssign { dim, indices } => {
                 extra::select_assign(next!(), next!(), *dim, indices, Add)
             }

@@ -169,6 +169,7 @@ ops! {
     Gelu = "gelu" / 1;
     Silu = "silu" / 1;
     Cast = "cast" / 1, { dtype: crate::dtype::ProgramDType };
+    ToDevice = "to_device" / 1;
     LeakyRelu = "leaky_relu" / 1, { slope: f64 };
     PowfScalar = "powf_scalar" / 1, { exponent: f64 };
     PowiScalar = "powi_scalar" / 1, { exponent: i64 };
@@ -230,7 +231,8 @@ ops! {
     ScatterNd = "scatter_nd" / 2, { indices: Inline<i64> };
     SelectAssign = "select_assign" / 2, { dim: usize, indices: Vec<i64> };
     SelectReplace = "select_replace" / 2, { dim: usize, indices: Vec<i64> };
-    // scatter / select_assign with the other updates (extra.rs; distinct indices)
+    // scatter / select_assign / scatter_nd with the other updates (extra.rs, nd_index.rs;
+    // distinct indices)
     ScatterReplace = "scatter_replace" / 2, { dim: usize, indices: Inline<i64> };
     ScatterMul = "scatter_mul" / 2, { dim: usize, indices: Inline<i64> };
     ScatterMax = "scatter_max" / 2, { dim: usize, indices: Inline<i64> };
@@ -238,6 +240,10 @@ ops! {
     SelectMul = "select_mul" / 2, { dim: usize, indices: Vec<i64> };
     SelectMax = "select_max" / 2, { dim: usize, indices: Vec<i64> };
     SelectMin = "select_min" / 2, { dim: usize, indices: Vec<i64> };
+    ScatterNdReplace = "scatter_nd_replace" / 2, { indices: Inline<i64> };
+    ScatterNdMul = "scatter_nd_mul" / 2, { indices: Inline<i64> };
+    ScatterNdMax = "scatter_nd_max" / 2, { indices: Inline<i64> };
+    ScatterNdMin = "scatter_nd_min" / 2, { indices: Inline<i64> };
     SliceAssign = "slice_assign" / 2, { ranges: Vec<Range> };
     Sort = "sort" / 1, { dim: usize };
     SortDescending = "sort_descending" / 1, { dim: usize };

@@ -1,4 +1,4 @@
-//! `gather_nd` and `scatter_nd` (add): burn's multi-dimensional indexing. The indices are an
+//! `gather_nd` and `scatter_nd` (every update): burn's multi-dimensional indexing. The indices are an
 //! `[n, k]` Int tensor (n tuples into the leading k dims); the slices they select have rank
 //! 1 + D - k, a const generic of burn's calls, so each (input rank, k) pair is one arm.
 
@@ -43,12 +43,18 @@ pub fn gather_nd(x: DynTensor, indices: &Inline<i64>) -> DynTensor {
     }
 }
 
-/// `x` with `values` (`[n] + x.shape[k..]`) added at `indices` (repeats accumulate).
-pub fn scatter_nd(x: DynTensor, values: DynTensor, indices: &Inline<i64>) -> DynTensor {
+/// `x` with `values` (`[n] + x.shape[k..]`) written at `indices` by `update` (with Add, repeats
+/// accumulate; the catalog gives the other updates distinct tuples).
+pub fn scatter_nd(
+    x: DynTensor,
+    values: DynTensor,
+    indices: &Inline<i64>,
+    update: IndexingUpdateOp,
+) -> DynTensor {
     macro_rules! scatter {
         ($t:expr, $v:expr, $wrap:path) => {{
             let idx = int_tensor::<2>(&indices.data, &indices.shape, &$t.device());
-            $wrap($t.scatter_nd(idx, $v, IndexingUpdateOp::Add))
+            $wrap($t.scatter_nd(idx, $v, update))
         }};
     }
     match (x, values, leading(indices)) {

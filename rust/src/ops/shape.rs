@@ -73,6 +73,7 @@ impl Op {
             | Op::Gelu {}
             | Op::Silu {}
             | Op::Cast { .. }
+            | Op::ToDevice {}
             | Op::LeakyRelu { .. }
             | Op::PowfScalar { .. }
             | Op::PowiScalar { .. }
@@ -250,7 +251,11 @@ impl Op {
                     && (0..rank).all(|d| d == *dim || indices.shape[d] == x[d]);
                 fits.then_some(x)?
             }
-            Op::ScatterNd { indices } => {
+            Op::ScatterNd { indices }
+            | Op::ScatterNdReplace { indices }
+            | Op::ScatterNdMul { indices }
+            | Op::ScatterNdMax { indices }
+            | Op::ScatterNdMin { indices } => {
                 (inputs.get(1)? == &nd_slices(&x, &indices.shape)?).then_some(x)?
             }
             Op::SelectAssign { dim, indices }

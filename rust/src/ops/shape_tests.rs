@@ -133,6 +133,26 @@ fn inferred_shapes_match_burn() {
             vec![vec![2, 3], vec![1, 3]],
         ),
         (
+            "scatter_nd_replace",
+            json!({"indices": {"shape": [2, 1], "data": [1, 0]}}),
+            vec![vec![2, 3], vec![2, 3]],
+        ),
+        (
+            "scatter_nd_mul",
+            json!({"indices": {"shape": [2, 1], "data": [1, 0]}}),
+            vec![vec![2, 3], vec![2, 3]],
+        ),
+        (
+            "scatter_nd_max",
+            json!({"indices": {"shape": [2, 1], "data": [1, 0]}}),
+            vec![vec![2, 3], vec![2, 3]],
+        ),
+        (
+            "scatter_nd_min",
+            json!({"indices": {"shape": [2, 1], "data": [1, 0]}}),
+            vec![vec![2, 3], vec![2, 3]],
+        ),
+        (
             "slice_assign",
             json!({"ranges": [[1, 3], [0, 1]]}),
             vec![vec![4, 2], vec![2, 1]],
