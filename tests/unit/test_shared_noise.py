@@ -83,3 +83,22 @@ def test_group_norm_groups_channels_and_eval_batch_norm_shares_nothing() -> None
     assert shared_norm_noise(bn, [x], _ones, "float32") is not None
     bn.eval()  # the running statistics are constants: nothing shared to round
     assert shared_norm_noise(bn, [x], _ones, "float32") is None
+
+
+def test_a_groups_rounding_is_drawn_at_its_full_size_whatever_the_draw() -> None:
+    """One draw per group per noise run: a small uniform draw would measure a small fraction of
+    the rounding for the whole group (a false alarm of the 20,000-program check). The draw gives
+    the sign only: -0.05 measures what -1 does."""
+    m = torch.nn.LayerNorm(64, eps=0.0, dtype=torch.float64)
+    x = _close_together()
+
+    def small(shape: torch.Size) -> torch.Tensor:
+        return torch.full(shape, -0.05, dtype=torch.float64)
+
+    def minus_one(shape: torch.Size) -> torch.Tensor:
+        return -_ones(shape)
+
+    delta, full = shared_norm_noise(m, [x], small, "float32"), shared_norm_noise(m, [x], minus_one, "float32")
+    assert delta is not None and full is not None
+    torch.testing.assert_close(delta, full, rtol=0.0, atol=0.0)
+    assert float(delta.abs().max()) > 0.0
