@@ -1,0 +1,108 @@
+"""Ties at burn's max / min updates (scatter, select_assign, scatter_nd with IndexingUpdateOp Max /
+Min): burn gives a tie's whole gradient to both operands (the known bug
+minmax-update-tie-grad-to-both), which shows only where the tied operands share a source. These
+tests check that such programs are matched to that record by what fails (a written position's
+tie), named after the update op, that a gradient scaled at the same op is still news, and how
+ties rank as suspects."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from difftest.exec.burn_worker import BurnWorker
+from difftest.oracle.check import check
+from difftest.program.ir import Program
+from tests.differential.triaging import saved_program as _saved
+from tests.differential.triaging import triaged as _triage
+from tests.programs import backward, leaf, op
+
+
+def test_a_tie_suspects_its_op_only_after_every_agreement(workers: dict[str, BurnWorker]) -> None:
+    """scatter_max at a tie of two leaves: burn gives the gradient to both (1, 1), PyTorch splits it
+    (0.5, 0.5); each lies between its leaf's one-sided limits (ill-conditioned). Such a suspect ranks
+    below any agreement far from the float64 result (a Wgpu cosh gradient was named minimum at a tie
+    after it), unless the agreement is too small to grow into the finding."""
+    from difftest.findings.deviation import deviant, suspect_rank
+
+    if "" not in workers:
+        workers[""] = BurnWorker()
+        workers[""].start()
+    program = Program((leaf("a", [0.5, -1.0], rg=True), leaf("b", [0.5], rg=True),
+                       op("y", "scatter_max", "a", "b", dim=0, indices={"shape": [1], "data": [0]}), backward("y")))
+    v = check(program, workers[""])
+    tie = deviant(v, "grad")
+    assert v.ok and tie is not None and tie[1].verdict == "ill-conditioned", v.report()
+    agreement = replace(tie[1], verdict="agreement")
+    assert suspect_rank(31.0, agreement) > suspect_rank(1e30, tie[1]) > suspect_rank(30.0, tie[1])
+    # a finding wrong by a factor 2: a tie off by as much explains it, an agreement 1e-12 off does not
+    assert suspect_rank(1e30, tie[1], 0.5, 0.5) > suspect_rank(31.0, agreement, 1e-12, 0.5)
+    assert suspect_rank(31.0, agreement, 1e-3, 0.5) > suspect_rank(1e30, tie[1], 0.5, 0.5)
+
+
+def test_a_tie_burn_resolves_as_it_declares_suspects_nothing(workers: dict[str, BurnWorker]) -> None:
+    """minimum at a tie: burn gives the gradient to its first operand (1, 0), its declared
+    convention (minimum-tie), PyTorch splits it. Burn did what it documents: no suspect (a float64
+    program whose hard_sigmoid value carried float32 rounding into a minimum(v, v) was named after
+    the minimum instead of the known bug)."""
+    from difftest.findings.deviation import deviant
+
+    if "" not in workers:
+        workers[""] = BurnWorker()
+        workers[""].start()
+    program = Program((leaf("a", [0.5, -1.0], rg=True), leaf("b", [0.5, -1.0], rg=True),
+                       op("y", "minimum", "a", "b"), backward("y")))
+    v = check(program, workers[""])
+    assert v.ok and any(d.verdict == "ill-conditioned" for d in v.dismissals), v.report()
+    assert deviant(v, "grad") is None
+
+
+def test_a_max_update_of_a_value_by_itself_is_named_by_its_op(workers: dict[str, BurnWorker]) -> None:
+    """select_max(x, x): every written position is a tie, where burn counts the gradient twice
+    (minmax-update-tie-grad-to-both). With a leaf per position the op passes only by the kink
+    judgment (two tied leaves), which is no evidence that the accumulation is wrong: the finding
+    is the op's, not `accumulate`."""
+    program = Program((leaf("x", [0.5, -1.0, 2.0, 0.25], rg=True),
+                       op("y", "select_max", "x", "x", dim=0, indices=[0, 1, 2, 3]), backward("y")))
+    t = _triage(workers, program, None)
+    assert t.signature.startswith("burn-wrong:-:select_max:grad:wrong"), t.describe()
+    assert t.known is not None and t.known.name == "minmax-update-tie-grad-to-both", t.describe()
+
+
+def test_a_scatter_nd_max_of_a_value_by_itself_is_the_tie_bug_named_by_its_op(
+        workers: dict[str, BurnWorker]) -> None:
+    """scatter_nd_max(x, x) at the tuples [0], [1]: every written position a tie, whose gradient
+    burn-autodiff's ScatterNdMinMax counts twice, as scatter's and select_assign's do."""
+    program = Program((leaf("x", [0.5, -1.0, 2.0, 0.25], rg=True, shape=(2, 2)),
+                       op("y", "scatter_nd_max", "x", "x", indices={"shape": [2, 1], "data": [0, 1]}),
+                       backward("y")))
+    t = _triage(workers, program, None)
+    assert t.signature.startswith("burn-wrong:-:scatter_nd_max:grad:wrong"), t.describe()
+    assert t.known is not None and t.known.name == "minmax-update-tie-grad-to-both", t.describe()
+
+
+def test_a_scatter_nd_min_tie_with_a_gathered_slice_is_the_tie_bug(workers: dict[str, BurnWorker]) -> None:
+    """scatter_nd_min of x's element (1, 0) by itself, gathered: a tie of two operands that share
+    a source (x), at one written position of a rank-2 destination (k = 2). Only that element's
+    gradient is wrong (2 in burn, 1 in PyTorch); the record reads which position the tuple writes."""
+    idx = {"shape": [1, 2], "data": [1, 0]}
+    program = Program((leaf("x", [0.5, -1.0, 2.0, 0.25, 1.5, -0.75], rg=True, shape=(2, 3)),
+                       op("g", "gather_nd", "x", indices=idx), op("y", "scatter_nd_min", "x", "g", indices=idx),
+                       op("s", "sum", "y"), backward("s")))
+    t = _triage(workers, program, None)
+    assert t.known is not None and t.known.name == "minmax-update-tie-grad-to-both", t.describe()
+    # a gradient scaled at the same op is news beside the tie bug
+    scaled = _triage(workers, program, "grad-scale:scatter_nd_min:1e-3")
+    assert scaled.known is None and ":scatter_nd_min:" in scaled.signature, scaled.describe()
+
+
+def test_a_max_update_of_a_value_by_a_permutation_of_itself_at_equal_elements_is_the_tie_bug(
+        workers: dict[str, BurnWorker]) -> None:
+    """select_max(v, v) along a permutation, v a mask_fill whose filled elements are equal: ties
+    between different elements. v's gradient holds both roles, so its failing elements are
+    destination positions and value positions at once: still the tie bug (the no-false-alarm
+    campaign of tests/quality/test_sensitivity.py, seed 11, program 8325 of the catalog then,
+    saved: the same seed generates other programs as the catalog grows)."""
+    program = _saved("select-max-permutation-equal-elements.json")
+    assert any(getattr(s, "op", None) == "select_max" for s in program.statements)
+    t = _triage(workers, program, None)
+    assert t.known is not None and t.known.name == "minmax-update-tie-grad-to-both", t.describe()
