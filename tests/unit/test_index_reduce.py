@@ -13,7 +13,7 @@ import pytest
 from difftest.divergences.bug_sites import written_pairs
 from difftest.ops.index_reduce import scatter_distinct, scatter_distinct_rule, select_distinct
 from difftest.ops.nd_index import indices_nd_distinct, nd_rows, scatter_nd_distinct_rule
-from difftest.program.ir import OpCall
+from difftest.program.ir import OpCall, numel
 from difftest.program.shapes import ShapeError
 from difftest.strategies.choices import RandomChoices
 
@@ -58,16 +58,9 @@ def test_scatter_nd_draws_distinct_tuples(seed: int) -> None:
     values = (n,) + shape[k:]
     assert scatter_nd_distinct_rule([shape, values], attrs) == shape
     dest = [p for p, _ in written_pairs(OpCall("y", "scatter_nd_max", ("x", "v"), attrs), [shape, values])]
-    assert len(dest) == len(set(dest)) == n * _numel(shape[k:])
+    assert len(dest) == len(set(dest)) == n * numel(shape[k:])
     # the PyTorch side's rows name the same slices
-    assert sorted(nd_rows(attrs, [shape, values])["nd_rows"]) == sorted({p // _numel(shape[k:]) for p in dest})
-
-
-def _numel(s: tuple[int, ...]) -> int:
-    out = 1
-    for n in s:
-        out *= n
-    return out
+    assert sorted(nd_rows(attrs, [shape, values])["nd_rows"]) == sorted({p // numel(shape[k:]) for p in dest})
 
 
 def test_scatter_nd_pairs_and_a_repeated_tuple() -> None:
