@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 from difftest.divergences.bug_records import DtypeSite
 from difftest.divergences.noops import NOOPS_BY_OP
@@ -392,19 +393,31 @@ def aliased_minmax_update(st: Statement, prior: Sequence[Statement]) -> bool:
     return isinstance(st, OpCall) and st.op in MINMAX_UPDATES and st.inputs[0] == st.inputs[1]
 
 
+def writes_a_tie(attrs: dict[str, Any], dest: Sequence[float], values: Sequence[float],
+                 shapes: Sequence[Sequence[int]]) -> bool:
+    """Whether a max/min update with attributes `attrs` of the destination `dest` by `values`
+    (flat, row-major, of `shapes`) writes a value equal to the destination element it lands on."""
+    return any(dest[p] == values[j] for p, j in pairs_written(attrs, shapes))
+
+
 def written_pairs(st: OpCall, shapes: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
     """(destination position, value position), row-major flat, of each value a scatter,
     select_assign or scatter_nd call `st` writes, given its input shapes (destination, values)."""
+    return pairs_written(st.attrs, shapes)
+
+
+def pairs_written(attrs: dict[str, Any], shapes: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
+    """`written_pairs` of a call with attributes `attrs`."""
     dest, values = shapes[0], shapes[1]
-    idx = st.attrs["indices"]
+    idx = attrs["indices"]
     out = []
-    if "dim" not in st.attrs:  # scatter_nd: value (t, rest) lands at (tuple t, rest)
+    if "dim" not in attrs:  # scatter_nd: value (t, rest) lands at (tuple t, rest)
         k = idx["shape"][1]
         for j, coords in enumerate(_coordinates(values)):
             t = coords[0]
             out.append((_flat(list(idx["data"][t * k:(t + 1) * k]) + list(coords[1:]), dest), j))
         return out
-    dim = st.attrs["dim"]
+    dim = attrs["dim"]
     for j, coords in enumerate(_coordinates(values)):
         at = list(coords)
         at[dim] = idx["data"][j] if isinstance(idx, dict) else idx[coords[dim]]

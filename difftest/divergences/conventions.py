@@ -30,9 +30,15 @@ class Convention:
     torch_grads: tuple[tuple[float, ...], ...] = ()  # per operand, of sum(op(inputs))
     burn_grads: tuple[tuple[float, ...], ...] = ()
     shapes: tuple[tuple[int, ...], ...] = ()  # per operand (empty: each input is rank 1)
+    # per operand, whether it requires grad (empty: every operand); an untracked operand's grads are ()
+    tracked: tuple[bool, ...] = ()
 
     def shape(self, i: int) -> tuple[int, ...]:
         return self.shapes[i] if self.shapes else (len(self.inputs[i]),)
+
+    @property
+    def tracks(self) -> tuple[bool, ...]:
+        return self.tracked or (True,) * len(self.inputs)
 
     @property
     def name(self) -> str:
@@ -41,9 +47,36 @@ class Convention:
 
 def _convention(name: str, op: str, inputs: tuple[tuple[float, ...], ...], attrs: dict[str, Any],
                 torch_grads: tuple[tuple[float, ...], ...], burn_grads: tuple[tuple[float, ...], ...],
-                reason: str, shapes: tuple[tuple[int, ...], ...] = ()) -> Convention:
+                reason: str, shapes: tuple[tuple[int, ...], ...] = (), tracked: tuple[bool, ...] = ()) -> Convention:
     return Convention(Knowledge(name, "convention", "both", reason, EVIDENCE), op, inputs, attrs, torch_grads,
-                      burn_grads, shapes)
+                      burn_grads, shapes, tracked)
+
+
+def _update_tie(op: str, attrs: dict[str, Any], dest_tracked: bool) -> Convention:
+    """A max/min update (scatter, select_assign, scatter_nd) of x = [1, 2, 3] at positions 0 and 2
+    by values that tie x[0] and lose to x[2], with one operand tracked: PyTorch splits the tie
+    between the destination and the value, so the tracked one gets half; burn gives each its
+    whole gradient (burn-autodiff's data_won = data >= values, values_won = values >= data), which
+    for one tracked operand is the subgradient where it wins. With both tracked the two sum to
+    twice the output's gradient: the known bug minmax-update-tie-grad-to-both."""
+    largest = op.endswith("max")
+    values = (1.0, 0.0) if largest else (1.0, 5.0)
+    role = "destination" if dest_tracked else "value"
+    if dest_tracked:
+        torch_grads: tuple[tuple[float, ...], ...] = ((0.5, 1.0, 1.0), ())
+        burn_grads: tuple[tuple[float, ...], ...] = ((1.0, 1.0, 1.0), ())
+    else:
+        torch_grads, burn_grads = ((), (0.5, 0.0)), ((), (1.0, 0.0))
+    return _convention(f"{op.replace('_', '-')}-tie-with-constant", op, ((1.0, 2.0, 3.0), values), attrs,
+                       torch_grads, burn_grads,
+                       f"{op} at a tie of a tracked {role} and a constant: PyTorch gives the "
+                       f"{role} half the gradient, burn all of it (each tied operand gets the whole gradient)",
+                       tracked=(dest_tracked, not dest_tracked))
+
+
+_AT_0_2 = {"dim": 0, "indices": [0, 2]}
+_SCATTER_AT_0_2 = {"dim": 0, "indices": {"shape": [2], "data": [0, 2]}}
+_ND_AT_0_2 = {"indices": {"shape": [2, 1], "data": [0, 2]}}
 
 
 CONVENTIONS: tuple[Convention, ...] = (
@@ -111,4 +144,11 @@ CONVENTIONS: tuple[Convention, ...] = (
                 ((1.0, 2.0, 0.0, 1.0),), ((1.0, 2.0, 0.0, 1.0),),
                 "cummin where a value ties the running minimum: both give that output's gradient to the "
                 "last of the tied elements (kept so a change on either side is noticed)"),
+    # the max/min updates at a tie with a constant: each op once, the destination or the values tracked
+    _update_tie("select_min", _AT_0_2, True),
+    _update_tie("select_max", _AT_0_2, False),
+    _update_tie("scatter_min", _SCATTER_AT_0_2, False),
+    _update_tie("scatter_max", _SCATTER_AT_0_2, True),
+    _update_tie("scatter_nd_min", _ND_AT_0_2, True),
+    _update_tie("scatter_nd_max", _ND_AT_0_2, False),
 )

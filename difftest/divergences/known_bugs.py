@@ -110,7 +110,9 @@ def at_written_ties(f: Fault) -> bool:
     if not isinstance(st, OpCall) or st.op not in MINMAX_UPDATES or not f.inputs or not f.elements:
         return False
     shapes = infer_shapes(f.program)
-    aliased = st.inputs[0] == st.inputs[1]
+    # one value read as both: in the program, or in the site's one-op program (one leaf: two
+    # inputs that hold one value from one source, localise.py's value_aliases)
+    aliased = st.inputs[0] == st.inputs[1] or len(f.inputs) == 1
     x = f.inputs[0]
     y = x if aliased else (f.inputs[1] if len(f.inputs) > 1 else ())
     pairs = written_pairs(st, [shapes[st.inputs[0]], shapes[st.inputs[1]]])

@@ -46,6 +46,7 @@ from difftest.findings.one_op import (
     param_reads,
     right_without_broadcast,
     seed_program,
+    value_aliases,
 )
 from difftest.findings.paths import candidates, path_has_step
 from difftest.findings.recompute import recompute_fault
@@ -249,10 +250,12 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     passes += [(st, True, real[st.id][1]) for st in path if st.id in real]
     passes += [(st, True, None) for st in path]
     # an op reading one value at several positions runs first with a leaf per position (each
-    # operand's own derivative), then as the program has it (a fault only aliasing shows)
+    # operand's own derivative), then as the program has it (a fault only aliasing shows); so
+    # does one reading a value and another holding it from the same source (value_aliases)
     split_passed: set[tuple[str, bool, tuple[float, ...] | None]] = set()
+    aliases = {st.id: value_aliases(program, st, verdict.torch, verdict.burn) for st in path}
     runs = [(st, seeded, seed, split, False, False) for st, seeded, seed in passes
-            for split in ((True, False) if _aliased(st) else (False,))]
+            for split in ((True, False) if _aliased(st) or aliases[st.id] else (False,))]
     # then each op whose inputs burn computed differently, on burn's inputs: an op whose own
     # error shows only there (Wgpu's tanh of burn's 8.5e-14 is 3e-8; of PyTorch's 0, 0)
     runs += [(st, False, None, False, True, False) for st in path if _inputs_differ(st, verdict)]
@@ -263,7 +266,8 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     for st, seeded, seed, split, burn_inputs, as_tracked in runs:
         built = one_op_program(program, st, verdict.torch, verdict.burn, seeded=seeded,
                                grads=m.kind in ("grad", "grad-presence"), split=split, seed=seed,
-                               burn_inputs=burn_inputs, as_tracked=as_tracked)
+                               burn_inputs=burn_inputs, as_tracked=as_tracked,
+                               alias=None if split else aliases.get(st.id))
         if built is None:
             continue
         p, positions = built

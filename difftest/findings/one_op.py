@@ -25,6 +25,7 @@ from difftest.program.ir import (
     ProgramError,
     Statement,
     Transform,
+    gradient_sources,
     root_module,
 )
 from difftest.program.modules import module_kind
@@ -83,10 +84,42 @@ def cotangent(n: int) -> tuple[float, ...]:
     return tuple(0.5 + ((5 * i) % 8) / 8 for i in range(n))
 
 
+def value_aliases(program: Program, st: Statement, torch_obs: Observation,
+                  burn_obs: Observation) -> dict[str, str]:
+    """Inputs of the op `st` that are other statements than an earlier input but hold its value
+    (equal shape and elements, as PyTorch recorded them) and share a tracked source with it (a
+    value burn tracked that a gradient of each flows back to: not across a cut or a no_grad
+    region): `select_min(x, prod_dim(x, 0))` over a dim
+    of size 1. Each maps to that earlier input. In the program the op's gradients at such inputs
+    reach one source and are summed there, which a leaf per input does not show (a tie whose
+    operands each get the whole gradient): the op is also run with them one leaf (`alias`)."""
+    if not isinstance(st, OpCall) or len(set(st.inputs)) < 2:
+        return {}
+    table = program.by_id()
+
+    def tracked(ident: str) -> bool:
+        b = burn_obs.value(ident)
+        return b is not None and b.flags.get("is_tracked") is True
+
+    out: dict[str, str] = {}
+    for j, b_id in enumerate(st.inputs):
+        for a_id in st.inputs[:j]:
+            if a_id == b_id or b_id in out or not (tracked(a_id) and tracked(b_id)):
+                continue
+            ta, tb = torch_obs.value(a_id), torch_obs.value(b_id)
+            if ta is None or tb is None or ta.value.shape != tb.value.shape or ta.value.data != tb.value.data:
+                continue
+            if any(tracked(x) for x in gradient_sources(table, a_id) & gradient_sources(table, b_id)):
+                out[b_id] = a_id
+                break
+    return out
+
+
 def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn_obs: Observation,
                    *, seeded: bool = False, grads: bool = False, split: bool = False,
                    seed: tuple[float, ...] | None = None, burn_inputs: bool = False,
-                   as_tracked: bool = False) -> tuple[Program, dict[str, int]] | None:
+                   as_tracked: bool = False,
+                   alias: dict[str, str] | None = None) -> tuple[Program, dict[str, int]] | None:
     """`st` alone on the inputs PyTorch recorded for it (burn's where PyTorch stopped before
     it), each a leaf that requires grad on the device burn had it on, and the backward of its
     result (seeded with ones; `seeded`: of its product with `seed`, the cotangent PyTorch
@@ -99,7 +132,8 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
     `burn_inputs`: on the inputs burn computed instead (an op whose error shows only on them).
     `as_tracked`: each input requires grad only where burn tracked it in the program (a
     backward that is wrong only when some inputs are constants: `cat` slicing the gradient by
-    the tracked inputs alone)."""
+    the tracked inputs alone). `alias`: inputs read as the leaf of another input
+    (`value_aliases`), as a value read at several positions is."""
     table = program.by_id()
     dtypes = value_dtypes(program)
     inputs = st.inputs if isinstance(st, OpCall) else (st.input,) if isinstance(st, Apply) else ()
@@ -116,6 +150,7 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
     positions: dict[str, int] = {}
     names: list[str] = []
     for pos, ident in enumerate(inputs):
+        ident = (alias or {}).get(ident, ident)
         if ident in leaf_of and not split:
             names.append(leaf_of[ident])
             continue

@@ -20,6 +20,7 @@ from difftest.program.ir import (
     Step,
     Transform,
     ancestors,
+    carries_gradient,
     depends_on,
     root_module,
     value_inputs,
@@ -54,19 +55,9 @@ def _gradient_path(program: Program, table: dict[str, Statement], leaf: str, bw:
         return set()
     reached = set(_sharing_gradient(program, table, leaf))
     for st in program.statements:  # what a gradient flows through: no op of a no_grad region, no cut
-        if _carries(st) and any(x in reached for x in value_inputs(st)):
+        if carries_gradient(st) and any(x in reached for x in value_inputs(st)):
             reached.add(st.id)
     return ancestors(table, root.input) & reached
-
-
-def _carries(st: Statement) -> bool:
-    """Whether a gradient flows from the statement's inputs to its result: not through an op or
-    cut of a no_grad or inference_mode region, nor through a detach or without_autodiff."""
-    if isinstance(st, OpCall):
-        return st.region == "grad"
-    if isinstance(st, Cut):
-        return st.cut == "autodiff" and st.region == "grad"
-    return True
 
 
 def candidates(program: Program, m: Mismatch, modules: Mapping[str, ModuleState] | None = None) -> list[Statement]:

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from difftest.divergences.bug_sites import MINMAX_UPDATES, pairs_written
 from difftest.divergences.conventions import CONVENTIONS
 from difftest.exec.torch_values import TorchModule, apply_module
 from difftest.ops.catalog import CATALOG
@@ -82,24 +83,50 @@ def _stable_first(x: torch.Tensor, dim: int) -> torch.Tensor:
     return x - ranks * ulp
 
 
-def _tied_along(xs: Tensors, a: dict[str, Any]) -> bool:
+def _tied_along(xs: Tensors, a: dict[str, Any], t: Tracked) -> bool:
     return bool((_tie_ranks(xs[0], a["dim"]) > 0).any())
+
+
+Tracked = tuple[bool, ...]  # per input, whether the program tracks it (the backward reaches it)
 
 
 @dataclass(frozen=True)
 class Side:
     """burn's convention at an op: whether its inputs sit exactly at the convention's point, and
-    the inputs moved to burn's side there (elsewhere as they are)."""
+    the inputs moved to burn's side there (elsewhere as they are); both may depend on which
+    inputs are tracked."""
 
-    at_point: Callable[[Tensors, dict[str, Any]], bool]
-    move: Callable[[Tensors, dict[str, Any]], list[torch.Tensor]]
+    at_point: Callable[[Tensors, dict[str, Any], Tracked], bool]
+    move: Callable[[Tensors, dict[str, Any], Tracked], list[torch.Tensor]]
 
 
-def _at_zero(xs: Tensors, a: dict[str, Any]) -> bool:
+def _at_zero(xs: Tensors, a: dict[str, Any], t: Tracked) -> bool:
     return bool((xs[0] == 0).any())
 
 
-def _bounds(xs: Tensors, a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+def _update_tie_with_constant(xs: Tensors, a: dict[str, Any], t: Tracked) -> bool:
+    """A max/min update (scatter, select_assign, scatter_nd) with exactly one of its destination
+    and values tracked, writing a value equal to the destination element it lands on. burn gives a
+    tie's whole gradient to each operand (data_won = data >= values, values_won = values >= data),
+    which for one tracked operand is the subgradient where that operand wins; with both tracked
+    the two gradients sum to twice the output's (the known bug minmax-update-tie-grad-to-both),
+    which no side reproduces."""
+    if len(t) != 2 or sum(t) != 1:
+        return False
+    dest, values = xs[0].reshape(-1), xs[1].reshape(-1)
+    return any(bool(dest[p] == values[j]) for p, j in pairs_written(a, [tuple(xs[0].shape), tuple(xs[1].shape)]))
+
+
+def _tracked_wins(largest: bool) -> Callable[[Tensors, dict[str, Any], Tracked], list[torch.Tensor]]:
+    """The tracked operand moved one ulp towards winning at every element (the update's gradient
+    depends on the values only through which operand wins, so moving all moves the ties)."""
+    def move(xs: Tensors, a: dict[str, Any], t: Tracked) -> list[torch.Tensor]:
+        every = [torch.ones_like(x, dtype=torch.bool) for x in xs]
+        return [(_up(x, w) if largest else _down(x, w)) if on else x for x, w, on in zip(xs, every, t, strict=True)]
+    return move
+
+
+def _bounds(xs: Tensors, a: dict[str, Any], t: Tracked = ()) -> tuple[torch.Tensor, torch.Tensor]:
     x = xs[0]
     return (x == a["min"]) if "min" in a else torch.zeros_like(x, dtype=torch.bool), \
         (x == a["max"]) if "max" in a else torch.zeros_like(x, dtype=torch.bool)
@@ -107,26 +134,28 @@ def _bounds(xs: Tensors, a: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]
 
 SIDES: dict[str, Side] = {
     # the positive side at 0 (slope 1)
-    "prelu": Side(_at_zero, lambda xs, a: [_up(xs[0], xs[0] == 0), *xs[1:]]),
-    "leaky_relu": Side(_at_zero, lambda xs, a: [_up(xs[0], xs[0] == 0)]),
+    "prelu": Side(_at_zero, lambda xs, a, t: [_up(xs[0], xs[0] == 0), *xs[1:]]),
+    "leaky_relu": Side(_at_zero, lambda xs, a, t: [_up(xs[0], xs[0] == 0)]),
     # inside the bounds (slope 1)
-    **{op: Side(lambda xs, a: any(bool(w.any()) for w in _bounds(xs, a)),
-                lambda xs, a: [_down(_up(xs[0], _bounds(xs, a)[0]), _bounds(xs, a)[1])])
+    **{op: Side(lambda xs, a, t: any(bool(w.any()) for w in _bounds(xs, a)),
+                lambda xs, a, t: [_down(_up(xs[0], _bounds(xs, a)[0]), _bounds(xs, a)[1])])
        for op in ("clamp", "clamp_min", "clamp_max")},
-    "hard_sigmoid": Side(lambda xs, a: bool(((xs[0] == -3) | (xs[0] == 3)).any()),
-                         lambda xs, a: [_down(_up(xs[0], xs[0] == -3), xs[0] == 3)]),
+    "hard_sigmoid": Side(lambda xs, a, t: bool(((xs[0] == -3) | (xs[0] == 3)).any()),
+                         lambda xs, a, t: [_down(_up(xs[0], xs[0] == -3), xs[0] == 3)]),
     # a tie goes wholly to the first operand: it moved one ulp ahead (the gradients of
     # maximum/minimum do not depend on the values, so moving every element is moving the ties)
-    "maximum": Side(lambda xs, a: bool((xs[0] == xs[1]).any()),
-                    lambda xs, a: [_up(xs[0], torch.ones_like(xs[0], dtype=torch.bool)), xs[1]]),
-    "minimum": Side(lambda xs, a: bool((xs[0] == xs[1]).any()),
-                    lambda xs, a: [_down(xs[0], torch.ones_like(xs[0], dtype=torch.bool)), xs[1]]),
+    "maximum": Side(lambda xs, a, t: bool((xs[0] == xs[1]).any()),
+                    lambda xs, a, t: [_up(xs[0], torch.ones_like(xs[0], dtype=torch.bool)), xs[1]]),
+    "minimum": Side(lambda xs, a, t: bool((xs[0] == xs[1]).any()),
+                    lambda xs, a, t: [_down(xs[0], torch.ones_like(xs[0], dtype=torch.bool)), xs[1]]),
     # a tie of the full max/min goes wholly to its first element
-    "max": Side(lambda xs, a: _ties(xs[0]), lambda xs, a: [_first_extreme(xs[0], True)]),
-    "min": Side(lambda xs, a: _ties_min(xs[0]), lambda xs, a: [_first_extreme(xs[0], False)]),
+    "max": Side(lambda xs, a, t: _ties(xs[0]), lambda xs, a, t: [_first_extreme(xs[0], True)]),
+    "min": Side(lambda xs, a, t: _ties_min(xs[0]), lambda xs, a, t: [_first_extreme(xs[0], False)]),
     # a tie's first elements are the largest (burn's stable descending sort)
-    **{op: Side(_tied_along, lambda xs, a: [_stable_first(xs[0], a["dim"])])
+    **{op: Side(_tied_along, lambda xs, a, t: [_stable_first(xs[0], a["dim"])])
        for op in ("topk", "gather_topk_indices")},
+    # a max/min update's tie of a tracked operand with a constant goes wholly to the tracked one
+    **{op: Side(_update_tie_with_constant, _tracked_wins(op.endswith("max"))) for op in MINMAX_UPDATES},
 }
 
 # the declared convention each side stands for (those where the frameworks differ)
@@ -137,9 +166,15 @@ def side_at_point(st: OpCall, inputs: Tensors, attrs: dict[str, Any]) -> Side | 
     """burn's side of `st` when its inputs sit exactly at a point where burn's declared convention
     differs from PyTorch's, else None."""
     side = SIDES.get(st.op)
-    if side is None or st.op not in CONVENTION_OF or not side.at_point([x.detach() for x in inputs], attrs):
+    if side is None or st.op not in CONVENTION_OF or not side.at_point([x.detach() for x in inputs], attrs,
+                                                                       tracked(inputs)):
         return None
     return side
+
+
+def tracked(inputs: Tensors) -> Tracked:
+    """Per input of an op in a run, whether the run's backward reaches it."""
+    return tuple(bool(x.requires_grad) and torch.is_grad_enabled() for x in inputs)
 
 
 class _BurnSide(torch.autograd.Function):
@@ -190,8 +225,8 @@ def on_burns_side(st: OpCall, inputs: Tensors, attrs: dict[str, Any]) -> torch.T
     side = side_at_point(st, inputs, attrs)
     if side is None:
         return None
-    spec = CATALOG[st.op]
-    out: torch.Tensor = _BurnSide.apply(lambda xs: spec.lower(xs, attrs), lambda xs: side.move(xs, attrs), *inputs)
+    spec, t = CATALOG[st.op], tracked(inputs)
+    out: torch.Tensor = _BurnSide.apply(lambda xs: spec.lower(xs, attrs), lambda xs: side.move(xs, attrs, t), *inputs)
     return out
 
 
@@ -238,8 +273,10 @@ class BurnMagnitudeHooks(MagnitudeHooks):
         if side is None:
             return super().op(st, inputs, attrs, dtypes, native)
 
+        t = tracked(inputs)
+
         def moved(xs: Tensors) -> torch.Tensor:  # burn's side, moved by a constant (no gradient of the move)
-            to = side.move([x.detach() for x in xs], attrs)
+            to = side.move([x.detach() for x in xs], attrs, t)
             return spec.lower([x + (t - x.detach()) for x, t in zip(xs, to)], attrs)
 
         return self.on_site(op_site(st, inputs, attrs, dtypes, native), inputs, moved)

@@ -345,6 +345,32 @@ def ancestors(by_id: dict[str, Statement], ident: str) -> set[str]:
     return out
 
 
+def carries_gradient(st: Statement) -> bool:
+    """Whether a gradient flows from the statement's inputs to its result: not through an op or
+    cut of a no_grad or inference_mode region, nor through a detach or without_autodiff."""
+    if isinstance(st, OpCall):
+        return st.region == "grad"
+    if isinstance(st, Cut):
+        return st.cut == "autodiff" and st.region == "grad"
+    return True
+
+
+def gradient_sources(by_id: dict[str, Statement], ident: str) -> set[str]:
+    """The values a gradient of `ident` flows back to, itself included: its ancestors reached
+    through statements that carry a gradient (`carries_gradient`)."""
+    out: set[str] = set()
+    todo = [ident]
+    while todo:
+        x = todo.pop()
+        st = by_id.get(x)
+        if x in out or st is None:
+            continue
+        out.add(x)
+        if carries_gradient(st):
+            todo.extend(value_inputs(st))
+    return out
+
+
 def depends_on(by_id: dict[str, Statement], ident: str) -> set[str]:
     """The values `ident` depends on: its ancestors and, through each gradient read among them
     (`g = grad(x; bw)`), the ancestors of that backward's root (the read's value is computed by

@@ -51,9 +51,9 @@ def test_each_side_gives_the_declared_burn_gradients(c: Convention) -> None:
     gradient at the point, and the op is at its point there."""
     xs = [torch.tensor(d, dtype=torch.float64).reshape(c.shape(i)) for i, d in enumerate(c.inputs)]
     side = SIDES[c.op]
-    assert side.at_point(xs, c.attrs)
-    moved = [x.requires_grad_(True) for x in side.move(xs, c.attrs)]
-    grads = torch.autograd.grad(CATALOG[c.op].lower(moved, c.attrs).sum(), moved)
+    assert side.at_point(xs, c.attrs, c.tracks)
+    moved = [x.requires_grad_(on) for x, on in zip(side.move(xs, c.attrs, c.tracks), c.tracks)]
+    grads = torch.autograd.grad(CATALOG[c.op].lower(moved, c.attrs).sum(), [x for x in moved if x.requires_grad])
     got = [float(v) for g in grads for v in g.reshape(-1)]
     assert got == pytest.approx([v for g in c.burn_grads for v in g]), f"{c.name}: {got} is not burn's {c.burn_grads}"
 

@@ -21,23 +21,6 @@ def _explained(workers: dict[str, BurnWorker], name: str) -> str | None:
 
 
 @pytest.mark.xfail(strict=True, reason=REASON)
-def test_a_tie_reached_through_prod_dim_is_the_tie_bug_not_group_norm(workers: dict[str, BurnWorker]) -> None:
-    """Seed 13, program 10,393: select_min(x3, prod_dim(x3, 0)) over a dim of size 1, so every
-    written position is a tie of two operands with one source, where burn's gradient is twice
-    PyTorch's (minmax-update-tie-grad-to-both). The localiser names the GroupNorm downstream
-    (its one-op run is within budget but far from PyTorch's), and the record does not explain it."""
-    assert _explained(workers, "open-tie-through-prod-dim-named-group-norm.json") == "minmax-update-tie-grad-to-both"
-
-
-@pytest.mark.xfail(strict=True, reason=REASON)
-def test_a_value_computed_from_a_gradient_read_at_the_tie_bug_is_that_bug(workers: dict[str, BurnWorker]) -> None:
-    """Seed 15, program 12,292: select_min of a value and a gather of it (a tie of one source),
-    whose doubled gradient a grad read hands to a matmul. The gradient itself is the tie bug;
-    the matmul's value, computed from it, is a forward finding no record's effect covers."""
-    assert _explained(workers, "open-tie-gradient-read-into-matmul.json") == "minmax-update-tie-grad-to-both"
-
-
-@pytest.mark.xfail(strict=True, reason=REASON)
 def test_a_float16_log_sigmoid_gradient_that_burn_flushes_to_zero_is_localised(
         workers: dict[str, BurnWorker]) -> None:
     """Seed 12, program 13,183 (float16): log_sigmoid of values near 8, whose gradient burn gives

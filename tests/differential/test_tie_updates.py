@@ -106,3 +106,79 @@ def test_a_max_update_of_a_value_by_a_permutation_of_itself_at_equal_elements_is
     assert any(getattr(s, "op", None) == "select_max" for s in program.statements)
     t = _triage(workers, program, None)
     assert t.known is not None and t.known.name == "minmax-update-tie-grad-to-both", t.describe()
+
+
+def test_a_value_from_a_gradient_read_at_a_tie_with_a_constant_is_burn_s_conventions(
+        workers: dict[str, BurnWorker]) -> None:
+    """select_min(x, c) with c a no_grad copy of x: every written position is a tie of the tracked
+    destination and a constant, where burn's whole gradient to x (its convention
+    select-min-tie-with-constant) and PyTorch's half are both subgradients. A value computed from
+    the gradient read (sum_dim of it) is judged by burn's conventions composed: 2 in burn, 1 in
+    PyTorch, no finding; a sum that is neither stays one."""
+    from difftest.program.ir import Grad
+    from tests.differential.test_compound_kinks import _verdicts
+    from tests.programs import cut
+
+    if "" not in workers:
+        workers[""] = BurnWorker()
+        workers[""].start()
+    p = Program((leaf("x", [0.5, 2.0], rg=True), cut("c", "detach", "x", region="no_grad"),
+                 op("v", "select_min", "x", "c", dim=0, indices=[0, 1]), backward("v", "bw"),
+                 Grad("g", "bw", "x"), op("s", "sum_dim", "g", dim=0)))
+    verdict = check(p, workers[""])
+    assert verdict.ok, verdict.report()
+    s = {m.statement: m for m in verdict.mismatches}.get("s")
+    assert s is not None and s.verdict == "ill-conditioned" and "select-min-tie-with-constant" in s.detail, \
+        verdict.report()
+    burn_obs = replace(verdict.burn, values=tuple(
+        replace(v, value=replace(v.value, data=(1.5,))) if v.id == "s" and v.value is not None else v
+        for v in verdict.burn.values))
+    assert _verdicts(p, verdict.torch, burn_obs)["s"] == "burn-wrong"
+
+
+def test_a_tie_with_a_constant_read_into_a_matmul_is_no_finding(workers: dict[str, BurnWorker]) -> None:
+    """The no-false-alarm campaign of tests/quality/test_sensitivity.py, seed 15, program 12,292:
+    select_min of a value and a no_grad gather of it (a tie with a constant), whose gradient a
+    read hands to a matmul. burn's gradient there is twice PyTorch's, and the matmul's value is
+    what burn's conventions give composed."""
+    if "" not in workers:
+        workers[""] = BurnWorker()
+        workers[""].start()
+    verdict = check(_saved("tie-with-constant-gradient-read-into-matmul.json"), workers[""])
+    assert verdict.ok, verdict.report()
+    assert any("select-min-tie-with-constant" in m.detail for m in verdict.mismatches), verdict.report()
+
+
+def test_a_tie_of_one_source_through_another_op_is_the_tie_bug_named_by_its_op(
+        workers: dict[str, BurnWorker]) -> None:
+    """The no-false-alarm campaign of tests/quality/test_sensitivity.py, seed 13, program 10,393:
+    select_min(x3, prod_dim(x3, 0)) over a dim of size 1, so the two operands hold one value from
+    one source and every written position is a tie whose gradient burn counts twice. With a leaf
+    per operand the op passes (each gradient a subgradient); run with one leaf for both
+    (one_op.value_aliases) it fails, and the record explains it there. Before, the localiser named
+    a GroupNorm downstream as a suspect."""
+    t = _triage(workers, _saved("tie-through-prod-dim-over-size-1.json"), None)
+    assert ":select_min:grad:" in t.signature, t.describe()
+    assert t.known is not None and t.known.name == "minmax-update-tie-grad-to-both", t.describe()
+
+
+def test_inputs_alias_only_with_equal_values_from_a_shared_tracked_source(workers: dict[str, BurnWorker]) -> None:
+    """value_aliases: an input holding an earlier input's value from the same tracked source
+    (a reshape of it) is read as that input's leaf; equal values of two leaves, or of a value and
+    a detached copy of it, are not."""
+    from difftest.findings.one_op import value_aliases
+    from tests.programs import cut
+
+    if "" not in workers:
+        workers[""] = BurnWorker()
+        workers[""].start()
+    x, y = leaf("x", [0.5, 2.0], rg=True), leaf("y", [0.5, 2.0], rg=True)
+
+    def aliases(*statements: object) -> dict[str, str]:
+        p = Program((*statements, backward("v")))  # type: ignore[arg-type]
+        v = check(p, workers[""])
+        return value_aliases(p, p.by_id()["v"], v.torch, v.burn)
+
+    assert aliases(x, op("r", "reshape", "x", shape=[2]), op("v", "maximum", "x", "r")) == {"r": "x"}
+    assert aliases(x, y, op("v", "maximum", "x", "y")) == {}
+    assert aliases(x, cut("c", "detach", "x"), op("v", "maximum", "x", "c")) == {}
