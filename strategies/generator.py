@@ -36,6 +36,7 @@ from typing import TypeVar
 import torch
 
 from difftest.choices import Choices
+from difftest.divergences.bug_sites import MINMAX_UPDATES, writes_a_tie
 from difftest.divergences.known_bugs import KnownBug, known_bug
 from difftest.ops.backend_support import call_refusal
 from difftest.ops.catalog import OpSpec
@@ -53,6 +54,7 @@ from difftest.program.ir import (
     Region,
     Shape,
     Statement,
+    gradient_sources,
     numel,
 )
 from difftest.program.shapes import ShapeError
@@ -285,6 +287,8 @@ class _Builder:
         if self.avoids(known_bug(st, self.statements, cast_in or self.dtype, recorded),
                                                      spec.name):
             return False
+        if region == "grad" and self.tie_of_one_source(st, inputs) and not self.visits(f"{spec.name}:one-source-tie"):
+            return False
         self.statements.append(st)
         tracked_in = [v for v in inputs if v.tracked]
         tracked = region == "grad" and bool(tracked_in)
@@ -294,6 +298,23 @@ class _Builder:
         if region != "grad":
             c.note(f"region:{region}")
         return True
+
+    def tie_of_one_source(self, st: OpCall, inputs: Sequence[_Value]) -> bool:
+        """A max/min update of two tracked values a gradient of each reaches one tracked source
+        from, writing a value equal to the destination element it lands on: the tie whose
+        gradient burn counts twice there (minmax-update-tie-grad-to-both, whose trigger is the
+        update of a value by itself), avoided but for GenConfig.p_known_site of the times."""
+        if st.op not in MINMAX_UPDATES or len(inputs) != 2 or not all(v.tracked for v in inputs):
+            return False
+        dest, values = inputs
+        if dest.id == values.id:  # the record's own trigger, decided above
+            return False
+        if not writes_a_tie(st.attrs, dest.tensor.reshape(-1).tolist(), values.tensor.reshape(-1).tolist(),
+                            [dest.shape, values.shape]):
+            return False
+        table = {x.id: x for x in self.statements}
+        tracked = {v.id for v in self.values if v.tracked}
+        return bool(gradient_sources(table, dest.id) & gradient_sources(table, values.id) & tracked)
 
     def cut(self) -> bool:
         c = self.c
