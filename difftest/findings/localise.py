@@ -471,8 +471,9 @@ def _found(program: Program, st: Statement, p: Program, positions: dict[str, int
     index = None
     params: tuple[str, ...] = ()
     if f.kind in ("grad", "grad-presence"):
-        # every input (and module parameter) whose gradient the one-op program shows wrong the same way
-        same = [x.statement for x in v.mismatches if x.kind == f.kind and x.verdict == f.verdict and x.statement]
+        # every input (and module parameter) whose gradient the one-op program shows wrong the same
+        # way; `f` among them (a suspect's floor loss is no mismatch of the verdict: deviation.py)
+        same = [x.statement for x in (*v.mismatches, f) if x.kind == f.kind and x.verdict == f.verdict and x.statement]
         index = tuple(sorted({positions[x] for x in same if x in positions})) or None
         params = tuple(sorted({x.removeprefix(PARAM_READ) for x in same if x.startswith(PARAM_READ)}))
     return Localisation(st.id, where, f.kind, index, p.dtype, mismatch_class(v, f), verdict or f.verdict or f.kind,

@@ -153,3 +153,11 @@ def floor(reference: float, terms: float = 0.0, dtype: str = "float32") -> float
     one subnormal spacing), never the whole range below tiny: a float16 gradient of 1e-5 may
     not flip its sign under a floor of 6.1e-5."""
     return min(tiny(dtype), max(abs(reference), terms) + DENORM_MIN[dtype])
+
+
+def unfloored_budget(reference: float, dtype: str = "float32") -> float:
+    """An element's budget at zero measured noise without the floor's allowance to lose its own
+    size below tiny: its FLOOR_ULPS ulps and one subnormal spacing (twice what one rounding into
+    the subnormal range makes). An element screened equal only through the floor whose error
+    exceeds this was lost or quantised, not rounded (findings/deviation.py `floor_losses`)."""
+    return FLOOR_ULPS * F32_EPS * scale(dtype) * abs(reference) + DENORM_MIN[dtype]
