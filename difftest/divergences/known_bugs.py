@@ -101,6 +101,49 @@ def divisor_squared_overflows(f: Fault) -> bool:
     return all(0 <= e < len(divisor) and divisor[e] * divisor[e] >= F16_MAX + 16.0 for e in f.elements)
 
 
+# burn's softplus in float16 takes the identity where beta * x > 11 (burn-tensor's
+# max_finite_exp_arg: ln(65504) = 11.09 rounded down), so exp(beta x) <= exp(11) where it does not
+F16_SOFTPLUS_THRESHOLD = 11.0
+F16_MIN_NORMAL = 2.0**-14  # below it float16 is subnormal, spaced 2^-24 apart
+
+
+def softplus_f16_quantised(f: Fault) -> bool:
+    """softplus's float16 input gradient off by what burn's composed backward loses below
+    float16's smallest normal value. burn computes softplus as log1p(exp(beta x)) / beta, so its
+    backward runs g / beta, times recip(1 + e) (e = exp(beta x)), times e, times beta, each rounded
+    to float16. Where recip(1 + e) (1 + e > 2^14) or the product q = (|g| / beta) / (1 + e) is
+    below 2^-14, it is rounded to a multiple of 2^-24 (up to 2^-25 off, 0 when q < 2^-25), and
+    multiplying back by e * beta scales that: burn may be off by 2^-25 * e * (beta + |g|) (5% more
+    allowed here: e and beta are float16 values too, e.g. e is exp of beta x rounded, 0.4% off at
+    beta x = 10), plus 4 float16 ulps of the result for the other roundings. Every failing
+    element (inputs: x, then the seeded cotangent g, else g = 1; beta from the site) has
+    beta x <= 11 (above it the gradient passes through exactly) and such a quantised intermediate,
+    and burn's result is finite, not of the opposite sign and off by at most that bound (the
+    element's own where the pairs are per failing element, else the largest): a softplus gradient
+    wrong where nothing is quantised (small beta x, a cotangent far above 2^-14) is news."""
+    st = f.program.by_id().get(f.site or "")
+    if not isinstance(st, OpCall) or st.op != "softplus" or not f.pairs or not f.inputs or not f.elements:
+        return False
+    beta = float(st.attrs.get("beta", 1.0))
+    xs = f.inputs[0]
+    gs = f.inputs[1] if len(f.inputs) > 1 else (1.0,)
+    if beta <= 0.0 or any(not 0 <= e < len(xs) or (len(gs) > 1 and not 0 <= e < len(gs)) for e in f.elements):
+        return False
+    bounds = []
+    for e in f.elements:
+        x, g = xs[e], abs(gs[0] if len(gs) == 1 else gs[e])
+        if beta * x > F16_SOFTPLUS_THRESHOLD + 2.0**-7:  # float16's spacing at 11: the identity beyond it
+            return False
+        grown = math.exp(min(beta * x, F16_SOFTPLUS_THRESHOLD))
+        if 1.0 + grown <= 1.0 / F16_MIN_NORMAL and g / beta / (1.0 + grown) >= F16_MIN_NORMAL:
+            return False  # nothing below float16's smallest normal: rounded, not quantised
+        bounds.append(1.05 * 2.0**-25 * grown * (beta + g))
+    if len(bounds) != len(f.pairs):
+        bounds = [max(bounds)] * len(f.pairs)
+    return all(math.isfinite(r) and math.isfinite(b) and b * r >= 0 and abs(b - r) <= q + 2.0**-8 * abs(r)
+               for (r, b), q in zip(f.pairs, bounds, strict=True))
+
+
 def at_written_ties(f: Fault) -> bool:
     """A max/min update's gradient wrong only at ties: its site writes at least one value equal
     to the destination element it lands on, and every failing element is such a destination
@@ -290,6 +333,31 @@ BURN_BUGS: tuple[KnownBug, ...] = (
         ("float16",),
         site=op_in(("div",)),
         effect=Effect(("grad",), input=(1,), error=divisor_squared_overflows),
+    ),
+    bug_record(
+        "softplus-f16-grad-underflow",
+        "softplus's float16 input gradient is lost or quantised where beta * x is large and the gradient "
+        "reaching it small: burn-tensor composes softplus as x.mul_scalar(beta).exp().log1p().div_scalar(beta) "
+        "(the identity above beta * x = 11 in float16, ln(65504) rounded down), so burn-autodiff's backward "
+        "runs in float16 through g / beta, times recip(1 + exp(beta x)), times exp(beta x), times beta, and "
+        "(g / beta) / (1 + exp(beta x)) falls below float16's subnormal spacing (2^-24 = 5.96e-8): it is "
+        "rounded to 0 or to a multiple of that spacing, then multiplied back by exp(beta x) (d/dx "
+        "sum(softplus(x) * 1e-4) at x = 10, 9, 8: burn 0, 0, 1.78e-4; PyTorch 1.0e-4, 1.0e-4, 1.0e-4 and "
+        "the float64 reference 1.0e-4, 1.0e-4, 1.0e-4; with 0.01 at x = 10 burn gives 0.0105 where float64 "
+        "gives 0.0100, within float16's budget). PyTorch's fused softplus backward computes g * sigmoid(beta x) "
+        "in float32 for half. The forward agrees. float16 only: bfloat16, float32 and float64 have "
+        "float32's exponent range or more, and agree on the same programs. Measured on Flex; the composition "
+        "is burn-tensor's and the backward burn-autodiff's, which every backend shares (NdArray has no "
+        "float16). Found by the no-false-alarm "
+        "sensitivity run (seed 12, program 13,183: softplus, beta 0.723, of powf(4, 1.73) = 10.9 under a "
+        "log_sigmoid, whose gradient of 5.3e-5 burn lost to 0; powf's derivative lifted the loss above "
+        "float16's floor). No trigger: the record explains such findings, softplus stays under test.",
+        ("corpus/bugs/softplus-f16-grad-underflow.json", burn_source("burn-tensor", "src/tensor/activation/base.rs"),
+         burn_source("burn-autodiff", "src/ops/tensor.rs")),
+        None,
+        ("float16",),
+        site=op_in(("softplus",)),
+        effect=Effect(("grad",), input=(0,), error=softplus_f16_quantised),
     ),
     bug_record(
         "hard-sigmoid-autodiff-f64-in-f32",

@@ -293,6 +293,37 @@ def test_the_float16_divisor_gradient_is_known_only_where_its_square_overflows()
     assert _known(fault(300.0, -0.0, "float32")) is None
 
 
+def test_the_float16_softplus_gradient_is_known_only_where_its_backward_quantises() -> None:
+    """softplus-f16-grad-underflow: softplus's float16 gradient lost or quantised where burn's
+    backward rounds (g / beta) / (1 + exp(beta x)) below 2^-14 is the record; the same error where
+    nothing is that small (small beta x, a large cotangent), beyond what the quantisation makes,
+    above beta x = 11 (the identity), of the opposite sign, or in another dtype is news."""
+    def fault(x: float, g: float, expected: float, observed: float, beta: float = 1.0,
+              dtype: str = "float16") -> Fault:
+        # the site's one-op program; its cotangent leaf (the second input) as the fault reads it
+        program = Program((Leaf("a0", (1,), (x,), "autodiff", True), OpCall("y", "softplus", ("a0",), {"beta": beta}),
+                           Backward("bw", "y")), dtype)
+        return Fault("grad", "y", program, dtype, None, "", input=(0,), pairs=((expected, observed),),
+                     elements=(0,), inputs=((x,), (g,)), verdict="agreement")
+
+    sp = 1.0 / (1.0 + math.exp(-10.0))
+    assert _known(fault(10.0, 1e-4, 1e-4 * sp, 0.0)) == "softplus-f16-grad-underflow"  # lost
+    assert _known(fault(8.0, 1e-4, 1e-4 / (1 + math.exp(-8.0)), 1.7762184143066406e-04)) is not None  # quantised up
+    # seed 12's: beta 0.723 at x = 10.95, the gradient 5.3e-5 reaching it lost
+    beta = 0.7229303121566772
+    assert _known(fault(10.953125, 5.257e-5, 5.255e-5, 0.0, beta)) == "softplus-f16-grad-underflow"
+    assert _known(fault(10.0, 1e-4, 1e-4 * sp, -2e-5)) is None  # the opposite sign: not a rounding
+    assert _known(fault(10.0, 1e-4, 1e-4 * sp, 1e-3)) is None  # far beyond the quantisation's size
+    assert _known(fault(10.0, 1e-4, 1e-4 * sp, 0.0, 1.2)) is None  # beta x = 12: the identity, exact
+    # a gradient scaled by 1.001 or 1.03 (grad-scale:softplus) where beta x is small: nothing quantised
+    small = 1.0 / (1.0 + math.exp(-1.0))
+    assert _known(fault(1.0, 1.0, small, small * 1.001)) is None
+    assert _known(fault(2.0, 1.0, 1 / (1 + math.exp(-2.0)), 1.03 / (1 + math.exp(-2.0)))) is None
+    assert _known(fault(10.0, 1.0, sp, sp * 1.03)) is None  # large beta x, a cotangent of 1: 1.03 is not quantisation
+    assert _known(fault(10.0, 1e-4, 1e-4 * sp, 0.0, dtype="bfloat16")) is None
+    assert _known(fault(10.0, 1e-4, 1e-4 * sp, 0.0, dtype="float32")) is None
+
+
 def test_wgpu_bfloat16_is_any_op_that_runs_in_bfloat16_on_wgpu() -> None:
     # gather_argmax of [0.5, ...] in a bfloat16 program on Wgpu gave -0.508: the op runs in
     # bfloat16, which Wgpu computes wrong, whether the program is bfloat16 or a cast made it so
