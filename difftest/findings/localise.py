@@ -462,8 +462,6 @@ def localise_tracking(verdict: Verdict, worker: BurnWorker, m: Mismatch) -> Loca
     return None
 
 
-
-
 def _found(program: Program, st: Statement, p: Program, positions: dict[str, int], v: Verdict, f: Mismatch,
            confidence: str, verdict: str | None = None) -> Localisation:
     where = st.op if isinstance(st, OpCall) else _apply_where(program, st) if isinstance(st, Apply) else "?"
@@ -494,7 +492,6 @@ def _pick(findings: list[Mismatch], kind: str, program: Program, same_kind: bool
 
 
 def _apply_where(program: Program, st: Apply) -> str:
-
     try:
         return f"apply:{root_module(program, st.module).module}"
     except (KeyError, AssertionError):
