@@ -34,6 +34,7 @@ from difftest.oracle.noise import MagnitudeHooks
 from difftest.oracle.pytorch import run
 from difftest.oracle.sites import OpSite, SiteHooks, op_site
 from difftest.program.ir import Apply, OpCall, Program
+from difftest.program.observation import Observation
 
 Tensors = Sequence[torch.Tensor]
 
@@ -230,35 +231,46 @@ def on_burns_side(st: OpCall, inputs: Tensors, attrs: dict[str, Any]) -> torch.T
     return out
 
 
+# the last program's conventions run: the oracle and the localiser ask for it element by element,
+# and it does not depend on the element (kept with its program, so that identity is a sound key)
+_LAST_RUN: list[tuple[Program, Observation | None, dict[str, str]]] = []
+
+
+def _conventions_run(program: Program) -> tuple[Observation | None, dict[str, str]]:
+    """`program` in float64 with burn's convention at every op exactly at a convention point (None
+    when the run fails), and those ops (statement id -> convention)."""
+    if _LAST_RUN and _LAST_RUN[0][0] is program:
+        return _LAST_RUN[0][1], _LAST_RUN[0][2]
+    hooks = BurnConventionHooks()
+    try:
+        obs: Observation | None = run(program, "float64", hooks=hooks)
+    except Exception:
+        obs = None
+    _LAST_RUN[:] = [(program, obs, hooks.used)]
+    return obs, hooks.used
+
+
 def burn_convention_gradient(program: Program, leaf: str, backward: str,
                              element: int) -> tuple[float, dict[str, str]] | None:
     """The float64 gradient of `leaf`'s element at `backward` with burn's convention at every op
     exactly at a convention point, and those ops (statement id -> convention); None when no op
     sits at one or the run fails."""
-    hooks = BurnConventionHooks()
-    try:
-        obs = run(program, "float64", hooks=hooks)
-    except Exception:
-        return None
-    if not hooks.used:
+    obs, used = _conventions_run(program)
+    if obs is None or not used:
         return None
     g = obs.grad_element(backward, leaf, element)
-    return (g, hooks.used) if g is not None else None
+    return (g, used) if g is not None else None
 
 
 def burn_convention_value(program: Program, ident: str, element: int) -> tuple[float, dict[str, str]] | None:
     """The same run's value of `ident`'s element: a value computed from a gradient read, with
     burn's convention at every op exactly at a convention point on the read's backward; None when
     no op sits at one or the run fails."""
-    hooks = BurnConventionHooks()
-    try:
-        obs = run(program, "float64", hooks=hooks)
-    except Exception:
+    obs, used = _conventions_run(program)
+    v = obs.value(ident) if obs is not None else None
+    if not used or v is None or v.value is None or not 0 <= element < len(v.value.data):
         return None
-    v = obs.value(ident)
-    if not hooks.used or v is None or v.value is None or not 0 <= element < len(v.value.data):
-        return None
-    return v.value.data[element], hooks.used
+    return v.value.data[element], used
 
 
 class BurnMagnitudeHooks(MagnitudeHooks):
@@ -282,12 +294,19 @@ class BurnMagnitudeHooks(MagnitudeHooks):
         return self.on_site(op_site(st, inputs, attrs, dtypes, native), inputs, moved)
 
 
+_LAST_TERMS: list[tuple[Program, Observation | None]] = []
+
+
 def burn_convention_terms(program: Program, leaf: str, backward: str, element: int) -> float:
     """The size of the terms burn's composed conventions sum into `leaf`'s element at `backward`
-    (BurnMagnitudeHooks); 0 when the run fails or has no such gradient."""
-    try:
-        obs = run(program, "float64", hooks=BurnMagnitudeHooks())
-    except Exception:  # no measurement: no budget from it
-        return 0.0
-    g = obs.grad_element(backward, leaf, element)
+    (BurnMagnitudeHooks); 0 when the run fails or has no such gradient. The run is the last
+    program's when it is asked again (as `_conventions_run`)."""
+    if not (_LAST_TERMS and _LAST_TERMS[0][0] is program):
+        try:
+            obs: Observation | None = run(program, "float64", hooks=BurnMagnitudeHooks())
+        except Exception:  # no measurement: no budget from it
+            obs = None
+        _LAST_TERMS[:] = [(program, obs)]
+    obs = _LAST_TERMS[0][1]
+    g = obs.grad_element(backward, leaf, element) if obs is not None else None
     return abs(g) if g is not None else 0.0
