@@ -292,8 +292,12 @@ BURN_BUGS: tuple[KnownBug, ...] = (
         "the derivative of the identity give 1. Each operand alone lies between its one-sided limits; "
         "the sum exceeds the output's gradient, so it shows where the tied operands share a source. "
         "burn's comment calls it the cummin/cummax convention, but cummax gives a tie to one element "
-        "(conventions.py, cummax-tie). The generator avoids a max/min update of a value by itself "
-        "(every written position a tie); ties of distinct operands stay, and are recognised here.",
+        "(conventions.py, cummax-tie). With one operand tracked, burn's whole gradient to it is the "
+        "subgradient where it wins (conventions.py, select-min-tie-with-constant and its siblings). The "
+        "generator avoids a max/min update of a value by itself (every written position a tie) and, "
+        "knowing the values, one whose tie is of two tracked values of one gradient source (a gather, "
+        "a reshape, a product over a size-1 dim of it), each but for p_known_site of the times; ties "
+        "of distinct operands stay, and are recognised here.",
         ("corpus/bugs/minmax-update-tie-grad-to-both.json", burn_source("burn-autodiff", "src/ops/tensor.rs"),
          "https://github.com/tracel-ai/burn/pull/5582", "https://github.com/tracel-ai/burn/pull/4909"),
         aliased_minmax_update,
