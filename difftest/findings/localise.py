@@ -136,7 +136,6 @@ class Localisation:
                 f"error {self.error}{hedge}")
 
     def to_dict(self) -> dict[str, Any]:
-
         return {
             "statement": self.statement, "where": self.where, "kind": self.kind, "input": self.input,
             "dtype": self.dtype, "error": self.error, "verdict": self.verdict, "attrs": dict(self.attrs),
@@ -231,7 +230,7 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     seeded_wrong = _seed_fault(program, m, worker, memo)
     if seeded_wrong is not None:
         return seeded_wrong
-    suspects: list[tuple[float, Statement, Program, dict[str, int], Verdict, Mismatch]] = []
+    suspects: list[tuple[float, Statement, Program, dict[str, int], Verdict, Mismatch, bool]] = []
     # the gradient of a value both frameworks return as another tensor itself (a dropout with
     # p = 0, a cast to its own dtype) is that tensor's: its path is that tensor's path
     modules = verdict.prediction.torch.modules
@@ -278,8 +277,9 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
             split_passed.add((st.id, seeded, seed))
         if v.ok:
             suspect = deviant(v, m.kind)
-            if suspect is not None:
-                suspects.append((suspect[0], st, p, positions, v, suspect[1]))
+            if suspect is not None:  # as-is deviant where a leaf per position is right: the sum's
+                summed = not split and (st.id, seeded, seed) in split_passed
+                suspects.append((suspect[0], st, p, positions, v, suspect[1], summed))
             continue
         if seeded:
             # the seeded experiment applies its cotangent with a `mul`: when that alone is wrong,
@@ -289,8 +289,8 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
                 return harness
         found = _found(program, st, p, positions, v, _pick(v.findings, m.kind, p, same_kind), "fails")
         if not split and (st.id, seeded, seed) in split_passed and found.kind == "grad":
-            # with a leaf per position the op passed: it is right, and what fails is the sum of
-            # the contributions the one value receives at its positions (unshared.py)
+            # with a leaf per position the op passed: it is right, and what fails (or, for a
+            # suspect, deviates) is the sum of what the one value receives there (unshared.py)
             return replace(found, mechanism="accumulate")
         expanded = right_without_broadcast(found, lambda q: judge(q, worker, memo))
         return replace(found, mechanism="broadcast", expanded=expanded) if expanded else found
@@ -307,9 +307,10 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         # float32 run does (a fault inside the budget of its one-op program, which the path
         # amplified): the most deviant one is named, marked as a suspect
         size = relative_error(verdict, m)
-        _, st, p, positions, v, f = max(suspects, key=lambda x: suspect_rank(x[0], x[5], relative_error(x[4], x[5]),
-                                                                              size))
-        return _found(program, st, p, positions, v, f, "suspect", m.verdict or m.kind)
+        _, st, p, positions, v, f, summed = max(suspects, key=lambda x: suspect_rank(
+            x[0], x[5], relative_error(x[4], x[5]), size))
+        found = _found(program, st, p, positions, v, f, "suspect", m.verdict or m.kind)
+        return replace(found, mechanism="accumulate") if summed and found.kind == "grad" else found
     step = path_has_step(program, m, path)
     if step is not None:
         consumed = _consumed_gradient(verdict, worker, step, memo)
