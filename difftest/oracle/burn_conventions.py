@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from difftest.divergences.bug_sites import MINMAX_UPDATES, pairs_written
+from difftest.divergences.bug_sites import MINMAX_UPDATES, writes_a_tie
 from difftest.divergences.conventions import CONVENTIONS
 from difftest.exec.torch_values import TorchModule, apply_module
 from difftest.ops.catalog import CATALOG
@@ -114,8 +114,8 @@ def _update_tie_with_constant(xs: Tensors, a: dict[str, Any], t: Tracked) -> boo
     which no side reproduces."""
     if len(t) != 2 or sum(t) != 1:
         return False
-    dest, values = xs[0].reshape(-1), xs[1].reshape(-1)
-    return any(bool(dest[p] == values[j]) for p, j in pairs_written(a, [tuple(xs[0].shape), tuple(xs[1].shape)]))
+    return writes_a_tie(a, xs[0].reshape(-1).tolist(), xs[1].reshape(-1).tolist(),
+                        [tuple(xs[0].shape), tuple(xs[1].shape)])
 
 
 def _tracked_wins(largest: bool) -> Callable[[Tensors, dict[str, Any], Tracked], list[torch.Tensor]]:
