@@ -9,8 +9,10 @@ inference_mode regions, valid() modules) is held constant at its unperturbed val
 
 from __future__ import annotations
 
+import copy
 import math
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -78,40 +80,73 @@ def estimate_error(values: list[float]) -> float:
     return NEAR_REL * max((abs(x) for x in values), default=0.0) + NEAR_ABS
 
 
+@dataclass
+class _LeafRuns:
+    """What every finite difference of one leaf's gradient in one verdict shares: the values
+    held constant and the unperturbed loss (both the same whichever element moves), and the
+    results made so far, by element (arbitration asks for the same element again: the kink
+    check, then the evidence of the worst element)."""
+
+    verdict: Verdict  # held, so its identity is not reused while the entry lives
+    key: tuple[str, str, bool]  # (leaf, backward, freeze)
+    hooks: FreezeHooks
+    frozen: list[str]
+    l0: float
+    done: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+_last: _LeafRuns | None = None  # one entry: a verdict's differences of one leaf come one after another
+
+
 def finite_difference(verdict: Verdict, leaf_id: str, backward_id: str, element: int,
                       *, freeze: bool = True) -> dict[str, Any] | None:
     """Central differences of L = sum(root) in float64 with respect to one element of a leaf,
     the values that autodiff treats as constants held fixed (`freeze=False` only for tests), and
-    the one-sided differences of the smallest step (`one_sided`: right, left)."""
+    the one-sided differences of the smallest step (`one_sided`: right, left). Each call returns
+    a dict of its own (callers add to it)."""
+    global _last
     program = verdict.program
     by_id = program.by_id()
     leaf, bw = by_id.get(leaf_id), by_id.get(backward_id)
     if not isinstance(leaf, Leaf) or not isinstance(bw, Backward) or element >= len(leaf.data):
         return None
     prefix = program.statements[: program.statements.index(bw)]
-    # float64 programs: the perturbed data need not be values of the program's dtype
-    base = run_torch(Program(prefix, "float64"), "float64")
-    constants: dict[str, torch.Tensor] = {}
-    if freeze:
-        for ident in frozen_values(verdict, leaf, prefix):
-            v = base.value(ident)
-            if v is not None:
-                constants[ident] = as_tensor(v.value)
-    hooks = FreezeHooks(constants)
 
-    def loss(x: float) -> float:
+    def loss(x: float, hooks: FreezeHooks) -> float:
         data = list(leaf.data)
         data[element] = x
         stmts = tuple(replace(s, data=tuple(data)) if s is leaf else s for s in prefix)
         v = run_torch(Program(stmts, "float64"), "float64", hooks=hooks).value(bw.input)
         return math.fsum(v.value.data) if v else math.nan
 
-    x0 = leaf.data[element]
+    key = (leaf_id, backward_id, freeze)
+    runs = _last if _last is not None and _last.verdict is verdict and _last.key == key else None
+    if runs is None:
+        # float64 programs: the perturbed data need not be values of the program's dtype
+        base = run_torch(Program(prefix, "float64"), "float64")
+        constants: dict[str, torch.Tensor] = {}
+        if freeze:
+            for ident in frozen_values(verdict, leaf, prefix):
+                v = base.value(ident)
+                if v is not None:
+                    constants[ident] = as_tensor(v.value)
+        hooks = FreezeHooks(constants)
+        runs = _last = _LeafRuns(verdict, key, hooks, sorted(constants), loss(leaf.data[element], hooks))
+    if element not in runs.done:
+        d = _differences(leaf.data[element], runs.l0, lambda x: loss(x, runs.hooks))
+        runs.done[element] = {"element": element, **{k: d[k] for k in ("steps", "estimates", "one_sided", "smooth")},
+                              "frozen": runs.frozen, "rounding": d["rounding"]}
+    return copy.deepcopy(runs.done[element])
+
+
+def _differences(x0: float, l0: float, loss: Callable[[float], float]) -> dict[str, Any]:
+    """The central differences of `loss` at `x0` (whose loss is `l0`) for each of FD_STEPS,
+    the one-sided ones of the smallest step, whether they agree, and how far the float64
+    rounding of the losses alone may move an estimate."""
     scale = max(abs(x0), 1.0)
-    l0 = loss(x0)
     estimates: list[float] = []
     one_sided = (math.nan, math.nan)
-    rounding = 0.0  # how far the float64 rounding of the losses alone may move an estimate
+    rounding = 0.0
     for h in FD_STEPS:
         step = h * scale
         lp, lm = loss(x0 + step), loss(x0 - step)
@@ -121,8 +156,8 @@ def finite_difference(verdict: Verdict, leaf_id: str, backward_id: str, element:
 
     values = [*estimates, *one_sided]
     smooth = all(math.isfinite(e) for e in values) and near(estimates[0], estimates[1]) and near(*one_sided)
-    return {"element": element, "steps": list(FD_STEPS), "estimates": estimates, "one_sided": list(one_sided),
-            "smooth": smooth, "frozen": sorted(constants), "rounding": rounding}
+    return {"steps": list(FD_STEPS), "estimates": estimates, "one_sided": list(one_sided),
+            "smooth": smooth, "rounding": rounding}
 
 
 def _index_leaves(program: Program) -> set[str]:

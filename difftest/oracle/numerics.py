@@ -215,7 +215,7 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch], runs: TorchRuns | None 
                 magnitudes = runs.magnitudes(upto)
             mt = _tensor(magnitudes, m)
             mt = mt if mt is not None and len(mt.data) == len(rt.data) else None
-        if _agree_without_noise(tt, bt, rt, mt, elements, dtype):
+        if agree_without_noise(tt, bt, rt, mt, elements, dtype):
             numeric[k] = _summarise(m, [_unmeasured(j, tt, bt, rt, mt, dtype) for j in elements],
                                     {"noise_runs": UNMEASURED})
             continue
@@ -293,7 +293,7 @@ def _terms(mt: TensorObs | None, j: int) -> float:
     return abs(mt.data[j]) if mt is not None and math.isfinite(mt.data[j]) else 0.0
 
 
-def _agree_without_noise(tt: TensorObs, bt: TensorObs, rt: TensorObs, mt: TensorObs | None,
+def agree_without_noise(tt: TensorObs, bt: TensorObs, rt: TensorObs, mt: TensorObs | None,
                          elements: tuple[int, ...], dtype: str) -> bool:
     """Whether every element is `agreement` before any noise is measured (`_agree` with no
     noise run): both results within the budget of a zero deviation (the reference's ulps, the
@@ -320,7 +320,7 @@ def _agree(tt: TensorObs, bt: TensorObs, rt: TensorObs, mt: TensorObs | None, sa
 
 def _unmeasured(j: int, tt: TensorObs, bt: TensorObs, rt: TensorObs, mt: TensorObs | None,
                 dtype: str) -> Judgement:
-    """The judgement of an element of a mismatch that `_agree_without_noise` settled: `judge`'s
+    """The judgement of an element of a mismatch that `agree_without_noise` settled: `judge`'s
     at zero noise (so its reason, which the campaign's dismissal counts are keyed by, is the one
     the measured noise would have given), with noise 0 and the budget without it; the
     mismatch's evidence says no noise was measured (UNMEASURED)."""

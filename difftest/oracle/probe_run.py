@@ -7,9 +7,10 @@ differs from the model's prediction, or when it succeeded and its gradients fail
 against PyTorch's (PyTorch runs the statements before each backward once, then the backward of
 each of its probes' roots; in a campaign, the check's own run of the program does, and burn
 runs the batch while PyTorch runs and the check compares: `_ProbesAlongside`; `compare.screen_grads`: the same
-entries and presence, dtypes, element-wise closeness; no model, no arbitration). Every suspect gets a full
-check of its program (PyTorch, the model, arbitration), whose verdict decides, so probes raise
-no alarm a normal check would not. Every failing probe is reported; the first is the program's
+entries and presence, dtypes, element-wise closeness; then, for gradients that differ, only the float64
+runs whose verdict arbitration reaches first, `screen`). Every suspect gets a full check of its
+program (PyTorch, the model, arbitration), whose verdict decides, so probes raise no alarm a
+normal check would not. Every failing probe is reported; the first is the program's
 finding. A suspect whose full check passes although burn's separate run differs from its
 batched one (outcome or gradients) is *batch-only*: state that leaks between the runs of one
 worker request. A crash or hang of the batch makes every probe a suspect; when none of them
@@ -34,6 +35,8 @@ from difftest.oracle.burn_devices import batch_norm_inference_applies, stateful_
 from difftest.oracle.check import check, check_on
 from difftest.oracle.compare import Mismatch, Verdict, screen_grads
 from difftest.oracle.model import BackwardHook, FrameworkPrediction, Prediction, predict
+from difftest.oracle.noise import magnitude_run
+from difftest.oracle.numerics import agree_without_noise
 from difftest.oracle.probe_predictions import BackwardStates, probe_prediction
 from difftest.oracle.probes import RootProbe, probe_collector, root_probes
 from difftest.program.ir import Backward, Program
@@ -112,7 +115,11 @@ def screen(program: Program, items: Sequence[tuple[RootProbe, BackwardObs]], non
     statements before each backward once for all of its probes (difftest/exec/torch_probes.py).
     A difference between the frameworks' outcomes or gradient presence is then judged against
     the model's prediction for the probe's program, as the full check would judge it (divergence
-    rules make some of them expected); a numeric one is left to the full check's arbitration.
+    rules make some of them expected). A numeric one passes where the full check's arbitration
+    could only pass it: at each element burn no farther from PyTorch's float64 run than PyTorch
+    is (`no_farther`), or every element within its budget at zero noise, with the terms of the
+    probe's float64 magnitude run (`zero_noise_agreement`, what arbitration settles before any
+    noise run); anything else is left to the full check.
     `ahead` (torch_ahead): PyTorch's results computed beforehand, used for a backward whose
     roots to screen are exactly those (the same run as here); any other is run here.
     `recorded` and `main`: the model's states before each backward in its run of `program`,
@@ -145,6 +152,11 @@ def screen(program: Program, items: Sequence[tuple[RootProbe, BackwardObs]], non
                 ref = reference[j]
                 mismatches = [m for m in mismatches
                               if not (isinstance(ref, BackwardObs) and no_farther(m, torch_result, burn_bw, ref))]
+                if mismatches and isinstance(ref, BackwardObs):
+                    # what the full check's arbitration settles first, from the same float64 runs
+                    magnitudes = magnitude_run(p.program(program))
+                    mismatches = [m for m in mismatches
+                                  if not zero_noise_agreement(m, torch_result, burn_bw, ref, magnitudes, prefix)]
             passed[k] = not mismatches
     return passed
 
@@ -165,6 +177,23 @@ def no_farther(m: Mismatch, torch_bw: BackwardObs, burn_bw: BackwardObs, ref: Ba
         if abs(be - re_) > abs(te - re_) and not tol.screen(re_, be, b.dtype):
             return False
     return True
+
+
+def zero_noise_agreement(m: Mismatch, torch_bw: BackwardObs, burn_bw: BackwardObs, ref: BackwardObs,
+                         magnitudes: Observation, prefix: Program) -> bool:
+    """Whether every element of the gradient mismatch `m` is agreement before any noise is
+    measured, as the full check's arbitration would find it first (numerics.agree_without_noise:
+    both results within the budget of a zero deviation, with the terms of the probe's magnitude
+    run): the full check could only pass it."""
+    ident = m.statement or ""
+    t, b, r = torch_bw.grads.get(ident), burn_bw.grads.get(ident), ref.grads.get(ident)
+    mt = magnitudes.grad(burn_bw.id, ident)
+    if t is None or b is None or r is None or mt is None or not len(t.data) == len(b.data) == len(r.data) == len(
+            mt.data):
+        return False
+    elements = m.elements or ((m.element,) if m.element is not None else ())
+    dtype = value_dtypes(prefix).get(ident, prefix.dtype)
+    return bool(elements) and agree_without_noise(t, b, r, mt, elements, dtype)
 
 
 def same_burn_result(outcome: ErrorObs | None, bw: BackwardObs | None, separate: Observation, root: str,
