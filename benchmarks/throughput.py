@@ -6,10 +6,12 @@ Pass 1 times each stage of checking a generated program one after the other — 
 (including the generator's concrete evaluation), the semantic model, the PyTorch executor, the
 burn worker round trip (JSON encode, pipe, interpreter, decode), the comparison (arbitration
 included) and, for a program that passes, its root probes (the model's predictions, burn's
-`probe` request with the probes' gradients, then the screen of those gradients against
-PyTorch's runs of the probes; difftest/oracle/probe_run.py) — and prints absolute times, each stage's share, and
-the ratio burn/PyTorch executor time. The execution-only ceiling is the rate if a campaign did
-nothing but run both executors one after the other: programs / (PyTorch time + burn time).
+`probe` request with the probes' gradients, the screen of those gradients against PyTorch's
+runs of the probes, then the full check of each suspect: a probe whose outcome differs from the
+prediction or whose gradients fail the screen; difftest/oracle/probe_run.py) — and prints
+absolute times, each stage's share, and the ratio burn/PyTorch executor time. The
+execution-only ceiling is the rate if a campaign did nothing but run both executors one after
+the other: programs / (PyTorch time + burn time).
 
 Pass 2 generates and checks the same programs the way a campaign does
 (`difftest.oracle.probe_run.check_with_probes`: burn works in its process while PyTorch runs here,
@@ -70,7 +72,7 @@ def main() -> None:
     torch.set_num_threads(1)
     importlib.import_module("torch._dynamo")  # PyTorch imports it on the first optimizer (~1 s): not timed
     stages: dict[str, float] = defaultdict(float)
-    statements = n_probes = n_screened = n_screen_failed = 0
+    statements = n_probes = n_screened = n_screen_failed = n_checked = 0
     with BurnWorker() as worker:
         rules = rules_for(worker.burn_version())
         worker.run(generate(RandomChoices(-1)))  # warm the worker up
@@ -92,16 +94,25 @@ def main() -> None:
             t6 = time.perf_counter()
             answer = worker.probe_grads(program, [(p.index, p.root) for p in probes]) if probes else []
             t7 = time.perf_counter()
+            suspects = list(probes) if isinstance(answer, Observation) else []
             if not isinstance(answer, Observation):
                 items = [(p, bw) for p, (outcome, bw) in zip(probes, answer, strict=True)
                          if bw is not None and not disagrees(p, outcome)]
+                suspects = [p for p, (outcome, bw) in zip(probes, answer, strict=True)
+                            if disagrees(p, outcome) or (outcome is None and bw is None)]
                 n_screened += len(items)
-                n_screen_failed += screen(program, items, prediction.nondet, rules).count(False)
+                passed = screen(program, items, prediction.nondet, rules)
+                n_screen_failed += passed.count(False)
+                suspects += [p for (p, _), ok in zip(items, passed, strict=True) if not ok]
             t8 = time.perf_counter()
+            for p in suspects:  # each suspect's full check, as a campaign makes it (probe_run.run_probes)
+                check(p.program(program), worker, rules=rules)
+            t9 = time.perf_counter()
             n_probes += len(probes)
+            n_checked += len(suspects)
             for name, a, b in (("generate", t0, t1), ("model", t1, t2), ("torch", t2, t3),
                                ("burn", t3, t4), ("compare", t4, t5), ("probe model", t5, t6),
-                               ("probe burn", t6, t7), ("probe screen", t7, t8)):
+                               ("probe burn", t6, t7), ("probe screen", t7, t8), ("probe checks", t8, t9)):
                 stages[name] += b - a
             statements += len(program)
         total = time.perf_counter() - start
@@ -135,7 +146,8 @@ def main() -> None:
         print(f"{name:<12} {secs:8.2f} {1000 * secs / n:11.3f} {100 * secs / total:5.1f}%")
     print(f"root probes: {n_probes / n:.1f} a program, {1000 * stages['probe burn'] / max(n_probes, 1):.3f} ms "
           f"each on burn; {n_screened / n:.1f} a program screened against PyTorch, "
-          f"{1000 * stages['probe screen'] / max(n_screened, 1):.3f} ms each ({n_screen_failed} failed the screen)")
+          f"{1000 * stages['probe screen'] / max(n_screened, 1):.3f} ms each ({n_screen_failed} failed the screen); "
+          f"{n_checked} suspects checked in full, {1000 * stages['probe checks'] / max(n_checked, 1):.1f} ms each")
     print(f"burn/PyTorch executor time ratio: {stages['burn'] / stages['torch']:.2f}")
     ceiling = n / (stages["torch"] + stages["burn"])
     rate = n / campaign
