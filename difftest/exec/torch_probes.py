@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import torch
 
-from difftest.exec.torch_exec import BeforeBackward, run_torch
+from difftest.exec.torch_exec import BeforeBackward, ExecHooks, run_torch
 from difftest.exec.torch_session import Session, _backward, _grad_holders
 from difftest.exec.torch_values import TorchModule
 from difftest.program.ir import Backward, Program
@@ -28,18 +28,21 @@ ProbeResult = BackwardObs | ErrorObs
 
 
 def torch_probe_grads(prefix: Program, backward: Backward, roots: Sequence[str],
-                      dtype: str | None = None, *, burn_inference: frozenset[str]) -> list[ProbeResult]:
+                      dtype: str | None = None, *, burn_inference: frozenset[str],
+                      hooks: ExecHooks | None = None) -> list[ProbeResult]:
     """For each root, PyTorch's report of `backward` rooted there after the statements of
     `prefix` (a program's statements before that backward): its gradient entries, or how it
     failed (a failure of the statements before it is every root's). `dtype`: run in it (float64
-    for a reference) instead of the program's. `burn_inference`: as run_torch's."""
+    for a reference) instead of the program's. `burn_inference` and `hooks`: as run_torch's
+    (hooks whose backward depends on nothing but what the forward saved give each root what a
+    run of its probe's program gives it: the graph is retained between the roots)."""
     index = len(prefix.statements)
     results: list[ProbeResult] = []
 
     def backwards(env: dict[str, torch.Tensor], modules: dict[str, TorchModule], session: Session) -> None:
         results.extend(probe_backwards(index, backward, roots, env, modules, session))
 
-    obs = run_torch(prefix, dtype, burn_inference=burn_inference, at_end=backwards)
+    obs = run_torch(prefix, dtype, burn_inference=burn_inference, hooks=hooks, at_end=backwards)
     if obs.error is not None:
         return [obs.error for _ in roots]
     return results

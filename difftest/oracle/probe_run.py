@@ -35,7 +35,7 @@ from difftest.oracle.burn_devices import batch_norm_inference_applies, stateful_
 from difftest.oracle.check import check, check_on
 from difftest.oracle.compare import Mismatch, Verdict, screen_grads
 from difftest.oracle.model import BackwardHook, FrameworkPrediction, Prediction, predict
-from difftest.oracle.noise import magnitude_run
+from difftest.oracle.noise import MagnitudeHooks
 from difftest.oracle.numerics import agree_without_noise
 from difftest.oracle.probe_predictions import BackwardStates, probe_prediction
 from difftest.oracle.probes import RootProbe, probe_collector, root_probes
@@ -138,6 +138,7 @@ def screen(program: Program, items: Sequence[tuple[RootProbe, BackwardObs]], non
         results = done[1] if done is not None and done[0] == roots else torch_probe_grads(
             prefix, bw, roots, burn_inference=inference)
         reference: list[ProbeResult] | None = None
+        undecided: dict[int, tuple[int, list[Mismatch]]] = {}  # item -> (its root's position, numeric mismatches)
         for j, (k, torch_result) in enumerate(zip(ks, results, strict=True)):
             p, burn_bw = items[k]
             probe_bw = Backward(bw.id, p.root)
@@ -153,11 +154,20 @@ def screen(program: Program, items: Sequence[tuple[RootProbe, BackwardObs]], non
                 mismatches = [m for m in mismatches
                               if not (isinstance(ref, BackwardObs) and no_farther(m, torch_result, burn_bw, ref))]
                 if mismatches and isinstance(ref, BackwardObs):
-                    # what the full check's arbitration settles first, from the same float64 runs
-                    magnitudes = magnitude_run(p.program(program))
-                    mismatches = [m for m in mismatches
-                                  if not zero_noise_agreement(m, torch_result, burn_bw, ref, magnitudes, prefix)]
+                    undecided[k] = (j, mismatches)
+                    continue
             passed[k] = not mismatches
+        if undecided:
+            # what the full check's arbitration settles first, from the same float64 runs: the
+            # magnitude run of each undecided probe's program, one forward for all of them
+            magnitudes = torch_probe_grads(prefix, bw, [items[k][0].root for k in undecided], "float64",
+                                           burn_inference=inference, hooks=MagnitudeHooks())
+            assert reference is not None
+            for (k, (j, mismatches)), mags in zip(undecided.items(), magnitudes, strict=True):
+                t, ref = results[j], reference[j]
+                assert isinstance(t, BackwardObs) and isinstance(ref, BackwardObs), (t, ref)
+                passed[k] = isinstance(mags, BackwardObs) and all(
+                    zero_noise_agreement(m, t, items[k][1], ref, mags, prefix) for m in mismatches)
     return passed
 
 
@@ -180,14 +190,14 @@ def no_farther(m: Mismatch, torch_bw: BackwardObs, burn_bw: BackwardObs, ref: Ba
 
 
 def zero_noise_agreement(m: Mismatch, torch_bw: BackwardObs, burn_bw: BackwardObs, ref: BackwardObs,
-                         magnitudes: Observation, prefix: Program) -> bool:
+                         magnitudes: BackwardObs, prefix: Program) -> bool:
     """Whether every element of the gradient mismatch `m` is agreement before any noise is
     measured, as the full check's arbitration would find it first (numerics.agree_without_noise:
     both results within the budget of a zero deviation, with the terms of the probe's magnitude
     run): the full check could only pass it."""
     ident = m.statement or ""
     t, b, r = torch_bw.grads.get(ident), burn_bw.grads.get(ident), ref.grads.get(ident)
-    mt = magnitudes.grad(burn_bw.id, ident)
+    mt = magnitudes.grads.get(ident)
     if t is None or b is None or r is None or mt is None or not len(t.data) == len(b.data) == len(r.data) == len(
             mt.data):
         return False

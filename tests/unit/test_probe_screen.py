@@ -11,13 +11,18 @@ from typing import Any
 from difftest.divergences.rules import RULES
 from difftest.exec.torch_probes import torch_probe_grads
 from difftest.oracle import finite_diff
+from difftest.oracle.burn_devices import batch_norm_inference_applies
 from difftest.oracle.compare import screen_grads
 from difftest.oracle.finite_diff import finite_difference
 from difftest.oracle.model import predict
+from difftest.oracle.noise import MagnitudeHooks, magnitude_run
 from difftest.oracle.probe_run import no_farther, screen
 from difftest.oracle.probes import RootProbe, root_probes
 from difftest.program.ir import Backward, Leaf, OpCall, Program
 from difftest.program.observation import BackwardObs, TensorObs
+from difftest.strategies.choices import RandomChoices
+from difftest.strategies.config import GenConfig
+from difftest.strategies.generator import generate
 
 # x (a - b) computed as x a - x b: the gradient of x at z is a - b = 0.125, a difference of
 # terms of magnitude 2000, which float32 may round by a few ulps of 2000 (about 1e-4)
@@ -74,3 +79,31 @@ def test_finite_differences_of_one_leaf_share_their_runs_and_equal_fresh_ones() 
         fresh.append(finite_difference(verdict, "x", "bw", e))
     assert first == fresh and first[0] == first[2] and first[0] is not first[2]
     assert first[0] is not None and abs(first[0]["estimates"][-1] - 0.125) < 1e-6
+
+
+def test_one_magnitude_run_for_several_roots_gives_each_what_its_probes_run_gives() -> None:
+    """The screen's magnitude run of a backward's probes (one forward, the graph retained
+    between the roots) gives each probe, bit for bit, the magnitudes of a run of its own program
+    (noise.magnitude_run), which the full check's arbitration reads."""
+    compared = 0
+    for k in range(120):
+        program = generate(RandomChoices(4_000_037 + k), GenConfig())
+        by_index: dict[int, list[RootProbe]] = {}
+        for p in root_probes(program):
+            if not p.fails:
+                by_index.setdefault(p.index, []).append(p)
+        for index, probes in by_index.items():
+            bw = program.statements[index]
+            assert isinstance(bw, Backward)
+            prefix = program.prefix(index)
+            shared = torch_probe_grads(prefix, bw, [p.root for p in probes], "float64",
+                                       burn_inference=batch_norm_inference_applies(prefix), hooks=MagnitudeHooks())
+            for p, got in zip(probes, shared, strict=True):
+                own = magnitude_run(p.program(program))
+                if own.error is not None:
+                    assert not isinstance(got, BackwardObs), (k, p, own.error)
+                    continue
+                assert isinstance(got, BackwardObs), (k, p, got)
+                assert got.grads == own.backwards[-1].grads, (k, p)
+                compared += 1
+    assert compared > 200
