@@ -59,16 +59,39 @@ def _stalling_worker(tmp_path: Path, stall_at: int) -> tuple[Path, Path]:
 
 def _interrupt_when_stalled(argv: list[str], wrapper: Path, marker: Path, cwd: Path) -> tuple[int, str, str]:
     env = {**os.environ, "DIFFTEST_BURN": str(wrapper), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from difftest.cli import main; sys.exit(main())",
-                             *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env,
-                            start_new_session=True)
+    # the command as a terminal starts it, SIGINT at its default, whatever this test run inherited
+    # (a shell without job control starts a background job with SIGINT ignored, and an ignored
+    # signal stays ignored across fork and exec)
+    code = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "from difftest.cli import main; sys.exit(main())")
+    proc = subprocess.Popen([sys.executable, "-c", code, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=cwd, env=env, start_new_session=True)
     deadline = time.monotonic() + 120
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert marker.exists(), proc.communicate(timeout=10)
+    before = _sigint_state(proc.pid)
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C does: to the whole process group
-    out, err = proc.communicate(timeout=60)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"the command went on after Ctrl-C; its SIGINT before it was sent: {before}; "
+                    f"its output: {out!r} {err!r}")
     return proc.returncode, out, err
+
+
+def _sigint_state(pid: int) -> str:
+    """Whether the process `pid` ignores, blocks or catches SIGINT (/proc/PID/status): a command
+    started with SIGINT ignored (inherited from whatever started it) cannot see a Ctrl-C."""
+    bit = 1 << (signal.SIGINT - 1)
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("SigIgn", "SigBlk", "SigCgt"):
+            fields[key] = bool(int(value.strip(), 16) & bit)
+    return ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in fields.items())
 
 
 def test_ctrl_c_during_replay_prints_the_tally_of_the_cases_that_ran(tmp_path: Path) -> None:
