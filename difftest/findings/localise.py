@@ -52,7 +52,7 @@ from difftest.findings.paths import candidates, path_has_step
 from difftest.findings.recompute import recompute_fault
 from difftest.findings.unshared import right_unshared, unshared
 from difftest.ops.validate import check_program, infer_shapes
-from difftest.ops.value_dtypes import value_dtypes
+from difftest.ops.value_dtypes import dtype_of, value_dtypes
 from difftest.oracle.check import check
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.oracle.kinks import as_gradient
@@ -341,7 +341,7 @@ def _seed_fault(program: Program, m: Mismatch, worker: BurnWorker, memo: Judged 
         return None
     try:
         shape = infer_shapes(program)[bw.input]
-        seed = seed_program(tuple(shape), value_dtypes(program).get(bw.input, program.dtype), program.checkpointing)
+        seed = seed_program(tuple(shape), dtype_of(program, bw.input), program.checkpointing)
     except (ProgramError, ValueError, KeyError):
         return None
     v = judge(seed, worker, memo)

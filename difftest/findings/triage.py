@@ -44,7 +44,7 @@ from difftest.findings.localise import (
 )
 from difftest.findings.paths import upstream
 from difftest.findings.signature import signature_of_mismatch
-from difftest.ops.value_dtypes import value_dtypes
+from difftest.ops.value_dtypes import dtype_of
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.oracle.gradient_reads import between_read, selecting
 from difftest.program.ir import (
@@ -182,7 +182,7 @@ def dtype_at(program: Program, st: Statement) -> str:
     """The dtype a statement runs in: its first input's, else the program's."""
     inputs = st.inputs if isinstance(st, OpCall) else (st.input,) if isinstance(st, Apply) else ()
     if inputs:
-        return value_dtypes(program).get(inputs[0], program.dtype)
+        return dtype_of(program, inputs[0])
     return program.dtype
 
 

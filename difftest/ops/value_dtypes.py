@@ -48,12 +48,18 @@ def cast_to_own_dtype(program: Program, st: OpCall) -> str | None:
     target = _cast_target(st)
     if target is None or not st.inputs:
         return None
-    return st.inputs[0] if value_dtypes(program).get(st.inputs[0], program.dtype) == target else None
+    return st.inputs[0] if dtype_of(program, st.inputs[0]) == target else None
 
 
 def value_dtypes(program: Program) -> dict[str, str]:
     """Every value's dtype by id (an op with inputs of mixed dtypes: its first input's)."""
     return dict(_value_dtypes(program))
+
+
+def dtype_of(program: Program, ident: str) -> str:
+    """The dtype of value `ident` (value_dtypes), or the program's for an id that is no value
+    (a gradient is in its value's dtype: callers pass the value's id)."""
+    return _value_dtypes(program).get(ident, program.dtype)
 
 
 @remembered

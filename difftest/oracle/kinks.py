@@ -29,7 +29,7 @@ from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
 from difftest.ops.domains import DTYPE_ATTR, KINK_GAP
 from difftest.ops.validate import infer_shapes
-from difftest.ops.value_dtypes import cast_to_own_dtype, value_dtypes
+from difftest.ops.value_dtypes import cast_to_own_dtype, dtype_of, value_dtypes
 from difftest.oracle.base_states import forward_returns_input
 from difftest.oracle.burn_conventions import burn_convention_gradient, burn_convention_terms, burn_convention_value
 from difftest.oracle.compare import Mismatch, Verdict
@@ -351,7 +351,7 @@ def at_kink(verdict: Verdict, m: Mismatch, element: int, t: float, b: float, r: 
     # end, a tie's whole gradient) may lie just outside the estimate, by its error, and by the
     # rounding of a result of that size in the element's dtype (the element's own budget is
     # sized by its reference, which may be the other limit: 0 where a tie sent nothing)
-    dtype = value_dtypes(verdict.program).get(m.statement or "", verdict.program.dtype)
+    dtype = dtype_of(verdict.program, m.statement or "")
     slack = budget + estimate_error(finite) + tol.budget(0.0, max(abs(x) for x in finite), 0.0, dtype)
     lo, hi = min(finite) - slack, max(finite) + slack
     if lo <= b <= hi and lo <= t <= hi:
@@ -404,7 +404,7 @@ def _burn_composed(verdict: Verdict, m: Mismatch, element: int, t: float, b: flo
             return None
         # burn's composition sums its own terms (PyTorch's convention may send none: clamp at
         # its bound), whose rounding the budget measured on PyTorch's path does not hold
-        dtype = value_dtypes(verdict.program).get(m.statement or "", verdict.program.dtype)
+        dtype = dtype_of(verdict.program, m.statement or "")
         terms = burn_convention_terms(verdict.program, g.statement or "", g.backward or "", element)
         if not abs(b - rb) <= max(budget, tol.budget(0.0, rb, terms, dtype)):
             return None

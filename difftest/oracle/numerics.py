@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from difftest.ops import tolerance as tol
-from difftest.ops.value_dtypes import value_dtypes
+from difftest.ops.value_dtypes import dtype_of
 from difftest.oracle import kink_inputs as ki
 from difftest.oracle.compare import Mismatch, Verdict, equal_nonfinite
 from difftest.oracle.finite_diff import finite_difference
@@ -202,7 +202,7 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch], runs: TorchRuns | None 
                                  evidence={"reason": "the float64 run has no such tensor"})
             continue
         elements = m.elements or ((m.element,) if m.element is not None else ())
-        dtype = value_dtypes(program).get(m.statement or "", program.dtype)  # the value's own (a gradient: its value's)
+        dtype = dtype_of(program, m.statement or "")  # the value's own (a gradient: its value's)
         if all(equal_nonfinite(tt.data[j], bt.data[j]) for j in elements):
             # nothing to measure noise for: float64 alone decides (no noise or magnitude runs)
             numeric[k] = _summarise(m, [Judgement(j, *judge_nonfinite(tt.data[j], rt.data[j], dtype), tt.data[j],

@@ -30,7 +30,7 @@ from difftest.exec.pending import PendingProbes
 from difftest.exec.torch_exec import BeforeBackward
 from difftest.exec.torch_probes import ProbeResult, probes_before_backwards, torch_probe_grads
 from difftest.ops import tolerance as tol
-from difftest.ops.value_dtypes import value_dtypes
+from difftest.ops.value_dtypes import dtype_of, value_dtypes
 from difftest.oracle.burn_devices import batch_norm_inference_applies, stateful_forwards
 from difftest.oracle.check import check, check_on
 from difftest.oracle.compare import Mismatch, Verdict, screen_grads
@@ -202,7 +202,7 @@ def zero_noise_agreement(m: Mismatch, torch_bw: BackwardObs, burn_bw: BackwardOb
             mt.data):
         return False
     elements = m.elements or ((m.element,) if m.element is not None else ())
-    dtype = value_dtypes(prefix).get(ident, prefix.dtype)
+    dtype = dtype_of(prefix, ident)
     return bool(elements) and agree_without_noise(t, b, r, mt, elements, dtype)
 
 
