@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +16,32 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from difftest.findings.corpus import Case
+
+
+FAULT_ENV = "DIFFTEST_BURN_FAULT"
+BURN_COMMANDS = ("replay", "versions", "memory", "coverage", "suspects")  # run burn, take no --fault
+
+
+def fault_from_environment(args: argparse.Namespace) -> str | None:
+    """Apply $DIFFTEST_BURN_FAULT to a command's arguments and say what became of it (None:
+    unset, or nothing to say). The interpreter reads that variable itself, but the workers
+    difftest starts get only the fault asked of them (BurnWorker: a library caller or a test
+    never inherits one by accident), so without this a fault set in the shell would be dropped
+    in silence. A command with --fault takes it as that option's default; a --fault given on
+    the command line wins; a command without the option runs burn unfaulted and says so."""
+    spec = os.environ.get(FAULT_ENV, "")
+    if not spec:
+        return None
+    if hasattr(args, "fault"):
+        if args.fault is None:
+            args.fault = spec
+            return f"running against the fault ${FAULT_ENV}={spec} (as --fault {spec})"
+        if args.fault != spec:
+            return f"--fault {args.fault} given: ${FAULT_ENV}={spec} is not used"
+        return None
+    if args.command in BURN_COMMANDS:
+        return f"${FAULT_ENV}={spec} is not used: `difftest {args.command}` runs burn without faults"
+    return None
 
 
 def make_worker(args: argparse.Namespace) -> BurnWorker:

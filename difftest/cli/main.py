@@ -25,7 +25,7 @@ from difftest.cli.checks import (
     unwritable_output,
     writable_dir,
 )
-from difftest.cli.common import case_worker, make_console, make_worker
+from difftest.cli.common import case_worker, fault_from_environment, make_console, make_worker
 from difftest.cli.corpus import cmd_replay, cmd_report
 from difftest.cli.coverage import add_guided_options, guided_setup
 from difftest.cli.coverage import add_parser as add_coverage
@@ -400,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    notice = fault_from_environment(args)
+    if notice is not None:
+        print(f"difftest {args.command}: {notice}", file=sys.stderr)
     unwritable = unwritable_output(args)  # before any build or run: what it computes must not be lost
     if unwritable is not None:
         print(f"difftest {args.command}: {unwritable}", file=sys.stderr)
