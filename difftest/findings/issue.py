@@ -22,6 +22,7 @@ from difftest.findings.reproducers import expected, rust_test, test_name, torch_
 from difftest.findings.suspects import PlaceNote
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.ir import Program
+from difftest.program.jsonio import program_to_dict
 from difftest.program.literals import fmt_data
 from difftest.program.observation import Observation, TensorObs
 from difftest.program.text import statement_text
@@ -241,7 +242,8 @@ def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] |
               f"{'s' if len(members) > 1 else ''} {where})."]
     if place is not None:
         lines += _place_lines(place)
-    if alone is not None and not alone[1].ok:
+    shrunk_alone = alone is not None and len(members) == 1 and same_up_to_names(alone[0], case.program)
+    if alone is not None and not alone[1].ok and not shrunk_alone:
         program, v = alone
         lines += ["", "## The op alone (burn)", "",
                   "difftest localised the finding to one op: that op alone, on the inputs it had in the program, "
@@ -250,7 +252,10 @@ def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] |
                                                            expected(v)), case.backend).rstrip(), "```"]
     for c, v in members:
         head = " (burn)" if len(members) == 1 else f" (burn): `{c.name}`"
-        lines += ["", f"## Minimal reproducer{head}", "", "```rust",
+        lines += ["", f"## Minimal reproducer{head}", ""]
+        if shrunk_alone:
+            lines += ["difftest localised the finding to one op, and the shrunk program is that op alone.", ""]
+        lines += ["```rust",
                   rust_on_backend(rust_test(c.program, test_name(c.name or "difftest_case"), expected(v)),
                                   c.backend).rstrip(), "```", ""]
         lines += ["<details><summary>The same program in PyTorch</summary>", "", "```python",
@@ -273,6 +278,24 @@ def issue_markdown(case: Case, verdict: Verdict, burn_versions: dict[str, Any] |
             lines += evidence_lines(m)
     lines += _record_lines(root, case)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def same_up_to_names(a: Program, b: Program) -> bool:
+    """Whether two programs are the same statement for statement once their ids are named by
+    position (the localised op-alone program and a shrunk one often are, under other names)."""
+    def canonical(p: Program) -> Any:
+        names = {s.id: f"#{k}" for k, s in enumerate(p.statements)}
+
+        def rename(x: Any) -> Any:
+            if isinstance(x, str):
+                return names.get(x, x)
+            if isinstance(x, list):
+                return [rename(y) for y in x]
+            if isinstance(x, dict):
+                return {k: rename(v) for k, v in x.items()}
+            return x
+        return rename(program_to_dict(p))
+    return len(a.statements) == len(b.statements) and canonical(a) == canonical(b)
 
 
 def _place_lines(place: PlaceNote) -> list[str]:

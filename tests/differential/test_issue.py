@@ -102,6 +102,28 @@ def test_an_untriaged_finding_is_titled_and_led_by_its_localised_op(tmp_path: Pa
     assert text.index("## The op alone (burn)") < text.index("## Minimal reproducer")
 
 
+def test_a_shrunk_program_that_is_the_op_alone_is_shown_once(tmp_path: Path) -> None:
+    """When shrinking left the localised op alone (under other names), the report has one
+    reproducer, saying so, not the same test twice."""
+    from difftest.findings.corpus import case_from_verdict
+    from difftest.findings.issue import same_up_to_names
+    from difftest.findings.saving import save_case
+    from difftest.program.ir import Program
+    from tests.programs import backward, leaf, op
+
+    shrunk = Program((leaf("x1", [0.5, 0.25], rg=True), op("v0", "exp", "x1"), backward("v0")))
+    alone = Program((leaf("a0", [0.5, 0.25], rg=True), op("y", "exp", "a0"), backward("y")))
+    other = Program((leaf("a0", [0.5, 0.5], rg=True), op("y", "exp", "a0"), backward("y")))
+    assert same_up_to_names(alone, shrunk) and not same_up_to_names(other, shrunk)
+    with BurnWorker(fault="grad-scale:exp:0.01") as worker:
+        case = load_case(save_case(case_from_verdict(check(shrunk, worker), source="test"), tmp_path).path)
+        text = issue_markdown(case, check(case.program, worker), worker.version(), None, (alone, check(alone, worker)))
+        wider = issue_markdown(case, check(case.program, worker), worker.version(), None, (other, check(other, worker)))
+    assert "## The op alone" not in text and text.count("```rust\n") == 1
+    assert "the shrunk program is that op alone" in text
+    assert "## The op alone (burn)" in wider and wider.count("```rust\n") == 2
+
+
 def test_an_issue_says_where_in_burn_and_which_cases_share_the_place(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], burn_worker: BurnWorker) -> None:
     """With a `difftest suspects --json` file, the report gains the place's lines and the other
