@@ -373,6 +373,21 @@ def merge(paths: list[Path]) -> Summary:
     return total
 
 
+REPORTS_LISTED = 5  # new cases whose report command the summary spells out
+
+
+def report_command(s: Summary, case: str) -> str:
+    """`difftest show CASE --issue` with what the campaign ran against (its fault, its burn build),
+    so that the report reproduces the finding where the campaign found it."""
+    import shlex
+
+    words = ["difftest", "show", case, "--issue"]
+    for option, key in (("--fault", "fault"), ("--burn", "build")):
+        if s.versions.get(key):
+            words += [option, str(s.versions[key])]
+    return shlex.join(words)
+
+
 def print_summary(s: Summary, console: Console) -> None:
     def out(text: str) -> None:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -427,6 +442,11 @@ def print_summary(s: Summary, console: Console) -> None:
     earlier = [f for f in unexplained if f.path is not None and f.flaky is None and f.path not in s.saved]
     if new:
         out(f"{new} new finding(s) saved (status \"new\"; triage: corpus/README.md)")
+        out("a bug report of each for burn's tracker (Markdown):")
+        for path in s.saved[:REPORTS_LISTED]:
+            out(f"  {report_command(s, path)}")
+        if new > REPORTS_LISTED:
+            out(f"  ... and {new - REPORTS_LISTED} more (listed above)")
     if flaky:
         torch_only = sum(f.kind == "torch-wrong" for f in flaky)
         out(f"{len(flaky)} finding(s) did not reproduce in a fresh worker (flaky: both observations of each "
