@@ -75,6 +75,18 @@ def worker_for(backend: str) -> BurnWorker:
     return _BACKEND_WORKERS[backend]
 
 
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Say so when $DIFFTEST_BURN_FAULT is set: the suite's workers never inherit it (BurnWorker),
+    so a fault set in the shell does not reach them, and the run must not look faulty when it is
+    not (a detection run gives the interpreter its fault through a wrapper, as
+    tests/quality/test_detection.py does)."""
+    spec = os.environ.get("DIFFTEST_BURN_FAULT", "")
+    if not spec:
+        return None
+    return (f"difftest: DIFFTEST_BURN_FAULT={spec} is set, and not used: the burn workers of this run are "
+            "unfaulted (a fault reaches them through a wrapper as $DIFFTEST_BURN: tests/quality/test_detection.py)")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("difftest")
     group.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow")

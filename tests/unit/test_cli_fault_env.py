@@ -46,3 +46,13 @@ def test_commands_without_the_option_say_it_is_unused(monkeypatch: pytest.Monkey
     notice = fault_from_environment(parsed("replay", "corpus"))
     assert notice is not None and "not used" in notice and "replay" in notice
     assert fault_from_environment(parsed("ops")) is None  # runs no burn: nothing to say
+
+
+def test_pytest_says_the_variable_is_not_used(monkeypatch: pytest.MonkeyPatch, pytestconfig: pytest.Config) -> None:
+    from difftest.pytest_plugin import pytest_report_header
+
+    monkeypatch.delenv(FAULT_ENV, raising=False)
+    assert pytest_report_header(pytestconfig) is None
+    monkeypatch.setenv(FAULT_ENV, "grad-sign:tanh")
+    header = pytest_report_header(pytestconfig)
+    assert header is not None and "grad-sign:tanh" in header and "not used" in header
