@@ -43,12 +43,14 @@ def alias_of(st: Statement, state: State, input_state: Callable[[str], State],
              states: Mapping[str, State]) -> str | None:
     """The input whose node `st`'s value is, or None when it is a node (or no node) of its own.
     An input that later statements see other than it is reported (burn: a linear weight, read
-    transposed, a new node per use) is not aliased: that use is a node of its own."""
+    transposed, a new node per use) is not aliased: that use is a node of its own, and so is
+    the value of a call that returns its input as is (an identity permute of such a weight is
+    that use's transpose node, which a backward rooted at it consumes)."""
     if isinstance(st, Cut) and st.cut == "autodiff":
         return st.input if input_state(st.input) is states.get(st.input) else None
     for x in value_inputs(st):
         if input_state(x) is state:
-            return x
+            return x if state is states.get(x) else None
     return None
 
 

@@ -304,6 +304,25 @@ def test_weight_param_is_read_transposed_by_later_statements(burn_worker: BurnWo
         assert obs.backwards[0].grads["w"] == TensorObs((3, 2), (3.0,) * 6), obs.framework
 
 
+def test_a_call_returning_the_transposed_weight_is_that_uses_node(burn_worker: BurnWorker) -> None:
+    """An identity permute returns its input as is (`permute-identity-returns-input`); of the
+    transposed weight it returns that use's transpose node, which a backward rooted there
+    consumes, so a later backward through it panics in burn (as a campaign of seed 402 found)
+    and the model must predict it. A backward rooted at the weight read itself consumes only
+    its own use: a later read is a fresh node."""
+    head = (linear(out_in=(2, 2), weight=(1, 2, 3, 4), bias=None), Param("w", "fc", "weight"))
+    tail = (leaf("x", [0.5, -1.0], shape=[1, 2], rg=True), op("a", "select_assign", "v", "x", dim=0, indices=[1]),
+            op("s", "sum", "a"), backward("s", "bw2"))
+    via_permute = program(*head, op("v", "permute", "w", axes=[0, 1]), backward("v", "bw1"), *tail)
+    verdict = check(via_permute, burn_worker)
+    assert verdict.ok, verdict.report()
+    assert verdict.burn.error is not None and "already been consumed" in verdict.burn.error.message
+    assert verdict.torch.error is None
+    read_again = program(*head, backward("w", "bw1"), op("v", "mul_scalar", "w", scalar=1.0), *tail)
+    verdict = check(read_again, burn_worker)
+    assert verdict.ok and verdict.burn.error is None, verdict.report()
+
+
 # ---------------------------------------------------------------- generation and reproducers
 
 def test_generator_builds_modules_and_transforms() -> None:
