@@ -214,9 +214,12 @@ def _require_grad_leaf(root: Statement | None, table: dict[str, Statement]) -> b
 
 
 def used_leaf_backward(st: Statement, prior: Sequence[Statement]) -> bool:
-    """A backward rooted at a leaf of burn's graph — a require-grad leaf (or a detach of one) or a
-    module parameter, or an op burn answers with such a leaf (noops.py) — that an earlier op or
-    module read."""
+    """A backward rooted at the origin of a graph of burn's (burn-autodiff's GraphLocator keys
+    each graph by the node that started it) that an earlier op or module read: a require-grad leaf
+    (or a detach of one) or a module parameter, an op burn answers with such a leaf (noops.py), or
+    an op that started a graph of its own because each of its inputs is a leaf whose graph entry
+    an earlier backward removed (`_starts_a_graph`). Merging a graph keyed by such an origin into
+    another, and that one into a third, leaves the origin keyed to the emptied middle graph."""
 
     if not isinstance(st, Backward):
         return False
@@ -226,8 +229,46 @@ def used_leaf_backward(st: Statement, prior: Sequence[Statement]) -> bool:
         root = table.get(root.inputs[0])
     if isinstance(root, Param):
         return any(isinstance(s, Apply) for s in prior)
-    return (root is not None and _require_grad_leaf(root, table)
-            and any(isinstance(s, OpCall) and root.id in s.inputs for s in prior))
+    if root is None or not (_require_grad_leaf(root, table) or _starts_a_graph(root, prior, table)):
+        return False
+    return any(isinstance(s, OpCall) and root.id in s.inputs for s in prior)
+
+
+def _starts_a_graph(st: Statement, prior: Sequence[Statement], table: dict[str, Statement]) -> bool:
+    """A recorded op whose inputs are all leaves, each require-grad one reached by a backward
+    before the op: burn's backward removes the graph entries of the leaves it reaches, so the op
+    finds no graph among its parents and starts one keyed by itself."""
+    if not (isinstance(st, OpCall) and st.region == "grad") or st.id not in table:
+        return False
+    before = prior[:next(i for i, s in enumerate(prior) if s.id == st.id)]
+    tracked: list[str] = []
+    for x in st.inputs:
+        node = table.get(x)
+        if _require_grad_leaf(node, table):
+            tracked.append(x)
+        elif not isinstance(node, Leaf):
+            return False  # an op result, or a cut of something other than a require-grad leaf
+    reached = _leaves_reached(before, table)
+    return bool(tracked) and all(x in reached for x in tracked)
+
+
+def _leaves_reached(prior: Sequence[Statement], table: dict[str, Statement]) -> set[str]:
+    """The require-grad leaves (and detaches of them) some backward among `prior` reaches through
+    recorded ops."""
+    reached: set[str] = set()
+    seen: set[str] = set()
+    stack = [s.input for s in prior if isinstance(s, Backward)]
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        node = table.get(v)
+        if _require_grad_leaf(node, table):
+            reached.add(v)
+        elif isinstance(node, OpCall) and node.region == "grad":
+            stack.extend(node.inputs)
+    return reached
 
 
 def powf(st: Statement, prior: Sequence[Statement]) -> bool:

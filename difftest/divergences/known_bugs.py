@@ -205,7 +205,8 @@ BURN_BUGS: tuple[KnownBug, ...] = (
         "gives the leaf a gradient of ones. The generator does not avoid it; campaigns reach it "
         "through root probes (difftest/oracle/probe_run.py: a backward of every tracked value) and "
         "recognise it by its site (a backward rooted at a leaf, or a parameter, an earlier op or module "
-        "read) and its message.",
+        "read; or at an op that started a graph of its own because each input is a leaf an earlier "
+        "backward reached, which burn's backward unregisters, and that an earlier op read) and its message.",
         ("corpus/bugs/backward-of-used-leaf-panics.json", "docs/semantics.md#upstream",
          "https://github.com/tracel-ai/burn/pull/5645"),
         None,

@@ -247,7 +247,8 @@ def case_to_dict(case: Case) -> dict[str, Any]:
     }
 
 
-def load_case(path: Path) -> Case:
+def load_case(path: Path | str) -> Case:
+    path = Path(path)
     try:
         doc = read_json(path)
     except JsonFileError as e:  # its message names the file
