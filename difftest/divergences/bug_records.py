@@ -154,14 +154,16 @@ def within_f32_rounding(f: Fault) -> bool:
 
 def within_f32_rounding_of_its_tensor(f: Fault) -> bool:
     """Every failing element is off by at most 64 float32 ulps of the largest reference among
-    them: an error made upstream in f32 (an optimizer step's parameters) carried into values
-    computed from them, where it is an absolute error that a difference of such values (a loss's
-    `y - target` near 0) does not shrink."""
+    them, or of its terms where known: an error made upstream in f32 (an optimizer step's
+    parameters) carried into values computed from them, where it is an absolute error that a
+    difference of such values (a loss's `y - target` near 0) does not shrink, and at the step
+    itself an error of the size of what the update cancels (`Fault.terms`: the parameter before
+    it, error_classes.step_terms)."""
     if not f.pairs:
         return False
     scale = max((abs(r) for r, _ in f.pairs if math.isfinite(r)), default=0.0)
-    return all(math.isfinite(r) and math.isfinite(b) and abs(b - r) <= 64 * F32_ULP * max(abs(r), scale)
-               for r, b in f.pairs)
+    return all(math.isfinite(r) and math.isfinite(b) and abs(b - r) <= 64 * F32_ULP * max(abs(r), scale, t)
+               for (r, b), t in zip(f.pairs, fault_terms(f), strict=True))
 
 
 def fault_terms(f: Fault) -> tuple[float, ...]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from difftest.oracle.compare import Mismatch, Verdict
+from difftest.program.ir import InlineTensor, Module, Param, Program, Step
 from difftest.program.observation import Observation, TensorObs
 
 ROUNDING = 3e-6  # median relative errors below this are rounding (a float64 computation through f32)
@@ -85,3 +86,22 @@ def mismatch_class(verdict: Verdict, m: Mismatch) -> str:
     if m.kind in ("value", "grad"):
         return error_class(mismatch_pairs(verdict, m))
     return m.kind
+
+
+def step_terms(program: Program, m: Mismatch) -> list[float]:
+    """For a finding at a parameter read right after an optimizer step of a module given inline
+    (a step's one-op program): the size of the parameter before the step at each failing
+    element, the terms an update cancels (a step that leaves w - lr * d near 0 from w near 0.4
+    has an f32 error of 0.4's size, not of the result's); empty elsewhere."""
+    table = program.by_id()
+    read = table.get(m.statement or "")
+    step = table.get(read.module) if isinstance(read, Param) else None
+    module = table.get(step.module) if isinstance(step, Step) else None
+    before = getattr(module, read.param, None) if isinstance(module, Module) and isinstance(read, Param) else None
+    if not isinstance(before, InlineTensor):
+        return []
+    elements = _failing_elements(m)
+    if not elements or any(not 0 <= e < len(before.data) for e in elements):
+        return []
+    return [abs(float(before.data[e])) for e in elements]
+

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
 from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.findings.consequences import consequence
-from difftest.findings.error_classes import mismatch_pairs, mismatch_terms
+from difftest.findings.error_classes import mismatch_pairs, mismatch_terms, step_terms
 from difftest.findings.graph_roots import shown_name
 from difftest.findings.localise import (
     LOCALISED_KINDS,
@@ -196,9 +196,12 @@ def fault_of(verdict: Verdict, m: Mismatch, loc: Localisation | None, backend: s
         inputs = tuple(s.data for _, s in leaves)
         lm = loc.mismatch
         observed = dict(lm.observed) if isinstance(lm.observed, dict) else {}  # a one-op flags finding's
+        terms = mismatch_terms(one, lm)
+        if not any(terms):  # a step's: the parameter it updated (error_classes.step_terms)
+            terms = step_terms(one.program, lm) or terms
         return Fault(lm.kind, loc.statement, program, loc.dtype, lm.framework, lm.detail, loc.input,
                      tuple(mismatch_pairs(one, lm)), lm.elements, inputs, observed, backend=backend,
-                     terms=tuple(mismatch_terms(one, lm)), verdict=lm.verdict)
+                     terms=tuple(terms), verdict=lm.verdict)
     if loc is not None and loc.statement is None:  # no single op: where the program shows it
         return shown_fault(verdict, m, backend)
     if loc is not None:  # a step: the error as the program shows it

@@ -448,6 +448,55 @@ def test_a_backward_of_a_used_detached_leaf_is_the_used_leaf_bug(workers: dict[s
 
 
 
+def test_a_backward_rooted_at_an_op_that_started_its_own_graph_is_the_used_leaf_bug(
+        workers: dict[str, BurnWorker]) -> None:
+    """burn's backward unregisters the leaves it reaches, so sinh of such a leaf starts a graph
+    keyed by itself; mul and add merge that graph into x1's, then x1's into x0's, and the sinh
+    stays keyed to the emptied middle graph: a backward rooted at it panics, as one rooted at a
+    used leaf does (the same GraphLocator merge; a campaign, seed 405, float64 sessions,
+    program 3,367). Without the first backward, the sinh joins x's graph and the panic is news."""
+    tail = (op("y", "sinh", "x"), op("m", "mul", "y", "x1"), op("a", "add", "m", "x0"), backward("y", "bw1"))
+    leaves = (leaf("x0", [0.5, 0.5, 0.5], rg=True), leaf("x1", [0.5], rg=True), leaf("x", [0.5, 0.5, 0.5], rg=True))
+    for first in (backward("x", "bw"), op("s", "sum", "x")):
+        program = Program((*leaves, first, *((backward("s", "bw"),) if first.id == "s" else ()), *tail))
+        t = _triage(workers, program, None)
+        assert t.known is not None and t.known.name == "backward-of-used-leaf-panics", t.describe()
+    from difftest.divergences.known_bugs import Fault
+    from difftest.findings.triage import known_bug_of
+
+    unreached = Program((*leaves, *tail))
+    fault = Fault("outcome", "bw1", unreached, "float32", "burn", "graph tape has already been consumed at NodeId(4)")
+    assert known_bug_of([fault], KNOWN_BUGS) is None
+
+
+def test_an_f32_momentum_step_that_cancels_is_the_momentum_bug(workers: dict[str, BurnWorker]) -> None:
+    """A float64 Nesterov step (momentum 0.9, f32 in burn-optim) takes w = -0.385 to -0.000488:
+    burn's result is 4.8e-9 off, 10 f32 ulps of the result but a fraction of one of the -0.385 the
+    update cancelled, which bounds the f32 error (a campaign, seed 405, float64 sessions,
+    program 6,499). The record reads the step's terms; a step off by more than f32 rounding of
+    them is news."""
+    from difftest.program.ir import Module, Optimizer, Param, Step
+    from difftest.program.statements import Apply, InlineTensor, ZeroGrad
+
+    program = Program((
+        leaf("x", [0.3589901924133301, -1.0393047332763672, -1.710297703742981, 1.9532060623168945], shape=[4, 1]),
+        leaf("t", [-0.49936163425445557, -1.4591429233551025, 0.04761636257171631, 1.094689130783081], shape=[4, 1]),
+        Module("m0", "linear", InlineTensor((1, 1), (-0.3852764964103699,)), None),
+        Optimizer("o", "sgd", momentum=0.9, nesterov=True, weight_decay=0.03125),
+        Apply("y", "m0", "x"), op("d", "sub", "y", "t"), op("q", "square", "d"), op("l", "mean", "q"),
+        ZeroGrad("z"), backward("l"), Step("m1", "o", "m0", "bw", 0.0625), Param("w", "m1", "weight"),
+    ), "float64")
+    t = _triage(workers, program, None)
+    assert t.known is not None and t.known.name == "sgd-momentum-f32-in-float64", t.describe()
+    assert t.faults[0].terms and t.faults[0].terms[0] > 0.38, t.faults
+    from dataclasses import replace
+
+    from difftest.divergences.bug_records import within_f32_rounding_of_its_tensor
+
+    (r, _), = t.faults[0].pairs
+    assert not within_f32_rounding_of_its_tensor(replace(t.faults[0], pairs=((r, r + 1e-5),)))
+
+
 def test_a_backward_a_consumed_graph_rule_failed_is_explained_by_an_untracked_value_before_it(
         workers: dict[str, BurnWorker]) -> None:
     """powi_scalar(x, 0) is untracked in burn (powi-zero-untracked), so the first backward does not
