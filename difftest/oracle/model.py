@@ -49,6 +49,7 @@ from difftest.program.ir import (
     Transform,
     ZeroGrad,
     is_value,
+    root_module,
     value_inputs,
 )
 from difftest.program.ir import Step as StepStatement
@@ -80,6 +81,10 @@ class FrameworkPrediction:
     # values whose data this framework draws at random (dropout masks) or computes from such
     # values: their data, and the gradients of a backward rooted at one, are not comparable
     nondet: set[str] = field(default_factory=set)
+    # modules (their `module` statements) whose buffers a forward updated from a value that is
+    # not comparable: their running statistics differ between the frameworks from then on, so
+    # reads of them, and forwards that normalise with them (eval mode), are not comparable
+    stale_buffers: set[str] = field(default_factory=set)
     roots: dict[str, str] = field(default_factory=dict)  # backward id -> its root
     # value -> grad key -> the statements through which that key's gradient reaches the value
     # (a module's own parameters enter an apply as "<apply>#<param>"): where the two frameworks
@@ -289,6 +294,14 @@ def _forward(run: _Run, i: int, st: Apply) -> Failure | None:
         return current
     if _draws_mask(module, run.pred.input_state(st.input), current):
         run.pred.nondet.add(st.id)
+    if module_kind(module.kind).stateful:
+        # buffers shared by handles (and copied by valid() / train()) are keyed by the module
+        # they come from: over-approximated, so a forward's update never goes unnoticed
+        root = root_module(run.program, st.module).id
+        if root in run.pred.stale_buffers and not (module.training and module.burn_training):
+            run.pred.nondet.add(st.id)  # normalised with running statistics that differ
+        if st.input in run.pred.nondet:
+            run.pred.stale_buffers.add(root)
     return None
 
 
@@ -300,6 +313,9 @@ def _param_read(run: _Run, i: int, st: Param) -> Failure | None:
         return current
     if isinstance(current, BurnState) and st.param in module_kind(module.kind).burn_transposed:
         run.pred.as_input[st.id] = _transposed(current)
+    kind = module_kind(module.kind)
+    if kind.is_buffer(st.param) and root_module(run.program, st.module).id in run.pred.stale_buffers:
+        run.pred.nondet.add(st.id)
     return None
 
 

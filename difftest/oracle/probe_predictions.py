@@ -40,7 +40,8 @@ def _snapshot(pred: FrameworkPrediction) -> FrameworkPrediction:
                    modules=dict(pred.modules), as_input=dict(pred.as_input), nondet=set(pred.nondet),
                    roots=dict(pred.roots), paths=dict(pred.paths), consumed=dict(pred.consumed),
                    handle_keys=dict(pred.handle_keys), taken={k: set(v) for k, v in pred.taken.items()},
-                   accumulated={k: set(v) for k, v in pred.accumulated.items()})
+                   accumulated={k: set(v) for k, v in pred.accumulated.items()},
+                   stale_buffers=set(pred.stale_buffers))
 
 
 @dataclass
