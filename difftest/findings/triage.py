@@ -396,6 +396,14 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
     # is checked on burn's read values (consequences.py)
     explained = _gradient(key(first))
     localised = 1
+    # findings no record explains, each judged a consequence or news once every record-explained
+    # gradient is known: a later backward's gradient computed from a read of x1's gradient
+    # comes before x1's own finding in the spread order, yet is that finding's consequence
+    pending: list[tuple[Mismatch, Fault]] = []
+
+    def is_consequence(m: Mismatch) -> bool:  # the same numbers on both sides make it agree
+        return consequence(verdict, m, explained, lambda p: judge(p, worker, memo))
+
     for m in _spread(verdict.program, first, findings):
         if key(m) in seen:
             continue
@@ -413,9 +421,11 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
         if any(explains(b, fault) for b in bugs):
             faults.append(fault)
             explained |= _gradient(key(m))
+        elif not is_consequence(m):
+            pending.append((m, fault))
+    for m, fault in pending:
+        if is_consequence(m):
             continue
-        if consequence(verdict, m, explained, lambda p: judge(p, worker, memo)):
-            continue  # the same numbers on both sides make it agree: the explained read's doing
         faults.append(fault)
         # localised as a first finding is (the one-op finding that shows first), to sign it
         # as it would be signed alone; the one-op verdicts are memoised

@@ -469,6 +469,25 @@ def test_a_backward_rooted_at_an_op_that_started_its_own_graph_is_the_used_leaf_
     assert known_bug_of([fault], KNOWN_BUGS) is None
 
 
+def test_a_later_backward_through_a_read_of_a_known_bugs_gradient_is_its_consequence(
+        workers: dict[str, BurnWorker]) -> None:
+    """scatter_max(v, v) ties every element with itself (minmax-update-tie-grad-to-both: burn
+    gives 2 where PyTorch gives 1) and x1's gradient is read, scaled into x4's next backward.
+    That backward comes before x1's own finding in the order findings are localised (a new
+    source first), yet it is the read's consequence: with burn's read value on both sides it
+    agrees (a sessions campaign, seed 406, program 9,447, was signed by the scatter_nd_mul)."""
+    program = Program((
+        leaf("x0", [0.25], rg=True, shape=[1, 1]), leaf("x1", [0.5, 2.5], rg=True, shape=[1, 2]),
+        op("v", "add", "x0", "x1"), op("t", "scatter_max", "v", "v", dim=1, indices={"shape": [1, 2], "data": [0, 1]}),
+        op("s", "sum", "t"), backward("s", "bw"), Grad("g", "bw", "x1"),
+        leaf("x4", [1.25, 0.75], rg=True),
+        op("w", "scatter_nd_mul", "g", "x4", indices={"shape": [2, 2], "data": [0, 1, 0, 0]}),
+        op("s2", "sum", "w"), backward("s2", "bw2"),
+    ))
+    t = _triage(workers, program, None)
+    assert t.known is not None and t.known.name == "minmax-update-tie-grad-to-both", t.describe()
+
+
 def test_an_f32_momentum_step_that_cancels_is_the_momentum_bug(workers: dict[str, BurnWorker]) -> None:
     """A float64 Nesterov step (momentum 0.9, f32 in burn-optim) takes w = -0.385 to -0.000488:
     burn's result is 4.8e-9 off, 10 f32 ulps of the result but a fraction of one of the -0.385 the
