@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
@@ -282,6 +283,18 @@ def powf_scalar_fractional(st: Statement, prior: Sequence[Statement]) -> bool:
         return False
     exponent = st.attrs.get("exponent")
     return isinstance(exponent, float) and not exponent.is_integer()
+
+
+def powf_scalar_beyond_i64(st: Statement, prior: Sequence[Statement]) -> bool:
+    # burn-std's Scalar::try_as_integer, which float_powf_scalar asks whether to dispatch to
+    # powi_scalar, takes an exponent equal to its floor for an integer and unwraps its to_i64():
+    # +-inf and integral exponents outside i64 ([-2**63, 2**63)) panic there
+    if not (isinstance(st, OpCall) and st.op == "powf_scalar"):
+        return False
+    e = st.attrs.get("exponent")
+    if not isinstance(e, (int, float)) or isinstance(e, bool) or math.isnan(e):
+        return False
+    return math.isinf(e) or not -(2.0**63) <= e < 2.0**63
 
 
 # ops whose float64 results burn's Wgpu backend gets wrong on lavapipe (measured: one-op programs

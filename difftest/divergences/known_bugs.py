@@ -56,6 +56,7 @@ from difftest.divergences.bug_sites import (
     op_in,
     pow_zero,
     powf,
+    powf_scalar_beyond_i64,
     reduce_after_unit_swap,
     rms_norm_apply,
     sgd_f32_hyperparameter,
@@ -223,6 +224,21 @@ BURN_BUGS: tuple[KnownBug, ...] = (
         None,
         site=powf,
         effect=Effect(("grad",), error=nan_where_base_is_zero),
+    ),
+    bug_record(
+        "powf-scalar-huge-exponent-panics",
+        "x.powf_scalar(e) panics ('called `Option::unwrap()` on a `None` value', burn-std "
+        "element/scalar.rs) for e = +-inf and for an integral e outside i64 (|e| >= 2**63: 1e19): "
+        "float_powf_scalar asks Scalar::try_as_integer whether to dispatch to powi_scalar, which takes "
+        "an exponent equal to its floor for an integer and unwraps its to_i64(). PyTorch computes "
+        "(0.5 ** inf = 0, 2 ** inf = inf). Both burn-backend's default and burn-flex's own "
+        "float_powf_scalar ask it, on plain and autodiff devices alike. Outside the generator's "
+        "exponents ([-2, 3]), so no trigger. Not found upstream (searched tracel-ai/burn issues).",
+        ("corpus/bugs/powf-scalar-huge-exponent-panics.json",
+         burn_source("burn-std", "src/element/scalar.rs"), burn_source("burn-backend", "src/backend/ops/tensor.rs")),
+        None,
+        site=powf_scalar_beyond_i64,
+        effect=Effect(("outcome",), message=r"called `Option::unwrap\(\)` on a `None` value"),
     ),
     bug_record(
         "flex-reduce-dim-after-unit-swap-panics",

@@ -5,6 +5,7 @@ reductions, the nn functions by n), the burn paths the nn templates spell in ful
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +17,17 @@ from difftest.ops import sampling as draw
 from difftest.ops import shape_rules as rule
 from difftest.ops import tensor_ops as tx
 from difftest.ops import tolerance as T
-from difftest.ops.spec import VARIADIC, Attrs, AttrSampler, AttrSpec, GradTerms, OpSpec, ShapeRule, ValueTerms
+from difftest.ops.spec import (
+    VARIADIC,
+    Attrs,
+    AttrSampler,
+    AttrSpec,
+    AttrsRule,
+    GradTerms,
+    OpSpec,
+    ShapeRule,
+    ValueTerms,
+)
 from difftest.program.ir import Shape
 
 A_DIM = (AttrSpec("dim", "dim"),)
@@ -27,12 +38,46 @@ def block(*lines: str) -> str:
     return "{\n" + "".join(f"    {line}\n" for line in lines) + "}"
 
 
+def clamp_bounds(attrs: Attrs) -> str | None:
+    """clamp's bounds where the frameworks define clamp differently: a NaN bound (PyTorch's result
+    is NaN, burn's comparisons ignore the bound) and min > max (PyTorch gives max everywhere,
+    burn's clamp, a clamp_max then a clamp_min, gives min; neither burn's docs nor its tests
+    define it)."""
+    lo, hi = attrs.get("min"), attrs.get("max")
+    for name, v in (("min", lo), ("max", hi)):
+        if isinstance(v, float) and math.isnan(v):
+            return f"a NaN {name} bound is not compared (PyTorch propagates it, burn's clamp ignores it)"
+    if lo is not None and hi is not None and lo > hi:
+        return (f"min={lo!r} above max={hi!r} is not compared (PyTorch then gives max everywhere, "
+                "burn's clamp gives min)")
+    return None
+
+
+def finite_slope(attrs: Attrs) -> str | None:
+    """leaky_relu's slope where the frameworks differ at 0: a non-finite one (PyTorch multiplies
+    the 0 by it, NaN; burn's leaky_relu keeps 0 on its x >= 0 branch)."""
+    slope = attrs.get("slope")
+    if isinstance(slope, float) and not math.isfinite(slope):
+        return f"a non-finite slope ({slope!r}) is not compared (PyTorch gives NaN at 0, burn 0)"
+    return None
+
+
+def nonzero_beta(attrs: Attrs) -> str | None:
+    """softplus divides by beta: at beta = 0 the value is infinite in both and the gradients are
+    each framework's formula at a pole (PyTorch's sigmoid(0) = 0.5, burn's NaN)."""
+    if attrs.get("beta") == 0:
+        return "beta = 0 is not compared (softplus divides by it)"
+    return None
+
+
 def unary(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
           saves: tuple[int, ...] = (0,), grad_terms: GradTerms | None = None,
           value_terms: ValueTerms | None = None, attrs: tuple[AttrSpec, ...] = (),
-          draw_attrs: AttrSampler | None = None, doc: str = "", saves_tensors: bool | None = None) -> OpSpec:
+          draw_attrs: AttrSampler | None = None, doc: str = "", saves_tensors: bool | None = None,
+          attrs_rule: AttrsRule | None = None) -> OpSpec:
     return OpSpec(name, "unary", 1, pytorch, burn, rule.same, t, d, attrs, draw_attrs, saves=saves,
-                  grad_terms=grad_terms, value_terms=value_terms, doc=doc, saves_tensors=saves_tensors)
+                  grad_terms=grad_terms, value_terms=value_terms, doc=doc, saves_tensors=saves_tensors,
+                  attrs_rule=attrs_rule)
 
 
 def scalar_op(name: str, pytorch: str, burn: str, attr: str, lo: float, hi: float, t: T.ToleranceClass,

@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 Attrs = dict[str, Any]
 ShapeRule = Callable[[Sequence[Shape], Attrs], Shape]
 AttrSampler = Callable[[Choices, Sequence[Shape]], "Attrs | None"]
+# what puts well-typed attribute values outside the op's defined behaviour (a message naming it),
+# or None: values on which the two frameworks define different results, so that no comparison of
+# them is a check (clamp's bounds crossed or NaN)
+AttrsRule = Callable[[Attrs], "str | None"]
 ViewRule = Callable[[Shape, tuple[int, ...], Attrs], tuple[int, ...]]
 GradTerms = Callable[[Sequence["torch.Tensor"], Attrs, "torch.Tensor"], list["torch.Tensor"]]
 # value terms also get the dtype the op rounds in (the terms are in units of its eps)
@@ -111,6 +115,7 @@ class OpSpec:
     # from a run of the op on inputs of the same shapes and strides (`result_strides`)
     measured_layout: bool = False
     doc: str = ""
+    attrs_rule: AttrsRule | None = None  # values outside the op's defined behaviour (AttrsRule)
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.attrs]
@@ -160,6 +165,9 @@ class OpSpec:
             if a.name not in attrs:
                 raise ShapeError(f"{self.name} needs attribute {a.name!r}")
             _check_attr_type(self.name, a, attrs[a.name])
+        why = self.attrs_rule(attrs) if self.attrs_rule is not None else None
+        if why is not None:
+            raise ShapeError(f"{self.name}: {why}")
 
     def sample_attrs(self, c: Choices, shapes: Sequence[Shape]) -> Attrs | None:
         return self.draw_attrs(c, shapes) if self.draw_attrs else {}

@@ -29,6 +29,7 @@ from difftest.program.ir import (
 )
 from difftest.program.modules import ModuleError, check_indices, forward_shape, module_kind
 from difftest.program.recent import remembered
+from difftest.program.schema_messages import shown_number
 from difftest.program.shapes import ShapeError
 
 # The element budget, checked before anything runs (the Rust side has the same two constants
@@ -76,8 +77,8 @@ def _check_attr_ints(st: Statement, index: int) -> None:
     for name, v in st.attrs.items():
         big = next((x for x in _ints_in(v) if abs(x) > INT_ATTR_MAX), None)
         if big is not None:
-            raise ProgramError(f"{st.op}: attribute {name!r} holds {big}, beyond the 32-bit range of attribute "
-                               f"integers (|n| <= {INT_ATTR_MAX})", index, st.id)
+            raise ProgramError(f"{st.op}: attribute {name!r} holds {shown_number(big)}, beyond the 32-bit range of "
+                               f"attribute integers (|n| <= {INT_ATTR_MAX})", index, st.id)
 
 
 class _Budget:

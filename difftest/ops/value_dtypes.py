@@ -5,19 +5,23 @@ of (PyTorch's rule, and burn's: its cast backward casts the gradient back to the
 burn-autodiff-0.22.1/src/ops/tensor.rs float_cast).
 
 Inputs of different dtypes are refused (`check_value_dtypes`): PyTorch promotes them, burn-flex
-panics (dtype_support.MIXED, measured), so they are not comparable.
+panics (dtype_support.MIXED, measured), so they are not comparable. So is a finite float
+attribute beyond the largest value of the dtype the op runs in: PyTorch refuses to convert it for
+some ops (clamp, leaky_relu, softplus, mask_fill; powf_scalar in half precision) and computes with
+it for others, burn converts it to infinity.
 
 Torch-free.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 from difftest.ops.catalog import CATALOG
 from difftest.ops.dtype_support import MIXED, why_unsupported
-from difftest.program.dtypes import EPS
+from difftest.program.dtypes import EPS, MAX
 from difftest.program.ir import (
     Apply,
     ByKind,
@@ -27,6 +31,7 @@ from difftest.program.ir import (
     value_inputs,
 )
 from difftest.program.recent import remembered
+from difftest.program.schema_messages import shown_number
 
 CAST_ATTR_TYPE = "dtype"  # attributes of this type name a dtype: the op's result is in it
 
@@ -100,6 +105,18 @@ def coarsest(*dtypes: str) -> str:
     return max(dtypes, key=lambda d: EPS[d])
 
 
+def _check_float_attrs(st: OpCall, dtype: str, index: int) -> None:
+    """Refuse a finite float attribute of `st` beyond the largest finite value of `dtype`."""
+    spec = CATALOG.get(st.op)
+    for a in spec.attrs if spec is not None else ():
+        v = st.attrs.get(a.name)
+        if a.type != "float" or isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if (isinstance(v, int) or math.isfinite(v)) and abs(v) > MAX[dtype]:
+            raise ProgramError(f"op {st.op!r}: attribute {a.name!r} ({shown_number(v)}) is beyond the {dtype} "
+                               f"range (|x| <= {MAX[dtype]:.6g}) of its input", index, st.id)
+
+
 def check_value_dtypes(program: Program) -> dict[str, str]:
     """`value_dtypes`, refusing (ProgramError naming the statement) an op or module whose inputs
     are in different dtypes, and an op that does not run in its inputs' dtype."""
@@ -116,4 +133,5 @@ def check_value_dtypes(program: Program) -> dict[str, str]:
                 why = why_unsupported(st.op, ins[0])
                 if why is not None:
                     raise ProgramError(f"op {st.op!r} does not run in {ins[0]} (its inputs' dtype): {why}", i, st.id)
+                _check_float_attrs(st, ins[0], i)
     return dtypes

@@ -39,7 +39,7 @@ from difftest.program.ir import (
 )
 from difftest.program.module_schema import overlay
 from difftest.program.modules import ModuleError, module_kind
-from difftest.program.schema_messages import cut, schema_message, shown
+from difftest.program.schema_messages import cut, schema_message, shown, shown_number
 
 SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -55,8 +55,13 @@ def encode_float(x: float) -> float | str:
 def decode_float(x: Any, where: str = "data") -> float:
     if isinstance(x, bool):
         raise ValueError(f"{where}: boolean {x!r} is not a float")
-    if isinstance(x, (int, float)):
-        return float(x)
+    if isinstance(x, float):
+        return x
+    if isinstance(x, int):
+        try:
+            return float(x)
+        except OverflowError:
+            raise ValueError(f"{where}: {shown_number(x)} is beyond the float64 range") from None
     if isinstance(x, str) and x in SPECIAL_FLOATS:
         return SPECIAL_FLOATS[x]
     raise ValueError(f"{where}: {x!r} is not a float (numbers, 'NaN', 'Infinity', '-Infinity')")

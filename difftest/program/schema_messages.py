@@ -17,6 +17,12 @@ def cut(text: str, n: int = SHOWN_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def shown_number(x: int | float) -> str:
+    """A number as an error quotes it: itself, or for an integer too long to read, its length."""
+    text = repr(x)
+    return text if len(text) <= 24 or not isinstance(x, int) else f"an integer of {len(str(abs(x)))} digits"
+
+
 def shown(x: Any) -> str:
     """`x` as an error quotes it, cut to SHOWN_CHARS characters."""
     return cut(repr(x))

@@ -8,6 +8,7 @@ rust/src/fault.rs); each test builds the program a neighbour of a known bug woul
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import cast
 
@@ -137,7 +138,27 @@ PANICS = [
         op("s", "sum", "y"), backward("s"),
     )), "range end index 7 out of range for slice of length 6",
         id="index-out-of-range-in-a-backward-without-a-unit-swap (flex-sum-dim-backward-after-unit-swap-panics)"),
+    pytest.param(Program((
+        leaf("x", [0.5, 2.0], rg=True), op("bw", "powf_scalar", "x", exponent=2.0**62),
+    )), "called `Option::unwrap()` on a `None` value",
+        id="unwrap-at-an-exponent-within-i64 (powf-scalar-huge-exponent-panics)"),
+    pytest.param(Program((
+        leaf("x", [0.5, 2.0], rg=True), op("bw", "mul_scalar", "x", scalar=math.inf),
+    )), "called `Option::unwrap()` on a `None` value",
+        id="unwrap-at-another-op (powf-scalar-huge-exponent-panics)"),
 ]
+
+
+@pytest.mark.parametrize("exponent", [math.inf, -math.inf, 1e19, 2.0**63, -(2.0**64)])
+def test_an_exponent_beyond_i64_is_the_powf_scalar_panic(exponent: float) -> None:
+    """The record's site is every exponent burn's Scalar::try_as_integer unwraps to no i64."""
+    from difftest.divergences.known_bugs import Fault
+    from difftest.findings.triage import known_bug_of
+
+    program = Program((leaf("x", [0.5, 2.0], rg=True), op("bw", "powf_scalar", "x", exponent=exponent)))
+    fault = Fault("outcome", "bw", program, program.dtype, "burn", "called `Option::unwrap()` on a `None` value")
+    known = known_bug_of([fault], KNOWN_BUGS)
+    assert known is not None and known.name == "powf-scalar-huge-exponent-panics"
 
 
 @pytest.mark.parametrize(("program", "message"), PANICS)

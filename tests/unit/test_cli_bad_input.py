@@ -20,6 +20,10 @@ def _gather(indices: Any) -> dict[str, Any]:
     return {"id": "v", "kind": "op", "op": "gather", "inputs": ["x"], "attrs": {"dim": 0, "indices": indices}}
 
 
+def _op(op: str, **attrs: Any) -> dict[str, Any]:
+    return {"id": "v", "kind": "op", "op": op, "inputs": ["x"], "attrs": attrs}
+
+
 def _program(*statements: dict[str, Any]) -> dict[str, Any]:
     return {"format": "difftest-program", "version": 1, "statements": list(statements)}
 
@@ -47,6 +51,27 @@ CASES: dict[str, tuple[Any, str]] = {
                                                        "groups": 1}}),
                                    "statement 2 (id 'v'): conv1d: attribute 'dilation' holds 1000000000000, "
                                    "beyond the 32-bit range"),
+    # an integer too large for a float (Python's float() raised OverflowError), quoted by length
+    "data-integer-beyond-float64": (_program(_leaf("x", [2], [10**400, 2.0])),
+                                    "statement 0 (id 'x'): data[0]: an integer of 401 digits is beyond the float64 "
+                                    "range"),
+    # scalars the op's dtype cannot hold: PyTorch refuses some (clamp), computes with others
+    "float-attribute-beyond-float32": (_program(_leaf("x", [2], [1.0, 2.0]), _op("clamp_min", min=1e39)),
+                                       "op 'clamp_min': attribute 'min' (1e+39) is beyond the float32 range"),
+    "float-attribute-beyond-float16": ({**_program(_leaf("x", [2], [1.0, 2.0]), _op("add_scalar", scalar=70000)),
+                                        "dtype": "float16"},
+                                       "op 'add_scalar': attribute 'scalar' (70000) is beyond the float16 range"),
+    "huge-integer-attribute-quoted-by-length": (_program(_leaf("x", [2], [1.0, 2.0]), _op("clamp_max", max=10**400)),
+                                                "attribute 'max' (an integer of 401 digits) is beyond"),
+    # bounds on which the frameworks define clamp differently
+    "clamp-bounds-crossed": (_program(_leaf("x", [2], [1.0, 2.0]), _op("clamp", min=2.0, max=1.0)),
+                             "statement 1 (id 'v'): clamp: min=2.0 above max=1.0 is not compared"),
+    "clamp-nan-bound": (_program(_leaf("x", [2], [1.0, 2.0]), _op("clamp_min", min="NaN")),
+                        "statement 1 (id 'v'): clamp_min: a NaN min bound is not compared"),
+    "leaky-relu-non-finite-slope": (_program(_leaf("x", [2], [0.0, 2.0]), _op("leaky_relu", slope="Infinity")),
+                                    "statement 1 (id 'v'): leaky_relu: a non-finite slope (inf) is not compared"),
+    "softplus-zero-beta": (_program(_leaf("x", [2], [0.0, 2.0]), _op("softplus", beta=0)),
+                           "statement 1 (id 'v'): softplus: beta = 0 is not compared"),
     "case-name-not-a-string": ({"format": "difftest-case", "version": 1, "status": "pass", "name": {"a": 1},
                                 "program": _program(_leaf("x", [2], [1.0, 2.0]))}, '"name" must be a string'),
     "case-status-not-a-string": ({"format": "difftest-case", "version": 1, "status": ["bug"], "reason": "r",
