@@ -235,7 +235,8 @@ BURN_BUGS: tuple[KnownBug, ...] = (
         "float_powf_scalar ask it, on plain and autodiff devices alike. Outside the generator's "
         "exponents ([-2, 3]), so no trigger. Not found upstream (searched tracel-ai/burn issues).",
         ("corpus/bugs/powf-scalar-huge-exponent-panics.json",
-         burn_source("burn-std", "src/element/scalar.rs"), burn_source("burn-backend", "src/backend/ops/tensor.rs")),
+         burn_source("burn-std", "src/element/scalar.rs"), burn_source("burn-backend", "src/backend/ops/tensor.rs"),
+         "https://github.com/tracel-ai/burn/pull/3847"),
         None,
         site=powf_scalar_beyond_i64,
         effect=Effect(("outcome",), message=r"called `Option::unwrap\(\)` on a `None` value"),
