@@ -38,6 +38,7 @@ from difftest.strategies.config import DEFAULT_KNOWN_SITES
 
 if TYPE_CHECKING:
 
+    from difftest.exec.burn_worker import BurnWorker
     from difftest.oracle.compare import Verdict
 
 DEFAULT_PROGRAMS = 2000  # a campaign's budget when neither --programs nor --time is given
@@ -223,8 +224,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         return run_on_backends(program, args.backends, args.timeout, args.json, args.fault)
     worker = make_worker(args) if case is None else case_worker(args, case)  # a case: on its backend
+    told = None  # the text output also says what triage makes of a failing verdict
     try:
         verdict = check(program, worker)
+        if not verdict.ok and not (args.dot or args.svg or args.json):
+            told = _triage_line(verdict, worker)
     finally:
         worker.close()
     if args.dot or args.svg:
@@ -239,7 +243,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     console = make_console()
     console.print(verdict.report())
     console.print(table(verdict))
+    if told is not None:
+        console.print(told, markup=False, highlight=False)
     return 0 if verdict.ok else 1
+
+
+def _triage_line(verdict: Verdict, worker: BurnWorker) -> str:
+    """What triage makes of a failing verdict, as a campaign would key it: the known bug that
+    explains every finding (and its case), or news, signed and localised."""
+    from difftest.findings.triage import triage
+
+    t = triage(verdict, worker)
+    cases = [ref for ref in t.known.knowledge.evidence if ref.startswith("corpus/")] if t.known else []
+    return f"triage: {t.describe()}" + (f" (its case: {cases[0]})" if cases else "")
 
 
 def _picture(args: argparse.Namespace, verdict: Verdict) -> int:

@@ -12,6 +12,7 @@ from difftest.findings.corpus import load_case
 from difftest.findings.table import report as table_report
 from difftest.findings.table import rows
 from difftest.oracle.check import check
+from difftest.program.jsonio import program_to_dict
 from tests.programs import backward, leaf, op, program
 
 SEED = Path(__file__).resolve().parents[2] / "corpus" / "seed" / "flags-of-w.json"
@@ -72,3 +73,22 @@ def test_a_nan_gradient_difference_is_shown(burn_worker: BurnWorker) -> None:
     [grad] = row["grads"].values()
     assert grad["max_abs"] == "nan" and row["marks"]
     assert "nan / nan !" in table_report(verdict)
+
+
+def test_run_says_which_known_bug_a_failing_program_is(capsys) -> None:  # type: ignore[no-untyped-def]
+    case = Path(__file__).parents[2] / "corpus/bugs/powf-scalar-huge-exponent-panics.json"
+    assert main(["run", str(case)]) == 1
+    last = capsys.readouterr().out.rstrip().splitlines()[-1]
+    assert last.startswith("triage: known bug powf-scalar-huge-exponent-panics: "), last
+    assert last.endswith("(its case: corpus/bugs/powf-scalar-huge-exponent-panics.json)"), last
+
+
+def test_run_signs_a_new_finding_by_the_op_it_localises(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    prog = program(leaf("x", [0.5, 1.0, -1.5], rg=True), op("y", "exp", "x"), op("z", "mul", "y", "x"),
+                   op("s", "sum", "z"), backward("s"))
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(program_to_dict(prog)))
+    assert main(["run", str(path), "--fault", "grad-scale:exp:1e-3"]) == 1
+    last = capsys.readouterr().out.rstrip().splitlines()[-1]
+    assert last.startswith("triage: new: burn-wrong:-:exp:grad:wrong "), last
+    assert "localised: burn-wrong grad input 0 of exp (statement y)" in last, last
