@@ -17,6 +17,12 @@ probability `P_ELEMENT`, by one of its boundary options:
   softmax of equal logits), or of the element at the same position of the op's other input (a
   tie of maximum/minimum, x - y = 0).
 
+A float attribute with declared boundary values (`AttrSpec.boundary`: powf_scalar's integral
+exponents, which burn dispatches to powi_scalar and its special cases; the 0 and 1 of scalars an
+op may short-circuit; softplus' beta of 1) snaps to one when its drawn value lies within
+`ATTR_SNAP` of it: no choice is added, so the choice sequence and every other draw stay as they
+were, and a shrinker that moves the drawn value moves it off or onto the boundary.
+
 Every choice is an ordinary choice of the sequence (a boolean per leaf, a boolean and an integer
 per element), so programs replay and shrink; a shrinker goes toward "no boundary element" and
 toward the first option (0 where the range holds it). An op's inputs must still lie in its
@@ -31,14 +37,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from difftest.choices import Choices
 from difftest.ops.domains import MAX_MAGNITUDE, Domain
+from difftest.ops.spec import AttrSpec
 from difftest.program.dtypes import round_to
 
 P_ELEMENT = 0.35  # of a boundary leaf's elements, the share replaced by a boundary option
+# a drawn float attribute this close to one of its boundary values becomes it (powf_scalar's
+# exponent, uniform over [-2, 3], lands on each of its 7 values 0.8% of the times)
+ATTR_SNAP = 0.02
 TIE = "tie"  # an earlier element of the same tensor
 PAIR = "pair"  # the element at the same position of the op's other input
 
@@ -138,3 +149,18 @@ def _neighbour(v: float, dtype: str, direction: float) -> float:
 def _same(a: float, b: float) -> bool:
     """Equal, telling 0.0 from -0.0."""
     return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+
+
+def snap_attrs(attrs: dict[str, Any], specs: Sequence[AttrSpec]) -> tuple[dict[str, Any], int]:
+    """`attrs` with each float attribute within ATTR_SNAP of one of its boundary values set to
+    it; and how many were."""
+    out, snapped = dict(attrs), 0
+    for a in specs:
+        v = out.get(a.name)
+        if not a.boundary or not isinstance(v, float):
+            continue
+        near = min(a.boundary, key=lambda b: abs(v - b))
+        if v != near and abs(v - near) <= ATTR_SNAP:
+            out[a.name] = near
+            snapped += 1
+    return out, snapped

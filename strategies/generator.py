@@ -246,6 +246,10 @@ class _Builder:
                     return False
                 inputs.append(partner)
         attrs = spec.sample_attrs(c, [v.shape for v in inputs])
+        if attrs is not None and self.cfg.boundary:
+            attrs, snapped = boundary.snap_attrs(attrs, spec.attrs)
+            if snapped:
+                c.note("attr:boundary")
         if attrs is None or any(call_refusal(b, spec.name, attrs) is not None for b in self.cfg.backends):
             return False
         if partners is not None and partners.after_attrs:

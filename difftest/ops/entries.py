@@ -82,8 +82,8 @@ def unary(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain
 
 def scalar_op(name: str, pytorch: str, burn: str, attr: str, lo: float, hi: float, t: T.ToleranceClass,
               d: dom.Domain = dom.ANY, attr_type: str = "float", saves: tuple[int, ...] = (),
-              saves_tensors: bool | None = None) -> OpSpec:
-    return OpSpec(name, "scalar", 1, pytorch, burn, rule.same, t, d, (AttrSpec(attr, attr_type),),
+              saves_tensors: bool | None = None, boundary: tuple[float, ...] = ()) -> OpSpec:
+    return OpSpec(name, "scalar", 1, pytorch, burn, rule.same, t, d, (AttrSpec(attr, attr_type, boundary),),
                   draw.number(attr, lo, hi, attr_type), saves=saves, saves_tensors=saves_tensors)
 
 

@@ -48,6 +48,11 @@ ATTR_TYPES = ("float", "int", "dim", "dims", "ints", "shape", "ranges", "int_ten
 class AttrSpec:
     name: str
     type: str  # one of ATTR_TYPES
+    # a float attribute's values where implementations branch (burn dispatches an integral
+    # powf_scalar exponent to powi_scalar, whose 0, 1, 2, -1, -2 are special cases; 0 and 1 of
+    # a scalar an op may short-circuit): with boundary values on, the generator snaps a drawn
+    # value within strategies/boundary.ATTR_SNAP of one to it, so campaigns reach those paths
+    boundary: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         assert self.type in ATTR_TYPES, f"attribute {self.name}: unknown type {self.type!r}"
