@@ -137,3 +137,24 @@ def _values(p: Program) -> dict[str, torch.Tensor]:
     """Every float value of the program, as the PyTorch executor computes it in float32."""
     obs = run_torch(p)
     return {v.id: torch.tensor(v.value.data, dtype=torch.float32).reshape(v.value.shape) for v in obs.values}
+
+
+def _float_attrs(progs: list[Program]) -> list[tuple[str, str, float]]:
+    """(op, attribute, value) of every float attribute with declared boundary values."""
+    return [(s.op, a.name, s.attrs[a.name]) for p in progs for s in p.statements if isinstance(s, OpCall)
+            for a in CATALOG[s.op].attrs if a.boundary and isinstance(s.attrs.get(a.name), float)]
+
+
+def test_float_attributes_snap_to_their_boundary_values_and_the_continuous_profile_never() -> None:
+    """powf_scalar's integral exponents (burn's dispatch to powi_scalar) and the scalars' 0 and 1
+    are drawn, only as declared, and never in the profile "continuous"."""
+    ops = ["powf_scalar", "mul_scalar", "add_scalar", "softplus", "exp"]
+    seen = _float_attrs([generate(RandomChoices(k), GenConfig(ops=ops)) for k in range(400)])
+    on = [(op, name, v) for op, name, v in seen if v in CATALOG[op].attrs[0].boundary]
+    assert 0.005 <= len(on) / len(seen) <= 0.1, (len(on), len(seen))
+    assert {v for op, _, v in on if op == "powf_scalar"} >= {0.0, 1.0, 2.0}, on
+    near = [(op, v) for op, name, v in seen if any(0 < abs(v - b) <= 0.02 for b in CATALOG[op].attrs[0].boundary)]
+    assert not near, near  # within the snap of a boundary value yet not on it
+    continuous = _float_attrs([generate(RandomChoices(k), GenConfig.profile("continuous", ops=ops))
+                               for k in range(400)])
+    assert not [v for op, _, v in continuous if v in CATALOG[op].attrs[0].boundary]
