@@ -95,6 +95,12 @@ class ExecHooks(Protocol):
         running state)."""
         ...
 
+    def carried(self, st: Statement, t: torch.Tensor) -> torch.Tensor:
+        """The value later statements read for `st`, whose own value is `t` (what the run
+        observes): `t`, or `t` with the error its computation allows and no op of the run
+        injects (a gradient read's cancelling terms, in the noise runs)."""
+        ...
+
 
 AtEnd = Callable[[dict[str, torch.Tensor], dict[str, TorchModule], Session], None]  # run_torch's `at_end`
 # run_torch's `before_backward(i, env, modules, session)`
@@ -149,7 +155,7 @@ def run_torch(program: Program, dtype: str | None = None, *, burn_inference: fro
             break
         if t is None:  # not a value
             continue
-        run.env[st.id] = t
+        run.env[st.id] = t if run.hooks is None else run.hooks.carried(st, t)
         values.append(ValueObs(st.id, tensor_obs(t), flags(t)))
     if at_end is not None and error is None:
         at_end(run.env, run.modules, run.session)

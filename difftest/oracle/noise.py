@@ -16,6 +16,10 @@ op class for float32 and scales them to the dtype; each op's own rounding is mea
   sums over the group in its backward) is drawn once per group (shared_noise.py), so that a
   later reduction over the group adds it coherently, as it adds the real one.
 
+* a gradient read hands the values computed from it its value plus a random error of the size
+  its own budget allows for the terms its gradient sums (read_errors), which no op of the run
+  injects (tolerance.py: an elementwise op's declared terms enter the budget only).
+
 Leaves, cuts and values behind them are not perturbed beyond what flows into them. Runs are
 seeded from the program, so the measurement is deterministic.
 
@@ -42,9 +46,10 @@ import torch
 from difftest.exec.torch_values import DTYPES
 from difftest.ops import tolerance as tol
 from difftest.ops.catalog import CATALOG
+from difftest.ops.value_dtypes import dtype_of
 from difftest.oracle.pytorch import run as run_torch
 from difftest.oracle.sites import OpSite, SiteHooks
-from difftest.program.ir import OpCall, Program
+from difftest.program.ir import Grad, OpCall, Program, Statement, value_inputs
 from difftest.program.jsonio import dumps, program_to_dict
 from difftest.program.observation import Observation
 
@@ -194,9 +199,12 @@ class _Measured(torch.autograd.Function):
 class NoiseHooks(SiteHooks):
     """Site hooks (sites.py) that inject the noise described above."""
 
-    def __init__(self, seed: int, ties: dict[str, list[torch.Tensor]] | None = None) -> None:
+    def __init__(self, seed: int, ties: dict[str, list[torch.Tensor]] | None = None,
+                 reads: dict[str, torch.Tensor] | None = None) -> None:
         self.gen = torch.Generator().manual_seed(seed)
+        self.seed = seed
         self.ties = ties or {}  # tie_references: the float64 inputs of the ops that keep ties
+        self.reads = reads or {}  # read_errors: per gradient read, the error it carries onward
         # the draw that scaled the current site's measured rounding (measured), which its
         # accumulation noise reuses: both estimate the rounding of one op's result, which an
         # implementation incurs once, so they add coherently and never cancel each other (with
@@ -223,6 +231,18 @@ class NoiseHooks(SiteHooks):
 
     def uniform_draws(self) -> Callable[[torch.Size], torch.Tensor] | None:
         return self.uniform
+
+    def carried(self, st: Statement, t: torch.Tensor) -> torch.Tensor:
+        """A gradient read as later statements see it: its value plus its allowed error
+        (read_errors) times a uniform draw per element. The draws come from a generator of the
+        read's own, so every other draw of the run is what it is without them, and the read's
+        own value (what the run observes of it) keeps its budget unchanged."""
+        size = self.reads.get(st.id)
+        if size is None or size.shape != t.shape:
+            return t
+        gen = torch.Generator().manual_seed(self.seed ^ zlib.crc32(st.id.encode()))
+        u = torch.rand(t.shape, generator=gen, dtype=torch.float64) * 2.0 - 1.0
+        return t + (size * u).to(t.dtype)
 
     def on_site(self, site: OpSite, inputs: Sequence[torch.Tensor],
                 compute: Callable[[Sequence[torch.Tensor]], torch.Tensor]) -> torch.Tensor:
@@ -339,13 +359,40 @@ def magnitude_run(program: Program, upto: int | None = None) -> Observation:
     return run_torch(program if upto is None else program.prefix(upto), "float64", hooks=MagnitudeHooks())
 
 
+def read_errors(program: Program, magnitudes: Observation) -> dict[str, torch.Tensor]:
+    """Per gradient read that a later statement uses, the error it may carry into the values
+    computed from it. A read is judged with `TERMS_ULPS` ulps of the terms its gradient sums
+    (the magnitude run's value of the read) on top of its measured noise, and the noise runs do
+    not inject an elementwise op's declared terms (tolerance.py): a value made from the read,
+    budgeted on its own noise, would allow none of that error, and the read's float64 rounding
+    where 1 - tanh(x)**2 cancels becomes a false "burn-wrong" in 0.5 * read. Injected at
+    TERMS_ULPS / NOISE_FACTOR ulps, the budget's NOISE_FACTOR gives the value downstream about
+    the read's own allowance, carried through whatever it is made of."""
+    used = {i for st in program.statements for i in value_inputs(st)}
+    out: dict[str, torch.Tensor] = {}
+    for st in program.statements:
+        seen = magnitudes.value(st.id) if isinstance(st, Grad) and st.id in used else None
+        if seen is None or seen.value is None:
+            continue
+        size = tol.TERMS_ULPS / tol.NOISE_FACTOR * tol.F32_EPS * tol.scale(dtype_of(program, st.id))
+        terms = torch.tensor(seen.value.data, dtype=torch.float64).reshape(seen.value.shape)
+        out[st.id] = size * torch.nan_to_num(terms.abs(), nan=0.0, posinf=0.0)
+    return out
+
+
+def feeds_on_read(program: Program, upto: int) -> bool:
+    """Whether one of the program's first `upto` statements computes from a gradient read."""
+    reads = {st.id for st in program.statements[:upto] if isinstance(st, Grad)}
+    return any(i in reads for st in program.statements[:upto] for i in value_inputs(st))
+
+
 def program_seed(program: Program) -> int:
     return zlib.crc32(dumps(program_to_dict(program)).encode())
 
 
 def noisy_runs(program: Program, samples: int = tol.NOISE_SAMPLES, start: int = 0,
                reference: Observation | None = None, observed: Observation | None = None,
-               upto: int | None = None) -> list[Observation]:
+               upto: int | None = None, magnitudes: Observation | None = None) -> list[Observation]:
     """Runs `start` to `samples` - 1 of `program`'s float64 runs with rounding noise,
     deterministically seeded: run k is the same whichever others are made. `reference`: the
     plain float64 run (made here when not given), and `observed`: PyTorch's run of the program
@@ -353,10 +400,13 @@ def noisy_runs(program: Program, samples: int = tol.NOISE_SAMPLES, start: int = 
     `observed`). `upto`: run only the first `upto` statements. The seed is the whole
     program's and the noise is drawn statement by statement, in order, so each of those
     statements gets exactly what it gets in a run of the whole program: arbitration asks for
-    the statements up to its last mismatch, not the backwards after a value mismatch."""
+    the statements up to its last mismatch, not the backwards after a value mismatch.
+    `magnitudes`: the magnitude run, covering those statements, when a gradient read feeds a
+    later statement (read_errors)."""
     seed = program_seed(program)
     if start >= samples:
         return []
     ties = tie_references(program, reference if reference is not None else run_torch(program, "float64"), observed)
     ran = program if upto is None else program.prefix(upto)
-    return [run_torch(ran, "float64", hooks=NoiseHooks(seed + k, ties)) for k in range(start, samples)]
+    reads = read_errors(program, magnitudes) if magnitudes is not None else None
+    return [run_torch(ran, "float64", hooks=NoiseHooks(seed + k, ties, reads)) for k in range(start, samples)]

@@ -49,7 +49,7 @@ from difftest.oracle import kink_inputs as ki
 from difftest.oracle.compare import Mismatch, Verdict, equal_nonfinite
 from difftest.oracle.finite_diff import finite_difference
 from difftest.oracle.kinks import at_kink, near_kink
-from difftest.oracle.noise import magnitude_run, noisy_runs
+from difftest.oracle.noise import feeds_on_read, magnitude_run, noisy_runs
 from difftest.oracle.pytorch import run as run_torch
 from difftest.program.dtypes import MAX
 from difftest.program.ir import Grad, Program
@@ -169,8 +169,12 @@ class TorchRuns:
         if n > self._noisy_upto:
             self._noisy, self._noisy_upto = [], n
         if len(self._noisy) < count:
+            # the magnitude run gives a gradient read's terms, whose error the noise runs carry
+            # into the values computed from it (noise.read_errors)
+            fed = feeds_on_read(self.program, self._noisy_upto)
             self._noisy += noisy_runs(self.program, count, len(self._noisy), self.reference(), self.observed,
-                                      upto=self._noisy_upto)
+                                      upto=self._noisy_upto,
+                                      magnitudes=self.magnitudes(self._noisy_upto) if fed else None)
         return self._noisy[:count]
 
     def magnitudes(self, upto: int | None = None) -> Observation:

@@ -76,6 +76,9 @@ class SiteHooks:
     def constant(self, st: Statement) -> torch.Tensor | None:
         return None
 
+    def carried(self, st: Statement, t: torch.Tensor) -> torch.Tensor:
+        return t
+
     def on_site(self, site: OpSite, inputs: Sequence[torch.Tensor],
                 compute: Callable[[Sequence[torch.Tensor]], torch.Tensor]) -> torch.Tensor:
         """Runs `compute(inputs)` (already in the statement's region) for the forward `site`."""

@@ -154,7 +154,7 @@ def test_a_noise_run_that_raises_is_reported_not_taken_for_zero_noise(monkeypatc
 
     def failing(p: Program, samples: int = 4, start: int = 0,
                 reference: Observation | None = None, observed: Observation | None = None,
-                upto: int | None = None) -> list[Observation]:
+                upto: int | None = None, magnitudes: Observation | None = None) -> list[Observation]:
         return [Observation("torch64", error=ErrorObs("exception", "RuntimeError: boom", 0, "x"))] * (samples - start)
 
     monkeypatch.setattr(numerics, "noisy_runs", failing)
@@ -417,6 +417,35 @@ def test_noise_and_magnitude_runs_of_a_prefix_give_its_statements_the_whole_prog
                     for ident, g in bw_part.grads.items():
                         assert _same_tensor(bw.grads.get(ident), g), (k, upto, bw.id, ident)
     assert compared > 500
+
+
+def test_a_gradient_read_carries_the_error_of_its_terms_into_the_values_made_from_it() -> None:
+    """The read's gradient cancels (1 - tanh**2 near saturation): the noise runs perturb what
+    later statements see of the read by TERMS_ULPS / NOISE_FACTOR ulps of its terms, from a
+    generator of the read's own. The read's own value and every value not made from it are
+    bit for bit what they are without it."""
+    from difftest.oracle.noise import magnitude_run
+
+    p = program(leaf("x", [-2.0, 0.5, 1.0, 2.9], rg=True), op("a", "add_scalar", "x", scalar=2.8),
+                op("y", "tanh", "a"), backward("y"), Grad("g", "bw", "x"), op("z", "mul_scalar", "g", scalar=0.5),
+                op("w", "exp", "x"))
+    p = replace(p, dtype="float64")
+    terms = magnitude_run(p).value("g")
+    assert terms is not None
+    plain = noisy_runs(p, 3, reference=run_torch(p, "float64"))
+    carried = noisy_runs(p, 3, reference=run_torch(p, "float64"), magnitudes=magnitude_run(p))
+    size = tol.TERMS_ULPS / tol.NOISE_FACTOR * tol.F32_EPS * tol.scale("float64")
+    moved = 0.0
+    for a, b in zip(plain, carried, strict=True):
+        for ident in ("x", "a", "y", "g", "w"):
+            va, vb = a.value(ident), b.value(ident)
+            assert va is not None and vb is not None and _same_tensor(va.value, vb.value), ident
+        za, zb = a.value("z"), b.value("z")
+        assert za is not None and zb is not None
+        for j, (u, v) in enumerate(zip(za.value.data, zb.value.data, strict=True)):
+            assert abs(u - v) <= 0.5 * size * abs(terms.value.data[j]) * (1 + 1e-9) + 1e-300
+            moved = max(moved, abs(u - v) / (0.5 * size * abs(terms.value.data[j])))
+    assert moved > 0.3  # a uniform draw per element and run: some of them far from 0
 
 
 def test_a_finite_difference_that_cannot_resolve_the_gap_does_not_blame_pytorch(burn_worker: BurnWorker) -> None:
