@@ -135,7 +135,9 @@ TERMS_ULPS = 4.0  # gradients: this many ulps of the sum of |terms| (noise.magni
 # TERMS_ULPS eps g (1 + y**2) and TERMS_ULPS eps g y (1 + y): about 8 and 16 times that near
 # saturation, where the injected terms allowed ~100 times the real error (a derivative 1e-3 off
 # in the tail passed). Reductions' declared terms (softmax, the losses, var) cancel in sums of
-# an implementation-defined order and stay injected.
+# an implementation-defined order and stay injected. A gradient read hands the values computed
+# from it TERMS_ULPS / NOISE_FACTOR ulps of its terms as noise (noise.read_errors), so that they
+# get about the read's own allowance.
 
 
 def budget(noise: float, reference: float, terms: float = 0.0, dtype: str = "float32") -> float:
