@@ -106,10 +106,10 @@ def programs_of(spec: OpSpec, xs: list[float]) -> list[tuple[Program, list[float
                           Grad("g", "b", "x"), Grad("g2", "b", "x2"))), list(first))]
     if not spec.attrs:
         return [(_program(Leaf("x", (len(xs),), tuple(xs), "autodiff", True), OpCall("y", spec.name, ("x",))), xs)]
-    pairs = Leaf("x", (len(xs), 2), tuple(v for x in xs for v in (x, 0.0)), "autodiff", True)
+    rows = Leaf("x", (len(xs), 2), tuple(v for x in xs for v in (x, 0.0)), "autodiff", True)
     single = Leaf("x", (len(xs), 1), tuple(xs), "autodiff", True)
     call = OpCall("y", spec.name, ("x",), {"dim": 1})
-    return [(_program(pairs, call), [x for x in xs for _ in (0, 1)]), (_program(single, call), xs)]
+    return [(_program(rows, call), [x for x in xs for _ in (0, 1)]), (_program(single, call), xs)]
 
 
 def _program(leaf: Leaf, call: OpCall) -> Program:

@@ -2,6 +2,7 @@
 
     python benchmarks/coverage.py overhead [--programs N] [--seed K]
     python benchmarks/coverage.py guided [--programs N,N,...] [--seed K] [--share P] [--svg FILE]
+    python benchmarks/coverage.py attrs [--programs N] [--seed K] [--ops OP,OP,...]
 
 `overhead`: the same seeded campaign (one job, root probes, PyTorch and the comparison
 included, nothing saved) on the default binary and on the coverage build, the coverage run
@@ -18,6 +19,11 @@ on one worker; each program run on burn only (no PyTorch, no probes: the campaig
 in which programs they run). Prints both at each checkpoint, and the edges either reached (a
 lower bound of what the catalog reaches: where it barely exceeds each, the two searches found
 about the same set), and the table at the end; with --svg, writes the plot.
+
+`attrs`: what the attribute boundary values add (strategies/boundary.py `snap_attrs`): the same
+seeded programs generated twice, with the snapping and with it off (`ATTR_SNAP` 0), which differ
+in the snapped attributes alone; each run on burn under coverage; the burn edges each reached,
+per crate, and the files of the edges only one of them reached.
 Measurements only: nothing here asserts a figure.
 """
 
@@ -27,6 +33,7 @@ import argparse
 import os
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
@@ -34,11 +41,13 @@ from rich.console import Console
 from difftest.campaign.guided import Frontier, Guide
 from difftest.campaign.loop import program_at, program_seed, run_campaign
 from difftest.exec.burn_worker import BurnWorker, find_binary
-from difftest.exec.coverage_map import EdgeMap, coverage_binary, hit_edges, load_map
+from difftest.exec.coverage_map import EdgeMap, coverage_binary, edges_after, hit_edges, load_map, worker_marks
 from difftest.findings.report_svg import Series, line_plot
 from difftest.program.ir import Program
+from difftest.strategies import boundary
 from difftest.strategies.choices import RandomChoices
 from difftest.strategies.config import GenConfig
+from difftest.strategies.generator import generate
 
 CRATES = ("burn-autodiff", "burn-flex")
 
@@ -53,7 +62,7 @@ class EdgesAsked:
     def choices(self, k: int) -> RandomChoices:
         return RandomChoices(program_seed(self.seed, k))
 
-    def observe(self, program: Program, worker: BurnWorker) -> bool:
+    def observe(self, program: Program, worker: BurnWorker, before: tuple[int, int] | None = None) -> bool:
         hit_edges(worker)
         return False
 
@@ -148,6 +157,34 @@ def guided(checkpoints: list[int], seed: int, share: float, svg: Path | None) ->
         print(f"wrote {svg}")
 
 
+def attrs(programs: int, seed: int, ops: tuple[str, ...] | None) -> None:
+    binary = str(coverage_binary(Console(stderr=True)))
+    snap = boundary.ATTR_SNAP
+    reached: dict[str, set[int]] = {}
+    with BurnWorker(binary) as worker:
+        m = load_map(worker)
+        for mode, within in (("snapping", snap), ("without", 0.0)):
+            boundary.ATTR_SNAP = within
+            seen: set[int] = set()
+            try:
+                for k in range(programs):
+                    program = generate(RandomChoices(program_seed(seed, k)), GenConfig(ops=ops))
+                    marks = worker_marks(worker)
+                    worker.run(program)
+                    seen |= edges_after(worker, program, marks) & m.burn_edges
+            finally:
+                boundary.ATTR_SNAP = snap
+            reached[mode] = seen
+            counts = Counter(m.edge_crate[i] for i in seen)
+            print(f"{mode:>8}: {len(seen):,} burn edges; " + ", ".join(f"{c} {n:,}" for c, n in sorted(counts.items())),
+                  flush=True)
+    files = m.file_crates
+    for mode, other in (("snapping", "without"), ("without", "snapping")):
+        only = reached[mode] - reached[other]
+        where = Counter(" ".join(files[m.file[i]] or ("?",)) for i in only)
+        print(f"only {mode}: {len(only)} edges; " + ", ".join(f"{f} {n}" for f, n in where.most_common(8)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     sub = ap.add_subparsers(dest="what", required=True)
@@ -159,10 +196,16 @@ def main() -> None:
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--share", type=float, default=0.5)
     g.add_argument("--svg", default=None)
+    a = sub.add_parser("attrs")
+    a.add_argument("--programs", type=int, default=2000)
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--ops", default=None, help="comma-separated catalog ops (default: the whole catalog)")
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if args.what == "overhead":
         overhead(args.programs, args.seed)
+    elif args.what == "attrs":
+        attrs(args.programs, args.seed, tuple(args.ops.split(",")) if args.ops else None)
     else:
         guided(sorted(int(x) for x in args.programs.split(",")), args.seed, args.share,
                Path(args.svg) if args.svg else None)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import torch
 from hypothesis import HealthCheck, settings
 
 torch.set_num_threads(1)
 
-_COMMON = {
+_COMMON: dict[str, Any] = {
     "deadline": None,
     "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
     "print_blob": False,

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from difftest.program.ir import Backward, Cut, Leaf, OpCall, Program
 from difftest.program.observation import Observation
 
 
-def leaf(i: str, data: list[float], rg: bool = False, device: str = "autodiff", shape: list[int] | None = None) -> Leaf:
+def leaf(i: str, data: Sequence[float], rg: bool = False, device: str = "autodiff",
+         shape: Sequence[int] | None = None) -> Leaf:
     return Leaf(i, tuple(shape or [len(data)]), tuple(data), device, rg)  # type: ignore[arg-type]
 
 

@@ -100,9 +100,10 @@ def test_reductions_of_float64_layouts(wgpu: BurnWorker) -> None:
 
 def test_reductions_after_poolings_convolutions_and_slices(wgpu: BurnWorker) -> None:
     x = _leaf("x", (2, 2, 6, 6), 1, "float32")
-    cases: list[list[Statement]] = [
+    pools: list[list[Statement]] = [
         [OpCall("y", "adaptive_avg_pool2d", ("x",), {"output_size": out})] for out in ([1, 4], [2, 2], [1, 2], [1, 1])
-    ] + [
+    ]
+    cases: list[list[Statement]] = pools + [
         [OpCall("y", "max_pool2d", ("x",), {"kernel": [6, 1], "stride": [6, 2], "padding": [0, 0]})],
         [OpCall("y", "avg_pool2d", ("x",), {"kernel": [2, 2], "stride": [2, 2], "padding": [0, 0],
                                             "count_include_pad": 1})],
@@ -209,8 +210,8 @@ def test_unfold_views_read_wrong_exactly_where_the_vectorisation_model_says(wgpu
     program = Program(tuple(statements), dtype)
     burn, torch = wgpu.run(program), run_torch(program, dtype)
     wrong = []
-    for y, pred in predicted.items():
-        for ident in (y, "e" + y[1:]):
+    for yid, pred in predicted.items():
+        for ident in (yid, "e" + yid[1:]):
             b, t = burn.value(ident), torch.value(ident)
             assert b is not None and t is not None and b.value is not None and t.value is not None, ident
             measured = not np.allclose(b.value.data, t.value.data, rtol=1e-5, atol=1e-6)

@@ -19,7 +19,7 @@ from difftest.divergences.known_bugs import KnownBug
 from difftest.divergences.rules import RULES, Rule, rules_for
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.across import judge_on, known_bug_of
-from difftest.findings.corpus import load_case
+from difftest.findings.corpus import Case, load_case
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_GRAD = ROOT / "corpus" / "seed" / "side-branch-no-grad.json"  # divergence:region-off-autodiff
@@ -84,7 +84,7 @@ def test_a_rule_outside_its_range_is_not_needed_where_burn_agrees() -> None:
     assert (cell.outcome, cell.ok, cell.text) == ("not needed", True, "leaf-detach not needed")
 
 
-def _as_bug(path: Path, burn_versions: str | None) -> tuple[object, tuple[KnownBug, ...]]:
+def _as_bug(path: Path, burn_versions: str | None) -> tuple[Case, tuple[KnownBug, ...]]:
     case = load_case(path)
     case.status = "bug"
     if burn_versions is None:

@@ -117,7 +117,7 @@ def _example(name: str) -> tuple[list[tuple[int, ...]], dict[str, Any]]:
     partners = spec.partners
     for first in ((2, 2), (2, 3)):
         c = RandomChoices(0)
-        shapes = [first]
+        shapes: list[tuple[int, ...]] = [first]
         if partners is not None and not partners.after_attrs:
             shapes += list(partners.draw(c, first, {}, 3))
         attrs = spec.sample_attrs(c, shapes)
@@ -201,9 +201,9 @@ def _check_saved(spec: OpSpec, st: OpCall, values: list[torch.Tensor]) -> None:
             continue
         ins = [v.clone().requires_grad_(n) for v, n in zip(values, needs)]
         y = spec.lower(ins, st.attrs)
-        y.sum().backward()
+        y.sum().backward()  # type: ignore[no-untyped-call]
         try:
-            y.sum().backward()
+            y.sum().backward()  # type: ignore[no-untyped-call]
             raised = False
         except RuntimeError as e:
             assert "second time" in str(e), e

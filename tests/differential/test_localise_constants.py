@@ -17,7 +17,7 @@ from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.localise import localise
 from difftest.findings.triage import triage
 from difftest.oracle.check import check
-from difftest.program.ir import Program
+from difftest.program.ir import Leaf, Program
 from tests.programs import backward, leaf, op, program
 
 FAULT = "grad-scale-beside-constant:cat:0.25"
@@ -49,6 +49,7 @@ def test_it_is_named_by_the_op(faulty: BurnWorker) -> None:
     verdict = check(_cat_then_sinh(), faulty)
     loc = localise(verdict, faulty)
     assert loc is not None and (loc.where, loc.confidence, loc.kind) == ("cat", "fails", "grad"), loc
-    constants = [s for s in loc.program.statements if s.kind == "leaf" and not s.require_grad and s.id != "ct"]
+    assert loc.program is not None
+    constants = [s for s in loc.program.statements if isinstance(s, Leaf) and not s.require_grad and s.id != "ct"]
     assert [s.data for s in constants] == [(0.5,)], "the reproducer keeps the constant input"
     assert triage(verdict, faulty).signature.startswith("burn-wrong:-:cat:grad")

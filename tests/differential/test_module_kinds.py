@@ -337,8 +337,8 @@ def test_the_generator_builds_embeddings_on_leaves_of_indices() -> None:
             continue
         check_program(p)
         for s in p.statements:
-            if isinstance(s, Apply) and isinstance(by_id[s.input], Leaf) and not by_id[s.input].require_grad \
-                    and all(float(v).is_integer() for v in by_id[s.input].data):  # type: ignore[union-attr]
+            x = by_id[s.input] if isinstance(s, Apply) else None
+            if isinstance(x, Leaf) and not x.require_grad and all(float(v).is_integer() for v in x.data):
                 forwards += 1
     assert forwards > 20, forwards
 

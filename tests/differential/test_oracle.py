@@ -7,7 +7,7 @@ import pytest
 
 from difftest.exec.burn_worker import BurnWorker
 from difftest.oracle.check import check
-from difftest.oracle.numerics import finite_difference
+from difftest.oracle.finite_diff import finite_difference
 from tests.programs import backward, cut, leaf, op, program
 
 # x -> 2x -> detach -> + x -> sum: autodiff's dL/dx is 1; the total derivative is 3

@@ -18,7 +18,7 @@ def readme_example() -> str:
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     examples = [b for b in blocks if "@given" in b and "burn_worker" in b]
     assert len(examples) == 1, "the README should hold one Hypothesis example with the burn_worker fixture"
-    return examples[0]
+    return str(examples[0])
 
 
 def test_the_readme_example_passes_in_a_project_of_its_own(tmp_path: Path) -> None:

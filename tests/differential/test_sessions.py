@@ -73,7 +73,7 @@ def test_a_session_statement_in_a_version_1_document_is_rejected() -> None:
 
 def test_one_optimizer_steps_one_module() -> None:
     linear = {"kind": "module", "module": "linear", "weight": {"shape": [1, 2], "data": [1.0, 2.0]}, "bias": None}
-    statements = [
+    statements: list[dict[str, Any]] = [
         LEAF, {"id": "m1", **linear}, {"id": "m2", **linear},
         {"id": "y", "kind": "apply", "module": "m1", "input": "x"},
         {"id": "s", "kind": "op", "op": "sum", "inputs": ["y"]}, {"id": "bw", "kind": "backward", "input": "s"},

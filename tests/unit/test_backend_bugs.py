@@ -9,12 +9,13 @@ import json
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
 from difftest.exec.backends import BACKENDS
+from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.corpus import load_case
 from difftest.findings.localise import Localisation
 from difftest.findings.triage import explains, fault_of, known_bug_of, shown_fault, triage
@@ -193,7 +194,7 @@ def _downstream_verdict(offset: float) -> Any:
     burn = json.loads(json.dumps(case.record["observations"]["burn"]))
     y = next(v for v in burn["values"] if v["id"] == "y")
     burn["values"].append({**y, "id": "z", "data": [math.exp(v) + offset for v in y["data"]]})
-    return check(program, Replay(Observation.from_dict(burn, "burn"), "ndarray"))
+    return check(program, cast(BurnWorker, Replay(Observation.from_dict(burn, "burn"), "ndarray")))
 
 
 def test_a_finding_past_the_localisation_budget_is_matched_where_the_program_shows_it() -> None:
@@ -349,7 +350,7 @@ def test_gelus_gradient_error_is_carried_by_the_terms_of_a_gradient_upstream() -
     # detach c4, whose own terms are none: they carry the gradient's
     doc = json.loads((Path(__file__).parent / "data" / "ndarray-gelu-through-a-gradient-read.json").read_text())
     program = program_from_dict(doc["program"])
-    verdict = check(program, Replay(Observation.from_dict(doc["burn"], "burn"), "ndarray"))
+    verdict = check(program, cast(BurnWorker, Replay(Observation.from_dict(doc["burn"], "burn"), "ndarray")))
     gelu = BY_NAME["ndarray-gelu-grad-tanh-approximation"]
     by_statement = {m.statement: m for m in verdict.findings if m.kind == "value"}
     grad = next(m for m in verdict.findings if m.kind == "grad" and m.statement == "x1" and m.backward == "bw1")
@@ -368,7 +369,7 @@ def test_a_selection_of_a_gradient_read_carries_the_gradients_terms() -> None:
     # cummax(g0) only selects g0's elements, so the largest of g0's terms bounds each of v3's
     doc = json.loads((Path(__file__).parent / "data" / "wgpu-asin-through-cummax-of-a-gradient-read.json").read_text())
     program = program_from_dict(doc["program"])
-    verdict = check(program, Replay(Observation.from_dict(doc["burn"], "burn"), "wgpu"))
+    verdict = check(program, cast(BurnWorker, Replay(Observation.from_dict(doc["burn"], "burn"), "wgpu")))
     precision = BY_NAME["wgpu-f32-transcendental-precision"]
     cummax = next(m for m in verdict.findings if m.kind == "value" and m.statement == "v3")
     f = shown_fault(verdict, cummax, "wgpu")
@@ -377,6 +378,6 @@ def test_a_selection_of_a_gradient_read_carries_the_gradients_terms() -> None:
     # ten times the error: beyond the driver's precision, news
     assert not explains(precision, replace(f, pairs=tuple((r, r + 10 * (b - r)) for r, b in f.pairs)))
     # an op that computes (not only selects) from the read carries no such bound
-    computed = replace(program, statements=tuple(replace(s, op="exp") if s.id == "v3" else s  # type: ignore[call-arg]
+    computed = replace(program, statements=tuple(replace(s, op="exp") if isinstance(s, OpCall) and s.id == "v3" else s
                                                  for s in program.statements))
     assert not any(shown_fault(replace(verdict, program=computed), cummax, "wgpu").terms)

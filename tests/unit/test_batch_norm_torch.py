@@ -36,6 +36,7 @@ def test_running_stats_use_the_unbiased_variance() -> None:
     bn = two_train_forwards(no_grad=False)
     mean, unbiased = running([X1, X2], unbiased=True)
     _, biased = running([X1, X2], unbiased=False)
+    assert bn.running_mean is not None and bn.running_var is not None
     torch.testing.assert_close(bn.running_mean.double(), mean)
     torch.testing.assert_close(bn.running_var.double(), unbiased)
     assert not torch.allclose(bn.running_var.double(), biased)
@@ -46,6 +47,7 @@ def test_train_mode_updates_under_no_grad() -> None:
     the training flag, with grad mode on or off and whatever the input's requires_grad."""
     bn = two_train_forwards(no_grad=True)
     mean, var = running([X1, X2], unbiased=True)
+    assert bn.running_mean is not None and bn.running_var is not None
     torch.testing.assert_close(bn.running_mean.double(), mean)
     torch.testing.assert_close(bn.running_var.double(), var)
 

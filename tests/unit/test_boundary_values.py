@@ -148,7 +148,7 @@ def _float_attrs(progs: list[Program]) -> list[tuple[str, str, float]]:
 def test_float_attributes_snap_to_their_boundary_values_and_the_continuous_profile_never() -> None:
     """powf_scalar's integral exponents (burn's dispatch to powi_scalar) and the scalars' 0 and 1
     are drawn, only as declared, and never in the profile "continuous"."""
-    ops = ["powf_scalar", "mul_scalar", "add_scalar", "softplus", "exp"]
+    ops = ("powf_scalar", "mul_scalar", "add_scalar", "softplus", "exp")
     seen = _float_attrs([generate(RandomChoices(k), GenConfig(ops=ops)) for k in range(400)])
     on = [(op, name, v) for op, name, v in seen if v in CATALOG[op].attrs[0].boundary]
     assert 0.005 <= len(on) / len(seen) <= 0.1, (len(on), len(seen))

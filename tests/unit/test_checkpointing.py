@@ -170,6 +170,6 @@ def test_recompute_experiment_reads_the_ops_output_back() -> None:
     assert found is not None and found.statement.id == "y"
     assert recompute_fault(verdict, path, True, judge("tanh")) is None
     # an experiment that fails without checkpointing too is not a recomputation
-    assert recompute_fault(verdict, path, True, lambda q: SimpleNamespace(ok=False, findings=[])) is None
+    assert recompute_fault(verdict, path, True, lambda q: cast(Any, SimpleNamespace(ok=False, findings=[]))) is None
     plain = cast(Any, SimpleNamespace(program=_program("disabled"), torch=obs, burn=obs))
     assert recompute_fault(plain, path, True, judge("sin")) is None

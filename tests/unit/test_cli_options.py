@@ -93,7 +93,11 @@ def test_memory_refuses_a_size_burn_refuses_before_pytorch_measures(
     from difftest.memory import cli
 
     measured: list[object] = []
-    monkeypatch.setattr(cli, "run_table", lambda *args, **kwargs: measured.append(args) or [])
+    def run_table(*args: object, **kwargs: object) -> list[object]:
+        measured.append(args)
+        return []
+
+    monkeypatch.setattr(cli, "run_table", run_table)
     assert main(["memory", "--experiment", "seed", *argv]) == 2
     assert message in capsys.readouterr().err
     assert not measured

@@ -5,10 +5,11 @@ not. No built interpreter: burn's observation is PyTorch's, with the gradient ed
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 
+from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.deviation import SUSPECT_RATIO, deviant, floor_losses
 from difftest.oracle.check import check
 from difftest.oracle.compare import Verdict
@@ -32,13 +33,14 @@ def _verdict(program: Program, grad: Any) -> Verdict:
     """`program` judged with burn's observation PyTorch's (its flags the model's for burn), but
     a0's gradient `grad(PyTorch's)`."""
     t = run_torch(program)
-    states = check(program, Replay(Observation.from_dict(t.to_dict(), "burn"), None)).prediction.burn.states
+    own = cast(BurnWorker, Replay(Observation.from_dict(t.to_dict(), "burn"), None))
+    states = check(program, own).prediction.burn.states
     doc = t.to_dict()
     for value in doc["values"]:
         value["flags"] = dict(states[value["id"]].flags())
     g = doc["backwards"][0]["grads"]["a0"]
     g["data"] = grad(g["data"])
-    return check(program, Replay(Observation.from_dict(doc, "burn"), None))
+    return check(program, cast(BurnWorker, Replay(Observation.from_dict(doc, "burn"), None)))
 
 
 def test_a_gradient_lost_below_the_floor_suspects_the_op_and_subnormal_rounding_does_not() -> None:

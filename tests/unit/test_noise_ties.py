@@ -28,7 +28,7 @@ def test_one_input_ties_are_restored_and_each_element_keeps_its_gradient() -> No
     x = torch.tensor([1.1, 2.0, 0.9, 1.05], dtype=torch.float64, requires_grad=True)
     (y,) = _keep_ties([x], [_keys(ref, ref)], pair=False)
     assert y.tolist() == [1.1, 2.0, 1.1, 1.1]
-    (y * torch.arange(1.0, 5.0, dtype=torch.float64)).sum().backward()
+    (y * torch.arange(1.0, 5.0, dtype=torch.float64)).sum().backward()  # type: ignore[no-untyped-call]
     assert x.grad is not None and x.grad.tolist() == [1.0, 2.0, 3.0, 4.0]
 
 
@@ -69,4 +69,4 @@ def test_the_case_of_min_over_exact_ties_passes() -> None:
     # program has the tie at the min's input in the float64 run and in PyTorch's own
     program = program_from_dict(json.loads(CASE.read_text())["program"])
     (keys,) = tie_references(program, run_torch(program, "float64"), run_torch(program))["v4"]
-    assert keys.shape == (3, 2, 1, 2) and keys.reshape(-1, 2).unique(dim=0).shape[0] == 1
+    assert keys.shape == (3, 2, 1, 2) and keys.reshape(-1, 2).unique(dim=0).shape[0] == 1  # type: ignore[no-untyped-call]

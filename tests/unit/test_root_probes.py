@@ -4,7 +4,7 @@ for each, and how burn's outcomes are screened."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -164,7 +164,7 @@ def test_every_failing_probe_is_reported(monkeypatch: pytest.MonkeyPatch) -> Non
     assert run.screened == 3 and run.checked == 2
     assert [(f.probe.backward, f.probe.root) for f in run.failures] == [("bw", "x1"), ("bw", "v")]
     assert run.probe == run.failures[0].probe and run.verdict is run.failures[0].verdict
-    assert all(f.verdict is verdicts[f.probe.program(SESSION)] for f in run.failures)
+    assert all(cast(object, f.verdict) is verdicts[f.probe.program(SESSION)] for f in run.failures)
     assert run.batch_only == []
 
 

@@ -123,6 +123,7 @@ def test_host_conditions_read_the_cpu_flags(monkeypatch: pytest.MonkeyPatch) -> 
     assert cpu_has("a", "b").holds() and not cpu_has("a", "c").holds()
     assert cpu_has("a", "c").missing() == ("c",)
     assert HostCondition.from_dict({"cpu_flags": ["amx_bf16"]}) == cpu_has("amx_bf16")
+    bad: object
     for bad in ({}, {"cpu_flags": []}, {"cpu_flags": "amx_bf16"}, {"cpu_flags": [""]}, ["amx_bf16"]):
         with pytest.raises(ValueError, match="cpu_flags"):
             HostCondition.from_dict(bad)
@@ -296,7 +297,7 @@ def test_the_mish_records_threshold_is_where_pytorch_loses_the_term() -> None:
 
     limit = EXP_OVERFLOW["float64"]
     x = torch.tensor([-limit + 0.01, -limit - 0.01], dtype=torch.float64, requires_grad=True)
-    torch.nn.functional.mish(x).backward(torch.ones(2, dtype=torch.float64))
+    torch.nn.functional.mish(x).backward(torch.ones(2, dtype=torch.float64))  # type: ignore[no-untyped-call]
     assert x.grad is not None
     short, past = x.grad.tolist()
     assert short < 0 < past  # the x sigmoid(x) term, negative, present just short of it and lost past it

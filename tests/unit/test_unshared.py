@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from difftest.findings.unshared import MAX_STATEMENTS, unshared
 from difftest.oracle.compare import Mismatch
-from difftest.program.ir import Backward, Leaf, OpCall, Program
+from difftest.program.ir import Backward, Leaf, OpCall, Program, Statement
 from tests.programs import backward, leaf, op
 
 
@@ -38,7 +38,7 @@ def test_nothing_shared_or_nothing_to_build_gives_none() -> None:
     chain = Program((leaf("x", [0.5], rg=True), op("a", "exp", "x"), op("s", "sum", "a"), backward("s")))
     assert unshared(chain, _grad("x")) is None  # the tree would be the program itself
     assert unshared(chain, Mismatch("value", "a", 1, "burn", "e", "o")) is None  # no gradient
-    doubling = [leaf("x", [0.5], rg=True)]
+    doubling: list[Statement] = [leaf("x", [0.5], rg=True)]
     for k in range(7):  # 2^7 leaf copies
         doubling.append(op(f"d{k}", "add", doubling[-1].id, doubling[-1].id))
     doubling.append(backward(doubling[-1].id))
