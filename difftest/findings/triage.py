@@ -426,6 +426,15 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
     for m, fault in pending:
         if is_consequence(m):
             continue
+        if m.kind in LOCALISED_KINDS and localised >= MAX_LOCALISED:
+            # beyond the localisation budget it was judged as the program shows it: localised
+            # now, as the findings before it were, a record may explain the fault it is (the
+            # step whose f32 momentum a path after it amplified, every op on the way right)
+            other = localise(verdict, worker, m, same_kind=True, memo=memo)
+            placed = fault_of(verdict, m, other, backend) if other is not None else None
+            if placed is not None and any(explains(b, placed) for b in bugs):
+                faults.append(placed)
+                continue
         faults.append(fault)
         # localised as a first finding is (the one-op finding that shows first), to sign it
         # as it would be signed alone; the one-op verdicts are memoised

@@ -153,3 +153,14 @@ def test_a_backward_that_ran_where_a_consumed_graph_was_predicted_is_the_untrack
     of the catalog then, saved)."""
     t = _triage(workers, _saved("powi-zero-consumed-graph-ran.json"), None)
     assert t.known is not None and t.known.name == "powi-zero-untracked", t.describe()
+
+
+def test_a_known_step_error_amplified_beyond_the_localisation_budget_is_the_known_bug(
+        workers: dict[str, BurnWorker]) -> None:
+    """Three float64 SGD steps with momentum 0.9 (f32 in burn-optim: sgd-momentum-f32-in-float64)
+    and values computed from the stepped linear: more findings than triage localises one by one,
+    and the last, cos(exp(gelu(loss))), amplifies the step's f32 error beyond what the record
+    bounds where it is seen. Localised as the others were, it is the step's error, every op on
+    the way right (a campaign, seed 432, float64 sessions, program 14,682, was signed as news)."""
+    t = _triage(workers, _saved("sgd-momentum-amplified-after-the-budget.json"), None)
+    assert t.known is not None and t.known.name == "sgd-momentum-f32-in-float64", t.describe()
