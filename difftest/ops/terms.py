@@ -31,6 +31,14 @@ def gelu_value(x: Sequence[Tensor], a: Attrs, dtype: str) -> Tensor:
     return x[0].abs() * 0.5 * (1.0 + (x[0] / math.sqrt(2.0)).erf().abs())
 
 
+def hard_sigmoid_value(x: Sequence[Tensor], a: Attrs, dtype: str) -> Tensor:
+    # x * (1/6) + 1/2 inside (-3, 3) (burn's form; PyTorch's is (x + 3) / 6): near the lower kink
+    # the two terms cancel, and the product's rounding is of the size of the terms, not of the
+    # result; outside, the result is clamped to exactly 0 or 1
+    inside = x[0].abs() < 3.0
+    return (x[0].abs() / 6.0 + 0.5) * inside
+
+
 def gelu_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
     # Phi(x) + x * phi(x), with Phi = 0.5 * (1 + erf(x / sqrt 2)): the same cancellation in the
     # tail (burn's float32 backward shows it)
