@@ -50,12 +50,14 @@ class GenConfig:
     kind_weights: tuple[float, float, float] = (10.0, 2.0, 1.0)  # op, cut, leaf
     cut_weights: tuple[float, float, float] = (3.0, 2.0, 1.0)  # detach, without_autodiff, autodiff
     module_weight: float = 0.5  # next to kind_weights: an nn module (built, transformed, used)
-    linear_weight: float = 3.0  # linear vs dropout (weight 1)
-    norm_weight: float = 0.5  # a normalisation module (batch_norm, layer_norm) where the value fits, vs
-    # linear + dropout (linear_weight + 1)
-    conv_weight: float = 1.0  # a conv2d module where the value is an image [N, C, H, W], vs linear + dropout
-    embedding_weight: float = 0.6  # an embedding module (its indices a leaf of its own), vs linear + dropout
-    prelu_weight: float = 0.5  # a prelu module where the value keeps off its kink at 0, vs linear + dropout
+    # Each module kind's weight in the module draw (module_draws.py: the kind first, then a value
+    # it fits; dropout's is 1). Every kind about as often as the others, linear (the one sessions
+    # train) more; a kind no value fits gives its draw to linear or dropout.
+    linear_weight: float = 3.0
+    norm_weight: float = 1.0  # each normalisation: batch_norm, layer_norm, rms_norm, group_norm
+    conv_weight: float = 1.0  # conv2d, on an image [N, C, H, W]
+    embedding_weight: float = 1.0  # embedding, its indices a leaf of its own
+    prelu_weight: float = 1.0  # prelu, on a value off its kink at 0
     dropout_p_weights: tuple[float, float, float] = (1.0, 2.0, 0.5)  # p = 0, 0.5, 1 (burn panics)
     transform_weights: tuple[float, ...] = (2.0, 2.0, 1.0, 1.0, 1.0)  # valid train no_grad freeze unfreeze
     avoid_known_bugs: bool = True  # skip triggers listed in difftest/divergences/known_bugs.py

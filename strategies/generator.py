@@ -38,11 +38,13 @@ import torch
 from difftest.choices import Choices
 from difftest.divergences.bug_sites import MINMAX_UPDATES, writes_a_tie
 from difftest.divergences.known_bugs import KnownBug, known_bug
+from difftest.divergences.states import State
 from difftest.ops.backend_support import call_refusal
 from difftest.ops.catalog import OpSpec
 from difftest.ops.domains import MAX_MAGNITUDE, Domain
 from difftest.ops.dtype_support import supported
 from difftest.ops.value_dtypes import CAST_ATTR_TYPE
+from difftest.oracle.model import predict_burn
 from difftest.program.dtypes import round_to
 from difftest.program.ir import (
     MAX_RANK,
@@ -79,6 +81,16 @@ class _Builder:
         self.specs = cfg.op_specs(dtype)
         self.weights = [cfg.weights.get(s.name, 1.0) for s in self.specs] if cfg.weights else [1.0] * len(self.specs)
         self.leaves = 0
+        self._burn: tuple[tuple[Statement, ...], dict[str, State]] | None = None
+
+    def burn_states(self) -> dict[str, State]:
+        """The model's prediction of burn's state of each value of the statements so far
+        (difftest/oracle/model.py), kept until a statement is added or rolled back."""
+        if self._burn is None or len(self._burn[0]) != len(self.statements) or \
+                any(a is not b for a, b in zip(self._burn[0], self.statements)):
+            held = tuple(self.statements)
+            self._burn = (held, dict(predict_burn(Program(held)).states))
+        return self._burn[1]
 
     def floats(self, n: int, lo: float, hi: float) -> list[float]:
         """n data values in [lo, hi], each a value of the program's dtype (float32: as drawn)."""

@@ -1,6 +1,6 @@
 """The generator's module statements (generator.py's `_Builder` calls `module`): a module of a
-kind drawn by the kinds' fits (module_fits.py: which kind fits an existing value, and how its
-statement is drawn), then its uses: transforms of its handle, forwards and parameter reads (the
+kind drawn by the kinds' weights and fitted by its fit (module_fits.py: which values a kind fits,
+and how its statement is drawn), then its uses: transforms of its handle, forwards and parameter reads (the
 generic ones here, or the kind's own)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from difftest.ops.domains import MAX_MAGNITUDE
 from difftest.ops.dtype_support import supported
 from difftest.program.ir import Apply, Module
 from difftest.program.modules import module_kind
+from difftest.strategies.choices import weighted
 from difftest.strategies.config import GenConfig
 from difftest.strategies.module_fits import FITS, Handles, ModuleFit, handles_of
 from difftest.strategies.module_handles import param_read, transforms
@@ -24,61 +25,57 @@ if TYPE_CHECKING:
     from difftest.strategies.generator import _Builder
 
 
-def _groups() -> list[tuple[str | float, list[str]]]:
-    """The kinds other than the base ones, grouped by weight knob, in FITS's order."""
-    groups: dict[str | float, list[str]] = {}
-    for kind, fit in FITS.items():
-        if not fit.base:
-            groups.setdefault(fit.weight, []).append(kind)
-    return list(groups.items())
+def _order() -> list[str]:
+    """The kinds in the order the draw shrinks toward: the base ones (linear, dropout) first."""
+    return [k for k, f in FITS.items() if f.base] + [k for k, f in FITS.items() if not f.base]
 
 
-GROUPS = _groups()
-BASE = [kind for kind, fit in FITS.items() if fit.base]
+ORDER = _order()
+BASE = [kind for kind in ORDER if FITS[kind].base]
 
 
 def _weight(cfg: GenConfig, weight: str | float) -> float:
     return float(getattr(cfg, weight)) if isinstance(weight, str) else weight
 
 
-def fitting(b: _Builder, kind: str, src: _Value | None) -> bool:
-    """Whether a module of `kind` can be fitted to `src`: its fit says so, the kind is drawn in
-    the program's dtype (difftest/ops/dtype_support.py) and is no known bug's trigger."""
-    if not FITS[kind].fits(b, src) or not supported(kind, b.dtype):
+def available(b: _Builder, kind: str) -> bool:
+    """Whether the program may hold a module of `kind` at all: the kind is drawn in the
+    program's dtype (difftest/ops/dtype_support.py) and is no known bug's trigger."""
+    if not supported(kind, b.dtype):
         return False
     return not b.cfg.avoid_known_bugs or known_bug(Module("_", kind), b.statements, b.dtype) is None
 
 
+def fitting(b: _Builder, kind: str, src: _Value | None) -> bool:
+    """Whether a module of `kind` can be fitted to `src`: its fit says so and it is available."""
+    return FITS[kind].fits(b, src) and available(b, kind)
+
+
 def module(b: _Builder) -> bool:
-    """An nn module: a kind of each group in turn (where one fits, with its group's weight
-    against the base kinds'), else a base kind (linear against dropout); fitted to an existing
-    value (or to inputs of its own); then its uses."""
+    """An nn module: its kind drawn first, by the kinds' weights (GenConfig's knob of each
+    ModuleFit: every kind about as often as the others, linear more), then fitted to an existing
+    value the kind fits (or to inputs of its own), as an op is drawn before its inputs. Where no
+    value fits the kind drawn, a base kind (linear against dropout) on any value. Then its uses."""
     c, cfg = b.c, b.cfg
-    base_weights = [_weight(cfg, FITS[k].weight) for k in BASE]
-    src: _Value | None = None
-    for weight, kinds in GROUPS:
-        if src is None and not all(FITS[k].own_input for k in kinds):
-            src = b.pick_existing(lambda v: not v.dtype)  # modules compute in the program's dtype
-            if src is None:
-                return False
-        fit = [k for k in kinds if fitting(b, k, src)]
-        w = total = _weight(cfg, weight)
-        for bw in base_weights:
-            total += bw
-        if fit and c.boolean(w / total):
-            return _build(b, fit[0] if len(kinds) == 1 else c.choice(fit), src)
-    if src is None:
-        src = b.pick_existing(lambda v: not v.dtype)
-        if src is None:
-            return False
-    base = [k for k in BASE if fitting(b, k, src)]
-    for i, kind in enumerate(base[:-1]):
-        total = 0.0
-        for bw in base_weights[i:]:
-            total += bw
-        if c.boolean(base_weights[i] / total):
-            return _build(b, kind, src)
-    return _build(b, base[-1], src) if base else False
+    kinds = [k for k in ORDER if available(b, k)]
+    if not kinds:
+        return False
+    kind = weighted(c, kinds, [_weight(cfg, FITS[k].weight) for k in kinds])
+    fit = FITS[kind]
+    if fit.own_input:
+        return _build(b, kind, None)
+    src = b.pick_existing(lambda v: not v.dtype and fit.fits(b, v))  # modules compute in the program's dtype
+    if src is None and fit.fresh_shape is not None and b.leaves < cfg.max_leaves:
+        fresh = b.leaf(fit.fresh_shape(c))
+        src = fresh if fit.fits(b, fresh) else None
+    if src is not None:
+        return _build(b, kind, src)
+    c.note(f"no-fit:{kind}")
+    src = b.pick_existing(lambda v: not v.dtype)
+    base = [k for k in BASE if k in kinds and FITS[k].fits(b, src)] if src is not None else []
+    if src is None or not base:
+        return False
+    return _build(b, weighted(c, base, [_weight(cfg, FITS[k].weight) for k in base]), src)
 
 
 def _build(b: _Builder, kind: str, src: _Value | None) -> bool:

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from difftest.choices import Choices
 from difftest.divergences.states import BurnState
 from difftest.exec.torch_exec import build_module, module_param
 from difftest.exec.torch_modules import burn_inference_path
 from difftest.exec.torch_values import apply_module
 from difftest.ops.catalog import CATALOG
-from difftest.ops.nn_shapes import CONV, conv, conv_attrs
-from difftest.oracle.model import predict_burn
-from difftest.program.ir import Apply, InlineTensor, Leaf, Module, Param, Program, numel
+from difftest.ops.nn_shapes import CONV, IMAGE, conv, conv_attrs
+from difftest.program.ir import Apply, InlineTensor, Leaf, Module, Param, Shape, numel
 from difftest.program.shapes import ShapeError
 from difftest.strategies.choices import weighted
 from difftest.strategies.module_handles import param_read, transform, transforms
@@ -47,11 +47,11 @@ def _same_last_dim(st: Module, src: _Value, v: _Value) -> bool:
 
 @dataclass(frozen=True)
 class ModuleFit:
-    """How the generator draws one module kind. Kinds that share a weight knob are one group:
-    the groups are tried in FITS's order, each (where one of its kinds fits) against the base
-    kinds' weights together; the base kinds (linear, dropout) are drawn when no group is."""
+    """How the generator draws one module kind: its weight in the draw of a kind
+    (module_draws.module), the values it fits and how its statement is drawn. The base kinds
+    (linear, dropout) fit any value: one of them is drawn where no value fits the kind drawn."""
 
-    weight: str | float  # the GenConfig knob of its group's weight, or a constant weight
+    weight: str | float  # the GenConfig knob of its weight, or a constant weight
     # its statement, fitted to `src` (None for a kind that draws its own input); None when what
     # was drawn does not fit after all
     build: Callable[[_Builder, _Value | None], Module | None]
@@ -62,6 +62,9 @@ class ModuleFit:
     uses: Callable[[_Builder, Module, _Value | None, Handles], bool] | None = None
     base: bool = False
     own_input: bool = False  # it draws its own inputs (embedding: leaves of indices)
+    # the shape of a fresh leaf to fit it to when no existing value fits it (None: a base kind
+    # is drawn instead), for kinds whose inputs programs rarely hold (conv2d: an image)
+    fresh_shape: Callable[[Choices], Shape] | None = None
 
 
 # ---------------------------------------------------------------- linear, dropout
@@ -101,7 +104,7 @@ def _last_dim_spread(b: _Builder, src: _Value | None) -> bool:
 
 def on_autodiff(b: _Builder, ident: str) -> bool:
     """Whether burn holds the value `ident` on the autodiff device (the model's prediction)."""
-    state = predict_burn(Program(tuple(b.statements))).states.get(ident)
+    state = b.burn_states().get(ident)
     return isinstance(state, BurnState) and state.is_autodiff
 
 
@@ -301,9 +304,8 @@ def _prelu_also(st: Module, src: _Value, v: _Value) -> bool:
 
 # ---------------------------------------------------------------- the table
 
-# One entry per kind of difftest/program/modules/, in the order the generator tries them: an
-# embedding (its own input), a normalisation, a conv2d (on images), a prelu, then linear or
-# dropout.
+# One entry per kind of difftest/program/modules/: an embedding (its own input), the
+# normalisations, a conv2d (on images), a prelu, linear and dropout (the base kinds).
 FITS: dict[str, ModuleFit] = {
     "embedding": ModuleFit("embedding_weight", _embedding, uses=_embedding_uses, own_input=True),
     "layer_norm": ModuleFit("norm_weight", _layer_norm, _last_dim_spread),
@@ -312,7 +314,8 @@ FITS: dict[str, ModuleFit] = {
     "group_norm": ModuleFit("norm_weight", _group_norm, lambda b, src: src is not None and bool(_group_counts(src)),
                             _group_norm_also),
     "conv2d": ModuleFit("conv_weight", _conv2d, lambda b, src: src is not None and len(src.shape) == 4,
-                        lambda st, src, v: v.shape[1:] == src.shape[1:]),  # the same channels and image size
+                        lambda st, src, v: v.shape[1:] == src.shape[1:],  # the same channels and image size
+                        fresh_shape=IMAGE.draw),
     "prelu": ModuleFit("prelu_weight", _prelu, _off_kink, _prelu_also),
     "linear": ModuleFit("linear_weight", _linear, base=True),
     "dropout": ModuleFit(1.0, _dropout, base=True),

@@ -22,6 +22,7 @@ from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.exec.burn_worker import BurnWorker
 from difftest.exec.coverage_map import worker_marks
 from difftest.exec.inflight import in_flight
+from difftest.findings.summary import MODULE_KEY
 from difftest.oracle.compare import DISMISSED, Verdict, dismissal_reason
 from difftest.oracle.probe_run import ProbeRun, check_with_probes_on
 from difftest.program.ir import Program
@@ -152,7 +153,9 @@ def run_campaign(
         c = steering.choices(k) if steering is not None else RandomChoices(program_seed(seed, k))
         program = generate(c, cfg)
         stats.programs += 1
-        op_counts = {e[3:]: v for e, v in c.events.items() if e.startswith("op:")}
+        # catalog ops by name, module kinds as "module:<kind>" (Summary.catalog_ops, module_kinds)
+        op_counts = {e[3:] if e.startswith("op:") else e: v for e, v in c.events.items()
+                     if e.startswith(("op:", MODULE_KEY))}
         stats.ops.update(op_counts)
         # on disk while the job checks and reports it (exec/inflight.py): written once for its run
         # and probes on every backend, and kept if the job dies before it is done

@@ -150,7 +150,7 @@ def _rules(summary: Any) -> str:
 
 def _ops(summary: Any) -> str:
 
-    ops: Counter[str] = summary.ops
+    ops: Counter[str] = summary.catalog_ops
     generated = [name for name in CATALOG if ops.get(name)]
     missing = [name for name in CATALOG if not ops.get(name)]
     unknown = [name for name in ops if name not in CATALOG]

@@ -141,6 +141,9 @@ class BackendCounts:
         return BackendCounts(sf.counts(d, "verdicts", at), sf.integer(d, "known", 0, at), sf.integer(d, "new", 0, at))
 
 
+MODULE_KEY = "module:"  # an `ops` key of a module kind drawn (the generator's note)
+
+
 @dataclass
 class Summary:
     """What a campaign (or a merge of shard campaigns) ran and found; `--json` writes `to_dict`."""
@@ -149,6 +152,8 @@ class Summary:
     seconds: float = 0.0  # wall clock, job start-up included (merge: summed over the summaries)
     verdicts: Counter[str] = field(default_factory=Counter)
     rules: Counter[str] = field(default_factory=Counter)
+    # catalog ops drawn, by name, and module kinds drawn, as "module:<kind>" (split by
+    # `catalog_ops` and `module_kinds`)
     ops: Counter[str] = field(default_factory=Counter)
     dismissals: Counter[str] = field(default_factory=Counter)
     restarts: int = 0
@@ -175,6 +180,14 @@ class Summary:
     # a campaign on several backends (fuzz --backend a,b): each backend's counts, in its order;
     # `verdicts` then counts each program once (its first failing backend's kind, else pass)
     backends: dict[str, BackendCounts] = field(default_factory=dict)
+
+    @property
+    def catalog_ops(self) -> Counter[str]:
+        return Counter({k: v for k, v in self.ops.items() if not k.startswith(MODULE_KEY)})
+
+    @property
+    def module_kinds(self) -> Counter[str]:
+        return Counter({k[len(MODULE_KEY):]: v for k, v in self.ops.items() if k.startswith(MODULE_KEY)})
 
     @property
     def rate(self) -> float:
@@ -405,8 +418,11 @@ def print_summary(s: Summary, console: Console) -> None:
     for b, c in s.backends.items():  # several backends: each one's verdicts, known and new
         out(f"  on {b}: {c.line()}")
     out("rules fired: " + (", ".join(f"{k} {v}" for k, v in s.rules.most_common()) or "none"))
-    least = sorted(s.ops.items(), key=lambda kv: (kv[1], kv[0]))[:5]
-    out(f"ops generated: {len(s.ops)} distinct; least: " + ", ".join(f"{k} {v}" for k, v in least))
+    ops = s.catalog_ops
+    least = sorted(ops.items(), key=lambda kv: (kv[1], kv[0]))[:5]
+    out(f"ops generated: {len(ops)} distinct; least: " + ", ".join(f"{k} {v}" for k, v in least))
+    if s.module_kinds:
+        out("modules generated: " + ", ".join(f"{k} {v}" for k, v in s.module_kinds.most_common()))
     out("dismissals: " + (", ".join(f"{k} {v}" for k, v in s.dismissals.most_common()) or "none"))
     out("not compared: " + (", ".join(f"{k} {v}" for k, v in s.skipped.most_common()) or "none"))
     if s.probes:
