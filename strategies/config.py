@@ -60,6 +60,10 @@ class GenConfig:
     prelu_weight: float = 1.0  # prelu, on a value off its kink at 0
     dropout_p_weights: tuple[float, float, float] = (1.0, 2.0, 0.5)  # p = 0, 0.5, 1 (burn panics)
     transform_weights: tuple[float, ...] = (2.0, 2.0, 1.0, 1.0, 1.0)  # valid train no_grad freeze unfreeze
+    # a valid() module's forward of a value on the autodiff device takes it off first (a
+    # without_autodiff cut, as inference feeds a model plain tensors): only there does burn run
+    # the inner backend's own module kernels (Flex's fused layer_norm), not autodiff's
+    p_valid_inner: float = 0.5
     avoid_known_bugs: bool = True  # skip triggers listed in difftest/divergences/known_bugs.py
     # ...except with this probability at each trigger: the statement is kept and the known bug's
     # site stays under test for new bugs there (its record explains the known one; a different

@@ -18,7 +18,7 @@ from difftest.program.modules import module_kind
 from difftest.strategies.choices import weighted
 from difftest.strategies.config import GenConfig
 from difftest.strategies.module_fits import FITS, Handles, ModuleFit, handles_of
-from difftest.strategies.module_handles import param_read, transforms
+from difftest.strategies.module_handles import forward_input, param_read, transforms
 from difftest.strategies.values import _Value
 
 if TYPE_CHECKING:
@@ -109,6 +109,7 @@ def forwards(b: _Builder, st: Module, src: _Value | None, handles: Handles) -> b
         if not bool(torch.isfinite(out).all()) or (out.numel() and float(out.abs().max()) > MAX_MAGNITUDE):
             c.note("out-of-range:apply")
             continue
+        x = forward_input(b, handle, x)
         app = Apply(b.fresh("y"), ident, x.id)
         if b.avoids(known_bug(app, b.statements, b.dtype), f"apply:{st.module}"):
             continue  # the forward only: the module stays

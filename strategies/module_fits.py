@@ -28,7 +28,7 @@ from difftest.ops.nn_shapes import CONV, IMAGE, conv, conv_attrs
 from difftest.program.ir import Apply, InlineTensor, Leaf, Module, Param, Shape, numel
 from difftest.program.shapes import ShapeError
 from difftest.strategies.choices import weighted
-from difftest.strategies.module_handles import param_read, transform, transforms
+from difftest.strategies.module_handles import forward_input, param_read, transform, transforms
 from difftest.strategies.values import _Handle, _Value
 
 if TYPE_CHECKING:
@@ -177,10 +177,11 @@ def _batch_norm_uses(b: _Builder, st: Module, src: _Value | None, handles: Handl
         # burn's train() after freeze() keeps the inference path (batch-norm-freeze-survives-train)
         with torch.no_grad(), burn_inference_path(handle.module.module, not handle.burn_configured):
             out = apply_module(handle.module, src.tensor)
-        app = Apply(b.fresh("y"), ident, src.id)
+        x = forward_input(b, handle, src)
+        app = Apply(b.fresh("y"), ident, x.id)
         b.statements.append(app)
-        tracked = not handle.valid and (src.tracked or handle.params_require_grad)
-        depth = src.depth + 1 if tracked else 0
+        tracked = not handle.valid and (x.tracked or handle.params_require_grad)
+        depth = x.depth + 1 if tracked else 0
         b.values.append(_Value(app.id, tuple(out.shape), out.detach().clone(), tracked, depth))
         c.note("apply:batch_norm")
     return True

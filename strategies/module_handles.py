@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from difftest.divergences.states import BurnState
 from difftest.exec.torch_exec import transform_module
-from difftest.program.ir import TRANSFORMS, Module, Param, Transform
+from difftest.program.ir import TRANSFORMS, Cut, Module, Param, Transform
 from difftest.strategies.choices import weighted
 from difftest.strategies.values import _Handle, _Value
 
@@ -55,3 +56,19 @@ def _transformed(h: _Handle, kind: str) -> _Handle:
         return replace(h, module=module, params_require_grad=False, training=False, burn_configured=False)
     return replace(h, module=module, params_require_grad=True, training=True, valid=False,  # unfreeze
                    burn_configured=True)
+
+
+def forward_input(b: _Builder, handle: _Handle, x: _Value) -> _Value:
+    """The value a forward through `handle` takes for `x`: `x`, or, for a valid() module (its
+    parameters on the inner backend) with GenConfig.p_valid_inner, `x` taken off the autodiff
+    device by a without_autodiff cut, as inference feeds a model (burn then runs the inner
+    backend's own module kernel, not autodiff's composition of ops)."""
+    state = b.burn_states().get(x.id) if handle.valid else None
+    if not isinstance(state, BurnState) or not state.is_autodiff or not b.c.boolean(b.cfg.p_valid_inner):
+        return x
+    st = Cut(b.fresh("c"), "without_autodiff", x.id, "grad")
+    b.statements.append(st)
+    inner = _Value(st.id, x.shape, x.tensor, False, 0, dtype=x.dtype)
+    b.values.append(inner)
+    b.c.note("cut:without_autodiff:valid-forward")
+    return inner

@@ -15,11 +15,13 @@ import pytest
 import torch
 
 from difftest.divergences.running_stats import BATCH_NORM_RUNNING_VAR, RunningStatConvention
+from difftest.divergences.states import BurnState
 from difftest.exec.burn_worker import BurnWorker
 from difftest.exec.torch_modules import build_torch_module
 from difftest.oracle.check import check
+from difftest.oracle.model import predict_burn
 from difftest.oracle.pytorch import run as run_torch
-from difftest.program.ir import Module, ProgramError
+from difftest.program.ir import Apply, Module, ProgramError, Transform
 from difftest.program.jsonio import program_from_dict
 from difftest.program.modules import MODULE_KINDS, NOISE_CLASSES
 from difftest.strategies.choices import RandomChoices
@@ -213,6 +215,32 @@ def test_every_module_kind_is_drawn_about_as_often_as_the_others() -> None:
         seen.update(s.module for s in generate(RandomChoices(seed), GenConfig()).statements if isinstance(s, Module))
     mean = sum(seen.values()) / len(MODULE_KINDS)
     assert not [k for k in MODULE_KINDS if seen[k] < mean / 3], (round(mean), dict(seen))
+
+
+def test_a_valid_modules_forwards_reach_the_inner_backend() -> None:
+    """A valid() module's forward takes, half of the time, its input off the autodiff device
+    (module_handles.forward_input), as inference does: only there does burn run the inner
+    backend's own module kernels (Flex's fused layer_norm), which a forward of an autodiff
+    value never reaches (before, 5% of valid() forwards had such an input)."""
+    inner = total = 0
+    for seed in range(1000):
+        program = generate(RandomChoices(seed), GenConfig())
+        by_id = program.by_id()
+        states = None
+        for s in program.statements:
+            if not isinstance(s, Apply):
+                continue
+            handle = by_id[s.module]
+            valid = False
+            while isinstance(handle, Transform):
+                valid = valid or handle.transform == "valid"
+                handle = by_id[handle.input]
+            if valid:
+                states = states or predict_burn(program).states
+                state = states.get(s.input)
+                total += 1
+                inner += isinstance(state, BurnState) and not state.is_autodiff
+    assert total > 25 and inner > 0.3 * total, (inner, total)
 
 
 def test_generator_builds_the_normalisations() -> None:
