@@ -165,6 +165,9 @@ def _ops(summary: Any) -> str:
         rows = [[f"<code>{_e(k)}</code>", _num(v), f'<td><span class="bar" style="width:{120 * v / top:.0f}px">'
                  "</span></td>"] for k, v in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))]
         out.append('<div class="grid3">' + _table(["op", "count", ""], rows) + "</div>")
+    if summary.module_kinds:
+        out.append("<p>Module kinds generated: " + ", ".join(
+            f"<code>{_e(k)}</code> {v:,}" for k, v in summary.module_kinds.most_common()) + "</p>")
     return "\n".join(out)
 
 

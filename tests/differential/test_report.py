@@ -134,6 +134,11 @@ def test_the_campaign_summary(report: Path, campaign: Path) -> None:
     for name in summary["rules"]:
         assert f"<code>{name}</code>" in section.split("Declared rules never fired", 1)[0]
     assert "catalog ops generated" in section
+    modules = {k.split(":", 1)[1]: n for k, n in summary["ops"].items() if k.startswith("module:")}
+    assert modules, "the campaign's summary counts the module kinds drawn"
+    for kind, n in modules.items():
+        assert f"<code>{kind}</code> {n:,}" in section, kind
+        assert f"<code>module:{kind}</code>" not in section  # not listed as a catalog op
     assert section.count('<svg xmlns="http://www.w3.org/2000/svg" class="plot"') == 2
     assert "<polyline" in section  # throughput over time, from the summary's time series
 

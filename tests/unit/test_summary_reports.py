@@ -49,3 +49,17 @@ def test_no_new_case_no_report_line() -> None:
     s = _summary(["corpus/findings/x.json"])
     s.saved = []
     assert "difftest show" not in _printed(s)
+
+
+def test_the_module_kinds_drawn_are_listed_apart_from_the_catalog_ops() -> None:
+    """The campaign counts module kinds beside the ops (keys "module:<kind>"): the summary
+    lists them on a line of their own, not as ops, and merging shards adds them up."""
+    s = _summary(["corpus/findings/a.json"])
+    s.ops.update({"exp": 7, "add": 3, "module:linear": 5, "module:group_norm": 2})
+    text = _printed(s)
+    assert "ops generated: 2 distinct; least: add 3, exp 7" in text
+    assert "modules generated: linear 5, group_norm 2" in text
+    other = Summary(programs=10)
+    other.ops.update({"module:group_norm": 4})
+    s.absorb(other)
+    assert s.module_kinds == {"linear": 5, "group_norm": 6} and s.catalog_ops == {"exp": 7, "add": 3}
