@@ -101,10 +101,10 @@ def localised_signature(loc: Localisation, framework: str | None) -> str:
     known-bug records match on them. A wrong number's size and sign are the data's (a derivative
     scaled by 1.001 is `small` where the op computes it alone and `large` at a tie, where the
     one-op program is only a suspect; a dropped operand is `zero` or `large` by what else reaches
-    the leaf): they sign as one class, `wrong`; NaN, inf and rounding keep theirs (an overflow or
-    a precision loss is another bug)."""
+    the leaf): they sign as one class, `wrong`; NaN, inf and, in float64, rounding keep theirs
+    (an overflow or a precision loss is another bug; `wrong_number`)."""
     fw = framework or "-"
-    error = "wrong" if loc.kind in ("value", "grad") and loc.error in WRONG_NUMBER else loc.error
+    error = "wrong" if loc.kind in ("value", "grad") and wrong_number(loc) else loc.error
     # a gradient no single op explains, by the op where it first shows (graph_roots.py); a
     # shared mechanism (a broadcast operand's gradient reduced wrong, a value's contributions
     # summed wrong) by that mechanism, whichever op showed it
@@ -119,17 +119,27 @@ def localised_signature(loc: Localisation, framework: str | None) -> str:
 WRONG_NUMBER = ("sign", "large", "small", "zero")  # error classes of a wrong number, as opposed to rounding, NaN, inf
 
 
+def wrong_number(loc: Localisation) -> bool:
+    """Whether the localised fault's numbers are wrong, whatever their size and sign. An error of
+    rounding's size (error_classes.ROUNDING) is a precision loss, another bug, only where the op
+    computes in float64: a computation through f32. In float32 (or a half dtype), the narrower
+    dtypes' rounding is larger than that, so an error of that size beyond the measured noise is a
+    wrong number that the data made small (an epsilon added after a square root is 1e-6 of the
+    result or 1e-5 by the input's scale): one bug, one signature."""
+    return loc.error in WRONG_NUMBER or (loc.error == "rounding" and loc.dtype != "float64")
+
+
 def forward_fault(verdict: Verdict, m: Mismatch, loc: Localisation | None) -> str | None:
     """The signature of an op whose forward is wrong, however the data show it: a wrong value
     (of any size or sign: which one is the data's), a wrong shape, or a panic where the model
     predicts none, at that op (a wrong broadcasting rule shows all of them): one case per op.
-    A value off by rounding, NaN or inf keeps its own class (a precision or overflow bug is
+    A value off by NaN, inf or, in float64, rounding keeps its own class (a precision or overflow bug is
     another bug); None for anything else. A wrong value no single op makes (`graph`: a fused
     kernel, a layout two ops make together) is signed by the op that shows it too, so that two
     such bugs are two cases."""
     program = verdict.program
     where: str | None = None
-    if loc is not None and loc.kind == "value" and loc.error in WRONG_NUMBER and loc.verdict == "burn-wrong":
+    if loc is not None and loc.kind == "value" and wrong_number(loc) and loc.verdict == "burn-wrong":
         where = loc.where
         shown = program.by_id().get(m.statement or "")
         if where == "graph" and isinstance(shown, (OpCall, Apply)):

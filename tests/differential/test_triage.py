@@ -77,6 +77,24 @@ def test_error_classes_are_coarse() -> None:
     assert error_class([(1 / 3, 0.3333333432674408)]) == "rounding"
 
 
+def test_an_error_of_roundings_size_is_a_precision_loss_only_in_float64() -> None:
+    """A localised fault whose error is below 3e-6 relative signs as `rounding` where the op
+    computes in float64 (a computation through f32, another bug than a wrong formula), and as
+    the wrong number it is in float32: an injected epsilon added after rms_norm's square root
+    was `rounding` or `small` by the input's scale, four cases for one bug, before."""
+    from difftest.findings.localise import Localisation
+    from difftest.findings.triage import localised_signature
+
+    def sig(dtype: str, error: str, kind: str = "grad") -> str:
+        return localised_signature(Localisation("y", "apply:rms_norm", kind, (0,), dtype, error, "burn-wrong"), None)
+
+    assert sig("float32", "rounding") == sig("float32", "small") == sig("float32", "large")
+    assert sig("float32", "rounding").startswith("burn-wrong:-:apply:rms_norm:grad:wrong ")
+    assert sig("float64", "rounding").startswith("burn-wrong:-:apply:rms_norm:grad:rounding ")
+    assert sig("float64", "rounding") != sig("float64", "small")
+    assert sig("float32", "nan").startswith("burn-wrong:-:apply:rms_norm:grad:nan ")
+
+
 @pytest.mark.parametrize("path", sorted(BUGS.glob("*.json")), ids=lambda p: p.stem)
 def test_every_bug_case_is_explained_by_its_own_record(workers: dict[str, BurnWorker], path: Path) -> None:
     case = load_case(path)
