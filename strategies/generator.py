@@ -234,7 +234,10 @@ class _Builder:
         # A fresh first input on the last attempt, and on any attempt where no existing value is
         # of the op's rank (an op of an exact rank is not left to its last attempt alone).
         first = None if last else existing()
-        if first is None and self.leaves < self.cfg.max_leaves:
+        # the last attempt may go two leaves over the budget, as fresh inputs for a domain may: an
+        # op of an exact rank (an image's) that no value has is not given up for the leaves alone
+        room = self.cfg.max_leaves + (2 if last else 0)
+        if first is None and self.leaves < room:
             # of the op's rank (an op of rank >= 2 is not starved by rank-1 fresh shapes)
             fresh = spec.first_input.draw(c) if spec.first_input is not None else self.draw_shape(spec.min_rank)
             if len(fresh) >= spec.min_rank:
