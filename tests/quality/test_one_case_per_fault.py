@@ -236,6 +236,31 @@ def test_a_detach_that_keeps_the_graph_is_one_flags_case(tmp_path: Path, monkeyp
     assert signatures == ["flags:burn:cut:detach:is_tracked"], signatures
 
 
+def test_a_fault_in_a_kernel_only_inference_reaches_is_one_case(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn-flex whose fused float64 layer_norm divides the sum of squares by n - 1:
+    burn runs that kernel only for a valid() module given a value off the autodiff device (as
+    inference does; autodiff composes layer_norm from ops), which drawn programs reached in 5% of
+    valid() forwards, with layer_norm 1.6% of the modules: no case in 3,000 float64 programs.
+    With the kinds drawn evenly and half of valid() forwards taking their input off autodiff, one
+    case names the module's forward."""
+    signatures = _patched_campaign("layer-norm-f64-unbiased.patch", tmp_path, monkeypatch, profile="float64")
+    assert signatures == ["burn-wrong:-:apply:layer_norm:forward"], signatures
+
+
+def test_a_formula_fault_of_roundings_size_is_one_signature_per_aspect(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn-nn whose RmsNorm adds epsilon after the square root: an error of 1e-6 to
+    1e-5 of the result by the input's scale, which signed `rounding` or not by the data in
+    float32 programs (four cases; a shrunk program crossing the line changed signature). In
+    float32 an error that size is no precision loss: the module's forward, and its gradient where
+    the forward shows nothing, are the cases."""
+    signatures = _patched_campaign("rms-eps-outside.patch", tmp_path, monkeypatch)
+    assert "burn-wrong:-:apply:rms_norm:forward" in signatures, signatures
+    rms = "burn-wrong:-:apply:rms_norm"
+    assert set(signatures) <= {f"{rms}:forward", f"{rms}:grad:wrong"}, signatures
+
+
 def test_a_fault_in_a_hyperparameter_the_generator_draws_is_one_step_case(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A patched burn-optim whose momentum damps by 1 + dampening: invisible while the
