@@ -37,6 +37,7 @@ from difftest.divergences.backend_bugs import (
     WGPU_PRECISION,
 )
 from difftest.divergences.bug_records import (
+    F32_ULP,
     Effect,
     Fault,
     KnownBug,
@@ -67,7 +68,7 @@ from difftest.divergences.knowledge import burn_source
 from difftest.divergences.torch_bugs import TORCH_BUGS
 from difftest.divergences.wgpu_kernel_bugs import WGPU_KERNEL_BUGS
 from difftest.ops.validate import infer_shapes
-from difftest.program.ir import OpCall, Statement
+from difftest.program.ir import Apply, OpCall, Statement, root_module
 
 __all__ = ["BACKEND_BUGS", "KNOWN_BUGS", "Effect", "Fault", "KnownBug", "known_bug"]
 
@@ -178,6 +179,28 @@ def untracked(f: Fault) -> bool:
     if f.kind == "stale-rule" and not f.observed:
         return True
     return f.kind not in ("flags", "stale-rule") or f.observed.get("is_tracked") is False
+
+
+def rms_in_f32(f: Fault) -> bool:
+    """RmsNorm's value at the module itself is x / rms * gamma with the rms computed in f32: the
+    mean of d squares accumulated in f32 (at most d units of f32 rounding, relative), halved by
+    the square root, plus the root's own rounding; an elementwise product, nothing cancels, so
+    every element carries the rms's relative error, bounded here by (d + 4) units (the known
+    bug's case: 0.1 units). A formula fault of the forward is not within that: an epsilon added
+    after the square root is eps (1 - 1 / (2 rms)) / rms, 84 units at an rms of 1 and 47 at an
+    rms of 3, which the generic bound's 64 units explained. The gradient, which can cancel, and
+    what the program computes from the value, which can amplify it, keep `within_f32_rounding`."""
+    if f.kind != "value" or not f.pairs or f.site is None:
+        return within_f32_rounding(f)
+    table = f.program.by_id()
+    st = table.get(f.site)
+    if not isinstance(st, Apply):
+        return within_f32_rounding(f)
+    module = root_module(f.program, st.module, table)
+    if module.module != "rms_norm":
+        return within_f32_rounding(f)
+    bound = (int(module.attrs["d_model"]) + 4) * F32_ULP
+    return all(math.isfinite(r) and math.isfinite(b) and abs(b - r) <= bound * abs(r) for r, b in f.pairs)
 
 
 # ops whose burn implementation divides by a scalar (Tensor::div_scalar), whose backward then
@@ -405,7 +428,7 @@ BURN_BUGS: tuple[KnownBug, ...] = (
         ("corpus/bugs/rms-norm-f64-rms-in-f32.json", burn_source("burn-nn", "src/modules/norm/rms.rs")),
         rms_norm_apply,
         ("float64",),
-        effect=Effect(("value", "grad"), error=within_f32_rounding, downstream=True),
+        effect=Effect(("value", "grad"), error=rms_in_f32, downstream=True),
     ),
     bug_record(
         "sgd-momentum-f32-in-float64",

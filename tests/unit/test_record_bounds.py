@@ -1,0 +1,34 @@
+"""A known bug's record explains the error its bug makes, not any error at its site: where the
+bug's error can be bounded from what the program computes, a second fault beyond it is news."""
+
+from __future__ import annotations
+
+from difftest.divergences.known_bugs import KNOWN_BUGS, Fault
+from difftest.findings.triage import explains
+from difftest.program.ir import Apply, InlineTensor, Module, Program
+from tests.programs import leaf
+
+RMS = next(b for b in KNOWN_BUGS if b.name == "rms-norm-f64-rms-in-f32")
+PROGRAM = Program((
+    leaf("x", [1.2, -0.9, 1.1, -0.8], rg=True, shape=[1, 4]),
+    Module("m", "rms_norm", InlineTensor((4,), (1.0, 0.9, 1.1, 0.7)), attrs={"d_model": 4, "epsilon": 1e-5}),
+    Apply("y", "m", "x"),
+), dtype="float64")
+
+
+def _fault(kind: str, relative: float) -> Fault:
+    pairs = tuple((r, r * (1 + relative)) for r in (1.13, -0.76, 1.02, -0.51))
+    return Fault(kind, "y", PROGRAM, "float64", "-", pairs=pairs, elements=(0, 1, 2, 3), verdict="burn-wrong")
+
+
+def test_rms_norm_values_are_explained_within_the_rms_rounding_only() -> None:
+    """At the RmsNorm forward, the record explains what an rms computed in f32 makes (under d + 4
+    units of f32 rounding, relative: 4.8e-7 at d = 4), not an epsilon added after the square root
+    (3e-6 at an rms of 2), which the generic 64 units (3.8e-6) explained."""
+    assert explains(RMS, _fault("value", 1e-7))
+    assert explains(RMS, _fault("value", -4e-7))
+    assert not explains(RMS, _fault("value", 3e-6))
+    assert not explains(RMS, _fault("value", 1e-6))
+    # the gradient may cancel: it keeps the generic bound
+    assert explains(RMS, _fault("grad", 3e-6))
+    assert not explains(RMS, _fault("grad", 1e-4))
