@@ -254,11 +254,14 @@ def test_a_formula_fault_of_roundings_size_is_one_signature_per_aspect(tmp_path:
     1e-5 of the result by the input's scale, which signed `rounding` or not by the data in
     float32 programs (four cases; a shrunk program crossing the line changed signature). In
     float32 an error that size is no precision loss: the module's forward, and its gradient where
-    the forward shows nothing, are the cases."""
+    the forward shows nothing, are the cases. In float64 an error of rounding's size is what a
+    precision loss makes, and at RmsNorm the known bug rms-norm-f64-rms-in-f32 explains only its
+    own (known_bugs.rms_in_f32): the fault's float64 values below 3e-6 are a third case,
+    `value:rounding`, news rather than the known bug."""
     signatures = _patched_campaign("rms-eps-outside.patch", tmp_path, monkeypatch)
     assert "burn-wrong:-:apply:rms_norm:forward" in signatures, signatures
     rms = "burn-wrong:-:apply:rms_norm"
-    assert set(signatures) <= {f"{rms}:forward", f"{rms}:grad:wrong"}, signatures
+    assert set(signatures) <= {f"{rms}:forward", f"{rms}:grad:wrong", f"{rms}:value:rounding"}, signatures
 
 
 def test_a_fault_in_a_hyperparameter_the_generator_draws_is_one_step_case(
