@@ -70,6 +70,11 @@ REGIONS: tuple[Region, ...] = ("grad", "no_grad", "inference_mode")
 CUTS = ("detach", "without_autodiff", "autodiff")
 
 
+# leaves an op's late attempts may draw beyond GenConfig.max_leaves: fresh inputs for its domain,
+# a fresh first input of its rank on the last attempt (so an op is not given up for leaves alone)
+FRESH_SLACK = 2
+
+
 class _Builder:
     def __init__(self, c: Choices, cfg: GenConfig, dtype: str = "float32") -> None:
         self.c = c
@@ -236,7 +241,7 @@ class _Builder:
         first = None if last else existing()
         # the last attempt may go two leaves over the budget, as fresh inputs for a domain may: an
         # op of an exact rank (an image's) that no value has is not given up for the leaves alone
-        room = self.cfg.max_leaves + (2 if last else 0)
+        room = self.cfg.max_leaves + (FRESH_SLACK if last else 0)
         if first is None and self.leaves < room:
             # of the op's rank (an op of rank >= 2 is not starved by rank-1 fresh shapes)
             fresh = spec.first_input.draw(c) if spec.first_input is not None else self.draw_shape(spec.min_rank)
@@ -280,7 +285,7 @@ class _Builder:
             return False
         at_kinks = self.cfg.boundary  # exact kinks and ties are boundary values too
         if not spec.domain.accepts([v.tensor for v in inputs], attrs, at_kinks):
-            if cast_in or not fresh_ok or self.leaves + len(inputs) > self.cfg.max_leaves + 2:
+            if cast_in or not fresh_ok or self.leaves + len(inputs) > self.cfg.max_leaves + FRESH_SLACK:
                 return False
             fresh_inputs: list[_Value] = []
             for i, v in enumerate(inputs):
