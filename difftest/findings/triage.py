@@ -433,6 +433,7 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
             explained |= _gradient(key(m))
         elif not is_consequence(m):
             pending.append((m, fault))
+    news: dict[int, Fault] = {}  # id of a finding no record explains -> its fault
     for m, fault in pending:
         if is_consequence(m):
             continue
@@ -445,7 +446,12 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
             if placed is not None and any(explains(b, placed) for b in bugs):
                 faults.append(placed)
                 continue
-        faults.append(fault)
+        news[id(m)] = fault
+    if news:
+        # signed by the news that shows first in the program, as a verdict without a known bug
+        # is (`primary`): a detach's wrong flags, not the backward through it that then runs
+        m = primary(verdict.program, [m for m, _ in pending if id(m) in news])
+        faults.append(news[id(m)])
         # localised as a first finding is (the one-op finding that shows first), to sign it
         # as it would be signed alone; the one-op verdicts are memoised
         shown = localise(verdict, worker, m, memo=memo) if m.kind in LOCALISED_KINDS else None

@@ -431,3 +431,21 @@ def test_the_gradient_of_an_autodiff_cut_of_a_leaf_is_localised_through_the_leaf
     at_cut = next(m for m in verdict.findings if m.kind == "grad" and m.statement == "c")
     loc = localise(verdict, workers[fault], at_cut, same_kind=True)
     assert loc is not None and loc.where == "exp" and loc.confidence == "fails", loc
+
+
+def test_news_beside_a_known_bug_is_signed_by_the_finding_that_shows_first(workers: dict[str, BurnWorker]) -> None:
+    """A float64 program whose first finding is a known bug (div_scalar's f32 reciprocal), then a
+    detach that returns a value which does not require grad (`detach-like-torch`): its flags are
+    wrong, and the backward through it panics where burn's would run. Both are news; the verdict
+    is signed by the detach that shows first, as it is without the known bug, not by the
+    backward that follows from it (which findings list first)."""
+    program = Program((
+        leaf("x", [1.0, 2.0], rg=True), op("y", "div_scalar", "x", scalar=3.0), op("s", "sum", "y"), backward("s"),
+        leaf("x2", [0.5, 1.5], rg=True), cut("d", "detach", "x2"), op("g", "mul_scalar", "d", scalar=2.0),
+        op("t", "sum", "g"), backward("t", "bw2"),
+    ), "float64")
+    with_known = _triage(workers, program, "detach-like-torch")
+    alone = _triage(workers, Program(program.statements[4:], "float64"), "detach-like-torch")
+    assert with_known.known is None
+    assert with_known.signature == alone.signature, (with_known.signature, alone.signature)
+    assert with_known.signature.startswith("flags:burn:cut:detach:"), with_known.signature
