@@ -5,6 +5,7 @@ float32-rounding check several records share."""
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -175,25 +176,58 @@ def fault_terms(f: Fault) -> tuple[float, ...]:
 
 
 def hard_sigmoid_in_f32(f: Fault) -> bool:
-    """`within_f32_rounding`, or a value computed as x * (1/6) + 0.5 in float32: x, 1/6, the
-    product and the sum are each rounded to f32, at most 3 units of f32 rounding of the sum's
-    terms, 0.5 + |x| / 6, and that error is absolute: where x / 6 nearly cancels 0.5 the result is
-    small and its error relative to it large (hard_sigmoid(-2.98138) = 0.0031036, 2e-8 off).
-    Every failing element is finite and off by at most 4 units of f32 rounding of
-    0.5 + max |x| / 6; where the finding is seen downstream, of the largest value it shows."""
-    if within_f32_rounding(f):
-        return True
+    """A value at hard_sigmoid itself (its one-op program's input known) is what burn-backend's
+    default computes from it: clamp(f32(x) * f32(1/6) + 0.5, 0, 1) in float32, each step rounded,
+    cast back; to 2 units of 2^-24 (the result is at most 1: an FMA or another order of the two
+    steps stays within that). A second fault of the forward, however small, is not within that.
+    A gradient, or a value seen downstream of the site, `within_f32_rounding`, or off by an error
+    that is absolute whatever x (at most 4 units of f32 rounding of 1: |x| < 3 where the result
+    is not clamped), scaled by what the ops after it multiply it with, which the largest
+    reference (or terms) among the failing elements stands for (a gradient read of
+    mul(hard_sigmoid(x), w) is the result itself; hard_sigmoid(-2.98138) = 0.0031036, 2e-8 off)."""
     if not f.pairs:
         return False
-    if f.kind == "value" and f.inputs:
-        xs = [abs(v) for v in f.inputs[0] if math.isfinite(v)]
-        bound = 4 * F32_ULP * (0.5 + max(xs, default=0.0) / 6)
-        if all(math.isfinite(r) and math.isfinite(b) and abs(b - r) <= bound for r, b in f.pairs):
-            return True
-    # seen downstream (a gradient read of mul(hard_sigmoid(x), w) is the result itself): the
-    # error is absolute whatever x (at most 4 units of f32 rounding of 1: |x| < 3 where the result
-    # is not clamped to exactly 0 or 1), scaled by what the ops after it multiply it with, which
-    # the largest reference (or terms) among the failing elements stands for
+    st = f.program.by_id().get(f.site or "")
+    if f.kind == "value" and getattr(st, "op", None) == "hard_sigmoid" and f.inputs:
+        xs = f.inputs[0]
+        if f.elements and len(f.elements) == len(f.pairs) and max(f.elements) < len(xs):
+            return all(math.isfinite(b) and abs(b - _hard_sigmoid_f32(xs[e])) <= 2 * F32_ULP
+                       for e, (_, b) in zip(f.elements, f.pairs, strict=True))
+    if within_f32_rounding(f):
+        return True
     scale = max((abs(r) for r, _ in f.pairs if math.isfinite(r)), default=0.0)
     return all(math.isfinite(r) and math.isfinite(b) and abs(b - r) <= 4 * F32_ULP * max(scale, t)
                for (r, b), t in zip(f.pairs, fault_terms(f), strict=True))
+
+
+def _hard_sigmoid_f32(x: float) -> float:
+    """burn-backend's default hard_sigmoid(x, 1/6, 1/2), computed as it does: in float32."""
+    y = _to_f32(_to_f32(_to_f32(x) * _to_f32(1.0 / 6.0)) + 0.5)  # each product and sum correctly rounded
+    return min(max(y, 0.0), 1.0)
+
+
+F64_ULP = 2.0**-53
+
+
+def f32_reciprocal(f: Fault) -> bool:
+    """At a div_scalar itself (its one-op program: the leaf's gradient is the cotangent over s),
+    burn multiplies the cotangent by 1 / s computed in f32 (burn-autodiff's DivScalar backward):
+    every element is the reference times s * f32(1 / f32(s)), to the f64 rounding of the two
+    products (a few units of 2^-53). A second fault of div_scalar's gradient, however small, is
+    not within that. Elsewhere (var, softplus: ops burn composes with a div_scalar among others;
+    a gradient downstream of the site, which sums other paths) `within_f32_rounding`."""
+    st = f.program.by_id().get(f.site or "")
+    if f.kind != "grad" or not f.pairs or getattr(st, "op", None) != "div_scalar":
+        return within_f32_rounding(f)
+    s = float(st.attrs["scalar"])  # type: ignore[union-attr]
+    factor = s * _to_f32(1.0 / _to_f32(s))  # f64 division then rounding: f32 division, correctly rounded
+    return all(math.isfinite(r) and math.isfinite(b) and abs(b - r * factor) <= 8 * F64_ULP * abs(r)
+               for r, b in f.pairs)
+
+
+def _to_f32(x: float) -> float:
+    """`x` rounded to the nearest float32 (inf beyond its range)."""
+    try:
+        return float(struct.unpack("f", struct.pack("f", x))[0])
+    except OverflowError:
+        return math.copysign(math.inf, x)
