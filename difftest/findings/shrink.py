@@ -3,7 +3,8 @@
 Greedy statement deletion: drop a statement together with everything that depends on it, or
 bypass it (its readers read one of its inputs instead, as program reducers such as C-Reduce
 hoist an operand over its operator: `sum(exp(x))`'s backward becomes `exp(x)`'s), keep the change
-when the program still fails the same way; then put settings back at their defaults (an
+when the program still fails the same way (first without gradient checkpointing and in float32,
+where it fails there too); then put settings back at their defaults (an
 optimizer's weight decay, nesterov, dampening, momentum) and simplify leaf data toward 0/1.
 Hypothesis-driven tests shrink with Hypothesis itself; this is the same idea for campaigns.
 """
@@ -113,12 +114,13 @@ def _candidates(best: Program) -> Iterator[Program]:
                 yield cand
 
 
-def _valid(base: Program, statements: tuple[Statement, ...], checkpointing: str | None = None) -> Program | None:
-    """`statements` as a program like `base` (its dtype and checkpointing, or `checkpointing`)
-    when it passes the checks a program must pass before it runs (a simplified leaf can break
-    one: the indices of an embedding forward must stay integral), else None."""
+def _valid(base: Program, statements: tuple[Statement, ...], checkpointing: str | None = None,
+           dtype: str | None = None) -> Program | None:
+    """`statements` as a program like `base` (its dtype and checkpointing, or `dtype` and
+    `checkpointing`) when it passes the checks a program must pass before it runs (a simplified
+    leaf can break one: the indices of an embedding forward must stay integral), else None."""
     try:
-        program = Program(statements, base.dtype, checkpointing or base.checkpointing)
+        program = Program(statements, dtype or base.dtype, checkpointing or base.checkpointing)
         check_program(program)
     except (ProgramError, ValueError):
         return None
@@ -150,6 +152,13 @@ def shrink(program: Program, still_fails: Still, *, budget: int = 300) -> Progra
         tries += 1
         if plain is not None and still_fails(plain):
             best = plain
+    # in float32 next: a fault that is not the dtype's shows there too, and a float32 program is
+    # the reproducer burn's own tests take (a half or float64 program's data are float32 values)
+    if best.dtype != "float32":
+        single = _valid(best, best.statements, dtype="float32")
+        tries += 1
+        if single is not None and still_fails(single):
+            best = single
     changed = True
     while changed and tries < budget:
         changed = False

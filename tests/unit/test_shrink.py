@@ -58,3 +58,13 @@ def test_optimizer_settings_the_fault_does_not_need_go_back_to_their_defaults() 
 
     (opt,) = [s for s in shrink(p, damped).statements if isinstance(s, Optimizer)]
     assert (opt.momentum, opt.dampening, opt.weight_decay, opt.nesterov) == (0.9, 0.25, 0.0, False), opt
+
+
+def test_a_fault_that_is_not_its_dtypes_shrinks_to_a_float32_program() -> None:
+    """A bfloat16 or float64 program whose fault shows in float32 too is reported in float32, the
+    reproducer burn's own tests take; one whose fault is its dtype's keeps that dtype."""
+    statements = (leaf("x0", [0.5, 0.75], rg=True), op("v0", "exp", "x0"), backward("v0"))
+    for dtype in ("bfloat16", "float64", "float16"):
+        p = Program(statements, dtype)
+        assert shrink(p, _exp_reaches_a_backward).dtype == "float32", dtype
+        assert shrink(p, lambda q, d=dtype: q.dtype == d and _exp_reaches_a_backward(q)).dtype == dtype
