@@ -67,4 +67,8 @@ def test_a_fault_that_is_not_its_dtypes_shrinks_to_a_float32_program() -> None:
     for dtype in ("bfloat16", "float64", "float16"):
         p = Program(statements, dtype)
         assert shrink(p, _exp_reaches_a_backward).dtype == "float32", dtype
-        assert shrink(p, lambda q, d=dtype: q.dtype == d and _exp_reaches_a_backward(q)).dtype == dtype
+
+        def only_in_its_dtype(q: Program, d: str = dtype) -> bool:
+            return q.dtype == d and _exp_reaches_a_backward(q)
+
+        assert shrink(p, only_in_its_dtype).dtype == dtype
