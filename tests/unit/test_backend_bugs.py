@@ -243,14 +243,18 @@ def test_hard_sigmoids_f32_error_is_absolute_where_its_sum_cancels() -> None:
     # scale, 2e-8 off (a LibTorch campaign's finding, program 13562 of seed 301)
     x = (-0.6326762437820435, -2.9813785552978516)
     pairs = ((0.0031035741170247397, 0.0031035542488098145),)
+    # the failing element is the second input's: the record computes burn's float32 result from it
     plain = replace(_fault("value", "hard_sigmoid", pairs, dtype="float64", device="plain", backend="tch"),
-                    inputs=(x,))
+                    inputs=(x,), elements=(1,))
     assert _known(plain) == "ndarray-hard-sigmoid-f64-in-f32"
     autodiff = replace(plain, program=_fault("value", "hard_sigmoid", pairs, dtype="float64").program,
                        backend="flex")
     assert _known(autodiff) == "hard-sigmoid-autodiff-f64-in-f32"
     assert _known(replace(plain, pairs=((0.0031035741170247397, 0.003103),))) is None  # 5.7e-7 off: news
     assert _known(replace(plain, inputs=())) is None  # without the op's input, only within_f32_rounding
+    # which element failed, unknown: 4 units of f32 rounding of 0.5 + max |x| / 6, absolute
+    assert _known(replace(plain, elements=())) == "ndarray-hard-sigmoid-f64-in-f32"
+    assert _known(replace(plain, elements=(), pairs=((0.0031035741170247397, 0.003103),))) is None
 
 
 def test_a_gradient_shown_downstream_carries_the_rounding_of_its_terms() -> None:
