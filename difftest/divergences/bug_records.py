@@ -5,12 +5,12 @@ float32-rounding check several records share."""
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from difftest.divergences.host import HostCondition
 from difftest.divergences.knowledge import MEASURED_ON, Knowledge, Side
+from difftest.program.dtypes import to_f32
 from difftest.program.ir import Program, Statement
 
 Trigger = Callable[[Statement, Sequence[Statement]], bool]  # (statement, the statements before it)
@@ -208,7 +208,11 @@ def hard_sigmoid_in_f32(f: Fault) -> bool:
 
 def _hard_sigmoid_f32(x: float) -> float:
     """burn-backend's default hard_sigmoid(x, 1/6, 1/2), computed as it does: in float32."""
-    y = _to_f32(_to_f32(_to_f32(x) * _to_f32(1.0 / 6.0)) + 0.5)  # each product and sum correctly rounded
+    if math.isnan(x):
+        return x
+    if abs(x) > 3.0e38:  # beyond float32's range: the cast saturates to an infinity, clamped
+        return 0.0 if x < 0 else 1.0
+    y = to_f32(to_f32(to_f32(x) * to_f32(1.0 / 6.0)) + 0.5)  # each product and sum correctly rounded
     return min(max(y, 0.0), 1.0)
 
 
@@ -226,14 +230,10 @@ def f32_reciprocal(f: Fault) -> bool:
     if f.kind != "grad" or not f.pairs or getattr(st, "op", None) != "div_scalar":
         return within_f32_rounding(f)
     s = float(st.attrs["scalar"])  # type: ignore[union-attr]
-    factor = s * _to_f32(1.0 / _to_f32(s))  # f64 division then rounding: f32 division, correctly rounded
+    try:
+        factor = s * to_f32(1.0 / to_f32(s))  # f64 division then rounding: f32 division, correctly rounded
+    except (ValueError, ZeroDivisionError):  # beyond float32's range: no f32 reciprocal to model
+        return within_f32_rounding(f)
     return all(math.isfinite(r) and math.isfinite(b) and abs(b - r * factor) <= 8 * F64_ULP * abs(r)
                for r, b in f.pairs)
 
-
-def _to_f32(x: float) -> float:
-    """`x` rounded to the nearest float32 (inf beyond its range)."""
-    try:
-        return float(struct.unpack("f", struct.pack("f", x))[0])
-    except OverflowError:
-        return math.copysign(math.inf, x)
