@@ -31,13 +31,15 @@ or shape finding already names the statement that failed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
+from difftest.findings.composed import inside
 from difftest.findings.cotangents import cotangents
 from difftest.findings.deviation import deviant, relative_error, suspect_rank
 from difftest.findings.error_classes import mismatch_class
 from difftest.findings.graph_roots import shown_name, smallest_root
+from difftest.findings.localisation import Localisation
 from difftest.findings.one_op import (
     HARNESS_OP,
     PARAM_READ,
@@ -67,82 +69,13 @@ from difftest.program.ir import (
     ancestors,
     root_module,
 )
-from difftest.program.jsonio import program_to_dict, program_to_json
+from difftest.program.jsonio import program_to_json
 
 if TYPE_CHECKING:
     from difftest.exec.burn_worker import BurnWorker
 
 LOCALISED_KINDS = ("value", "grad", "grad-presence")
 MAX_CANDIDATES = 24  # one-op programs run per finding, at most (the path's earliest ops first)
-
-
-@dataclass(frozen=True)
-class Localisation:
-    """Where a finding's fault is. `statement`: the statement in the full program (None for
-    `graph`, and for the op a seeded experiment applies its cotangent with, which the program
-    need not hold); `where`: its op, `apply:<kind>`, `step`, or `graph`; `input`: the inputs whose
-    gradient is wrong (None for a value); `error`: the error class of the one-op finding."""
-
-    statement: str | None
-    where: str
-    kind: str
-    input: tuple[int, ...] | None
-    dtype: str
-    error: str
-    verdict: str  # burn-wrong | torch-wrong | the one-op mismatch's kind
-    attrs: dict[str, Any] = field(default_factory=dict, hash=False)
-    program: Program | None = field(default=None, hash=False)  # the one-op reproducer
-    one_op: Verdict | None = field(default=None, hash=False, compare=False)
-    mismatch: Mismatch | None = field(default=None, hash=False, compare=False)
-    # "fails": the one-op program fails the oracle; "suspect": it passes, but burn deviates from
-    # the float64 result far more than PyTorch's float32 run (deviation.py); "path": a step or
-    # the graph, where no one-op program ran
-    confidence: str = "path"
-    # a gradient localised to the graph: the op (graph_roots.shown_name) whose result, as the
-    # backward's root, first gives the leaf the wrong gradient (graph_roots.py)
-    shown_at: str | None = None
-    # a module's forward: the parameters whose gradient is wrong (`input` names its input's)
-    params: tuple[str, ...] = ()
-    # "broadcast": the op's one-op program is right with the inputs it broadcasts implicitly
-    # expanded first (`expanded`, their positions): the op's own derivative is right, and the
-    # fault is in how autodiff reduces a broadcast operand's gradient, which every broadcasting
-    # op shares; "accumulate": a `graph` gradient that is right once no value is shared
-    # (unshared.py). The signature names the mechanism, not the op that showed it; "recompute":
-    # the op's output as burn's gradient checkpointing recomputes it (recompute.py), signed
-    # `recompute:<op>`
-    mechanism: str | None = None
-    expanded: tuple[int, ...] = ()
-
-    def describe(self) -> str:
-        which = f" input {','.join(map(str, self.input))}" if self.input is not None else ""
-        if self.params:
-            which += f"{' and' if which else ''} {','.join(self.params)}"
-        at = (f" (statement {self.statement})" if self.statement else
-              f" (first shown rooted at {self.shown_at})" if self.shown_at else "")
-        attrs = f" {self.attrs}" if self.attrs else ""
-        hedge = ""
-        if self.confidence == "suspect":
-            hedge = " (suspect: within its one-op budget, far outside PyTorch's error)"
-        if self.mechanism == "accumulate":
-            hedge += ("; right with every value computed once per path that reads it: the accumulation of "
-                      "a value's gradient contributions")
-        if self.mechanism == "broadcast":
-            hedge += (f"; right with its broadcast input{'s' if len(self.expanded) > 1 else ''} "
-                      f"{','.join(map(str, self.expanded))} expanded first: the reduction of a broadcast "
-                      "operand's gradient")
-        if self.mechanism == "recompute":
-            hedge += "; right unless read back as burn's gradient checkpointing recomputes it"
-        return (f"{self.verdict} {self.kind}{which} of {self.where}{attrs}{at}, {self.dtype}, "
-                f"error {self.error}{hedge}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "statement": self.statement, "where": self.where, "kind": self.kind, "input": self.input,
-            "dtype": self.dtype, "error": self.error, "verdict": self.verdict, "attrs": dict(self.attrs),
-            "confidence": self.confidence, "shown_at": self.shown_at, "params": list(self.params),
-            "mechanism": self.mechanism, "expanded": list(self.expanded),
-            "program": program_to_dict(self.program) if self.program is not None else None,
-        }
 
 
 def position(program: Program, m: Mismatch) -> int:
@@ -292,6 +225,11 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
             # with a leaf per position the op passed: it is right, and what fails (or, for a
             # suspect, deviates) is the sum of what the one value receives there (unshared.py)
             return replace(found, mechanism="accumulate")
+        # an op burn builds from others, failing as its parts do: the part at fault (composed.py)
+        part = inside(found, lambda q: judge(q, worker, memo),
+                      lambda v, f: localise(v, worker, f, same_kind=True, memo=memo))
+        if part is not None:
+            return part
         expanded = right_without_broadcast(found, lambda q: judge(q, worker, memo))
         return replace(found, mechanism="broadcast", expanded=expanded) if expanded else found
     # a checkpointed program: an op whose output, as burn's checkpointing recomputes it for a

@@ -33,10 +33,10 @@ from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.findings.consequences import consequence
 from difftest.findings.error_classes import mismatch_pairs, mismatch_terms, step_terms
 from difftest.findings.graph_roots import shown_name
+from difftest.findings.localisation import Localisation
 from difftest.findings.localise import (
     LOCALISED_KINDS,
     Judged,
-    Localisation,
     judge,
     localise,
     localise_tracking,
@@ -209,7 +209,9 @@ def fault_of(verdict: Verdict, m: Mismatch, loc: Localisation | None, backend: s
         terms = mismatch_terms(one, lm)
         if not any(terms):  # a step's: the parameter it updated (error_classes.step_terms)
             terms = step_terms(one.program, lm) or terms
-        return Fault(lm.kind, loc.statement, program, loc.dtype, lm.framework, lm.detail, loc.input,
+        # a part of a composite (composed.py): its site is the part, in the composite run as its parts
+        site, program = (loc.part, loc.composed) if loc.composed is not None and loc.part else (loc.statement, program)
+        return Fault(lm.kind, site, program, loc.dtype, lm.framework, lm.detail, loc.input,
                      tuple(mismatch_pairs(one, lm)), lm.elements, inputs, observed, backend=backend,
                      terms=tuple(terms), verdict=lm.verdict)
     if loc is not None and loc.statement is None:  # no single op: where the program shows it

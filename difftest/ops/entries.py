@@ -17,6 +17,7 @@ from difftest.ops import sampling as draw
 from difftest.ops import shape_rules as rule
 from difftest.ops import tensor_ops as tx
 from difftest.ops import tolerance as T
+from difftest.ops.compositions import Composition
 from difftest.ops.spec import (
     VARIADIC,
     Attrs,
@@ -74,17 +75,18 @@ def unary(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain
           saves: tuple[int, ...] = (0,), grad_terms: GradTerms | None = None,
           value_terms: ValueTerms | None = None, attrs: tuple[AttrSpec, ...] = (),
           draw_attrs: AttrSampler | None = None, doc: str = "", saves_tensors: bool | None = None,
-          attrs_rule: AttrsRule | None = None) -> OpSpec:
+          attrs_rule: AttrsRule | None = None, composed: Composition | None = None) -> OpSpec:
     return OpSpec(name, "unary", 1, pytorch, burn, rule.same, t, d, attrs, draw_attrs, saves=saves,
                   grad_terms=grad_terms, value_terms=value_terms, doc=doc, saves_tensors=saves_tensors,
-                  attrs_rule=attrs_rule)
+                  attrs_rule=attrs_rule, composed=composed)
 
 
 def scalar_op(name: str, pytorch: str, burn: str, attr: str, lo: float, hi: float, t: T.ToleranceClass,
               d: dom.Domain = dom.ANY, attr_type: str = "float", saves: tuple[int, ...] = (),
-              saves_tensors: bool | None = None, boundary: tuple[float, ...] = ()) -> OpSpec:
+              saves_tensors: bool | None = None, boundary: tuple[float, ...] = (),
+              composed: Composition | None = None) -> OpSpec:
     return OpSpec(name, "scalar", 1, pytorch, burn, rule.same, t, d, (AttrSpec(attr, attr_type, boundary),),
-                  draw.number(attr, lo, hi, attr_type), saves=saves, saves_tensors=saves_tensors)
+                  draw.number(attr, lo, hi, attr_type), saves=saves, saves_tensors=saves_tensors, composed=composed)
 
 
 def binary(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
@@ -95,16 +97,18 @@ def binary(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domai
 
 
 def reduce_all(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
-               saves: tuple[int, ...] = (), splits_ties: bool = False) -> OpSpec:
+               saves: tuple[int, ...] = (), splits_ties: bool = False, composed: Composition | None = None) -> OpSpec:
     return OpSpec(name, "reduction", 1, pytorch, burn, rule.to_one, t, d, saves=saves,
-                  reduced_extent=rule.extent, splits_ties=splits_ties)
+                  reduced_extent=rule.extent, splits_ties=splits_ties, composed=composed)
 
 
 def reduce_dim(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
                saves: tuple[int, ...] = (), shape_rule: ShapeRule = rule.keep_dim,
-               grad_terms: GradTerms | None = None, saves_tensors: bool | None = None) -> OpSpec:
+               grad_terms: GradTerms | None = None, saves_tensors: bool | None = None,
+               composed: Composition | None = None) -> OpSpec:
     return OpSpec(name, "reduction", 1, pytorch, burn, shape_rule, t, d, A_DIM, draw.dim, saves=saves,
-                  reduced_extent=rule.dim_extent, grad_terms=grad_terms, saves_tensors=saves_tensors)
+                  reduced_extent=rule.dim_extent, grad_terms=grad_terms, saves_tensors=saves_tensors,
+                  composed=composed)
 
 
 def nn_op(name: str, arity: int, pytorch: str, burn: str, shape_rule: ShapeRule, t: T.ToleranceClass,

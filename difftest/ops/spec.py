@@ -15,6 +15,7 @@ from difftest.choices import Choices
 from difftest.ops import domains as dom
 from difftest.ops import spelling
 from difftest.ops import tolerance as tol
+from difftest.ops.compositions import Composition
 from difftest.program.dtypes import FLOAT_DTYPES
 from difftest.program.ir import Shape, numel
 from difftest.program.shapes import ShapeError, check_rank
@@ -121,6 +122,9 @@ class OpSpec:
     measured_layout: bool = False
     doc: str = ""
     attrs_rule: AttrsRule | None = None  # values outside the op's defined behaviour (AttrsRule)
+    # how burn builds the op from other catalog ops, having no autodiff node for it (compositions.py):
+    # the localiser names the part at fault where the op fails as its parts do
+    composed: Composition | None = None
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.attrs]

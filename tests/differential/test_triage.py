@@ -82,7 +82,7 @@ def test_an_error_of_roundings_size_is_a_precision_loss_only_in_float64() -> Non
     computes in float64 (a computation through f32, another bug than a wrong formula), and as
     the wrong number it is in float32: an injected epsilon added after rms_norm's square root
     was `rounding` or `small` by the input's scale, four cases for one bug, before."""
-    from difftest.findings.localise import Localisation
+    from difftest.findings.localisation import Localisation
     from difftest.findings.triage import localised_signature
 
     def sig(dtype: str, error: str, kind: str = "grad") -> str:

@@ -17,7 +17,7 @@ from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
 from difftest.exec.backends import BACKENDS
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.corpus import load_case
-from difftest.findings.localise import Localisation
+from difftest.findings.localisation import Localisation
 from difftest.findings.triage import explains, fault_of, known_bug_of, shown_fault, triage
 from difftest.oracle.check import check
 from difftest.program.ir import Backward, Leaf, OpCall, Program

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import cast
 
 from difftest.findings.graph_roots import Judge, shown_name, smallest_root
-from difftest.findings.localise import Localisation
+from difftest.findings.localisation import Localisation
 from difftest.findings.paths import candidates
 from difftest.findings.triage import localised_signature
 from difftest.oracle.compare import Mismatch, Verdict

@@ -187,7 +187,7 @@ def test_a_wrong_value_no_single_op_makes_is_signed_by_the_op_that_shows_it() ->
     from types import SimpleNamespace
     from typing import cast
 
-    from difftest.findings.localise import Localisation
+    from difftest.findings.localisation import Localisation
     from difftest.findings.triage import forward_fault
     from difftest.oracle.compare import Mismatch, Verdict
 

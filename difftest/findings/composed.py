@@ -1,0 +1,139 @@
+"""A failing op that burn builds from other ops, run as its parts (ops/compositions.py).
+
+The localiser names the first op whose one-op program fails. When that op is a composite (square,
+silu, var, the losses, squeeze, ...), the fault may be in a part burn builds it from, which then
+shows in every composite of that part: one wrong mul derivative was a case for mul, one for
+square, one for silu, one for each loss. So the composite's failing one-op program is run again
+with the op replaced by its parts (`as_parts`), on the same inputs. The part is named in the
+composite's stead only when
+
+- burn computes the same numbers both ways (`same_numbers`: the result and every input's
+  gradient, within a few units of the dtype's rounding), so the composite is its parts in
+  burn: a composite with a fault of its own, or a composition declared wrong, differs here
+  and keeps its own name; and
+- the parts fail the oracle too, and their own localisation names a part that fails alone
+  (or a mechanism a part shows: the sum of a value's contributions, which square's x * x reads
+  twice).
+
+The localisation records the composites it descended through (`inside`) and keeps the part's
+own one-op program as the reproducer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+
+from difftest.findings.localisation import Localisation
+from difftest.ops.catalog import CATALOG
+from difftest.ops.compositions import Part
+from difftest.ops.validate import infer_shapes
+from difftest.oracle.compare import Mismatch, Verdict
+from difftest.program.dtypes import EPS
+from difftest.program.ir import Cut, OpCall, Program, ProgramError, Statement
+from difftest.program.observation import TensorObs
+from difftest.program.shapes import ShapeError
+
+ROOT = "y"  # the op's statement in a one-op program (one_op.one_op_program)
+ROUNDING_UNITS = 8  # how far burn's numbers for the composite and for its parts may differ, in eps
+
+
+def as_parts(p: Program) -> Program | None:
+    """The one-op program `p` with its op (statement `y`) replaced by the parts burn builds it of,
+    the last part keeping the id `y`; None when the op declares no composition for these
+    attributes and input shapes, or the parts do not form a valid program."""
+    table = p.by_id()
+    st = table.get(ROOT)
+    spec = CATALOG.get(st.op) if isinstance(st, OpCall) else None
+    if not isinstance(st, OpCall) or spec is None or spec.composed is None:
+        return None
+    try:
+        shapes = infer_shapes(p)
+        parts = spec.composed(dict(st.attrs), [tuple(shapes[i]) for i in st.inputs])
+    except (ProgramError, ShapeError, ValueError, KeyError, IndexError, ZeroDivisionError):
+        return None
+    if not parts:
+        return None
+    ids = [f"{ROOT}_p{k}" for k in range(len(parts) - 1)] + [ROOT]
+
+    def ref(x: int | str) -> str:
+        return st.inputs[x] if isinstance(x, int) else ids[int(x[1:])]
+
+    def statement(k: int, part: Part) -> Statement:
+        if part.op == "detach":
+            return Cut(ids[k], "detach", ref(part.inputs[0]), st.region)
+        return OpCall(ids[k], part.op, tuple(ref(x) for x in part.inputs), dict(part.attrs), st.region)
+
+    at = p.statements.index(st)
+    try:
+        return p.with_statements((*p.statements[:at], *(statement(k, x) for k, x in enumerate(parts)),
+                                  *p.statements[at + 1:]))
+    except (ProgramError, IndexError, ValueError):
+        return None
+
+
+def _close(a: TensorObs | None, b: TensorObs | None, dtype: str) -> bool:
+    if a is None or b is None:
+        return a is b
+    if a.shape != b.shape or len(a.data) != len(b.data):
+        return False
+    finite = [abs(x) for x in a.data if math.isfinite(x)]
+    bound = ROUNDING_UNITS * EPS.get(a.dtype if a.dtype in EPS else dtype, EPS["float32"]) * max(finite, default=0.0)
+    for x, y in zip(a.data, b.data):
+        if math.isnan(x) or math.isnan(y) or math.isinf(x) or math.isinf(y):
+            if not (x == y or (math.isnan(x) and math.isnan(y))):
+                return False
+        elif abs(x - y) > bound:
+            return False
+    return True
+
+
+def same_numbers(whole: Verdict, parts: Verdict) -> bool:
+    """Whether burn computed the op's result and every gradient of the one-op program alike as
+    the op (`whole`) and as its parts: the composite is its parts, in burn."""
+    wb, pb = whole.burn, parts.burn
+    if (wb.error is None) != (pb.error is None):
+        return False
+    mine, theirs_value = wb.value(ROOT), pb.value(ROOT)
+    if not _close(mine.value if mine else None, theirs_value.value if theirs_value else None, whole.program.dtype):
+        return False
+    theirs = {bw.id: bw for bw in pb.backwards}
+    for bw in wb.backwards:
+        other = theirs.get(bw.id)
+        if other is None or not set(bw.grads) <= set(other.grads):  # the parts' own gradients besides
+            return False
+        if not all(_close(g, other.grads[ident], whole.program.dtype) for ident, g in bw.grads.items()):
+            return False
+    return True
+
+
+def _same_place(parts: Verdict, m: Mismatch) -> Mismatch | None:
+    """The finding of the parts' program where the op's showed `m` (same kind, statement and
+    backward), else its first of that kind."""
+    same = [f for f in parts.findings if f.kind == m.kind and f.statement == m.statement and f.backward == m.backward]
+    return next(iter(same or [f for f in parts.findings if f.kind == m.kind]), None)
+
+
+def inside(found: Localisation, judge: Callable[[Program], Verdict | None],
+           localise: Callable[[Verdict, Mismatch], Localisation | None]) -> Localisation | None:
+    """The localisation of `found` (a failing one-op program of a composite op) to the part burn
+    builds the composite from that is at fault, or None: the op is no composite, burn computes
+    it otherwise than its parts, the parts pass, or no part fails on its own."""
+    whole, m = found.one_op, found.mismatch
+    # PyTorch's own fault is no part of burn's composition
+    if found.program is None or whole is None or m is None or found.confidence != "fails" or (
+            found.verdict == "torch-wrong"):
+        return None
+    q = as_parts(found.program)
+    if q is None:
+        return None
+    parts = judge(q)
+    if parts is None or parts.ok or not same_numbers(whole, parts):
+        return None
+    f = _same_place(parts, m)
+    loc = localise(parts, f) if f is not None else None
+    if loc is None or loc.statement is None or loc.confidence != "fails" or loc.where in ("graph", "backward"):
+        return None
+    return replace(loc, statement=found.statement, inside=(found.where, *loc.inside),
+                   composed=loc.composed if loc.inside else q, part=loc.part if loc.inside else loc.statement)

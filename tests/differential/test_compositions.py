@@ -1,0 +1,117 @@
+"""The compositions the catalog declares (difftest/ops/compositions.py) are how burn computes its
+composites, and the localiser names a part at fault inside a composite (findings/composed.py)
+only where burn computes the composite as its parts.
+
+Each declaration is checked against the real burn: on calls the generator draws, in float32 and
+float64, burn's result and gradients for the op and for its parts agree within a few units of
+rounding (`same_numbers`), and PyTorch's parts give the op's result. A fault in a part is named by
+the part (float64 var, var_bias and var_mean end in a div_scalar, whose backward burn 0.22.1
+computes through an f32 reciprocal: known bug div-scalar-grad-f32-reciprocal); a composite with a
+fault of its own keeps its own name.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from difftest.exec.burn_worker import BurnWorker
+from difftest.findings.composed import as_parts, same_numbers
+from difftest.findings.one_op import cotangent
+from difftest.ops.catalog import CATALOG
+from difftest.oracle.check import check
+from difftest.oracle.pytorch import run as run_torch
+from difftest.program.ir import Backward, Leaf, OpCall, Program
+from tests.differential.test_catalog import _recorded_calls
+from tests.differential.triaging import triaged
+
+COMPOSED = sorted(name for name, spec in CATALOG.items() if spec.composed is not None)
+# exponents whose composition the generator's draws rarely hit: each branch of burn's powi_scalar
+EXTRA_ATTRS = {"powi_scalar": [{"exponent": e} for e in (2, -1, -2, 3)],
+               "powf_scalar": [{"exponent": e} for e in (2.0, -1.0, -2.0)]}
+
+
+def _one_op(st: OpCall, values: list[torch.Tensor], dtype: str, attrs: dict[str, object] | None = None) -> Program:
+    leaves = [Leaf(f"a{k}", tuple(v.shape), tuple(v.reshape(-1).double().tolist()), "autodiff", True)
+              for k, v in enumerate(values)]
+    y = OpCall("y", st.op, tuple(x.id for x in leaves), dict(attrs if attrs is not None else st.attrs))
+    return Program((*leaves, y, Backward("bw", "y")), dtype)
+
+
+def _calls(name: str) -> list[tuple[OpCall, list[torch.Tensor], dict[str, object]]]:
+    calls = [(st, values, dict(st.attrs)) for st, values in _recorded_calls(name, 4)]
+    st, values = calls[0][0], calls[0][1]
+    return calls + [(st, values, a) for a in EXTRA_ATTRS.get(name, [])]
+
+
+@pytest.mark.parametrize("name", COMPOSED)
+def test_burn_computes_the_composite_as_its_declared_parts(name: str, burn_worker: BurnWorker) -> None:
+    composed = 0
+    for st, values, attrs in _calls(name):
+        for dtype in ("float32", "float64"):
+            p = _one_op(st, values, dtype, attrs)
+            q = as_parts(p)
+            if q is None:
+                continue
+            composed += 1
+            whole, parts = check(p, burn_worker), check(q, burn_worker)
+            assert same_numbers(whole, parts), (name, attrs, dtype, whole.burn.value("y"), parts.burn.value("y"))
+            # PyTorch's parts compute the op too (the declaration is the op, not only burn's)
+            t_whole, t_parts = run_torch(p).value("y"), run_torch(q).value("y")
+            assert t_whole is not None and t_parts is not None
+            a, b = torch.tensor(t_whole.value.data), torch.tensor(t_parts.value.data)
+            assert torch.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True), (name, attrs, dtype)
+    assert composed, f"{name}: no drawn call has a composition"
+
+
+def test_parts_replace_the_op_and_keep_its_id() -> None:
+    x = Leaf("a0", (5, 2), tuple(float(k) for k in range(10)), "autodiff", True)
+    p = Program((x, OpCall("y", "chunk", ("a0",), {"chunks": 3, "dim": 0, "part": 2}), Backward("bw", "y")))
+    q = as_parts(p)
+    assert q is not None
+    # burn's chunk of 5 into 3: pieces of 2, the last of 5 % 2 = 1, from 4
+    assert [(s.id, getattr(s, "op", None), getattr(s, "attrs", None)) for s in q.statements[1:-1]] == [
+        ("y", "slice", {"ranges": [[4, 5]]})]
+    y = Leaf("a1", (1, 3), cotangent(3), "autodiff", True)
+    s = Program((y, x, OpCall("y", "softmax", ("a1",), {"dim": 1}), Backward("bw", "y")))
+    parts = as_parts(s)
+    assert parts is not None
+    assert [st.kind for st in parts.statements] == ["leaf", "leaf", "cut", "op", "op", "op", "op", "op", "backward"]
+    assert parts.statements[-2].id == "y"
+    sq = Program((x, OpCall("y", "sigmoid", ("a0",)), Backward("bw", "y")))
+    assert as_parts(sq) is None  # sigmoid has a node of its own
+
+
+@pytest.mark.parametrize("name,attrs", [("var", {"dim": 0}), ("var_bias", {"dim": 1}),
+                                        ("var_mean", {"dim": 0, "part": 0})])
+def test_a_fault_in_a_part_is_named_by_the_part(name: str, attrs: dict[str, int],
+                                                 workers: dict[str, BurnWorker]) -> None:
+    """A float64 variance over 4 (or 3) elements divides by 3 in a div_scalar, whose gradient burn
+    computes through f32(1 / 3): the finding is div_scalar's, with div_scalar's signature, inside the
+    composite, and the known bug's record (its site: div_scalar) explains it."""
+    data = [0.3, -0.7, 1.1, 0.9, 2.3, -1.4, 0.2, 0.5, -0.1, 1.7, -2.2, 0.05]
+    p = Program((Leaf("x", (4, 3), tuple(data), "autodiff", True), OpCall("v", name, ("x",), dict(attrs)),
+                 OpCall("s", "sum", ("v",)), Backward("bw", "s")), "float64")
+    t = triaged(workers, p, None)
+    alone = triaged(workers, Program((Leaf("x", (4, 3), tuple(data), "autodiff", True),
+                                      OpCall("v", "div_scalar", ("x",), {"scalar": 3.0}),
+                                      OpCall("s", "sum", ("v",)), Backward("bw", "s")), "float64"), None)
+    loc = t.localisation
+    assert loc is not None and loc.where == "div_scalar" and loc.inside == (name,) and loc.statement == "v"
+    assert t.signature == alone.signature
+    assert t.known is not None and t.known.name == "div-scalar-grad-f32-reciprocal"
+    # the reproducer is the part alone
+    assert loc.program is not None and [s.op for s in loc.program.statements if isinstance(s, OpCall)] == ["div_scalar"]
+
+
+@pytest.mark.parametrize("fault,name", [("grad-scale:var:1e-3", "var"), ("grad-scale:square:1e-3", "square"),
+                                        ("value-scale:silu:1e-3", "silu")])
+def test_a_composite_with_a_fault_of_its_own_keeps_its_name(fault: str, name: str,
+                                                            workers: dict[str, BurnWorker]) -> None:
+    """The fault changes the composite's numbers, not its parts': burn no longer computes the
+    composite as its parts, and the finding stays the composite's."""
+    attrs = {"dim": 1} if name == "var" else {}
+    p = Program((Leaf("x", (2, 3), (0.3, -0.7, 1.1, 0.9, 2.3, -1.4), "autodiff", True),
+                 OpCall("v", name, ("x",), attrs), OpCall("s", "sum", ("v",)), Backward("bw", "s")))
+    t = triaged(workers, p, fault)
+    assert t.localisation is not None and t.localisation.where == name and t.localisation.inside == ()
