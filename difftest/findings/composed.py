@@ -27,11 +27,12 @@ from dataclasses import replace
 
 from difftest.findings.localisation import Localisation
 from difftest.ops.catalog import CATALOG
-from difftest.ops.compositions import Part
+from difftest.ops.compositions import Call, Part
 from difftest.ops.validate import infer_shapes
+from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.dtypes import EPS
-from difftest.program.ir import Cut, OpCall, Program, ProgramError, Statement
+from difftest.program.ir import Cut, Leaf, OpCall, Program, ProgramError, Statement
 from difftest.program.observation import TensorObs
 from difftest.program.shapes import ShapeError
 
@@ -48,9 +49,13 @@ def as_parts(p: Program) -> Program | None:
     spec = CATALOG.get(st.op) if isinstance(st, OpCall) else None
     if not isinstance(st, OpCall) or spec is None or spec.composed is None:
         return None
+    leaves = [table.get(i) for i in st.inputs]
+    data = [x.data for x in leaves if isinstance(x, Leaf)]
     try:
         shapes = infer_shapes(p)
-        parts = spec.composed(dict(st.attrs), [tuple(shapes[i]) for i in st.inputs])
+        call = Call(dict(st.attrs), [tuple(shapes[i]) for i in st.inputs], data if len(data) == len(leaves) else None,
+                    value_dtypes(p).get(st.inputs[0], p.dtype))
+        parts = spec.composed(call)
     except (ProgramError, ShapeError, ValueError, KeyError, IndexError, ZeroDivisionError):
         return None
     if not parts:

@@ -91,9 +91,10 @@ def scalar_op(name: str, pytorch: str, burn: str, attr: str, lo: float, hi: floa
 
 def binary(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
            saves: tuple[int, ...] = (0, 1), saved_for_other: tuple[int, ...] = (),
-           splits_ties: bool = False) -> OpSpec:
+           splits_ties: bool = False, composed: Composition | None = None) -> OpSpec:
     return OpSpec(name, "binary", 2, pytorch, burn, rule.bcast, t, d, partners=draw.BROADCASTING,
-                  promotes_rank=True, saves=saves, saved_for_other=saved_for_other, splits_ties=splits_ties)
+                  promotes_rank=True, saves=saves, saved_for_other=saved_for_other, splits_ties=splits_ties,
+                  composed=composed)
 
 
 def reduce_all(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,

@@ -12,6 +12,8 @@ fault of its own keeps its own name.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -27,18 +29,18 @@ from tests.differential.triaging import triaged
 
 COMPOSED = sorted(name for name, spec in CATALOG.items() if spec.composed is not None)
 # exponents whose composition the generator's draws rarely hit: each branch of burn's powi_scalar
-EXTRA_ATTRS = {"powi_scalar": [{"exponent": e} for e in (2, -1, -2, 3)],
+EXTRA_ATTRS: dict[str, list[dict[str, Any]]] = {"powi_scalar": [{"exponent": e} for e in (2, -1, -2, 3)],
                "powf_scalar": [{"exponent": e} for e in (2.0, -1.0, -2.0)]}
 
 
-def _one_op(st: OpCall, values: list[torch.Tensor], dtype: str, attrs: dict[str, object] | None = None) -> Program:
+def _one_op(st: OpCall, values: list[torch.Tensor], dtype: str, attrs: dict[str, Any] | None = None) -> Program:
     leaves = [Leaf(f"a{k}", tuple(v.shape), tuple(v.reshape(-1).double().tolist()), "autodiff", True)
               for k, v in enumerate(values)]
     y = OpCall("y", st.op, tuple(x.id for x in leaves), dict(attrs if attrs is not None else st.attrs))
     return Program((*leaves, y, Backward("bw", "y")), dtype)
 
 
-def _calls(name: str) -> list[tuple[OpCall, list[torch.Tensor], dict[str, object]]]:
+def _calls(name: str) -> list[tuple[OpCall, list[torch.Tensor], dict[str, Any]]]:
     calls = [(st, values, dict(st.attrs)) for st, values in _recorded_calls(name, 4)]
     st, values = calls[0][0], calls[0][1]
     return calls + [(st, values, a) for a in EXTRA_ATTRS.get(name, [])]

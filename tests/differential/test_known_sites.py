@@ -73,7 +73,8 @@ STEPS = _program(
 )
 
 # a dropout with p = 0 returns its input in both frameworks: the gradient of its result y0 is
-# x's, which softplus's float64 gradient (burn divides by beta through an f32 reciprocal) spoils
+# x's, which softplus's float64 gradient spoils: burn's softplus ends in a div_scalar by beta, whose
+# backward multiplies by an f32 reciprocal
 ALIAS = _program(
     _leaf("x", [1], [-0.888695240020752], rg=True),
     {"id": "m0", "kind": "module", "module": "dropout", "p": 0.0},
@@ -185,7 +186,7 @@ def test_the_gradient_of_a_value_that_is_another_tensor_is_localised_on_that_ten
     verdict = check(ALIAS, worker)
     m = next(f for f in verdict.findings if f.kind == "grad" and f.statement == "y0")
     loc = localise(verdict, worker, m, same_kind=True)
-    assert loc is not None and (loc.where, loc.statement) == ("softplus", "v"), loc
+    assert loc is not None and (loc.where, loc.statement, loc.inside) == ("div_scalar", "v", ("softplus",)), loc
 
 
 def test_known_sites_are_kept_at_their_share() -> None:
