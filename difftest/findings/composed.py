@@ -11,9 +11,9 @@ composite's stead only when
   gradient, within a few units of the dtype's rounding), so the composite is its parts in
   burn: a composite with a fault of its own, or a composition declared wrong, differs here
   and keeps its own name; and
-- the parts fail the oracle too, and their own localisation names a part that fails alone
-  (or a mechanism a part shows: the sum of a value's contributions, which square's x * x reads
-  twice).
+- the parts fail the oracle too, and their own localisation names a part that fails alone,
+  or a mechanism every op shares that the parts show (the sum of a value's gradient
+  contributions: square's x * x, silu's x and sigmoid(x) read one value twice).
 
 The localisation records the composites it descended through (`inside`) and keeps the part's
 own one-op program as the reproducer.
@@ -38,6 +38,7 @@ from difftest.program.shapes import ShapeError
 
 ROOT = "y"  # the op's statement in a one-op program (one_op.one_op_program)
 ROUNDING_UNITS = 8  # how far burn's numbers for the composite and for its parts may differ, in eps
+SHARED = ("accumulate", "broadcast")  # localisation mechanisms every op shares (localisation.py)
 
 
 def as_parts(p: Program) -> Program | None:
@@ -66,6 +67,9 @@ def as_parts(p: Program) -> Program | None:
         return st.inputs[x] if isinstance(x, int) else ids[int(x[1:])]
 
     def statement(k: int, part: Part) -> Statement:
+        if part.op == "const":
+            data = tuple(float(x) for x in part.attrs["data"])
+            return Leaf(ids[k], tuple(part.attrs["shape"]), data, "autodiff", False)
         if part.op == "detach":
             return Cut(ids[k], "detach", ref(part.inputs[0]), st.region)
         return OpCall(ids[k], part.op, tuple(ref(x) for x in part.inputs), dict(part.attrs), st.region)
@@ -138,7 +142,17 @@ def inside(found: Localisation, judge: Callable[[Program], Verdict | None],
         return None
     f = _same_place(parts, m)
     loc = localise(parts, f) if f is not None else None
-    if loc is None or loc.statement is None or loc.confidence != "fails" or loc.where in ("graph", "backward"):
+    if loc is None:
         return None
-    return replace(loc, statement=found.statement, inside=(found.where, *loc.inside),
-                   composed=loc.composed if loc.inside else q, part=loc.part if loc.inside else loc.statement)
+    if loc.mechanism in SHARED:
+        # what a part shows and every op shares (the sum of x's contributions, which silu's x and
+        # sigmoid(x) both read): named by the mechanism, with the composite alone as the reproducer
+        # where the mechanism has no one-op program of its own (`graph`)
+        inner = loc if loc.program is not None else replace(loc, program=found.program, one_op=whole, mismatch=m)
+    elif loc.statement is not None and loc.confidence == "fails" and loc.where not in ("graph", "backward"):
+        inner = loc
+    else:
+        return None  # the parts fail together, none alone: the composite keeps its name
+    part = loc.part if loc.inside else loc.statement
+    return replace(inner, statement=found.statement, inside=(found.where, *loc.inside),
+                   composed=(loc.composed if loc.inside else q) if part else None, part=part)

@@ -34,8 +34,10 @@ Attrs = dict[str, Any]
 
 @dataclass(frozen=True)
 class Part:
-    """One op of a composition: a catalog op, or `detach` (a cut). An input is the composite's
-    input at that position (an int) or an earlier part's result, `p<k>` (k its index)."""
+    """One op of a composition: a catalog op, `detach` (a cut), or `const`, a tensor burn makes
+    from the call's attributes (a loss's targets), its `shape` and `data` attributes, on the
+    autodiff device and untracked. An input is the composite's input at that position (an int)
+    or an earlier part's result, `p<k>` (k its index)."""
 
     op: str
     inputs: tuple[int | str, ...]
@@ -347,3 +349,33 @@ def hard_sigmoid(call: Call) -> tuple[Part, ...]:
     return (Part("cast", (0,), {"dtype": "float32"}), Part("mul_scalar", ("p0",), {"scalar": 1.0 / 6.0}),
             Part("add_scalar", ("p1",), {"scalar": 0.5}), Part("clamp", ("p2",), {"min": 0.0, "max": 1.0}),
             Part("cast", ("p3",), {"dtype": call.dtype}))
+
+
+# ---------------------------------------------------------------- losses
+
+def cross_entropy_with_logits(call: Call) -> tuple[Part, ...]:
+    # burn-tensor src/tensor/loss/mod.rs: log_softmax(logits, D - 1).mul(targets).sum_dim(D - 1).mean().neg()
+    d = len(call.shapes[0]) - 1
+    return (Part("log_softmax", (0,), {"dim": d}), Part("mul", ("p0", 1)), Part("sum_dim", ("p1",), {"dim": d}),
+            Part("mean", ("p2",)), Part("neg", ("p3",)))
+
+
+def _targets(call: Call, f: Callable[[int], float]) -> Part:
+    t = call.attrs["targets"]
+    return Part("const", (), {"shape": list(t["shape"]), "data": [f(int(v)) for v in t["data"]]})
+
+
+def binary_cross_entropy_with_logits(call: Call) -> tuple[Part, ...]:
+    # burn-nn src/loss/binary_cross_entropy.rs, forward with logits: (1 - targets) * logits -
+    # log_sigmoid(logits), then mean()
+    return (_targets(call, lambda t: 1.0 - t), Part("mul", ("p0", 0)), Part("log_sigmoid", (0,)),
+            Part("sub", ("p1", "p2")), Part("mean", ("p3",)))
+
+
+def binary_cross_entropy(call: Call) -> tuple[Part, ...]:
+    # burn-nn src/loss/binary_cross_entropy.rs, forward on probabilities: (targets - 1) *
+    # log1p(-x).clamp_min(-100) - targets * log(x).clamp_min(-100), then mean()
+    return (_targets(call, lambda t: t - 1.0), Part("neg", (0,)), Part("log1p", ("p1",)),
+            Part("clamp_min", ("p2",), {"min": -100.0}), Part("mul", ("p0", "p3")),
+            _targets(call, float), Part("log", (0,)), Part("clamp_min", ("p6",), {"min": -100.0}),
+            Part("mul", ("p5", "p7")), Part("sub", ("p4", "p8")), Part("mean", ("p9",)))
