@@ -26,14 +26,16 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from difftest.findings.localisation import Localisation
+from difftest.findings.one_op import PARAM_READ
 from difftest.ops.catalog import CATALOG
-from difftest.ops.compositions import Call, Part
 from difftest.ops.validate import infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.dtypes import EPS
-from difftest.program.ir import Cut, Leaf, OpCall, Program, ProgramError, Statement
+from difftest.program.ir import Apply, Cut, Leaf, Module, OpCall, Param, Program, ProgramError, Statement, reads
+from difftest.program.modules import module_kind
 from difftest.program.observation import TensorObs
+from difftest.program.parts import Call, Part
 from difftest.program.shapes import ShapeError
 
 ROOT = "y"  # the op's statement in a one-op program (one_op.one_op_program)
@@ -47,16 +49,25 @@ def as_parts(p: Program) -> Program | None:
     attributes and input shapes, or the parts do not form a valid program."""
     table = p.by_id()
     st = table.get(ROOT)
-    spec = CATALOG.get(st.op) if isinstance(st, OpCall) else None
-    if not isinstance(st, OpCall) or spec is None or spec.composed is None:
+    inputs = st.inputs if isinstance(st, OpCall) else (st.input,) if isinstance(st, Apply) else ()
+    module = table.get(st.module) if isinstance(st, Apply) else None
+    kind = module_kind(module.module) if isinstance(module, Module) else None
+    composed = (CATALOG[st.op].composed if isinstance(st, OpCall) and st.op in CATALOG else
+                kind.composed if kind is not None and not kind.burn_transposed else None)
+    if st is None or composed is None:
         return None
-    leaves = [table.get(i) for i in st.inputs]
+    leaves = [table.get(i) for i in inputs]
     data = [x.data for x in leaves if isinstance(x, Leaf)]
+    # a module's parameters, each a leaf of the name the one-op program reads it by (param_<name>)
+    params = {name: t for name in kind.params if (t := module.tensor(name)) is not None} if (
+        kind is not None and isinstance(module, Module)) else {}
+    held = {name: Leaf(f"{PARAM_READ}{name}", t.shape, t.data, "autodiff", True) for name, t in params.items()}
     try:
         shapes = infer_shapes(p)
-        call = Call(dict(st.attrs), [tuple(shapes[i]) for i in st.inputs], data if len(data) == len(leaves) else None,
-                    value_dtypes(p).get(st.inputs[0], p.dtype))
-        parts = spec.composed(call)
+        call = Call(dict(st.attrs) if isinstance(st, OpCall) else module.config() if isinstance(module, Module) else {},
+                    [tuple(shapes[i]) for i in inputs], data if len(data) == len(leaves) else None,
+                    value_dtypes(p).get(inputs[0], p.dtype), tuple(params))
+        parts = composed(call)
     except (ProgramError, ShapeError, ValueError, KeyError, IndexError, ZeroDivisionError):
         return None
     if not parts:
@@ -64,21 +75,37 @@ def as_parts(p: Program) -> Program | None:
     ids = [f"{ROOT}_p{k}" for k in range(len(parts) - 1)] + [ROOT]
 
     def ref(x: int | str) -> str:
-        return st.inputs[x] if isinstance(x, int) else ids[int(x[1:])]
+        if isinstance(x, int):
+            return inputs[x]
+        return held[x.removeprefix("param:")].id if x.startswith("param:") else ids[int(x[1:])]
 
     def statement(k: int, part: Part) -> Statement:
         if part.op == "const":
-            data = tuple(float(x) for x in part.attrs["data"])
-            return Leaf(ids[k], tuple(part.attrs["shape"]), data, "autodiff", False)
+            values = tuple(float(x) for x in part.attrs["data"])
+            return Leaf(ids[k], tuple(part.attrs["shape"]), values, "autodiff", False)
         if part.op == "detach":
-            return Cut(ids[k], "detach", ref(part.inputs[0]), st.region)
-        return OpCall(ids[k], part.op, tuple(ref(x) for x in part.inputs), dict(part.attrs), st.region)
+            return Cut(ids[k], "detach", ref(part.inputs[0]), st.region if isinstance(st, OpCall) else "grad")
+        region = st.region if isinstance(st, OpCall) else "grad"
+        return OpCall(ids[k], part.op, tuple(ref(x) for x in part.inputs), dict(part.attrs), region)
 
-    at = p.statements.index(st)
+    # a module's handle and its parameter reads give way to the parameters' leaves; a program that
+    # uses the handle otherwise (a transform, a step) is no forward alone
+    mine = {module.id, *(s.id for s in p.statements if isinstance(s, Param) and s.module == module.id)} if (
+        isinstance(module, Module)) else set()
+    if any(module is not None and module.id in reads(s).modules and s.id not in mine and s is not st
+           for s in p.statements):
+        return None
+    out: list[Statement] = []
     try:
-        return p.with_statements((*p.statements[:at], *(statement(k, x) for k, x in enumerate(parts)),
-                                  *p.statements[at + 1:]))
-    except (ProgramError, IndexError, ValueError):
+        for s in p.statements:
+            if s is st:
+                out.extend(statement(k, x) for k, x in enumerate(parts))
+            elif isinstance(module, Module) and s.id == module.id:
+                out.extend(held.values())
+            elif s.id not in mine:
+                out.append(s)
+        return p.with_statements(tuple(out))
+    except (ProgramError, IndexError, ValueError, KeyError):
         return None
 
 

@@ -19,44 +19,16 @@ when they are computed."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from difftest.program.dtypes import FLOAT_DTYPES
-from difftest.program.ir import Shape
+from difftest.program.parts import Call, Composition, Part
+from difftest.program.shapes import Shape
 
 if TYPE_CHECKING:
     import torch
 
-Attrs = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Part:
-    """One op of a composition: a catalog op, `detach` (a cut), or `const`, a tensor burn makes
-    from the call's attributes (a loss's targets), its `shape` and `data` attributes, on the
-    autodiff device and untracked. An input is the composite's input at that position (an int)
-    or an earlier part's result, `p<k>` (k its index)."""
-
-    op: str
-    inputs: tuple[int | str, ...]
-    attrs: Attrs = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Call:
-    """The call a composition spells: the op's attributes, its inputs' shapes, and, where the
-    call's inputs are known values (a one-op program's leaves), their data (flat) and dtype: a
-    mask burn computes from the input is a constant of the call."""
-
-    attrs: Attrs
-    shapes: Sequence[Shape]
-    data: Sequence[Sequence[float]] | None = None
-    dtype: str = "float32"
-
-
-Composition = Callable[[Call], "tuple[Part, ...] | None"]
 
 
 def _dim(call: Call, rank: int | None = None) -> int:

@@ -17,7 +17,6 @@ from difftest.ops import sampling as draw
 from difftest.ops import shape_rules as rule
 from difftest.ops import tensor_ops as tx
 from difftest.ops import tolerance as T
-from difftest.ops.compositions import Composition
 from difftest.ops.spec import (
     VARIADIC,
     Attrs,
@@ -30,6 +29,7 @@ from difftest.ops.spec import (
     ValueTerms,
 )
 from difftest.program.ir import Shape
+from difftest.program.parts import Composition
 
 A_DIM = (AttrSpec("dim", "dim"),)
 

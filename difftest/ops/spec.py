@@ -15,9 +15,9 @@ from difftest.choices import Choices
 from difftest.ops import domains as dom
 from difftest.ops import spelling
 from difftest.ops import tolerance as tol
-from difftest.ops.compositions import Composition
 from difftest.program.dtypes import FLOAT_DTYPES
 from difftest.program.ir import Shape, numel
+from difftest.program.parts import Composition
 from difftest.program.shapes import ShapeError, check_rank
 
 if TYPE_CHECKING:

@@ -25,6 +25,7 @@ from difftest.ops.validate import check_program
 from difftest.oracle.check import check
 from difftest.oracle.pytorch import run as run_torch
 from difftest.program.ir import Backward, Leaf, OpCall, Program, ProgramError
+from difftest.program.modules import MODULE_KINDS
 from tests.differential.test_catalog import _recorded_calls
 from tests.differential.triaging import triaged
 
@@ -122,3 +123,50 @@ def test_a_composite_with_a_fault_of_its_own_keeps_its_name(fault: str, name: st
                  OpCall("v", name, ("x",), attrs), OpCall("s", "sum", ("v",)), Backward("bw", "s")))
     t = triaged(workers, p, fault)
     assert t.localisation is not None and t.localisation.where == name and t.localisation.inside == ()
+
+
+def _module_one_ops(kind: str, dtype: str, n: int = 3) -> list[Program]:
+    """One-op programs of `kind`'s forward (as the localiser builds them) from generated programs."""
+    from difftest.findings.one_op import one_op_program
+    from difftest.program.ir import Apply, Module
+    from difftest.strategies.choices import RandomChoices
+    from difftest.strategies.config import GenConfig
+    from difftest.strategies.generator import generate
+
+    out: list[Program] = []
+    for seed in range(400):
+        program = generate(RandomChoices(seed), GenConfig(module_weight=4.0, norm_weight=4.0, dtype=dtype))
+        table = program.by_id()
+        applies = [s for s in program.statements if isinstance(s, Apply)
+                   and isinstance(table.get(s.module), Module) and getattr(table[s.module], "module", "") == kind]
+        if not applies:
+            continue
+        torch_obs = run_torch(program)
+        for st in applies[:1]:
+            built = one_op_program(program, st, torch_obs, torch_obs, grads=True)
+            if built is not None:
+                out.append(built[0])
+        if len(out) >= n:
+            break
+    return out
+
+
+MODULES_COMPOSED = sorted(k for k, kind in MODULE_KINDS.items() if kind.composed is not None)
+
+
+@pytest.mark.parametrize("kind", MODULES_COMPOSED)
+def test_burn_computes_the_module_forward_as_its_declared_parts(kind: str, burn_worker: BurnWorker) -> None:
+    composed = 0
+    for dtype in ("float32", "float64"):
+        for p in _module_one_ops(kind, dtype):
+            q = as_parts(p)
+            if q is None:
+                continue
+            composed += 1
+            whole, parts = check(p, burn_worker), check(q, burn_worker)
+            assert same_numbers(whole, parts), (kind, dtype, whole.burn.value("y"), parts.burn.value("y"))
+            t_whole, t_parts = run_torch(p).value("y"), run_torch(q).value("y")
+            assert t_whole is not None and t_parts is not None
+            a, b = torch.tensor(t_whole.value.data), torch.tensor(t_parts.value.data)
+            assert torch.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True), (kind, dtype)
+    assert composed, f"{kind}: no generated forward has a composition"

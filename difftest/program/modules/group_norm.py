@@ -21,6 +21,7 @@ from difftest.program.modules.kind import (
     positive_finite,
     positive_int,
 )
+from difftest.program.parts import Call, Part
 from difftest.program.shapes import Shape
 
 if TYPE_CHECKING:
@@ -65,6 +66,25 @@ def _rust(st: Module, var: str, dtype: str) -> str:
     return "\n".join(lines)
 
 
+def _parts(call: Call) -> tuple[Part, ...] | None:
+    # burn-nn 0.22.1 norm/group.rs, group_norm: x reshaped to [N, groups, rest]; x - mean_dim(2),
+    # divided by sqrt(mean_dim(square, 2) + epsilon); reshaped back, times gamma and plus beta
+    # (each reshaped to [1, C, 1, ...]) when affine. A float16 input is widened first: not here
+    if call.dtype == "float16":
+        return None
+    shape = list(call.shapes[0])
+    n, c, g = shape[0], shape[1], int(call.attrs["num_groups"])
+    hidden = math.prod(shape[2:]) * c // g
+    parts = (Part("reshape", (0,), {"shape": [n, g, hidden]}), Part("mean_dim", ("p0",), {"dim": 2}),
+             Part("sub", ("p0", "p1")), Part("square", ("p2",)), Part("mean_dim", ("p3",), {"dim": 2}),
+             Part("add_scalar", ("p4",), {"scalar": call.attrs["epsilon"]}), Part("sqrt", ("p5",)),
+             Part("div", ("p2", "p6")), Part("reshape", ("p7",), {"shape": shape}))
+    if not {"weight", "bias"} <= set(call.params):
+        return parts
+    affine = [1, c] + [1] * (len(shape) - 2)
+    return (*parts, Part("reshape", ("param:weight",), {"shape": affine}), Part("mul", ("p8", "p9")),
+            Part("reshape", ("param:bias",), {"shape": affine}), Part("add", ("p10", "p11")))
+
 GROUP_NORM = ModuleKind(
     "group_norm",
     (AttrSpec("num_groups", int, positive_int("num_groups")),
@@ -74,4 +94,4 @@ GROUP_NORM = ModuleKind(
     _shapes, input_ranks=(2, 3, 4), out_shape=_out, pytorch=_pytorch, rust=_rust,
     burn_fields={"weight": "gamma.as_ref().unwrap().val()", "bias": "beta.as_ref().unwrap().val()"},
     burn_uses=frozenset({"Module", "Param", "GroupNormConfig"}), noise="norm:channels",
-    imprecise=norm_half("group_norm"), steppable=True, saves_input=True, layout="memory_format")
+    imprecise=norm_half("group_norm"), steppable=True, saves_input=True, layout="memory_format", composed=_parts)

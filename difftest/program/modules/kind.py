@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from difftest.program.parts import Composition
 from difftest.program.shapes import Shape
 
 if TYPE_CHECKING:
@@ -122,6 +123,10 @@ class ModuleKind:
     # must be a leaf that does not require grad, of integral entries in [0, index_bound) (see
     # check_indices); burn converts it with `.int()`, PyTorch with `.long()`
     index_bound: Callable[[dict[str, Shape]], int] | None = None
+    # how burn builds the forward from catalog ops where it has no autodiff node for it
+    # (program/parts.py; the parameters are `param:<name>` inputs): the localiser names the part
+    # at fault where the forward fails as its parts do (findings/composed.py)
+    composed: Composition | None = None
 
     @property
     def params(self) -> tuple[str, ...]:

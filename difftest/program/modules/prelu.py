@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from difftest.program.literals import burn_vector
 from difftest.program.modules.kind import ModuleError, ModuleKind, TensorSpec
+from difftest.program.parts import Call, Part
 from difftest.program.shapes import Shape
 
 if TYPE_CHECKING:
@@ -47,8 +48,12 @@ def _rust(st: Module, var: str, dtype: str) -> str:
         f"{var}.alpha = Param::from_tensor({burn_vector(st.weight.data, dtype)});"])
 
 
+def _parts(call: Call) -> tuple[Part, ...]:
+    # burn-nn 0.22.1 activation/prelu.rs: PRelu::forward is activation::prelu(x, alpha), the op
+    return (Part("prelu", (0, "param:weight")),)
+
 PRELU = ModuleKind(
     "prelu", (), (TensorSpec("weight"),), _shapes, input_ranks=(1, 2, 3, 4), out_shape=_out,
     pytorch=_pytorch, rust=_rust, burn_fields={"weight": "alpha.val()"},
     burn_uses=frozenset({"Module", "Param", "PReluConfig"}), noise="as_op:prelu", steppable=True,
-    saves_input=True, layout="elementwise")
+    saves_input=True, layout="elementwise", composed=_parts)

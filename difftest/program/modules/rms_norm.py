@@ -19,6 +19,7 @@ from difftest.program.modules.kind import (
     positive_finite,
     positive_int,
 )
+from difftest.program.parts import Call, Part
 
 if TYPE_CHECKING:
     from difftest.program.statements import Module
@@ -38,6 +39,17 @@ def _rust(st: Module, var: str, dtype: str) -> str:
         f"{var}.gamma = Param::from_tensor({burn_vector(st.weight.data, dtype)});"])
 
 
+def _parts(call: Call) -> tuple[Part, ...]:
+    # burn-nn 0.22.1 norm/rms.rs, forward: rms = (x.cast(F32).square().mean_dim(D - 1) + epsilon)
+    # .sqrt(); (x / rms.cast(dtype)) * gamma.unsqueeze() (a reshape to [1, ..., d_model])
+    rank, eps = len(call.shapes[0]), call.attrs["epsilon"]
+    return (Part("cast", (0,), {"dtype": "float32"}), Part("square", ("p0",)),
+            Part("mean_dim", ("p1",), {"dim": rank - 1}), Part("add_scalar", ("p2",), {"scalar": eps}),
+            Part("sqrt", ("p3",)), Part("cast", ("p4",), {"dtype": call.dtype}), Part("div", (0, "p5")),
+            Part("reshape", ("param:weight",), {"shape": [1] * (rank - 1) + [call.shapes[0][-1]]}),
+            Part("mul", ("p6", "p7")))
+
+
 RMS_NORM = ModuleKind(
     "rms_norm",
     (AttrSpec("d_model", int, positive_int("d_model")), AttrSpec("epsilon", float, positive_finite("epsilon"))),
@@ -45,4 +57,5 @@ RMS_NORM = ModuleKind(
     features("d_model"), input_ranks=(1, 2, 3, 4), out_shape=last_dim_is("rms_norm", "d_model"),
     pytorch=_pytorch, rust=_rust,
     burn_fields={"weight": "gamma.val()"}, burn_uses=frozenset({"Module", "Param", "RmsNormConfig"}),
-    noise="norm:last", imprecise=norm_half("rms_norm"), steppable=True, layout="memory_format")
+    noise="norm:last", imprecise=norm_half("rms_norm"), steppable=True, layout="memory_format",
+    composed=_parts)
