@@ -351,3 +351,26 @@ def binary_cross_entropy(call: Call) -> tuple[Part, ...]:
             Part("clamp_min", ("p2",), {"min": -100.0}), Part("mul", ("p0", "p3")),
             _targets(call, float), Part("log", (0,)), Part("clamp_min", ("p6",), {"min": -100.0}),
             Part("mul", ("p5", "p7")), Part("sub", ("p4", "p8")), Part("mean", ("p9",)))
+
+
+# ---------------------------------------------------------------- gathers at computed indices
+
+def _gather_at(indices: Callable[[torch.Tensor, int, Call], torch.Tensor]) -> Composition:
+    def parts(call: Call) -> tuple[Part, ...] | None:
+        # the catalog's templates: burn's gather at indices it computes from the input without a
+        # gradient (argmax, argmin, sort_with_indices, topk_with_indices), constants of the call;
+        # where burn breaks a tie otherwise, its numbers differ from the parts' and no part is named
+        x = _values(call, 0)
+        if x is None:
+            return None
+        d = _dim(call)
+        idx = indices(x, d, call)
+        return (Part("gather", (0,), {"dim": d, "indices": {"shape": list(idx.shape),
+                                                            "data": [int(v) for v in idx.reshape(-1).tolist()]}}),)
+    return parts
+
+
+gather_argmax = _gather_at(lambda x, d, call: x.argmax(d, keepdim=True))
+gather_argmin = _gather_at(lambda x, d, call: x.argmin(d, keepdim=True))
+gather_sort_indices = _gather_at(lambda x, d, call: x.sort(dim=d, stable=True).indices)
+gather_topk_indices = _gather_at(lambda x, d, call: x.topk(int(call.attrs["k"]), d).indices)
