@@ -170,3 +170,23 @@ def test_burn_computes_the_module_forward_as_its_declared_parts(kind: str, burn_
             a, b = torch.tensor(t_whole.value.data), torch.tensor(t_parts.value.data)
             assert torch.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True), (kind, dtype)
     assert composed, f"{kind}: no generated forward has a composition"
+
+
+def test_a_module_forward_as_parts_reads_its_parameters_as_leaves() -> None:
+    """The handle and its parameter reads give way to one leaf per parameter, of the read's id, so
+    that the parameters' gradients are compared under the same names; a handle the program uses
+    otherwise (a transform) is no forward alone."""
+    from difftest.program.ir import Apply, InlineTensor, Module, Param, Transform
+
+    m = Module("m", "rms_norm", weight=InlineTensor((3,), (1.0, 0.5, 2.0)), attrs={"d_model": 3, "epsilon": 1e-3})
+    x = Leaf("a0", (2, 3), (0.3, -0.7, 1.1, 0.9, 2.3, -1.4), "autodiff", True)
+    p = Program((m, x, Apply("y", "m", "a0"), Param("param_weight", "m", "weight"), Backward("bw", "y")))
+    q = as_parts(p)
+    assert q is not None
+    leaves = [s for s in q.statements if isinstance(s, Leaf)]
+    assert [(s.id, s.data, s.require_grad) for s in leaves] == [
+        ("param_weight", (1.0, 0.5, 2.0), True), ("a0", x.data, True)]
+    assert not any(isinstance(s, (Module, Param, Apply)) for s in q.statements)
+    assert [s.op for s in q.statements if isinstance(s, OpCall)][-1] == "mul"
+    t = Program((m, Transform("v", "valid", "m"), x, Apply("y", "m", "a0"), Backward("bw", "y")))
+    assert as_parts(t) is None
