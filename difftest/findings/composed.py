@@ -32,7 +32,19 @@ from difftest.ops.validate import infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.dtypes import EPS
-from difftest.program.ir import Apply, Cut, Leaf, Module, OpCall, Param, Program, ProgramError, Statement, reads
+from difftest.program.ir import (
+    Apply,
+    Cut,
+    Leaf,
+    Module,
+    OpCall,
+    Param,
+    Program,
+    ProgramError,
+    Statement,
+    Transform,
+    reads,
+)
 from difftest.program.modules import module_kind
 from difftest.program.observation import TensorObs
 from difftest.program.parts import Call, Part
@@ -50,7 +62,8 @@ def as_parts(p: Program) -> Program | None:
     table = p.by_id()
     st = table.get(ROOT)
     inputs = st.inputs if isinstance(st, OpCall) else (st.input,) if isinstance(st, Apply) else ()
-    module = table.get(st.module) if isinstance(st, Apply) else None
+    chain = _chain(table, st.module) if isinstance(st, Apply) else None
+    module = chain[0] if chain else None
     kind = module_kind(module.module) if isinstance(module, Module) else None
     composed = (CATALOG[st.op].composed if isinstance(st, OpCall) and st.op in CATALOG else
                 kind.composed if kind is not None and not kind.burn_transposed else None)
@@ -61,7 +74,8 @@ def as_parts(p: Program) -> Program | None:
     # a module's parameters, each a leaf of the name the one-op program reads it by (param_<name>)
     params = {name: t for name in kind.params if (t := module.tensor(name)) is not None} if (
         kind is not None and isinstance(module, Module)) else {}
-    held = {name: Leaf(f"{PARAM_READ}{name}", t.shape, t.data, "autodiff", True) for name, t in params.items()}
+    tracked = _params_tracked(chain or [])
+    held = {name: Leaf(f"{PARAM_READ}{name}", t.shape, t.data, "autodiff", tracked) for name, t in params.items()}
     try:
         shapes = infer_shapes(p)
         call = Call(dict(st.attrs) if isinstance(st, OpCall) else module.config() if isinstance(module, Module) else {},
@@ -90,10 +104,9 @@ def as_parts(p: Program) -> Program | None:
 
     # a module's handle and its parameter reads give way to the parameters' leaves; a program that
     # uses the handle otherwise (a transform, a step) is no forward alone
-    mine = {module.id, *(s.id for s in p.statements if isinstance(s, Param) and s.module == module.id)} if (
-        isinstance(module, Module)) else set()
-    if any(module is not None and module.id in reads(s).modules and s.id not in mine and s is not st
-           for s in p.statements):
+    handles = {h.id for h in chain or []}
+    mine = handles | {s.id for s in p.statements if isinstance(s, Param) and s.module in handles}
+    if any(set(reads(s).modules) & handles and s.id not in mine and s is not st for s in p.statements):
         return None
     out: list[Statement] = []
     try:
@@ -107,6 +120,30 @@ def as_parts(p: Program) -> Program | None:
         return p.with_statements(tuple(out))
     except (ProgramError, IndexError, ValueError, KeyError):
         return None
+
+
+def _chain(table: dict[str, Statement], handle: str) -> list[Module | Transform] | None:
+    """The module a handle derives from, then the transforms to it, in order; None for a chain
+    whose forward is not the module's on autodiff (`valid`: burn's inner backend, another
+    kernel) or that holds a step (its parameters are no longer the inline ones)."""
+    out: list[Module | Transform] = []
+    st = table.get(handle)
+    while isinstance(st, Transform):
+        if st.transform == "valid":
+            return None
+        out.append(st)
+        st = table.get(st.input)
+    return [st, *reversed(out)] if isinstance(st, Module) else None
+
+
+def _params_tracked(chain: list[Module | Transform]) -> bool:
+    """Whether the module's parameters require grad at the end of the chain (freeze and no_grad
+    stop them, unfreeze restores them)."""
+    tracked = True
+    for t in chain[1:]:
+        if isinstance(t, Transform) and t.transform in ("freeze", "no_grad", "unfreeze"):
+            tracked = t.transform == "unfreeze"
+    return tracked
 
 
 def _close(a: TensorObs | None, b: TensorObs | None, dtype: str) -> bool:

@@ -188,5 +188,9 @@ def test_a_module_forward_as_parts_reads_its_parameters_as_leaves() -> None:
         ("param_weight", (1.0, 0.5, 2.0), True), ("a0", x.data, True)]
     assert not any(isinstance(s, (Module, Param, Apply)) for s in q.statements)
     assert [s.op for s in q.statements if isinstance(s, OpCall)][-1] == "mul"
-    t = Program((m, Transform("v", "valid", "m"), x, Apply("y", "m", "a0"), Backward("bw", "y")))
+    # a frozen module's parameters are constants; a valid() one runs off autodiff, no forward of parts
+    frozen = as_parts(Program((m, Transform("f", "freeze", "m"), x, Apply("y", "f", "a0"),
+                               Param("param_weight", "f", "weight"), Backward("bw", "y"))))
+    assert frozen is not None and not frozen.by_id()["param_weight"].require_grad  # type: ignore[union-attr]
+    t = Program((m, Transform("v", "valid", "m"), x, Apply("y", "v", "a0"), Backward("bw", "y")))
     assert as_parts(t) is None
