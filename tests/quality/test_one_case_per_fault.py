@@ -178,11 +178,13 @@ def test_a_fault_in_burns_gradient_accumulation_is_one_case_where_no_op_hides_it
     # (unshared.right_unshared), so scatter_max, scatter_min, select_max, select_min and two graphs
     # through the updates are named as the others of that kind are; 37 since a suspect deviant
     # only as the program has it (a float16 sub(v, v) within its budget) is signed accumulate too;
-    # 23 since composites run as their parts
-    assert len(signatures) <= 25, signatures
+    # 19 since composites (ops and the norms' and prelu's forwards) run as their parts
+    assert len(signatures) <= 21, signatures
     # composites whose float32 findings the parts name (each was a case of its own before)
     composed = [s for s in signatures if s.split(":")[2] in (
-        "softmax", "log_softmax", "leaky_relu", "maximum", "cross_entropy_with_logits", "binary_cross_entropy")]
+        "softmax", "log_softmax", "leaky_relu", "maximum", "cross_entropy_with_logits", "binary_cross_entropy")
+        or s.split(":")[2:4] in (["apply", k] for k in ("layer_norm", "group_norm", "prelu")) or s.startswith(
+        "burn-wrong:-:apply:rms_norm:grad")]
     assert not composed, composed
     # an op burn computes without reading a value twice, seen reading one value twice (add(x, x))
     plain = [s for s in signatures if s.split(":")[2] in ("add", "sub", "mul", "div", "atan2", "powf")]
