@@ -63,6 +63,10 @@ def triage_title(case: Case) -> str | None:
     if broadcast and isinstance(expanded, list) and expanded:
         where = (f"broadcasting (seen in {where}, input{'s' if len(expanded) > 1 else ''} "
                  f"{', '.join(map(str, expanded))} broadcast)")
+    inside = loc.get("inside")
+    if isinstance(inside, list) and inside:
+        # a part of ops burn builds others from (composed.py): the composites it was seen in
+        where += f" (seen inside {' inside '.join(str(x) for x in reversed(inside))}, which burn builds from it)"
     detail = ", ".join(str(x) for x in (loc.get("dtype"), f"{loc['error']} error" if loc.get("error") else None) if x)
     blame = "PyTorch: " if loc.get("verdict") == "torch-wrong" else ""
     return f"{blame}{where}: wrong {what}" + (f" ({detail})" if detail else "")

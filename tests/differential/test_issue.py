@@ -10,6 +10,7 @@ from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.corpus import load_case
 from difftest.findings.issue import issue_markdown, title
 from difftest.oracle.check import check
+from difftest.program.ir import OpCall
 
 ROOT = Path(__file__).resolve().parents[2]
 POWI = ROOT / "corpus" / "bugs" / "powi-zero-untracked.json"
@@ -150,3 +151,29 @@ def test_an_issue_says_where_in_burn_and_which_cases_share_the_place(
     path.write_text(json.dumps({"format": "difftest-summary"}))
     assert main(["show", str(POWI), "--issue", "--suspects", str(path)]) == 2
     assert "suspects.json: not a `difftest suspects --json` file" in capsys.readouterr().err
+
+
+def test_a_part_of_a_composite_is_reported_as_the_part_seen_inside_it(tmp_path: Path) -> None:
+    """A float64 var's gradient carries div_scalar's f32 reciprocal (burn builds var from ops,
+    ending in a div_scalar): the report's title names div_scalar, seen inside var, and its first
+    test is div_scalar alone."""
+    from difftest.findings.corpus import case_from_verdict
+    from difftest.findings.saving import save_case
+    from difftest.findings.triage import triage
+    from difftest.program.ir import Program
+    from difftest.program.jsonio import program_from_dict
+    from tests.programs import backward, leaf, op
+
+    data = [0.3, -0.7, 1.1, 0.9, 2.3, -1.4, 0.2, 0.5, -0.1, 1.7, -2.2, 0.05]
+    program = Program((leaf("x", data, rg=True, shape=[4, 3]), op("v", "var", "x", dim=0), op("s", "sum", "v"),
+                       backward("s")), "float64")
+    with BurnWorker() as worker:
+        verdict = check(program, worker)
+        t = triage(verdict, worker)
+        case = case_from_verdict(verdict, source="test")
+        case.record["triage"] = t.to_dict()
+        case = load_case(save_case(case, tmp_path).path)
+        assert title(case) == ("div_scalar (seen inside var, which burn builds from it): wrong gradient of input 0 "
+                               "(float64, rounding error)"), t.describe()
+        alone = program_from_dict(case.record["triage"]["localisation"]["program"])
+        assert [s.op for s in alone.statements if isinstance(s, OpCall)] == ["div_scalar"]
