@@ -48,6 +48,8 @@ def _notes(o: OpSpec) -> str:
     notes = [o.doc] if o.doc else []
     if o.promotes_rank:
         notes.append("burn: the lower-rank input gets leading size-1 dims first")
+    if o.composed is not None:
+        notes.append("burn builds it from other ops (ops/compositions.py)")
     return "; ".join(notes)
 
 
