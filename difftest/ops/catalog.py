@@ -176,7 +176,7 @@ OPS: tuple[OpSpec, ...] = (
                shape_rule=rule.along_dim, grad_terms=terms.softmax_grad, saves_tensors=True, composed=C.softmax),
     reduce_dim("log_softmax", "torch.log_softmax({x}, {dim})", "activation::log_softmax({x}, {dim})",
                T.TRANSCENDENTAL, shape_rule=rule.along_dim, grad_terms=terms.log_softmax_grad, saves_tensors=True,
-               composed=C.log_softmax),
+               value_terms=terms.log_softmax_value, composed=C.log_softmax),
     # shape and indexing
     OpSpec("reshape", "shape", 1, "{x}.contiguous().view({shape})", "{x}.reshape({shape})", rule.reshape_rule,
            T.EXACT, attrs=(AttrSpec("shape", "shape"),), draw_attrs=draw.reshape, view=sv.reshape_view,

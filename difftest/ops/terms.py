@@ -65,6 +65,17 @@ def log_softmax_grad(x: Sequence[Tensor], a: Attrs, g: Tensor) -> list[Tensor]:
     return [g + s * g.sum(a["dim"], keepdim=True)]
 
 
+def log_softmax_value(x: Sequence[Tensor], a: Attrs, dtype: str) -> Tensor:
+    # burn: shifted - log(sum(exp(shifted))), shifted = x - max: the sum is at least 1 and rounds
+    # by its dtype's eps, so its log carries an absolute error of that size, which the result
+    # keeps where it is near 0 (an element that dominates its row: -log(1 + 2.6e-5) in float32 is
+    # -2.563e-5 where the float64 result is -2.574e-5); the terms are |shifted|, |log sum| and 1
+    d = a["dim"]
+    shifted = x[0] - x[0].amax(d, keepdim=True)
+    lse = shifted.exp().sum(d, keepdim=True).log()
+    return shifted.abs() + lse.abs() + 1.0
+
+
 def _cross_terms(a: Tensor, b: Tensor, dim: int) -> Tensor:
     """Per component i of cross(a, b) along `dim`, the sizes of the two products it subtracts:
     |a[i+1] b[i+2]| + |a[i+2] b[i+1]| (indices mod 3), which cancel where the result is small."""
