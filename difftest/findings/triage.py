@@ -457,6 +457,10 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
         # localised as a first finding is (the one-op finding that shows first), to sign it
         # as it would be signed alone; the one-op verdicts are memoised
         shown = localise(verdict, worker, m, memo=memo) if m.kind in LOCALISED_KINDS else None
+        if shown is not None and any(explains(b, fault_of(verdict, m, shown, backend)) for b in bugs):
+            # the one-op program's first finding is a known bug's (a float64 RmsNorm's value,
+            # before the gradient that is news): the news is signed by its own kind's
+            shown = localise(verdict, worker, m, same_kind=True, memo=memo)
         return Triage(_sign(verdict, worker, m, shown), shown, None, faults)
     return Triage(_sign(verdict, worker, first, loc), loc, known_bug_of(faults, bugs), faults)
 

@@ -459,3 +459,17 @@ def test_news_beside_a_known_bug_is_signed_by_the_finding_that_shows_first(worke
     assert with_known.known is None
     assert with_known.signature == alone.signature, (with_known.signature, alone.signature)
     assert with_known.signature.startswith("flags:burn:cut:detach:"), with_known.signature
+
+
+def test_news_whose_op_first_shows_a_known_bug_is_signed_by_its_own_kind(workers: dict[str, BurnWorker]) -> None:
+    """A float64 RmsNorm shows the known bug rms-norm-f64-rms-in-f32 in its value; a wrong
+    derivative of the forward (injected) is news. The one-op program of the forward fails with
+    the known value first: the news is signed by its gradient, not by the known bug's value."""
+    from difftest.program.ir import Apply, Backward, InlineTensor, Leaf, Module
+
+    m = Module("m", "rms_norm", weight=InlineTensor((3,), (1.0, 0.5, 2.0)), attrs={"d_model": 3, "epsilon": 1e-3})
+    p = Program((m, Leaf("x", (2, 3), (0.3, -0.7, 1.1, 0.9, 2.3, -1.4), "autodiff", True),
+                 Apply("y", "m", "x"), OpCall("s", "sum", ("y",)), Backward("bw", "s")), "float64")
+    t = _triage(workers, p, "grad-scale:rms_norm:1e-3")
+    assert t.known is None
+    assert t.signature.startswith("burn-wrong:-:apply:rms_norm:grad:wrong "), t.describe()
