@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from difftest.findings.localisation import Localisation
-from difftest.findings.one_op import PARAM_READ
+from difftest.findings.one_op import PARAM_READ, module_chain
 from difftest.ops.catalog import CATALOG
 from difftest.ops.validate import infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
@@ -122,21 +122,17 @@ def as_parts(p: Program) -> Program | None:
         return None
 
 
-def _chain(table: dict[str, Statement], handle: str) -> list[Module | Transform] | None:
-    """The module a handle derives from, then the transforms to it, in order; None for a chain
-    whose forward is not the module's on autodiff (`valid`: burn's inner backend, another
-    kernel) or that holds a step (its parameters are no longer the inline ones)."""
-    out: list[Module | Transform] = []
-    st = table.get(handle)
-    while isinstance(st, Transform):
-        if st.transform == "valid":
-            return None
-        out.append(st)
-        st = table.get(st.input)
-    return [st, *reversed(out)] if isinstance(st, Module) else None
+def _chain(table: dict[str, Statement], handle: str) -> list[Statement] | None:
+    """The module a handle derives from, then the transforms to it (one_op.module_chain); None
+    for a chain whose forward is not the module's on autodiff (`valid`: burn's inner backend,
+    another kernel) or that holds a step (its parameters are no longer the inline ones)."""
+    chain = module_chain(table, handle)
+    if chain is None or any(isinstance(t, Transform) and t.transform == "valid" for t in chain):
+        return None
+    return chain
 
 
-def _params_tracked(chain: list[Module | Transform]) -> bool:
+def _params_tracked(chain: list[Statement]) -> bool:
     """Whether the module's parameters require grad at the end of the chain (freeze and no_grad
     stop them, unfreeze restores them)."""
     tracked = True

@@ -61,7 +61,7 @@ def param_reads(program: Program, handle: str) -> list[Param]:
             if not spec.buffer and root.tensor(spec.name) is not None and f"{PARAM_READ}{spec.name}" not in table]
 
 
-def _module_chain(table: dict[str, Statement], handle: str) -> list[Statement] | None:
+def module_chain(table: dict[str, Statement], handle: str) -> list[Statement] | None:
     """The module statement and the transforms a handle derives from, root first; None when a
     step is on the chain (its parameters at apply time are not the module's inline ones)."""
     chain: list[Statement] = []
@@ -171,7 +171,7 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
         out.append(OpCall("y", st.op, tuple(names), dict(st.attrs)))
     else:
         assert isinstance(st, Apply)
-        chain = _module_chain(table, st.module)
+        chain = module_chain(table, st.module)
         if chain is None:
             return None
         out[:0] = chain
@@ -269,7 +269,7 @@ def right_without_broadcast(loc: HasProgram, judge: Callable[[Program], Verdict 
 
 def _index_input(table: dict[str, Statement], st: Apply) -> bool:
     """Whether the module `st` applies reads its input as indices (ModuleKind.index_bound)."""
-    chain = _module_chain(table, st.module)
+    chain = module_chain(table, st.module)
     root = chain[0] if chain else None
     return isinstance(root, Module) and module_kind(root.module).index_bound is not None
 
