@@ -308,7 +308,8 @@ OPS: tuple[OpSpec, ...] = (
                  "burn::nn::loss::CrossEntropyLossConfig::new().init(&input.device()).forward(input, targets)"),
            tx.class_loss_rule, T.ACCUMULATE, attrs=(AttrSpec("targets", "ints"),), draw_attrs=tx.class_targets,
            min_rank=2, first_input=draw.MATRIX, reduced_extent=rule.extent, grad_terms=tx.cross_entropy_grad,
-           doc="logits [batch, classes], one class index per row; mean over the batch", saves_tensors=True),
+           doc="logits [batch, classes], one class index per row; mean over the batch", saves_tensors=True,
+           composed=C.cross_entropy),
     OpSpec("cross_entropy_with_logits", "loss", 2, "F.cross_entropy({x}, {y}).reshape(1)",
            "burn::tensor::loss::cross_entropy_with_logits({x}, {y})", tx.logits_probs_rule, T.ACCUMULATE,
            tx.SOFT_TARGETS,
@@ -374,7 +375,7 @@ OPS: tuple[OpSpec, ...] = (
                "torch.softmax(torch.cat([{x}, torch.zeros_like({x}.narrow({dim}, 0, 1))], {dim}), {dim})"
                ".narrow({dim}, 0, {x}.shape[{dim}]).contiguous()",
                "activation::quiet_softmax({x}, {dim})", T.TRANSCENDENTAL, tx.QUIET_SOFTMAX, shape_rule=rule.along_dim,
-               grad_terms=terms.softmax_grad, saves_tensors=True),
+               grad_terms=terms.softmax_grad, saves_tensors=True, composed=C.quiet_softmax),
     # nn functions (burn::tensor::module; shapes, samplers and domains in nn_shapes.py)
     nn_op("conv2d", VARIADIC,
           "F.conv2d({xs}, stride={stride}, padding={padding}, dilation={dilation}, groups={groups})",

@@ -119,6 +119,21 @@ def log_softmax(call: Call) -> tuple[Part, ...]:
             Part("sub", ("p2", "p5")))
 
 
+def quiet_softmax(call: Call) -> tuple[Part, ...] | None:
+    # burn-tensor src/tensor/activation/base.rs, quiet_softmax (no backend op of its own): the
+    # max_dim of the detached input, a max of -inf set to 0 (a mask burn computes from the data),
+    # then exp(x - max) / (sum_dim(exp(x - max)) + exp(-max))
+    x = _values(call, 0)
+    if x is None:
+        return None
+    d = _dim(call)
+    top = x.amax(dim=d, keepdim=True)
+    return (Part("detach", (0,)), Part("max_dim", ("p0",), {"dim": d}),
+            Part("mask_fill", ("p1",), {"mask": _mask(top == float("-inf")), "value": 0.0}),
+            Part("sub", (0, "p2")), Part("exp", ("p3",)), Part("sum_dim", ("p4",), {"dim": d}),
+            Part("neg", ("p2",)), Part("exp", ("p6",)), Part("add", ("p5", "p7")), Part("div", ("p4", "p8")))
+
+
 def transpose(call: Call) -> tuple[Part, ...]:
     # burn-backend src/backend/ops/tensor.rs, float_transpose: swap_dims of the last two
     r = len(call.shapes[0])
@@ -330,6 +345,17 @@ def cross_entropy_with_logits(call: Call) -> tuple[Part, ...]:
     d = len(call.shapes[0]) - 1
     return (Part("log_softmax", (0,), {"dim": d}), Part("mul", ("p0", 1)), Part("sum_dim", ("p1",), {"dim": d}),
             Part("mean", ("p2",)), Part("neg", ("p3",)))
+
+
+def cross_entropy(call: Call) -> tuple[Part, ...]:
+    # burn-nn src/loss/cross_entropy.rs, CrossEntropyLoss::forward with the default config (no
+    # weights, padding or smoothing; logits): log_softmax(logits, 1) gathered at the targets as
+    # [batch, 1] (constants of the call), reshaped to [batch], then mean().neg()
+    b = call.shapes[0][0]
+    targets = [int(v) for v in call.attrs["targets"]]
+    return (Part("log_softmax", (0,), {"dim": 1}),
+            Part("gather", ("p0",), {"dim": 1, "indices": {"shape": [b, 1], "data": targets}}),
+            Part("reshape", ("p1",), {"shape": [b]}), Part("mean", ("p2",)), Part("neg", ("p3",)))
 
 
 def _targets(call: Call, f: Callable[[int], float]) -> Part:
