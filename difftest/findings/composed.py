@@ -25,8 +25,10 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
+from difftest.findings.deviation import deviant
 from difftest.findings.localisation import Localisation
 from difftest.findings.one_op import PARAM_READ, module_chain
+from difftest.findings.unshared import unshared
 from difftest.ops.catalog import CATALOG
 from difftest.ops.validate import infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
@@ -186,30 +188,60 @@ def _same_place(parts: Verdict, m: Mismatch) -> Mismatch | None:
 
 def inside(found: Localisation, judge: Callable[[Program], Verdict | None],
            localise: Callable[[Verdict, Mismatch], Localisation | None]) -> Localisation | None:
-    """The localisation of `found` (a failing one-op program of a composite op) to the part burn
-    builds the composite from that is at fault, or None: the op is no composite, burn computes
-    it otherwise than its parts, the parts pass, or no part fails on its own."""
+    """The localisation of `found` (the one-op program of a composite op, failing or a suspect:
+    passing, with burn far off the float64 result, deviation.py) to the part burn builds the
+    composite from that is at fault, or None: the op is no composite, burn computes it otherwise
+    than its parts, the parts show nothing, or no part shows it on its own.
+
+    Parts that fail are localised as any failing program. Parts that pass but deviate (each part
+    has a budget of its own, so a fault the composite's budget shows can hide within theirs, as
+    in float16's x * sigmoid(x)) are localised by that deviation: a part is named where its own
+    one-op program fails or deviates, and the sum of a value's contributions where the parts
+    computed as a tree (each value once per path that reads it) stop deviating; the result is
+    then a suspect."""
     whole, m = found.one_op, found.mismatch
     # PyTorch's own fault is no part of burn's composition
-    if found.program is None or whole is None or m is None or found.confidence != "fails" or (
+    if found.program is None or whole is None or m is None or found.confidence not in ("fails", "suspect") or (
             found.verdict == "torch-wrong"):
         return None
     q = as_parts(found.program)
     if q is None:
         return None
     parts = judge(q)
-    if parts is None or parts.ok or not same_numbers(whole, parts):
+    if parts is None or not same_numbers(whole, parts):
         return None
-    f = _same_place(parts, m)
-    loc = localise(parts, f) if f is not None else None
+    if not parts.ok:
+        f = _same_place(parts, m)
+        loc = localise(parts, f) if f is not None else None
+        named = _named_inside(found, q, loc, ("fails",))
+        return replace(named, verdict=found.verdict) if named is not None else None
+    d = deviant(parts, m.kind)
+    loc = localise(parts, d[1]) if d is not None else None
+    if loc is not None and d is not None and loc.where == "graph" and not loc.inside:
+        # the graph's mechanism shows in a tree that passes where the shared program fails; here
+        # both pass, so the tree must stop deviating too (a composite among the parts checked
+        # its own parts' tree)
+        tree = unshared(q, d[1])
+        tv = judge(tree) if tree is not None else None
+        if tv is None or not tv.ok or deviant(tv, m.kind) is not None:
+            return None
+    named = _named_inside(found, q, loc, ("fails", "suspect"))
+    return replace(named, confidence="suspect", verdict=found.verdict) if named is not None else None
+
+
+def _named_inside(found: Localisation, q: Program, loc: Localisation | None,
+                  confident: tuple[str, ...]) -> Localisation | None:
+    """`found` named by `loc`, the localisation of its parts' program `q`: a mechanism every op
+    shares, or a part whose own one-op program shows the fault (`confident`); else None."""
     if loc is None:
         return None
     if loc.mechanism in SHARED:
         # what a part shows and every op shares (the sum of x's contributions, which silu's x and
         # sigmoid(x) both read): named by the mechanism, with the composite alone as the reproducer
         # where the mechanism has no one-op program of its own (`graph`)
-        inner = loc if loc.program is not None else replace(loc, program=found.program, one_op=whole, mismatch=m)
-    elif loc.statement is not None and loc.confidence == "fails" and loc.where not in ("graph", "backward"):
+        inner = loc if loc.program is not None else replace(loc, program=found.program, one_op=found.one_op,
+                                                           mismatch=found.mismatch)
+    elif loc.statement is not None and loc.confidence in confident and loc.where not in ("graph", "backward"):
         inner = loc
     else:
         return None  # the parts fail together, none alone: the composite keeps its name

@@ -248,7 +248,12 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         _, st, p, positions, v, f, summed = max(suspects, key=lambda x: suspect_rank(
             x[0], x[5], relative_error(x[4], x[5]), size))
         found = _found(program, st, p, positions, v, f, "suspect", m.verdict or m.kind)
-        return replace(found, mechanism="accumulate") if summed and found.kind == "grad" else found
+        if summed and found.kind == "grad":
+            return replace(found, mechanism="accumulate")
+        # a suspect op burn builds from others, deviating as its parts do (composed.py)
+        part = inside(found, lambda q: judge(q, worker, memo),
+                      lambda v, f: localise(v, worker, f, same_kind=True, memo=memo))
+        return part if part is not None else found
     step = path_has_step(program, m, path)
     if step is not None:
         consumed = _consumed_gradient(verdict, worker, step, memo)
