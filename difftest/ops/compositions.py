@@ -364,19 +364,23 @@ def _targets(call: Call, f: Callable[[int], float]) -> Part:
 
 
 def binary_cross_entropy_with_logits(call: Call) -> tuple[Part, ...]:
-    # burn-nn src/loss/binary_cross_entropy.rs, forward with logits: (1 - targets) * logits -
-    # log_sigmoid(logits), then mean()
-    return (_targets(call, lambda t: 1.0 - t), Part("mul", ("p0", 0)), Part("log_sigmoid", (0,)),
-            Part("sub", ("p1", "p2")), Part("mean", ("p3",)))
+    # burn-nn src/loss/binary_cross_entropy.rs, forward with logits: (targets.neg() + 1) * logits -
+    # log_sigmoid(logits), then mean(). The targets' own ops are kept: burn's backward visits a
+    # node after those of greater depth, and the untracked neg and add before the mul make it
+    # deeper than the log_sigmoid, which decides the order the two contributions to the logits
+    # are summed in
+    return (_targets(call, float), Part("neg", ("p0",)), Part("add_scalar", ("p1",), {"scalar": 1.0}),
+            Part("mul", ("p2", 0)), Part("log_sigmoid", (0,)), Part("sub", ("p3", "p4")), Part("mean", ("p5",)))
 
 
 def binary_cross_entropy(call: Call) -> tuple[Part, ...]:
     # burn-nn src/loss/binary_cross_entropy.rs, forward on probabilities: (targets - 1) *
-    # log1p(-x).clamp_min(-100) - targets * log(x).clamp_min(-100), then mean()
-    return (_targets(call, lambda t: t - 1.0), Part("neg", (0,)), Part("log1p", ("p1",)),
-            Part("clamp_min", ("p2",), {"min": -100.0}), Part("mul", ("p0", "p3")),
-            _targets(call, float), Part("log", (0,)), Part("clamp_min", ("p6",), {"min": -100.0}),
-            Part("mul", ("p5", "p7")), Part("sub", ("p4", "p8")), Part("mean", ("p9",)))
+    # log1p(-x).clamp_min(-100) - targets * log(x).clamp_min(-100), then mean() (the targets' own
+    # ops kept, as above)
+    return (_targets(call, float), Part("sub_scalar", ("p0",), {"scalar": 1.0}), Part("neg", (0,)),
+            Part("log1p", ("p2",)), Part("clamp_min", ("p3",), {"min": -100.0}), Part("mul", ("p1", "p4")),
+            Part("log", (0,)), Part("clamp_min", ("p6",), {"min": -100.0}), Part("mul", ("p0", "p7")),
+            Part("sub", ("p5", "p8")), Part("mean", ("p9",)))
 
 
 # ---------------------------------------------------------------- gathers at computed indices
