@@ -15,8 +15,10 @@ composite's stead only when
   or a mechanism every op shares that the parts show (the sum of a value's gradient
   contributions: square's x * x, silu's x and sigmoid(x) read one value twice).
 
-The localisation records the composites it descended through (`inside`) and keeps the part's
-own one-op program as the reproducer.
+Each part has a budget of its own, so the parts may pass where the composite fails or only
+deviates (a suspect); they are then localised by that deviation (`inside`), and the finding is a
+suspect. The localisation records the composites it descended through (`inside`) and keeps the
+part's own one-op program as the reproducer.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from difftest.findings.unshared import unshared
 from difftest.ops.catalog import CATALOG
 from difftest.ops.validate import infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
+from difftest.oracle.burn_devices import burn_inference_forwards
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.dtypes import EPS
 from difftest.program.ir import (
@@ -78,11 +81,16 @@ def as_parts(p: Program) -> Program | None:
         kind is not None and isinstance(module, Module)) else {}
     tracked = _params_tracked(chain or [])
     held = {name: Leaf(f"{PARAM_READ}{name}", t.shape, t.data, "autodiff", tracked) for name, t in params.items()}
+    # a module's buffers (running statistics), constants of the forward on the input's device
+    device = leaves[0].device if leaves and isinstance(leaves[0], Leaf) else "autodiff"
+    buffers = {name: Leaf(f"{ROOT}_{name}", t.shape, t.data, device, False) for name in kind.buffers
+               if (t := module.tensor(name)) is not None} if kind is not None and isinstance(module, Module) else {}
     try:
         shapes = infer_shapes(p)
         call = Call(dict(st.attrs) if isinstance(st, OpCall) else module.config() if isinstance(module, Module) else {},
                     [tuple(shapes[i]) for i in inputs], data if len(data) == len(leaves) else None,
-                    value_dtypes(p).get(inputs[0], p.dtype), tuple(params))
+                    value_dtypes(p).get(inputs[0], p.dtype), tuple(params),
+                    inference=kind is not None and kind.stateful and ROOT in burn_inference_forwards(p))
         parts = composed(call)
     except (ProgramError, ShapeError, ValueError, KeyError, IndexError, ZeroDivisionError):
         return None
@@ -93,7 +101,11 @@ def as_parts(p: Program) -> Program | None:
     def ref(x: int | str) -> str:
         if isinstance(x, int):
             return inputs[x]
-        return held[x.removeprefix("param:")].id if x.startswith("param:") else ids[int(x[1:])]
+        if x.startswith("param:"):
+            return held[x.removeprefix("param:")].id
+        if x.startswith("buffer:"):
+            return buffers[x.removeprefix("buffer:")].id
+        return ids[int(x[1:])]
 
     def statement(k: int, part: Part) -> Statement:
         if part.op == "const":
@@ -117,6 +129,7 @@ def as_parts(p: Program) -> Program | None:
                 out.extend(statement(k, x) for k, x in enumerate(parts))
             elif isinstance(module, Module) and s.id == module.id:
                 out.extend(held.values())
+                out.extend(buffers.values())
             elif s.id not in mine:
                 out.append(s)
         return p.with_statements(tuple(out))

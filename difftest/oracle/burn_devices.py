@@ -17,19 +17,32 @@ def batch_norm_inference_applies(program: Program) -> frozenset[str]:
     burn takes the inference path whatever PyTorch's mode says, by the model's prediction: the
     input is off burn's autodiff device, or the handle's burn training flag is off (freeze()
     survived a train())."""
+    return frozenset(i for i, torch_training in _burn_inference(program) if torch_training)
+
+
+def burn_inference_forwards(program: Program) -> frozenset[str]:
+    """The forwards of a kind with running state for which burn takes its inference path,
+    whatever PyTorch's mode: the input off the autodiff device, or burn's training flag off."""
+    return frozenset(i for i, _ in _burn_inference(program))
+
+
+@remembered
+def _burn_inference(program: Program) -> tuple[tuple[str, bool], ...]:
+    """(apply id, whether PyTorch's module is in training mode) of each forward of a kind with
+    running state that burn runs on its inference path, by the model's prediction."""
     applies = stateful_forwards(program)
     if not applies:
-        return frozenset()
+        return ()
     burn = predict(program).burn
-    out: set[str] = set()
+    out: list[tuple[str, bool]] = []
     for st in applies:
         state = burn.states.get(st.input)
         module = burn.modules.get(st.module)
         off_device = state is not None and not getattr(state, "is_autodiff", True)
-        frozen = module is not None and module.training and not module.burn_training
-        if off_device or frozen:
-            out.add(st.id)
-    return frozenset(out)
+        flag_off = module is not None and not module.burn_training
+        if off_device or flag_off:
+            out.append((st.id, module is None or module.training))
+    return tuple(out)
 
 
 def stateful_forwards(program: Program) -> list[Apply]:

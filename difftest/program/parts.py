@@ -20,7 +20,8 @@ class Part:
     from the call's attributes (a loss's targets), its `shape` and `data` attributes, on the
     autodiff device and untracked. An input is the composite's input at that position (an int)
     or an earlier part's result, `p<k>` (k its index); in a module's composition, one of its
-    parameters, `param:<name>` (PyTorch's name: `param:weight`)."""
+    parameters, `param:<name>` (PyTorch's name: `param:weight`), or one of its buffers,
+    `buffer:<name>`, a constant of the call (its value before the forward)."""
 
     op: str
     inputs: tuple[int | str, ...]
@@ -38,6 +39,9 @@ class Call:
     data: Sequence[Sequence[float]] | None = None
     dtype: str = "float32"
     params: tuple[str, ...] = ()  # a module's: the parameters it has (an optional bias may be absent)
+    # a module forward that takes burn's inference path (a BatchNorm off the autodiff device or
+    # frozen: it normalises with its running statistics), whose buffers are then constants
+    inference: bool = False
 
 
 Composition = Callable[[Call], "tuple[Part, ...] | None"]

@@ -24,7 +24,7 @@ from difftest.ops.catalog import CATALOG
 from difftest.ops.validate import check_program
 from difftest.oracle.check import check
 from difftest.oracle.pytorch import run as run_torch
-from difftest.program.ir import Backward, Leaf, OpCall, Program, ProgramError
+from difftest.program.ir import Backward, Leaf, OpCall, Program, ProgramError, Statement
 from difftest.program.modules import MODULE_KINDS
 from tests.differential.test_catalog import _recorded_calls
 from tests.differential.triaging import triaged
@@ -154,11 +154,40 @@ def _module_one_ops(kind: str, dtype: str, n: int = 3) -> list[Program]:
 MODULES_COMPOSED = sorted(k for k, kind in MODULE_KINDS.items() if kind.composed is not None)
 
 
+def _inference_variants(p: Program) -> list[Program]:
+    """A stateful module's one-op program as burn's inference path runs it: its input off the
+    autodiff device, and its handle frozen (burn's training flag off)."""
+    from dataclasses import replace
+
+    from difftest.program.ir import Apply, Param, Transform
+
+    table = p.by_id()
+    y = table["y"]
+    assert isinstance(y, Apply)
+    x = table[y.input]
+    assert isinstance(x, Leaf)
+    plain = p.with_statements(tuple(replace(s, device="plain", require_grad=False) if s is x else s
+                                    for s in p.statements))
+    out: list[Statement] = []
+    for s in p.statements:
+        if isinstance(s, Apply) and s.id == "y":
+            out += [Transform("frozen", "freeze", s.module), replace(s, module="frozen")]
+        elif isinstance(s, Param) and s.module == y.module:
+            out.append(replace(s, module="frozen"))
+        else:
+            out.append(s)
+    return [plain, p.with_statements(tuple(out))]
+
+
 @pytest.mark.parametrize("kind", MODULES_COMPOSED)
 def test_burn_computes_the_module_forward_as_its_declared_parts(kind: str, burn_worker: BurnWorker) -> None:
     composed = 0
     for dtype in ("float32", "float64"):
-        for p in _module_one_ops(kind, dtype):
+        ones = _module_one_ops(kind, dtype)
+        if MODULE_KINDS[kind].stateful:  # its training forward is a node of its own: no parts
+            assert all(as_parts(p) is None for p in ones)
+            ones = [v for p in ones for v in _inference_variants(p)]
+        for p in ones:
             q = as_parts(p)
             if q is None:
                 continue

@@ -24,6 +24,7 @@ from difftest.program.modules.kind import (
     positive_finite,
     positive_int,
 )
+from difftest.program.parts import Call, Part
 from difftest.program.shapes import Shape
 
 if TYPE_CHECKING:
@@ -36,6 +37,22 @@ def _out(attrs: dict[str, Any], shapes: dict[str, Shape], x: Shape) -> Shape:
         raise ModuleError(f"batch_norm with num_features = {c} applied to an input of shape {list(x)} "
                           f"(dim 1, the channels, must be {c})")
     return x
+
+
+def _parts(call: Call) -> tuple[Part, ...] | None:
+    # burn-backend 0.22.1 src/backend/ops/modules/base.rs, ModuleOps::batch_norm (burn-autodiff
+    # does not override it; the training path, batch_norm_train, is a node of its own): gamma,
+    # beta, the running mean and variance reshaped to [1, C, 1, ...], then
+    # (x - mean) / sqrt(variance + epsilon) * gamma + beta
+    if not call.inference:
+        return None
+    shape = [1] * len(call.shapes[0])
+    shape[1] = call.shapes[0][1]
+    return (Part("reshape", ("param:weight",), {"shape": shape}), Part("reshape", ("param:bias",), {"shape": shape}),
+            Part("reshape", ("buffer:running_mean",), {"shape": shape}),
+            Part("reshape", ("buffer:running_var",), {"shape": shape}),
+            Part("add_scalar", ("p3",), {"scalar": call.attrs["epsilon"]}), Part("sqrt", ("p4",)),
+            Part("sub", (0, "p2")), Part("div", ("p6", "p5")), Part("mul", ("p7", "p0")), Part("add", ("p8", "p1")))
 
 
 def _pytorch(st: Module, dtype: str) -> str:
@@ -116,4 +133,4 @@ BATCH_NORM = ModuleKind(
                  "running_var": "running_var.value_sync()"},
     burn_uses=frozenset({"Module", "Param", "RunningState", "BatchNormConfig"}), noise="norm:channels",
     imprecise=norm_half("batch_norm"), pytorch_helper=_SCRIPT_CLASS, stateful=True, saves_input=True,
-    layout="batch_norm")
+    layout="batch_norm", composed=_parts)
