@@ -59,6 +59,9 @@ class Fault:
     # the arbiter's verdict on a value or gradient finding (burn-wrong, torch-wrong); "" for the
     # other kinds. A torch-wrong finding is PyTorch's bug: only a record of PyTorch's explains it
     verdict: str = ""
+    # at a composite's own site (its one-op program): whether burn computes it as its declared
+    # parts and PyTorch's run of them agrees (findings/composed.py as_composed); None elsewhere
+    as_composed: bool | None = None
 
 
 ErrorCheck = Callable[[Fault], bool]
@@ -184,10 +187,16 @@ def hard_sigmoid_in_f32(f: Fault) -> bool:
     that is absolute whatever x (at most 4 units of f32 rounding of 1: |x| < 3 where the result
     is not clamped), scaled by what the ops after it multiply it with, which the largest
     reference (or terms) among the failing elements stands for (a gradient read of
-    mul(hard_sigmoid(x), w) is the result itself; hard_sigmoid(-2.98138) = 0.0031036, 2e-8 off)."""
+    mul(hard_sigmoid(x), w) is the result itself; hard_sigmoid(-2.98138) = 0.0031036, 2e-8 off).
+    At hard_sigmoid's own one-op program, where its composition applies, the finding is this bug
+    exactly when burn computes it as the declared float32 parts (`Fault.as_composed`)."""
     if not f.pairs:
         return False
     st = f.program.by_id().get(f.site or "")
+    if getattr(st, "op", None) == "hard_sigmoid" and f.as_composed is not None:
+        # at hard_sigmoid itself, where its composition applies: exactly burn-backend's default,
+        # the declared parts in float32 (burn computes it as they do, PyTorch's run of them agrees)
+        return f.as_composed
     if f.kind == "value" and getattr(st, "op", None) == "hard_sigmoid" and f.inputs:
         xs = f.inputs[0]
         if f.elements and len(f.elements) == len(f.pairs) and max(f.elements) < len(xs):

@@ -173,15 +173,18 @@ def _close(a: TensorObs | None, b: TensorObs | None, dtype: str) -> bool:
     return True
 
 
-def same_numbers(whole: Verdict, parts: Verdict) -> bool:
+def same_numbers(whole: Verdict, parts: Verdict, value_only: bool = False) -> bool:
     """Whether burn computed the op's result and every gradient of the one-op program alike as
-    the op (`whole`) and as its parts: the composite is its parts, in burn."""
+    the op (`whole`) and as its parts: the composite is its parts, in burn (`value_only`: the
+    result alone)."""
     wb, pb = whole.burn, parts.burn
     if (wb.error is None) != (pb.error is None):
         return False
     mine, theirs_value = wb.value(ROOT), pb.value(ROOT)
     if not _close(mine.value if mine else None, theirs_value.value if theirs_value else None, whole.program.dtype):
         return False
+    if value_only:
+        return True
     theirs = {bw.id: bw for bw in pb.backwards}
     for bw in wb.backwards:
         other = theirs.get(bw.id)
@@ -261,3 +264,22 @@ def _named_inside(found: Localisation, q: Program, loc: Localisation | None,
     part = loc.part if loc.inside else loc.statement
     return replace(inner, statement=found.statement, inside=(found.where, *loc.inside),
                    composed=(loc.composed if loc.inside else q) if part else None, part=part)
+
+
+def as_composed(found: Localisation, judge: Callable[[Program], Verdict | None]) -> bool | None:
+    """For a failing composite that keeps its name (`inside` named no part): whether burn
+    computes its one-op program as the declared parts (`same_numbers`) and PyTorch's run of the
+    parts agrees with burn's (they pass, and burn deviates from the float64 result no more than
+    PyTorch does, in value and gradient). The finding is then the composition's own difference
+    from the op, exactly: what a known bug of the form "burn computes it as these parts" says
+    (an RmsNorm's root mean square in float32). None where no composition applies."""
+    if found.program is None or found.one_op is None or found.confidence != "fails":
+        return None
+    q = as_parts(found.program)
+    parts = judge(q) if q is not None else None
+    if parts is None:
+        return None
+    if found.kind == "value":  # the forward alone: a gradient's own fault is another finding
+        return (same_numbers(found.one_op, parts, value_only=True) and deviant(parts, "value") is None
+                and not any(f.kind == "value" for f in parts.findings))
+    return same_numbers(found.one_op, parts) and parts.ok and all(deviant(parts, k) is None for k in ("value", "grad"))

@@ -54,6 +54,10 @@ class Localisation:
     inside: tuple[str, ...] = ()
     composed: Program | None = field(default=None, hash=False, compare=False)
     part: str | None = None
+    # a failing composite that keeps its name: whether burn computes it as its declared parts
+    # and PyTorch's run of those parts agrees (composed.as_composed), so that the finding is the
+    # composition's own difference from the op; None where no composition applies
+    as_composed: bool | None = None
 
     def describe(self) -> str:
         which = f" input {','.join(map(str, self.input))}" if self.input is not None else ""
@@ -85,5 +89,6 @@ class Localisation:
             "dtype": self.dtype, "error": self.error, "verdict": self.verdict, "attrs": dict(self.attrs),
             "confidence": self.confidence, "shown_at": self.shown_at, "params": list(self.params),
             "mechanism": self.mechanism, "expanded": list(self.expanded), "inside": list(self.inside),
+            "as_composed": self.as_composed,
             "program": program_to_dict(self.program) if self.program is not None else None,
         }

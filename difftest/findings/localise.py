@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from difftest.findings.composed import inside
+from difftest.findings.composed import as_composed, inside
 from difftest.findings.cotangents import cotangents
 from difftest.findings.deviation import deviant, relative_error, suspect_rank
 from difftest.findings.error_classes import mismatch_class
@@ -230,6 +230,7 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
                       lambda v, f: localise(v, worker, f, same_kind=True, memo=memo))
         if part is not None:
             return part
+        found = replace(found, as_composed=as_composed(found, lambda q: judge(q, worker, memo)))
         expanded = right_without_broadcast(found, lambda q: judge(q, worker, memo))
         return replace(found, mechanism="broadcast", expanded=expanded) if expanded else found
     # a checkpointed program: an op whose output, as burn's checkpointing recomputes it for a

@@ -213,7 +213,7 @@ def fault_of(verdict: Verdict, m: Mismatch, loc: Localisation | None, backend: s
         site, program = (loc.part, loc.composed) if loc.composed is not None and loc.part else (loc.statement, program)
         return Fault(lm.kind, site, program, loc.dtype, lm.framework, lm.detail, loc.input,
                      tuple(mismatch_pairs(one, lm)), lm.elements, inputs, observed, backend=backend,
-                     terms=tuple(terms), verdict=lm.verdict)
+                     terms=tuple(terms), verdict=lm.verdict, as_composed=None if loc.part else loc.as_composed)
     if loc is not None and loc.statement is None:  # no single op: where the program shows it
         return shown_fault(verdict, m, backend)
     if loc is not None:  # a step: the error as the program shows it

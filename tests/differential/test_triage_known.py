@@ -164,3 +164,25 @@ def test_a_known_step_error_amplified_beyond_the_localisation_budget_is_the_know
     the way right (a campaign, seed 432, float64 sessions, program 14,682, was signed as news)."""
     t = _triage(workers, _saved("sgd-momentum-amplified-after-the-budget.json"), None)
     assert t.known is not None and t.known.name == "sgd-momentum-f32-in-float64", t.describe()
+
+
+@pytest.mark.parametrize("fault", [None, "grad-scale:rms_norm:2e-6"])
+def test_a_composite_known_bug_is_matched_by_its_composition_not_a_bound(
+        workers: dict[str, BurnWorker], fault: str | None) -> None:
+    """A float64 RmsNorm computes its rms in float32 (rms-norm-f64-rms-in-f32): burn computes the
+    forward exactly as its declared parts, the cast to float32 included, and PyTorch's run of
+    them agrees (composed.as_composed). A second fault of the forward's gradient, 2e-6 relative
+    (about 17 float32 units: within the 64-unit bound the record's gradient was matched by), is
+    no part of the composition, and is news."""
+    from difftest.program.ir import Apply, Backward, InlineTensor, Leaf, Module, OpCall
+
+    m = Module("m", "rms_norm", weight=InlineTensor((3,), (1.0, 0.5, 2.0)), attrs={"d_model": 3, "epsilon": 1e-3})
+    p = Program((m, Leaf("x", (2, 3), (0.3, -0.7, 1.1, 0.9, 2.3, -1.4), "autodiff", True),
+                 Apply("y", "m", "x"), OpCall("s", "sum", ("y",)), Backward("bw", "s")), "float64")
+    t = _triage(workers, p, fault)
+    if fault is None:
+        assert t.known is not None and t.known.name == "rms-norm-f64-rms-in-f32", t.describe()
+        assert t.localisation is not None and t.localisation.as_composed is True
+    else:
+        assert t.known is None, t.describe()
+        assert t.localisation is not None and t.localisation.as_composed is False
