@@ -66,7 +66,8 @@ def triage_title(case: Case) -> str | None:
     inside = loc.get("inside")
     if isinstance(inside, list) and inside:
         # a part of ops burn builds others from (composed.py): the composites it was seen in
-        where += f" (seen inside {' inside '.join(str(x) for x in reversed(inside))}, which burn builds from it)"
+        built = "other ops" if loc.get("mechanism") in ("accumulate", "broadcast") else "it"
+        where += f" (seen inside {' inside '.join(str(x) for x in reversed(inside))}, which burn builds from {built})"
     detail = ", ".join(str(x) for x in (loc.get("dtype"), f"{loc['error']} error" if loc.get("error") else None) if x)
     blame = "PyTorch: " if loc.get("verdict") == "torch-wrong" else ""
     return f"{blame}{where}: wrong {what}" + (f" ({detail})" if detail else "")

@@ -79,7 +79,8 @@ class Localisation:
         if self.mechanism == "recompute":
             hedge += "; right unless read back as burn's gradient checkpointing recomputes it"
         if self.inside:
-            hedge += f"; inside {' inside '.join(reversed(self.inside))}, which burn builds from it"
+            built = "other ops" if self.mechanism in ("accumulate", "broadcast") else "it"
+            hedge += f"; inside {' inside '.join(reversed(self.inside))}, which burn builds from {built}"
         return (f"{self.verdict} {self.kind}{which} of {self.where}{attrs}{at}, {self.dtype}, "
                 f"error {self.error}{hedge}")
 

@@ -177,3 +177,22 @@ def test_a_part_of_a_composite_is_reported_as_the_part_seen_inside_it(tmp_path: 
                                "(float64, rounding error)"), t.describe()
         alone = program_from_dict(case.record["triage"]["localisation"]["program"])
         assert [s.op for s in alone.statements if isinstance(s, OpCall)] == ["div_scalar"]
+
+
+def test_a_mechanism_seen_inside_a_composite_is_titled_as_built_from_other_ops(tmp_path: Path) -> None:
+    """The sum of a value's contributions, shown by the parts burn builds a composite from: the
+    title names the mechanism and the composites it was seen in, which burn builds from other
+    ops (not from the mechanism)."""
+    import json
+
+    record = json.loads((Path(__file__).parents[2] / "corpus/bugs/powi-zero-untracked.json").read_text())
+    record["status"] = "new"
+    record["triage"] = {"signature": "burn-wrong:-:accumulate:grad:wrong #0", "known": None, "localisation": {
+        "statement": "y", "where": "graph", "kind": "grad", "input": None, "dtype": "float16", "error": "small",
+        "verdict": "burn-wrong", "confidence": "suspect", "mechanism": "accumulate", "shown_at": None,
+        "inside": ["apply:prelu", "prelu"]}}
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(record))
+    assert title(load_case(path)) == (
+        "gradient accumulation (a value read more than once) (seen inside prelu inside apply:prelu, which burn "
+        "builds from other ops): wrong gradient (float16, small error)")
