@@ -172,7 +172,10 @@ def test_a_fault_in_burns_gradient_accumulation_is_one_case_where_no_op_hides_it
     depends on the depth of its input in the graph (binary_cross_entropy_with_logits of a gather).
     In float16 a composite's parts pass within their own budgets where
     the composite fails or only deviates; they are localised by their deviation: 10 cases of
-    1,500 float16 programs before (silu, mish, prelu, leaky_relu, maximum, minimum), 2 now."""
+    1,500 float16 programs before (silu, mish, prelu, leaky_relu, maximum, minimum), 3 now: with
+    accumulate, a tie (scatter_nd_max) and a softmax whose gradient is 0 in exact arithmetic
+    (a deviation counts where it exceeds the parts' coarsest rounding of the result, and 0 gives
+    it no scale)."""
     half = _patched_campaign("accumulate-scales-earlier.patch", tmp_path / "f16", monkeypatch, "float16", 1500)
     assert "burn-wrong:-:accumulate:grad:wrong" in half
     assert len(half) <= 3, half
