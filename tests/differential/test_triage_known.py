@@ -186,3 +186,13 @@ def test_a_composite_known_bug_is_matched_by_its_composition_not_a_bound(
     else:
         assert t.known is None, t.describe()
         assert t.localisation is not None and t.localisation.as_composed is False
+
+
+def test_a_float64_rms_norm_whose_parts_round_apart_from_pytorch_is_the_known_bug(
+        workers: dict[str, BurnWorker]) -> None:
+    """Seed 301, program 6,142: a float64 RmsNorm (d_model 2) of a remainder. Its parts take the
+    mean of two squares in float32, where PyTorch's rounding happened to land 30 times nearer the
+    float64 result than burn's: no deviation beyond that rounding, so no part is named, and burn
+    computes the forward as its parts, which PyTorch's run agrees with: the known bug."""
+    t = _triage(workers, _saved("rms-norm-f64-parts-round-apart.json"), None)
+    assert t.known is not None and t.known.name == "rms-norm-f64-rms-in-f32", t.describe()
