@@ -287,9 +287,9 @@ def _named_inside(found: Localisation, q: Program, loc: Localisation | None,
 
 def as_composed(found: Localisation, judge: Callable[[Program], Verdict | None]) -> bool | None:
     """For a failing composite that keeps its name (`inside` named no part): whether burn
-    computes its one-op program as the declared parts (`same_numbers`) and PyTorch's run of the
-    parts agrees with burn's (they pass: the value, for a value finding). The finding is then the
-    composition's own difference
+    computes its one-op program as the declared parts (`same_numbers`), where PyTorch's run of
+    the parts agrees with burn's (they pass: the value, for a value finding; None where they do
+    not, which says nothing of the composite). True: the finding is the composition's own difference
     from the op, exactly: what a known bug of the form "burn computes it as these parts" says
     (an RmsNorm's root mean square in float32). None where no composition applies."""
     if found.program is None or found.one_op is None or found.confidence != "fails":
@@ -298,6 +298,10 @@ def as_composed(found: Localisation, judge: Callable[[Program], Verdict | None])
     parts = judge(q) if q is not None else None
     if parts is None:
         return None
+    # parts that fail themselves say nothing of the composite (a fault in an op among them, which
+    # the composite's inside does not run: the interpreter's fault injection is one): no answer
     if found.kind == "value":  # the forward alone: a gradient's own fault is another finding
-        return same_numbers(found.one_op, parts, value_only=True) and not any(f.kind == "value" for f in parts.findings)
-    return same_numbers(found.one_op, parts) and parts.ok
+        if any(f.kind == "value" for f in parts.findings):
+            return None
+        return same_numbers(found.one_op, parts, value_only=True)
+    return same_numbers(found.one_op, parts) if parts.ok else None
