@@ -235,10 +235,10 @@ def inside(found: Localisation, judge: Callable[[Program], Verdict | None],
     d = deviant(parts, m.kind)
     d = d if d is not None and _beyond_rounding(parts, d[1]) else None
     loc = localise(parts, d[1]) if d is not None else None
-    if loc is not None and d is not None and loc.where == "graph" and not loc.inside:
+    if loc is not None and d is not None and loc.where == "graph" and not loc.inside and loc.confidence != "summed":
         # the graph's mechanism shows in a tree that passes where the shared program fails; here
         # both pass, so the tree must stop deviating too (a composite among the parts checked
-        # its own parts' tree)
+        # its own parts' tree; burn's sum apart from its copies' needs no comparison)
         tree = unshared(q, d[1])
         tv = judge(tree) if tree is not None else None
         if tv is None or not tv.ok or deviant(tv, m.kind) is not None:

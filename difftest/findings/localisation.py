@@ -31,7 +31,8 @@ class Localisation:
     mismatch: Mismatch | None = field(default=None, hash=False, compare=False)
     # "fails": the one-op program fails the oracle; "suspect": it passes, but burn deviates from
     # the float64 result far more than PyTorch's float32 run (deviation.py); "path": a step or
-    # the graph, where no one-op program ran
+    # the graph, where no one-op program ran; "summed": burn's gradient of a value read twice is
+    # not the sum of the gradients it gives the value's copies (unshared.summed_apart)
     confidence: str = "path"
     # a gradient localised to the graph: the op (graph_roots.shown_name) whose result, as the
     # backward's root, first gives the leaf the wrong gradient (graph_roots.py)
@@ -69,7 +70,10 @@ class Localisation:
         hedge = ""
         if self.confidence == "suspect":
             hedge = " (suspect: within its one-op budget, far outside PyTorch's error)"
-        if self.mechanism == "accumulate":
+        if self.mechanism == "accumulate" and self.confidence == "summed":
+            hedge += ("; burn's gradient of a value read twice is not the sum of the gradients it gives the "
+                      "value's copies, each read once: the accumulation of a value's gradient contributions")
+        elif self.mechanism == "accumulate":
             hedge += ("; right with every value computed once per path that reads it: the accumulation of "
                       "a value's gradient contributions")
         if self.mechanism == "broadcast":

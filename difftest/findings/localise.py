@@ -52,7 +52,7 @@ from difftest.findings.one_op import (
 )
 from difftest.findings.paths import candidates, path_has_step
 from difftest.findings.recompute import recompute_fault
-from difftest.findings.unshared import right_unshared, unshared
+from difftest.findings.unshared import right_unshared, same_root, summed_apart, unshared
 from difftest.ops.validate import check_program, infer_shapes
 from difftest.ops.value_dtypes import dtype_of, value_dtypes
 from difftest.oracle.check import check
@@ -220,10 +220,13 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
             harness = _harness_fault(p, worker, memo)
             if harness is not None:
                 return harness
-        found = _found(program, st, p, positions, v, _pick(v.findings, m.kind, p, same_kind), "fails")
-        if not split and (st.id, seeded, seed) in split_passed and found.kind == "grad":
-            # with a leaf per position the op passed: it is right, and what fails (or, for a
-            # suspect, deviates) is the sum of what the one value receives there (unshared.py)
+        picked = _pick(v.findings, m.kind, p, same_kind)
+        found = _found(program, st, p, positions, v, picked, "fails")
+        if not split and found.kind == "grad" and (
+                (st.id, seeded, seed) in split_passed or _accumulates(v, picked, worker, memo)):
+            # with a leaf per position the op passed, or burn's gradient of the one value is not
+            # the sum of the leaves' there: what fails (or, for a suspect, deviates) is the sum
+            # of what the one value receives (unshared.py)
             return replace(found, mechanism="accumulate")
         # an op burn builds from others, failing as its parts do: the part at fault (composed.py)
         part = inside(found, lambda q: judge(q, worker, memo),
@@ -241,6 +244,11 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         f = _pick(r.verdict.findings, m.kind, r.program, same_kind)
         found = _found(program, r.statement, r.program, r.positions, r.verdict, f, "fails")
         return replace(found, mechanism="recompute")
+    if suspects and _accumulates(verdict, m, worker, memo, proved=True):
+        # a suspect is a judgment of deviation; burn's gradient of a shared value apart from
+        # the sum it gives the value's copies is a proof, and names the summation (unshared.py)
+        return Localisation(None, "graph", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind,
+                            confidence="summed", mechanism="accumulate")
     if suspects:
         # no op fails on its own, but one deviates from the float64 result far more than PyTorch's
         # float32 run does (a fault inside the budget of its one-op program, which the path
@@ -265,13 +273,49 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
             return alone
         return Localisation(step.id, "step", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind)
     shown = smallest_root(program, m, path, lambda p: judge(p, worker, memo))
-    # no value shared (each computed once per path that reads it): right then, the fault is in
-    # how a value's gradient contributions are summed (unshared.py)
-    tree = unshared(program, m)
-    tree_verdict = judge(tree, worker, memo) if tree is not None else None
+    # no value shared (each computed once per path that reads it): right then, or burn's sum of
+    # the copies' gradients not the shared one, the fault is in how a value's gradient
+    # contributions are summed (unshared.py); tried on the program, then rerooted where the
+    # finding first shows (a root the tree cannot be built through, a module's forward, is
+    # often beyond it)
+    accumulates = _accumulates(verdict, m, worker, memo)
+    if not accumulates and shown is not None and m.backward is not None:
+        rerooted = _rerooted_finding(program, m, shown, worker, memo)
+        accumulates = rerooted is not None and _accumulates(*rerooted, worker, memo)
     return Localisation(None, "graph", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind,
                         shown_at=shown_name(program, shown) if shown is not None else None,
-                        mechanism="accumulate" if right_unshared(tree_verdict) else None)
+                        mechanism="accumulate" if accumulates else None)
+
+
+def _accumulates(verdict: Verdict, m: Mismatch, worker: BurnWorker, memo: Judged | None, proved: bool = False) -> bool:
+    """Whether the gradient finding `m` of `verdict` is burn's summation of a shared value's
+    contributions (unshared.py): the program as a tree computes the same root and passes, or
+    burn's gradient of the leaf is not the sum of the gradients burn gives its copies there; the
+    tree built through the composites' parts second (the same tree where the path holds none).
+    `proved`: the second only (the tree passing may be a fault within its budgets)."""
+    # then with the ops burn builds from others as their parts, each read its own path too
+    plain = unshared(verdict.program, m)
+    composed = unshared(verdict.program, m, {o.id: o.value for o in verdict.burn.values})
+    for tree in (plain, composed if composed != plain else None):
+        if tree is None:
+            continue
+        tree_verdict = judge(tree, worker, memo)
+        if same_root(verdict, m, tree, tree_verdict) and (
+                (not proved and right_unshared(tree_verdict)) or summed_apart(verdict, m, tree, tree_verdict)):
+            return True
+    return False
+
+
+def _rerooted_finding(program: Program, m: Mismatch, shown: Statement, worker: BurnWorker,
+                      memo: Judged | None) -> tuple[Verdict, Mismatch] | None:
+    """`program` with `m`'s backward rooted at `shown` (graph_roots.smallest_root), and its
+    finding of `m`'s kind at `m`'s leaf; None when that is the program itself or it has none."""
+    bw = program.by_id().get(str(m.backward))
+    if not isinstance(bw, Backward) or bw.input == shown.id:
+        return None
+    v = judge(program.rerooted(program.statements.index(bw), shown.id), worker, memo)
+    f = next((f for f in v.findings if f.kind == m.kind and f.statement == m.statement), None) if v else None
+    return (v, f) if v is not None and f is not None else None
 
 
 def _seed_fault(program: Program, m: Mismatch, worker: BurnWorker, memo: Judged | None) -> Localisation | None:

@@ -15,16 +15,41 @@ derivative, while reading two copies of it is a tie of two leaves, where each le
 only has to lie between its one-sided limits. So the unshared program counts as right only when
 it passes without such a dismissal (`right_unshared`); otherwise the op is named as the original
 program shows it.
+
+burn against itself needs no such control (`summed_apart`): the tree computes the same values
+with the same ops, so each copy of a leaf receives, in burn's own arithmetic and at a kink or a
+tie too, exactly the contribution the shared leaf receives along that path, and the shared
+leaf's gradient must be their sum. Where burn's gradient of the shared leaf is farther from the
+sum of its copies' gradients than rounding can take it, burn's summation itself is shown wrong,
+whatever either program's comparison with PyTorch says.
 """
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Mapping
 from dataclasses import replace
 
+from difftest.findings.one_op import module_chain
+from difftest.ops.catalog import CATALOG
+from difftest.ops.validate import infer_shapes
+from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.compare import Mismatch, Verdict
-from difftest.program.ir import Backward, Cut, Leaf, OpCall, Program, ProgramError, Statement, ancestors
+from difftest.program.dtypes import EPS
+from difftest.program.ir import Apply, Backward, Cut, Leaf, OpCall, Program, ProgramError, Statement, ancestors
+from difftest.program.observation import Observation, TensorObs
+from difftest.program.parts import Call, Part
+from difftest.program.shapes import Shape, ShapeError
 
 MAX_STATEMENTS = 64  # the tree of a small program; a larger one is not built
+# how far burn's gradient of a shared leaf may lie from the sum of its copies' gradients, in
+# units of the dtype's eps times the sum of the copies' magnitudes: the shared program rounds
+# each partial sum once where the tree rounds each path's product (a unit or two; more where a
+# later matmul or reduction mixes the summed elements with others and they cancel, which
+# PyTorch's own distance between the two sums measures: TORCH_ROUNDINGS)
+SUM_ULPS = 4.0
+TORCH_ROUNDINGS = 16.0  # and this many times PyTorch's own distance between the two sums
 
 
 def right_unshared(v: Verdict | None) -> bool:
@@ -33,20 +58,109 @@ def right_unshared(v: Verdict | None) -> bool:
     return v is not None and v.ok and not any(m.verdict == "ill-conditioned" for m in v.dismissals)
 
 
+def summed_apart(shared: Verdict, m: Mismatch, tree: Program, tree_verdict: Verdict | None) -> bool:
+    """Whether burn's gradient of `m`'s leaf in `shared` (the failing program, `m` a gradient
+    finding of it) lies beyond rounding from the sum of the gradients burn gives its copies in
+    `tree` (unshared(shared.program, m), checked as `tree_verdict`), at the median of `m`'s
+    elements, where rounding is SUM_ULPS units of the copies' magnitudes or TORCH_ROUNDINGS times
+    PyTorch's own distance between its two sums, whichever is more. Only where both frameworks
+    ran both backwards and burn computed the same root (exactly equal values; no random op in
+    either)."""
+    leaf = str(m.statement)
+    if tree_verdict is None or m.kind != "grad" or not m.backward or not same_root(shared, m, tree, tree_verdict):
+        return False
+    if shared.prediction.nondet or tree_verdict.prediction.nondet:
+        return False
+    burn = _shared_and_copies(shared.burn, tree_verdict.burn, m.backward, tree.statements[-1].id, leaf)
+    torch = _shared_and_copies(shared.torch, tree_verdict.torch, m.backward, tree.statements[-1].id, leaf)
+    if burn is None or torch is None:
+        return False
+    (g, copies), (tg, tcopies) = burn, torch
+    eps = EPS[value_dtypes(shared.program).get(leaf, shared.program.dtype)]
+    elements = m.elements or ((m.element,) if m.element is not None else range(len(g.data)))
+    beyond = []
+    for e in elements:
+        terms, tterms = [c.data[e] for c in copies], [c.data[e] for c in tcopies]
+        if not all(map(math.isfinite, (*terms, *tterms, g.data[e], tg.data[e]))):
+            continue
+        # PyTorch's sum apart from its own copies' is the rounding this program's shape gives a
+        # correct summation (a later matmul that cancels the summed elements magnifies it)
+        rounding = max(SUM_ULPS * eps * math.fsum(map(abs, terms)),
+                       TORCH_ROUNDINGS * abs(tg.data[e] - math.fsum(tterms)))
+        beyond.append(abs(g.data[e] - math.fsum(terms)) > rounding)
+    return bool(beyond) and sorted(beyond)[len(beyond) // 2]
+
+
+def _shared_and_copies(program_run: Observation, tree_run: Observation, backward: str, tree_backward: str,
+                       leaf: str) -> tuple[TensorObs, list[TensorObs]] | None:
+    """A framework's gradient of `leaf` at `backward` of the program, and the gradients of the
+    leaf's copies at the tree's backward; None when either is missing or their shapes differ."""
+    mine = next((b.grads for b in reversed(program_run.backwards) if b.id == backward), None)
+    theirs = next((b.grads for b in reversed(tree_run.backwards) if b.id == tree_backward), None)
+    g = mine.get(leaf) if mine is not None else None
+    pattern = re.compile(rf"u\d+_{re.escape(leaf)}")
+    # a copy read only through a cut receives nothing, as the shared leaf does along that path
+    copies = [t for ident, t in (theirs or {}).items() if pattern.fullmatch(ident) and t is not None]
+    if g is None or not copies or any(c.shape != g.shape for c in copies):
+        return None
+    return g, copies
+
+
+def same_root(shared: Verdict, m: Mismatch, tree: Program, tree_verdict: Verdict | None) -> bool:
+    """Whether burn computed the root of `tree`'s backward (unshared(shared.program, m)) exactly
+    as the root of `m`'s backward in `shared`: the tree is the program's forward, not a program
+    of other values (a leaf or a module a step changed before the backward, a random op)."""
+    original = shared.program.by_id().get(str(m.backward))
+    bw = tree.statements[-1]
+    if tree_verdict is None or not isinstance(original, Backward) or not isinstance(bw, Backward):
+        return False
+    x = next((o.value for o in shared.burn.values if o.id == original.input), None)
+    y = next((o.value for o in tree_verdict.burn.values if o.id == bw.input), None)
+    return x is not None and y is not None and x.shape == y.shape and x.data == y.data
+
+
+def _parts(program: Program, st: OpCall, values: Mapping[str, TensorObs],
+           shapes: dict[str, Shape]) -> tuple[Part, ...] | None:
+    """The parts burn builds the op call `st` of (its catalog entry's composition), None when it
+    declares none for this call."""
+    spec = CATALOG.get(st.op)
+    if spec is None or spec.composed is None:
+        return None
+    try:
+        known = [values.get(i) for i in st.inputs]
+        data = [x.data for x in known if x is not None]
+        call = Call(dict(st.attrs), [tuple(shapes[i]) for i in st.inputs], data if len(data) == len(known) else None,
+                    value_dtypes(program).get(st.inputs[0], program.dtype))
+        return spec.composed(call) or None
+    except (ProgramError, ShapeError, ValueError, KeyError, IndexError, ZeroDivisionError):
+        return None
+
+
 class _TooLarge(Exception):
     pass
 
 
-def unshared(program: Program, m: Mismatch) -> Program | None:
+def unshared(program: Program, m: Mismatch, values: Mapping[str, TensorObs] | None = None) -> Program | None:
     """The forward of `m`'s backward as a tree (every value read through several paths computed
     once per path, each leaf copied per use) and that backward; None when `m` is no gradient of a
-    backward, the root depends on anything but leaves, ops and cuts (module forwards, gradient
-    reads), nothing in it is shared, or the tree would exceed MAX_STATEMENTS."""
+    backward, the root depends on anything but leaves, ops, cuts and module forwards (a parameter
+    or gradient read), nothing in it is shared, or the tree would exceed MAX_STATEMENTS. Its
+    values are the program's where nothing before the backward changed a leaf or a module in
+    place (a step): the caller compares the roots (`same_root`).
+    With `values` (burn's values of the program, by id), an op burn builds from others
+    (difftest/ops/compositions.py) is built of its parts, each read of its inputs its own path:
+    a composite that reads its input twice sums two contributions inside burn (silu is
+    x * sigmoid(x)); a mask burn computes from the input is computed from `values`."""
     table = program.by_id()
     bw = table.get(str(m.backward))
     if m.kind != "grad" or not isinstance(bw, Backward):
         return None
     out: list[Statement] = []
+    declared: set[str] = set()
+    try:
+        shapes = infer_shapes(program) if values is not None else {}
+    except ProgramError:
+        return None
 
     def emit(ident: str) -> str | None:
         st = table.get(ident)
@@ -56,6 +170,9 @@ def unshared(program: Program, m: Mismatch) -> Program | None:
             out.append(replace(st, id=f"u{len(out)}_{st.id}"))
             return out[-1].id
         if isinstance(st, OpCall):
+            parts = _parts(program, st, values, shapes) if values is not None else None
+            if parts is not None:
+                return emit_part(st, parts, len(parts) - 1)
             inputs = [emit(i) for i in st.inputs]
             if any(i is None for i in inputs):
                 return None
@@ -67,14 +184,49 @@ def unshared(program: Program, m: Mismatch) -> Program | None:
                 return None
             out.append(replace(st, id=f"u{len(out)}_{st.id}", input=source))
             return out[-1].id
+        if isinstance(st, Apply):
+            # a module's forward once per path too; the module and its transforms are declared
+            # once (its parameters stay shared: their gradients are not the leaf's)
+            chain = module_chain(table, st.module)
+            source = emit(st.input) if chain is not None else None
+            if chain is None or source is None:
+                return None
+            out.extend(h for h in chain if h.id not in declared)
+            declared.update(h.id for h in chain)
+            out.append(replace(st, id=f"u{len(out)}_{st.id}", input=source))
+            return out[-1].id
         return None
+
+    def emit_part(st: OpCall, parts: tuple[Part, ...], k: int) -> str | None:
+        part = parts[k]
+        if len(out) >= MAX_STATEMENTS:
+            raise _TooLarge
+        inputs: list[str | None] = []
+        for x in part.inputs:
+            if isinstance(x, int):
+                inputs.append(emit(st.inputs[x]))
+            elif x.startswith("p"):
+                inputs.append(emit_part(st, parts, int(x[1:])))
+            else:
+                return None  # a module's parameter or buffer
+        if any(i is None for i in inputs):
+            return None
+        ident = f"u{len(out)}_{st.id}_p{k}"
+        if part.op == "const":
+            out.append(Leaf(ident, tuple(part.attrs["shape"]), tuple(float(x) for x in part.attrs["data"]),
+                            "autodiff", False))
+        elif part.op == "detach":
+            out.append(Cut(ident, "detach", str(inputs[0]), st.region))
+        else:
+            out.append(OpCall(ident, part.op, tuple(str(i) for i in inputs), dict(part.attrs), st.region))
+        return ident
 
     try:
         root = emit(bw.input)
     except _TooLarge:
         return None
-    copies = sum(isinstance(s, Leaf) for s in out)
     leaves = {s.id for s in program.statements if isinstance(s, Leaf)} & ancestors(table, bw.input)
+    copies = sum(isinstance(s, Leaf) and s.id.split("_", 1)[1] in leaves for s in out)
     if root is None or copies == len(leaves):
         return None  # nothing was read twice: the tree is the program itself
     try:
