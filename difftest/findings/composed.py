@@ -24,7 +24,7 @@ part's own one-op program as the reproducer.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from difftest.findings.deviation import deviant
@@ -40,6 +40,7 @@ from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.dtypes import EPS
 from difftest.program.ir import (
     Apply,
+    Backward,
     Cut,
     Leaf,
     Module,
@@ -194,6 +195,32 @@ def same_numbers(whole: Verdict, parts: Verdict, value_only: bool = False) -> bo
         if not all(_close(g, other.grads[ident], whole.program.dtype) for ident, g in bw.grads.items()):
             return False
     return True
+
+
+def computed_as_parts(program: Program, st: OpCall, values: Mapping[str, TensorObs],
+                      judge: Callable[[Program], Verdict | None]) -> bool:
+    """Whether burn computes the op call `st` of `program` as the parts its composition declares,
+    result and gradients (`same_numbers`), on burn's values of its inputs (`values`), each
+    distinct input a tracked leaf: a tree built through the parts (unshared.py) is then burn's
+    own computation. A fault in the op that its parts do not share (an injected one, or a
+    composition declared wrong) fails it."""
+    dtypes = value_dtypes(program)
+    leaves: dict[str, Leaf] = {}
+    for i in st.inputs:
+        v = values.get(i)
+        if v is None or dtypes.get(i, program.dtype) != program.dtype:
+            return False
+        if i not in leaves:
+            leaves[i] = Leaf(f"a{len(leaves)}", v.shape, v.data, "autodiff", True)
+    try:
+        p = Program((*leaves.values(), OpCall(ROOT, st.op, tuple(leaves[i].id for i in st.inputs), dict(st.attrs)),
+                     Backward("bw", ROOT)), program.dtype)
+    except (ProgramError, ValueError):
+        return False
+    q = as_parts(p)
+    whole = judge(p) if q is not None else None
+    parts = judge(q) if q is not None and whole is not None else None
+    return whole is not None and parts is not None and same_numbers(whole, parts)
 
 
 def _same_place(parts: Verdict, m: Mismatch) -> Mismatch | None:

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from difftest.findings.composed import as_composed, inside
+from difftest.findings.composed import as_composed, computed_as_parts, inside
 from difftest.findings.cotangents import cotangents
 from difftest.findings.deviation import deviant, relative_error, suspect_rank
 from difftest.findings.error_classes import mismatch_class
@@ -52,7 +52,7 @@ from difftest.findings.one_op import (
 )
 from difftest.findings.paths import candidates, path_has_step
 from difftest.findings.recompute import recompute_fault
-from difftest.findings.unshared import right_unshared, same_root, summed_apart, unshared
+from difftest.findings.unshared import composites, right_unshared, same_root, summed_apart, unshared
 from difftest.ops.validate import check_program, infer_shapes
 from difftest.ops.value_dtypes import dtype_of, value_dtypes
 from difftest.oracle.check import check
@@ -295,7 +295,12 @@ def _accumulates(verdict: Verdict, m: Mismatch, worker: BurnWorker, memo: Judged
     `proved`: the second only (the tree passing may be a fault within its budgets)."""
     # then with the ops burn builds from others as their parts, each read its own path too
     plain = unshared(verdict.program, m)
-    composed = unshared(verdict.program, m, {o.id: o.value for o in verdict.burn.values})
+    values = {o.id: o.value for o in verdict.burn.values}
+    composed = unshared(verdict.program, m, values)
+    if composed is not None and composed != plain and not all(
+            computed_as_parts(verdict.program, st, values, lambda q: judge(q, worker, memo))
+            for st in composites(verdict.program, m, values)):
+        composed = None  # burn does not compute some composite as its parts here
     for tree in (plain, composed if composed != plain else None):
         if tree is None:
             continue

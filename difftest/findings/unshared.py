@@ -119,6 +119,22 @@ def same_root(shared: Verdict, m: Mismatch, tree: Program, tree_verdict: Verdict
     return x is not None and y is not None and x.shape == y.shape and x.data == y.data
 
 
+def composites(program: Program, m: Mismatch, values: Mapping[str, TensorObs]) -> list[OpCall]:
+    """The op calls `unshared(program, m, values)` builds of their parts: every op on the way to
+    `m`'s backward's root with a composition for its call."""
+    table = program.by_id()
+    bw = table.get(str(m.backward))
+    if not isinstance(bw, Backward):
+        return []
+    try:
+        shapes = infer_shapes(program)
+    except ProgramError:
+        return []
+    up = ancestors(table, bw.input)
+    return [s for s in program.statements if s.id in up and isinstance(s, OpCall)
+            and _parts(program, s, values, shapes) is not None]
+
+
 def _parts(program: Program, st: OpCall, values: Mapping[str, TensorObs],
            shapes: dict[str, Shape]) -> tuple[Part, ...] | None:
     """The parts burn builds the op call `st` of (its catalog entry's composition), None when it

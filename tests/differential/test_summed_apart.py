@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.findings.unshared import same_root, summed_apart, unshared
+from difftest.findings.composed import computed_as_parts
+from difftest.findings.unshared import composites, same_root, summed_apart, unshared
 from difftest.oracle.check import check
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.ir import Apply, Module, Program
@@ -145,3 +146,18 @@ def test_what_pytorchs_own_sums_differ_by_is_rounding_too(workers: dict[str, Bur
     tree_verdict = check(tree, workers[""])
     assert not summed_apart(_scaled(_scaled(v, 1.01), 1.001, "torch"), m, tree, tree_verdict)
     assert summed_apart(_scaled(_scaled(v, 1.01), 1.0001, "torch"), m, tree, tree_verdict)
+
+
+def test_a_composite_counts_as_its_parts_only_where_burn_computes_it_so(workers: dict[str, BurnWorker]) -> None:
+    """The tree through a composite's parts is burn's own computation only where burn computes
+    the composite as those parts (composed.computed_as_parts): the correct build does; an
+    injected fault in silu's derivative, which its parts do not share, does not."""
+    v = _verdict(workers, [_leaf("x", X), _op("e", "exp", "x"), _op("c", "silu", "e")], "float32")
+    values = {o.id: o.value for o in v.burn.values}
+    (silu,) = composites(v.program, _all_of_x(v), values)
+    fault = "grad-scale:silu:1e-3"
+    if fault not in workers:
+        workers[fault] = BurnWorker(fault=fault)
+        workers[fault].start()
+    assert computed_as_parts(v.program, silu, values, lambda q: check(q, workers[""]))
+    assert not computed_as_parts(v.program, silu, values, lambda q: check(q, workers[fault]))
