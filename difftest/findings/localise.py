@@ -34,7 +34,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from difftest.findings.composed import as_composed, computed_as_parts, inside
+from difftest.findings.accumulation import accumulates, rerooted_finding
+from difftest.findings.composed import as_composed, inside
 from difftest.findings.cotangents import cotangents
 from difftest.findings.deviation import deviant, relative_error, suspect_rank
 from difftest.findings.error_classes import mismatch_class
@@ -52,7 +53,7 @@ from difftest.findings.one_op import (
 )
 from difftest.findings.paths import candidates, path_has_step
 from difftest.findings.recompute import recompute_fault
-from difftest.findings.unshared import composites, right_unshared, same_root, summed_apart, unshared
+from difftest.findings.unshared import right_unshared
 from difftest.ops.validate import check_program, infer_shapes
 from difftest.ops.value_dtypes import dtype_of, value_dtypes
 from difftest.oracle.check import check
@@ -223,7 +224,7 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         picked = _pick(v.findings, m.kind, p, same_kind)
         found = _found(program, st, p, positions, v, picked, "fails")
         if not split and found.kind == "grad" and (
-                (st.id, seeded, seed) in split_passed or _accumulates(v, picked, worker, memo)):
+                (st.id, seeded, seed) in split_passed or accumulates(v, picked, lambda q: judge(q, worker, memo))):
             # with a leaf per position the op passed, or burn's gradient of the one value is not
             # the sum of the leaves' there: what fails (or, for a suspect, deviates) is the sum
             # of what the one value receives (unshared.py)
@@ -244,7 +245,7 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         f = _pick(r.verdict.findings, m.kind, r.program, same_kind)
         found = _found(program, r.statement, r.program, r.positions, r.verdict, f, "fails")
         return replace(found, mechanism="recompute")
-    if suspects and _accumulates(verdict, m, worker, memo, proved=True):
+    if suspects and accumulates(verdict, m, lambda q: judge(q, worker, memo), proved=True):
         # a suspect is a judgment of deviation; burn's gradient of a shared value apart from
         # the sum it gives the value's copies is a proof, and names the summation (unshared.py)
         return Localisation(None, "graph", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind,
@@ -278,49 +279,13 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     # contributions are summed (unshared.py); tried on the program, then rerooted where the
     # finding first shows (a root the tree cannot be built through, a module's forward, is
     # often beyond it)
-    accumulates = _accumulates(verdict, m, worker, memo)
-    if not accumulates and shown is not None and m.backward is not None:
-        rerooted = _rerooted_finding(program, m, shown, worker, memo)
-        accumulates = rerooted is not None and _accumulates(*rerooted, worker, memo)
+    accumulates_ = accumulates(verdict, m, lambda q: judge(q, worker, memo))
+    if not accumulates_ and shown is not None and m.backward is not None:
+        rerooted = rerooted_finding(program, m, shown, lambda q: judge(q, worker, memo))
+        accumulates_ = rerooted is not None and accumulates(*rerooted, lambda q: judge(q, worker, memo))
     return Localisation(None, "graph", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind,
                         shown_at=shown_name(program, shown) if shown is not None else None,
-                        mechanism="accumulate" if accumulates else None)
-
-
-def _accumulates(verdict: Verdict, m: Mismatch, worker: BurnWorker, memo: Judged | None, proved: bool = False) -> bool:
-    """Whether the gradient finding `m` of `verdict` is burn's summation of a shared value's
-    contributions (unshared.py): the program as a tree computes the same root and passes, or
-    burn's gradient of the leaf is not the sum of the gradients burn gives its copies there; the
-    tree built through the composites' parts second (the same tree where the path holds none).
-    `proved`: the second only (the tree passing may be a fault within its budgets)."""
-    # then with the ops burn builds from others as their parts, each read its own path too
-    plain = unshared(verdict.program, m)
-    values = {o.id: o.value for o in verdict.burn.values}
-    composed = unshared(verdict.program, m, values)
-    if composed is not None and composed != plain and not all(
-            computed_as_parts(verdict.program, st, values, lambda q: judge(q, worker, memo))
-            for st in composites(verdict.program, m, values)):
-        composed = None  # burn does not compute some composite as its parts here
-    for tree in (plain, composed if composed != plain else None):
-        if tree is None:
-            continue
-        tree_verdict = judge(tree, worker, memo)
-        if same_root(verdict, m, tree, tree_verdict) and (
-                (not proved and right_unshared(tree_verdict)) or summed_apart(verdict, m, tree, tree_verdict)):
-            return True
-    return False
-
-
-def _rerooted_finding(program: Program, m: Mismatch, shown: Statement, worker: BurnWorker,
-                      memo: Judged | None) -> tuple[Verdict, Mismatch] | None:
-    """`program` with `m`'s backward rooted at `shown` (graph_roots.smallest_root), and its
-    finding of `m`'s kind at `m`'s leaf; None when that is the program itself or it has none."""
-    bw = program.by_id().get(str(m.backward))
-    if not isinstance(bw, Backward) or bw.input == shown.id:
-        return None
-    v = judge(program.rerooted(program.statements.index(bw), shown.id), worker, memo)
-    f = next((f for f in v.findings if f.kind == m.kind and f.statement == m.statement), None) if v else None
-    return (v, f) if v is not None and f is not None else None
+                        mechanism="accumulate" if accumulates_ else None)
 
 
 def _seed_fault(program: Program, m: Mismatch, worker: BurnWorker, memo: Judged | None) -> Localisation | None:

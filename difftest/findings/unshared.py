@@ -58,21 +58,25 @@ def right_unshared(v: Verdict | None) -> bool:
     return v is not None and v.ok and not any(m.verdict == "ill-conditioned" for m in v.dismissals)
 
 
-def summed_apart(shared: Verdict, m: Mismatch, tree: Program, tree_verdict: Verdict | None) -> bool:
+def summed_apart(shared: Verdict, m: Mismatch, tree: Program, tree_verdict: Verdict | None,
+                 expanded_verdict: Verdict | None = None) -> bool:
     """Whether burn's gradient of `m`'s leaf in `shared` (the failing program, `m` a gradient
     finding of it) lies beyond rounding from the sum of the gradients burn gives its copies in
     `tree` (unshared(shared.program, m), checked as `tree_verdict`), at the median of `m`'s
     elements, where rounding is SUM_ULPS units of the copies' magnitudes or TORCH_ROUNDINGS times
     PyTorch's own distance between its two sums, whichever is more. Only where both frameworks
     ran both backwards and burn computed the same root (exactly equal values; no random op in
-    either)."""
+    either). A tree built through composites' parts is given `expanded_verdict`, the check of
+    `expanded(shared.program, m, values)`: PyTorch computes a composite as one op in `shared`,
+    so its rounding is measured between the program with the same parts and the tree."""
     leaf = str(m.statement)
     if tree_verdict is None or m.kind != "grad" or not m.backward or not same_root(shared, m, tree, tree_verdict):
         return False
     if shared.prediction.nondet or tree_verdict.prediction.nondet:
         return False
     burn = _shared_and_copies(shared.burn, tree_verdict.burn, m.backward, tree.statements[-1].id, leaf)
-    torch = _shared_and_copies(shared.torch, tree_verdict.torch, m.backward, tree.statements[-1].id, leaf)
+    reference = expanded_verdict.torch if expanded_verdict is not None else shared.torch
+    torch = _shared_and_copies(reference, tree_verdict.torch, m.backward, tree.statements[-1].id, leaf)
     if burn is None or torch is None:
         return False
     (g, copies), (tg, tcopies) = burn, torch
@@ -117,6 +121,41 @@ def same_root(shared: Verdict, m: Mismatch, tree: Program, tree_verdict: Verdict
     x = next((o.value for o in shared.burn.values if o.id == original.input), None)
     y = next((o.value for o in tree_verdict.burn.values if o.id == bw.input), None)
     return x is not None and y is not None and x.shape == y.shape and x.data == y.data
+
+
+def expanded(program: Program, m: Mismatch, values: Mapping[str, TensorObs]) -> Program | None:
+    """The statements of `program` before `m`'s backward, each op of `composites` replaced by its
+    parts (the last keeping the op's id), then that backward: the program as burn computes it,
+    nothing unshared. None when nothing is expanded or the result is no valid program."""
+    table = program.by_id()
+    bw = table.get(str(m.backward))
+    ops = {st.id for st in composites(program, m, values)}
+    if not isinstance(bw, Backward) or not ops:
+        return None
+    shapes = infer_shapes(program)
+    out: list[Statement] = []
+    for st in program.statements[:program.statements.index(bw)]:
+        parts = _parts(program, st, values, shapes) if isinstance(st, OpCall) and st.id in ops else None
+        if not isinstance(st, OpCall) or parts is None:
+            out.append(st)
+            continue
+        ids = [f"{st.id}_p{k}" for k in range(len(parts) - 1)] + [st.id]
+        for ident, part in zip(ids, parts, strict=True):
+            refs = [st.inputs[x] if isinstance(x, int) else ids[int(x[1:])] if x.startswith("p") else None
+                    for x in part.inputs]
+            if any(r is None for r in refs):
+                return None
+            if part.op == "const":
+                out.append(Leaf(ident, tuple(part.attrs["shape"]), tuple(float(x) for x in part.attrs["data"]),
+                                "autodiff", False))
+            elif part.op == "detach":
+                out.append(Cut(ident, "detach", str(refs[0]), st.region))
+            else:
+                out.append(OpCall(ident, part.op, tuple(str(r) for r in refs), dict(part.attrs), st.region))
+    try:
+        return program.with_statements((*out, bw))
+    except ProgramError:
+        return None
 
 
 def composites(program: Program, m: Mismatch, values: Mapping[str, TensorObs]) -> list[OpCall]:
