@@ -132,7 +132,10 @@ def expanded(program: Program, m: Mismatch, values: Mapping[str, TensorObs]) -> 
     ops = {st.id for st in composites(program, m, values)}
     if not isinstance(bw, Backward) or not ops:
         return None
-    shapes = infer_shapes(program)
+    try:
+        shapes = infer_shapes(program)
+    except ProgramError:
+        return None
     out: list[Statement] = []
     for st in program.statements[:program.statements.index(bw)]:
         parts = _parts(program, st, values, shapes) if isinstance(st, OpCall) and st.id in ops else None
