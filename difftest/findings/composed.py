@@ -30,7 +30,7 @@ from dataclasses import replace
 from difftest.findings.deviation import deviant
 from difftest.findings.error_classes import observed_tensor
 from difftest.findings.localisation import Localisation
-from difftest.findings.one_op import PARAM_READ, module_chain
+from difftest.findings.one_op import HARNESS_OP, PARAM_READ, cotangent, module_chain
 from difftest.findings.unshared import unshared
 from difftest.ops.catalog import CATALOG
 from difftest.ops.validate import infer_shapes
@@ -201,7 +201,8 @@ def computed_as_parts(program: Program, st: OpCall, values: Mapping[str, TensorO
                       judge: Callable[[Program], Verdict | None]) -> bool:
     """Whether burn computes the op call `st` of `program` as the parts its composition declares,
     result and gradients (`same_numbers`), on burn's values of its inputs (`values`), each
-    distinct input a tracked leaf: a tree built through the parts (unshared.py) is then burn's
+    distinct input a tracked leaf, the result times a fixed cotangent that is not constant
+    (one_op.cotangent): a tree built through the parts (unshared.py) is then burn's
     own computation. A fault in the op that its parts do not share (an injected one, or a
     composition declared wrong) fails it."""
     dtypes = value_dtypes(program)
@@ -212,9 +213,15 @@ def computed_as_parts(program: Program, st: OpCall, values: Mapping[str, TensorO
             return False
         if i not in leaves:
             leaves[i] = Leaf(f"a{len(leaves)}", v.shape, v.data, "autodiff", True)
+    out = values.get(st.id)
+    if out is None:
+        return False
+    # a cotangent that is not constant: ones give softmax's and the normalisations' inputs a zero
+    # gradient, where any fault in it vanishes
+    ct = Leaf("ct", out.shape, cotangent(len(out.data)), "autodiff", False)
     try:
         p = Program((*leaves.values(), OpCall(ROOT, st.op, tuple(leaves[i].id for i in st.inputs), dict(st.attrs)),
-                     Backward("bw", ROOT)), program.dtype)
+                     ct, OpCall("z", HARNESS_OP, (ROOT, ct.id)), Backward("bw", "z")), program.dtype)
     except (ProgramError, ValueError):
         return False
     q = as_parts(p)

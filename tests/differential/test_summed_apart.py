@@ -155,16 +155,20 @@ def test_what_pytorchs_own_sums_differ_by_is_rounding_too(workers: dict[str, Bur
     assert summed_apart(_scaled(_scaled(v, 1.01), 1.0001, "torch"), m, tree, tree_verdict)
 
 
-def test_a_composite_counts_as_its_parts_only_where_burn_computes_it_so(workers: dict[str, BurnWorker]) -> None:
+@pytest.mark.parametrize("op,attrs,eps", [("silu", {}, "1e-3"), ("softmax", {"dim": 0}, "1e-4")])
+def test_a_composite_counts_as_its_parts_only_where_burn_computes_it_so(
+        op: str, attrs: dict[str, Any], eps: str, workers: dict[str, BurnWorker]) -> None:
     """The tree through a composite's parts is burn's own computation only where burn computes
     the composite as those parts (composed.computed_as_parts): the correct build does; an
-    injected fault in silu's derivative, which its parts do not share, does not."""
-    v = _verdict(workers, [_leaf("x", X), _op("e", "exp", "x"), _op("c", "silu", "e")], "float32")
+    injected fault in the composite's derivative, which its parts do not share, does not. Its
+    product with ones would hide softmax's (the outputs sum to 1: the gradient is 0), so the
+    comparison takes the result times a cotangent that is not constant."""
+    v = _verdict(workers, [_leaf("x", X), _op("e", "exp", "x"), _op("c", op, "e", **attrs)], "float32")
     values = {o.id: o.value for o in v.burn.values}
-    (silu,) = composites(v.program, _all_of_x(v), values)
-    fault = "grad-scale:silu:1e-3"
+    (composite,) = composites(v.program, _all_of_x(v), values)
+    fault = f"grad-scale:{op}:{eps}"
     if fault not in workers:
         workers[fault] = BurnWorker(fault=fault)
         workers[fault].start()
-    assert computed_as_parts(v.program, silu, values, lambda q: check(q, workers[""]))
-    assert not computed_as_parts(v.program, silu, values, lambda q: check(q, workers[fault]))
+    assert computed_as_parts(v.program, composite, values, lambda q: check(q, workers[""]))
+    assert not computed_as_parts(v.program, composite, values, lambda q: check(q, workers[fault]))
