@@ -31,7 +31,7 @@ from difftest.findings.deviation import deviant
 from difftest.findings.error_classes import observed_tensor
 from difftest.findings.localisation import Localisation
 from difftest.findings.one_op import HARNESS_OP, PARAM_READ, cotangent, module_chain
-from difftest.findings.unshared import unshared
+from difftest.findings.unshared import part_statement, unshared
 from difftest.ops.catalog import CATALOG
 from difftest.ops.validate import infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
@@ -41,7 +41,6 @@ from difftest.program.dtypes import EPS
 from difftest.program.ir import (
     Apply,
     Backward,
-    Cut,
     Leaf,
     Module,
     OpCall,
@@ -110,13 +109,8 @@ def as_parts(p: Program) -> Program | None:
         return ids[int(x[1:])]
 
     def statement(k: int, part: Part) -> Statement:
-        if part.op == "const":
-            values = tuple(float(x) for x in part.attrs["data"])
-            return Leaf(ids[k], tuple(part.attrs["shape"]), values, "autodiff", False)
-        if part.op == "detach":
-            return Cut(ids[k], "detach", ref(part.inputs[0]), st.region if isinstance(st, OpCall) else "grad")
         region = st.region if isinstance(st, OpCall) else "grad"
-        return OpCall(ids[k], part.op, tuple(ref(x) for x in part.inputs), dict(part.attrs), region)
+        return part_statement(ids[k], part, [ref(x) for x in part.inputs], region)
 
     # a module's handle and its parameter reads give way to the parameters' leaves; a program that
     # uses the handle otherwise (a transform, a step) is no forward alone

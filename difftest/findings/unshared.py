@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from difftest.findings.one_op import module_chain
@@ -37,7 +37,7 @@ from difftest.ops.validate import infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.dtypes import EPS
-from difftest.program.ir import Apply, Backward, Cut, Leaf, OpCall, Program, ProgramError, Statement, ancestors
+from difftest.program.ir import Apply, Backward, Cut, Leaf, OpCall, Program, ProgramError, Region, Statement, ancestors
 from difftest.program.observation import Observation, TensorObs
 from difftest.program.parts import Call, Part
 from difftest.program.shapes import Shape, ShapeError
@@ -123,6 +123,16 @@ def same_root(shared: Verdict, m: Mismatch, tree: Program, tree_verdict: Verdict
     return x is not None and y is not None and x.shape == y.shape and x.data == y.data
 
 
+def part_statement(ident: str, part: Part, inputs: Sequence[str], region: Region) -> Statement:
+    """The statement `ident` a composition's part lowers to, its inputs already the program's
+    ids: a constant leaf (untracked, on the autodiff device), a detach, or the catalog op."""
+    if part.op == "const":
+        return Leaf(ident, tuple(part.attrs["shape"]), tuple(float(x) for x in part.attrs["data"]), "autodiff", False)
+    if part.op == "detach":
+        return Cut(ident, "detach", inputs[0], region)
+    return OpCall(ident, part.op, tuple(inputs), dict(part.attrs), region)
+
+
 def expanded(program: Program, m: Mismatch, values: Mapping[str, TensorObs]) -> Program | None:
     """The statements of `program` before `m`'s backward, each op of `composites` replaced by its
     parts (the last keeping the op's id), then that backward: the program as burn computes it,
@@ -148,13 +158,7 @@ def expanded(program: Program, m: Mismatch, values: Mapping[str, TensorObs]) -> 
                     for x in part.inputs]
             if any(r is None for r in refs):
                 return None
-            if part.op == "const":
-                out.append(Leaf(ident, tuple(part.attrs["shape"]), tuple(float(x) for x in part.attrs["data"]),
-                                "autodiff", False))
-            elif part.op == "detach":
-                out.append(Cut(ident, "detach", str(refs[0]), st.region))
-            else:
-                out.append(OpCall(ident, part.op, tuple(str(r) for r in refs), dict(part.attrs), st.region))
+            out.append(part_statement(ident, part, [str(r) for r in refs], st.region))
     try:
         return program.with_statements((*out, bw))
     except ProgramError:
@@ -270,13 +274,7 @@ def unshared(program: Program, m: Mismatch, values: Mapping[str, TensorObs] | No
         if any(i is None for i in inputs):
             return None
         ident = f"u{len(out)}_{st.id}_p{k}"
-        if part.op == "const":
-            out.append(Leaf(ident, tuple(part.attrs["shape"]), tuple(float(x) for x in part.attrs["data"]),
-                            "autodiff", False))
-        elif part.op == "detach":
-            out.append(Cut(ident, "detach", str(inputs[0]), st.region))
-        else:
-            out.append(OpCall(ident, part.op, tuple(str(i) for i in inputs), dict(part.attrs), st.region))
+        out.append(part_statement(ident, part, [str(i) for i in inputs], st.region))
         return ident
 
     try:

@@ -17,7 +17,7 @@ from difftest.findings.composed import computed_as_parts
 from difftest.findings.unshared import composites, expanded, same_root, summed_apart, unshared
 from difftest.oracle.check import check
 from difftest.oracle.compare import Mismatch, Verdict
-from difftest.program.ir import Apply, Module, Program
+from difftest.program.ir import Apply, Leaf, Module, Program
 from difftest.program.jsonio import program_from_dict
 from difftest.program.observation import BackwardObs, TensorObs
 
@@ -172,3 +172,19 @@ def test_a_composite_counts_as_its_parts_only_where_burn_computes_it_so(
         workers[fault].start()
     assert computed_as_parts(v.program, composite, values, lambda q: check(q, workers[""]))
     assert not computed_as_parts(v.program, composite, values, lambda q: check(q, workers[fault]))
+
+
+def test_a_tree_that_computes_another_root_is_no_evidence(workers: dict[str, BurnWorker]) -> None:
+    """A leaf a step changed before the backward enters the tree at its first value: the tree's
+    root is then another, and its sums prove nothing (same_root)."""
+    statements, dtype = SHARED["sin-and-exp"]
+    v = _verdict(workers, statements, dtype)
+    m = _all_of_x(v)
+    tree = unshared(v.program, m)
+    assert tree is not None
+    first = next(s for s in tree.statements if isinstance(s, Leaf))
+    moved = tree.with_statements(tuple(replace(s, data=tuple(e + 0.5 for e in first.data)) if s is first else s
+                                       for s in tree.statements))
+    moved_verdict = check(moved, workers[""])
+    assert not same_root(v, m, moved, moved_verdict)
+    assert not summed_apart(_scaled(v, 1.01), m, moved, moved_verdict)
