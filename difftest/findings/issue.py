@@ -63,6 +63,9 @@ def triage_title(case: Case) -> str | None:
     if broadcast and isinstance(expanded, list) and expanded:
         where = (f"broadcasting (seen in {where}, input{'s' if len(expanded) > 1 else ''} "
                  f"{', '.join(map(str, expanded))} broadcast)")
+    elif loc.get("mechanism") == "own-broadcast" and isinstance(expanded, list) and expanded:
+        where = (f"{where} when broadcasting (input{'s' if len(expanded) > 1 else ''} "
+                 f"{', '.join(map(str, expanded))} broadcast; right expanded, and other ops broadcasting it are right)")
     inside = loc.get("inside")
     if isinstance(inside, list) and inside:
         # a part of ops burn builds others from (composed.py): the composites it was seen in

@@ -40,9 +40,11 @@ class Localisation:
     # a module's forward: the parameters whose gradient is wrong (`input` names its input's)
     params: tuple[str, ...] = ()
     # "broadcast": the op's one-op program is right with the inputs it broadcasts implicitly
-    # expanded first (`expanded`, their positions): the op's own derivative is right, and the
-    # fault is in how autodiff reduces a broadcast operand's gradient, which every broadcasting
-    # op shares; "accumulate": a `graph` gradient that is right once no value is shared
+    # expanded first (`expanded`, their positions), and another op broadcasting the same input
+    # the same way is wrong too: the op's own derivative is right, and the fault is in how
+    # autodiff reduces a broadcast operand's gradient, which every broadcasting op shares;
+    # "own-broadcast": right expanded, while the other op is right: the op's own reduction
+    # (broadcast.py), signed `broadcast:<op>`; "accumulate": a `graph` gradient that is right once no value is shared
     # (unshared.py). The signature names the mechanism, not the op that showed it; "recompute":
     # the op's output as burn's gradient checkpointing recomputes it (recompute.py), signed
     # `recompute:<op>`
@@ -76,10 +78,13 @@ class Localisation:
         elif self.mechanism == "accumulate":
             hedge += ("; right with every value computed once per path that reads it: the accumulation of "
                       "a value's gradient contributions")
-        if self.mechanism == "broadcast":
+        if self.mechanism in ("broadcast", "own-broadcast"):
             hedge += (f"; right with its broadcast input{'s' if len(self.expanded) > 1 else ''} "
-                      f"{','.join(map(str, self.expanded))} expanded first: the reduction of a broadcast "
-                      "operand's gradient")
+                      f"{','.join(map(str, self.expanded))} expanded first: ")
+            hedge += ("the reduction of a broadcast operand's gradient, wrong in another op broadcasting the same "
+                      "way too" if self.mechanism == "broadcast" else
+                      f"{self.where}'s own reduction of a broadcast operand's gradient (another op broadcasting "
+                      "the same way is right)")
         if self.mechanism == "recompute":
             hedge += "; right unless read back as burn's gradient checkpointing recomputes it"
         if self.inside:

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from difftest.findings import broadcast
 from difftest.findings.accumulation import accumulates, rerooted_finding
 from difftest.findings.composed import as_composed, inside
 from difftest.findings.cotangents import cotangents
@@ -47,7 +48,6 @@ from difftest.findings.one_op import (
     harness_program,
     one_op_program,
     param_reads,
-    right_without_broadcast,
     seed_program,
     value_aliases,
 )
@@ -235,8 +235,8 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         if part is not None:
             return part
         found = replace(found, as_composed=as_composed(found, lambda q: judge(q, worker, memo)))
-        expanded = right_without_broadcast(found, lambda q: judge(q, worker, memo))
-        return replace(found, mechanism="broadcast", expanded=expanded) if expanded else found
+        mechanism, expanded = broadcast.mechanism(found, lambda q: judge(q, worker, memo))
+        return replace(found, mechanism=mechanism, expanded=expanded) if expanded else found
     # a checkpointed program: an op whose output, as burn's checkpointing recomputes it for a
     # backward that reads it, is wrong (recompute.py)
     recomputed = recompute_fault(verdict, path, m.kind in ("grad", "grad-presence"), lambda q: judge(q, worker, memo))

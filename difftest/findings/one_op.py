@@ -5,13 +5,8 @@ gradients observable."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-import torch
-
-from difftest.ops.catalog import CATALOG
 from difftest.ops.validate import infer_shapes
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.program.ir import (
@@ -30,20 +25,10 @@ from difftest.program.ir import (
 )
 from difftest.program.modules import module_kind
 from difftest.program.observation import Observation
-from difftest.program.shapes import ShapeError
 
 if TYPE_CHECKING:
-    from difftest.oracle.compare import Verdict
+    pass
 
-
-class HasProgram(Protocol):
-    """What right_without_broadcast reads of a localisation."""
-
-    @property
-    def kind(self) -> str: ...
-
-    @property
-    def program(self) -> Program | None: ...
 
 PARAM_READ = "param_"  # a read of a module's parameter this module adds: `param_<name>`
 
@@ -215,56 +200,6 @@ def harness_program(p: Program) -> Program | None:
                         OpCall("z", HARNESS_OP, ("a0", "ct")), Backward("bw", "z")), p.dtype, p.checkpointing)
     except ProgramError:
         return None
-
-
-def without_broadcast(p: Program) -> tuple[Program, tuple[int, ...]] | None:
-    """The one-op program `p` (one_op_program) with every input its op broadcasts implicitly
-    expanded to its explicit shape (OpSpec.partners.explicit) as a leaf of its own, and the
-    positions of the inputs so expanded; None when the op broadcasts none of its inputs (or
-    declares no explicit shapes). The op computes the same; only the reduction of a broadcast
-    operand's gradient over the broadcast dims is gone."""
-    table = p.by_id()
-    st = table.get("y")
-    spec = CATALOG.get(st.op) if isinstance(st, OpCall) else None
-    if spec is None or spec.partners is None or spec.partners.explicit is None or not isinstance(st, OpCall):
-        return None
-    leaves = [table.get(i) for i in st.inputs]
-    if not all(isinstance(x, Leaf) for x in leaves) or len(set(st.inputs)) < len(st.inputs):
-        return None
-    shapes = [x.shape for x in leaves if isinstance(x, Leaf)]
-    try:
-        targets = spec.partners.explicit(shapes)
-    except ShapeError:
-        return None
-    expanded = tuple(k for k, (s, t) in enumerate(zip(shapes, targets)) if tuple(s) != tuple(t))
-    if not expanded:
-        return None
-    new: dict[str, Leaf] = {}
-    for k in expanded:
-        leaf = leaves[k]
-        assert isinstance(leaf, Leaf)
-        target = tuple(targets[k])
-        data = torch.tensor(leaf.data, dtype=torch.float64).reshape((1,) * (len(target) - len(leaf.shape)) + leaf.shape)
-        new[leaf.id] = replace(leaf, shape=target, data=tuple(data.expand(target).reshape(-1).tolist()))
-    try:
-        return p.with_statements(tuple(new.get(s.id, s) for s in p.statements)), expanded
-    except ProgramError:
-        return None
-
-
-def right_without_broadcast(loc: HasProgram, judge: Callable[[Program], Verdict | None]) -> tuple[int, ...]:
-    """The inputs expanded (without_broadcast) when the gradient finding `loc` (a localisation:
-    its kind and one-op program) is gone once they are: the op's own derivative is right, and
-    the reduction of a broadcast operand's gradient, which every broadcasting op shares, is not;
-    () otherwise."""
-    if loc.kind != "grad" or loc.program is None:
-        return ()
-    variant = without_broadcast(loc.program)
-    if variant is None:
-        return ()
-    p, expanded = variant
-    v = judge(p)
-    return expanded if v is not None and v.ok else ()
 
 
 def _index_input(table: dict[str, Statement], st: Apply) -> bool:

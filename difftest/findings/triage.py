@@ -111,6 +111,8 @@ def localised_signature(loc: Localisation, framework: str | None) -> str:
     where = loc.mechanism or (f"{loc.where}@{loc.shown_at}" if loc.where == "graph" and loc.shown_at else loc.where)
     if loc.mechanism == "recompute":  # one op's own recomputation: the op names the fault
         where = f"recompute:{loc.where}"
+    if loc.mechanism == "own-broadcast":  # one op's own reduction of a broadcast operand's gradient
+        where = f"broadcast:{loc.where}"
     key = "\x1f".join((loc.verdict, fw, where, loc.kind, error))
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return f"{loc.verdict}:{fw}:{where}:{loc.kind}:{error} #{digest}"

@@ -16,6 +16,7 @@
 //! | `promote-trailing:<op>` | the lower-rank operand of the binary `<op>` gets trailing size-1 dims instead of leading ones |
 //! | `value-scale:<op>:<eps>` | the result of `<op>` times `1 + eps` (forward and gradient) |
 //! | `broadcast-grad-scale:<eps>` | the gradient of every operand an op broadcasts implicitly (a binary op's lower-rank or size-1 operand, matmul's batch dims) times `1 + eps`, the op's own derivative exact: a fault in the reduction of broadcast gradients that every broadcasting op shares |
+//! | `broadcast-grad-scale:<op>:<eps>` | the same for `<op>`'s operands only: one op's own reduction of a broadcast operand's gradient wrong, every other op's right |
 //! | `root-grad-scale:<eps>` | every gradient of a backward times `1 + eps` when its root is not a scalar (more than one element); backwards of scalar roots unchanged |
 //! | `flag-after:<where>` | the reported `is_tracked` is negated for the values of a cut (`detach`, `without_autodiff`, `autodiff`), of ops in a region (`no_grad`, `inference_mode`), or of the forward of a module derived from `valid()` (`valid`) |
 //! | `on:<backend>:<spec>` | the fault `<spec>` while a program runs on `<backend>` only (a bug in one backend's kernels); other backends run correctly |
@@ -45,7 +46,7 @@ pub const FORMS: &str = "grad-scale:<op>:<eps>, grad-scale-tail:<op>:<eps>:<t>, 
 grad-sign:<op>, grad-drop:<op>, \
 flag-without-autodiff, detach-like-torch, lowering:<op>=<other>[{attrs}], \
 grad-drop-input:<op>:<i>, wrong-dim:<op>, promote-trailing:<op>, value-scale:<op>:<eps>, \
-broadcast-grad-scale:<eps>, root-grad-scale:<eps>, flag-after:<detach|without_autodiff|autodiff|no_grad|inference_mode|valid>, \
+broadcast-grad-scale:[<op>:]<eps>, root-grad-scale:<eps>, flag-after:<detach|without_autodiff|autodiff|no_grad|inference_mode|valid>, \
 on:<backend>:<any of these>";
 
 #[derive(Clone, Debug)]
@@ -92,6 +93,7 @@ pub enum Fault {
         eps: f64,
     },
     BroadcastGradScale {
+        op: Option<&'static str>,
         eps: f64,
     },
     RootGradScale {
@@ -369,7 +371,7 @@ pub fn execute_with(fault: Option<&Fault>, op: &Op, mut inputs: Vec<DynTensor>) 
         Some(Fault::ValueScale { op: target, eps }) if *target == name => {
             return map!(op.execute(inputs), t => t.mul_scalar(1.0 + eps));
         }
-        Some(Fault::BroadcastGradScale { eps }) => {
+        Some(Fault::BroadcastGradScale { op: target, eps }) if target.is_none_or(|t| t == name) => {
             let broadcast = broadcast_operands(op, &inputs);
             for (x, _) in inputs
                 .iter_mut()

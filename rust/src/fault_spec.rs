@@ -130,6 +130,11 @@ pub fn parse(spec: &str) -> Result<Fault, String> {
             Ok(Fault::PromoteTrailing { op })
         }
         ["broadcast-grad-scale", eps] => Ok(Fault::BroadcastGradScale {
+            op: None,
+            eps: finite_eps(eps, "broadcast-grad-scale")?,
+        }),
+        ["broadcast-grad-scale", op, eps] => Ok(Fault::BroadcastGradScale {
+            op: Some(catalog_op(op, "broadcast-grad-scale op")?),
             eps: finite_eps(eps, "broadcast-grad-scale")?,
         }),
         ["root-grad-scale", eps] => Ok(Fault::RootGradScale {

@@ -434,8 +434,13 @@ fn a_fault_scoped_to_one_backend_acts_there_only() {
 fn parses_broadcast_grad_scale() {
     assert!(matches!(
         parse("broadcast-grad-scale:1e-3"),
-        Ok(Fault::BroadcastGradScale { eps }) if eps == 1e-3
+        Ok(Fault::BroadcastGradScale { op: None, eps }) if eps == 1e-3
     ));
+    assert!(matches!(
+        parse("broadcast-grad-scale:sub:0.25"),
+        Ok(Fault::BroadcastGradScale { op: Some("sub"), eps }) if eps == 0.25
+    ));
+    assert!(parse("broadcast-grad-scale:nonsense:0.25").is_err());
     assert!(parse("broadcast-grad-scale:nan").is_err());
     assert!(parse("broadcast-grad-scale").is_err());
 }

@@ -1,9 +1,11 @@
 """A fault in the reduction of a broadcast operand's gradient is one finding, whichever op shows
 it (difftest/findings/localise.py, `_broadcast_mechanism`): the localiser runs the op's one-op
 program again with the inputs it broadcasts implicitly expanded first (one_op.without_broadcast,
-shapes from OpSpec.partners.explicit). When that passes, the op's own derivative is right and
-the signature names the mechanism, `broadcast`; a fault of the op's own derivative fails both
-and keeps the op's name. The faults are compiled into difftest-burn (rust/src/fault.rs)."""
+shapes from OpSpec.partners.explicit). When that passes, the op's own derivative is right; when
+another op broadcasting the same input the same way fails too (broadcast.witness), the
+signature names the mechanism, `broadcast`; when that other op is right, the op reduces its own
+operand wrong and is named, `broadcast:<op>`. A fault of the op's own derivative fails both and
+keeps the op's name. The faults are compiled into difftest-burn (rust/src/fault.rs)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import json
 import pytest
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.findings.one_op import without_broadcast
+from difftest.findings.broadcast import OWN, witness, without_broadcast
 from difftest.findings.triage import Triage, triage
 from difftest.ops.catalog import OPS
 from difftest.ops.sampling import BROADCASTING
@@ -100,3 +102,33 @@ def test_its_case_is_titled_by_the_mechanism_and_the_op_that_showed_it(workers: 
     case.record["triage"] = json.loads(json.dumps(t.to_dict()))  # as saved and read back
     assert title(case) == ("broadcasting (seen in add, input 1 broadcast): wrong gradient of input 1 "
                            "(float32, large error)")
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_one_ops_own_broadcast_reduction_is_signed_by_the_op(workers: dict[str, BurnWorker], name: str) -> None:
+    """The same wrong reduction in `name` alone: right expanded, yet the witness (add, or sub for
+    add) broadcasting the same input is right, so the op names the fault."""
+    t = _triage(workers, _program(name, CASES[name]), f"broadcast-grad-scale:{name}:0.25")
+    loc = t.localisation
+    assert loc is not None and loc.where == name and loc.mechanism == OWN, t
+    assert loc.expanded == (1,) and 1 in (loc.input or ())
+    assert t.signature.startswith(f"burn-wrong:-:broadcast:{name}:grad:wrong "), t.signature
+    assert f"{name}'s own reduction" in loc.describe()
+
+
+@pytest.mark.parametrize("name", ["sub", "add", "matmul"])
+def test_the_witness_broadcasts_the_same_input_the_same_way(workers: dict[str, BurnWorker], name: str) -> None:
+    """The witness is another op with the same input over the same dims: right on the correct
+    build, wrong under the shared fault, right under the op's own."""
+    p = _program(name, CASES[name])
+    w = witness(p, 1)
+    assert w is not None
+    y = w.by_id()["y"]
+    assert y.op != name and y.inputs == ("a1", "a0")  # type: ignore[union-attr]
+    assert w.by_id()["a0"].shape == p.by_id()["a1"].shape  # type: ignore[union-attr]
+    assert witness(p, 0) is None  # input 0 is not broadcast
+    for fault, ok in (("", True), ("broadcast-grad-scale:0.25", False), (f"broadcast-grad-scale:{name}:0.25", True)):
+        if fault not in workers:
+            workers[fault] = BurnWorker(fault=fault or None)
+        assert check(w, workers[fault]).ok is ok, (fault, name)
+
