@@ -160,6 +160,17 @@ def test_a_broadcast_fault_in_burn_is_one_case_beside_the_ops_own(tmp_path: Path
     assert sorted(str(p["node"]) for p in places) == ["None", "tensor::Sqrt"]  # broadcast_shape is a helper
 
 
+def test_one_ops_own_broadcast_fault_is_one_case_naming_the_op(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn whose float_sub scales its right operand's gradient by 1.002 only when the
+    shapes differ. The op is right with its inputs expanded, as under a shared broadcast fault,
+    but add broadcasting the same input is right too (findings/broadcast.py, the witness): the
+    case names sub (before the witness it was signed `broadcast`, pointing at burn's shared
+    helper, which is right)."""
+    signatures = _patched_campaign("sub-broadcast-rhs-scaled.patch", tmp_path, monkeypatch)
+    assert signatures == ["burn-wrong:-:broadcast:sub:grad:wrong"], signatures
+
+
 def test_a_fault_in_burns_gradient_accumulation_is_one_case_where_no_op_hides_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A patched burn whose Gradients::register scales the contribution it already holds by 1.01:
