@@ -14,7 +14,7 @@ import json
 import pytest
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.findings.broadcast import OWN, witness, without_broadcast
+from difftest.findings.broadcast import OWN, without_broadcast, witness
 from difftest.findings.triage import Triage, triage
 from difftest.ops.catalog import OPS
 from difftest.ops.sampling import BROADCASTING
@@ -132,3 +132,15 @@ def test_the_witness_broadcasts_the_same_input_the_same_way(workers: dict[str, B
             workers[fault] = BurnWorker(fault=fault or None)
         assert check(w, workers[fault]).ok is ok, (fault, name)
 
+
+
+def test_an_ops_own_broadcast_case_is_titled_by_the_op(workers: dict[str, BurnWorker]) -> None:
+    from difftest.findings.corpus import case_from_verdict
+    from difftest.findings.issue import title
+
+    fault = "broadcast-grad-scale:sub:0.25"
+    t = _triage(workers, _program("sub", CASES["sub"]), fault)
+    case = case_from_verdict(check(_program("sub", CASES["sub"]), workers[fault]), source="test")
+    case.record["triage"] = json.loads(json.dumps(t.to_dict()))  # as saved and read back
+    assert title(case) == ("sub when broadcasting (input 1 broadcast; right expanded, and other ops broadcasting "
+                           "it are right): wrong gradient of input 1 (float32, large error)")
