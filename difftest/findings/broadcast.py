@@ -10,7 +10,13 @@ that fault shows in that op alone, and naming the mechanism would send a maintai
 shared helper, which is right. The *witness* tells them apart: another broadcasting op (`add`,
 `sub` for add itself) broadcasting the same input over the same dims. Where the witness fails
 too the reduction is shared (`broadcast`); where it is right the op names the fault
-(`own-broadcast`, signed `broadcast:<op>`)."""
+(`own-broadcast`, signed `broadcast:<op>`).
+
+An operand of lower rank is first given leading size-1 dims (difftest-burn's rank promotion,
+burn's `unsqueeze`, a reshape), and only then broadcast. A wrong gradient of that reshape shows
+as a broadcast fault in every op too, witness included; so the promotion is checked alone first
+(`promotion`), and where it is wrong the finding is the reshape's, localised as any failing
+program (localise.py)."""
 
 from __future__ import annotations
 
@@ -132,6 +138,47 @@ def witness(p: Program, k: int) -> Program | None:
         return None
 
 
+def promotion(p: Program, k: int) -> Program | None:
+    """Input `k` of the one-op program `p` given the leading size-1 dims of the shape its op
+    broadcasts it to (a `reshape`), seeded with a non-constant cotangent: the rank promotion the
+    op's broadcast starts with, alone. None where the input is of the target's rank already."""
+    found = _explicit(p)
+    if found is None or not 0 <= k < len(found[1]):
+        return None
+    _, leaves, targets = found
+    x, target = leaves[k], targets[k]
+    if not x.require_grad or len(x.shape) >= len(target):
+        return None
+    promoted = (1,) * (len(target) - len(x.shape)) + tuple(x.shape)
+    n = len(x.data)
+    statements = (Leaf("a0", x.shape, x.data, x.device, True),
+                  OpCall("y", "reshape", ("a0",), {"shape": list(promoted)}),
+                  Leaf("ct", promoted, cotangent(n), x.device, False), OpCall("z", "mul", ("y", "ct")),
+                  Backward("bw", "z"))
+    try:
+        return p.with_statements(statements)
+    except ProgramError:
+        return None
+
+
+def promotion_fails(loc: HasProgram, expanded: tuple[int, ...],
+                    judge: Callable[[Program], Verdict | None]) -> Verdict | None:
+    """The failing verdict of the rank promotion (`promotion`) of an expanded input whose gradient
+    `loc` finds wrong, where that reshape alone gives a wrong gradient; None otherwise."""
+    if loc.program is None:
+        return None
+    for k in _wrong_inputs(loc, expanded):
+        q = promotion(loc.program, k)
+        v = judge(q) if q is not None else None
+        if v is not None and any(f.kind == "grad" and f.statement == "a0" for f in v.findings):
+            return v
+    return None
+
+
+def _wrong_inputs(loc: HasProgram, expanded: tuple[int, ...]) -> list[int]:
+    return [k for k in expanded if loc.input is None or k in loc.input] or list(expanded)
+
+
 def shared(loc: HasProgram, expanded: tuple[int, ...], judge: Callable[[Program], Verdict | None]) -> bool:
     """Whether the broadcast fault of `loc` (right_without_broadcast gave `expanded`) shows in
     another op broadcasting the same input the same way (`witness`): a wrong gradient of the
@@ -139,8 +186,7 @@ def shared(loc: HasProgram, expanded: tuple[int, ...], judge: Callable[[Program]
     where no witness fails, or none can be built or run: the op then names the fault."""
     if loc.program is None:
         return False
-    wrong = [k for k in expanded if loc.input is None or k in loc.input] or list(expanded)
-    for k in wrong:
+    for k in _wrong_inputs(loc, expanded):
         w = witness(loc.program, k)
         v = judge(w) if w is not None else None
         if v is not None and not v.ok and any(
@@ -148,12 +194,3 @@ def shared(loc: HasProgram, expanded: tuple[int, ...], judge: Callable[[Program]
             return True
     return False
 
-
-def mechanism(loc: HasProgram, judge: Callable[[Program], Verdict | None]) -> tuple[str | None, tuple[int, ...]]:
-    """The broadcast mechanism of the gradient finding `loc` and the inputs expanded: SHARED where
-    the op is right without its broadcast and another op broadcasting the same way is wrong, OWN
-    where that other op is right, (None, ()) where the op is wrong without its broadcast too."""
-    expanded = right_without_broadcast(loc, judge)
-    if not expanded:
-        return None, ()
-    return (SHARED if shared(loc, expanded, judge) else OWN), expanded

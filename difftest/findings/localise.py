@@ -235,8 +235,7 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         if part is not None:
             return part
         found = replace(found, as_composed=as_composed(found, lambda q: judge(q, worker, memo)))
-        mechanism, expanded = broadcast.mechanism(found, lambda q: judge(q, worker, memo))
-        return replace(found, mechanism=mechanism, expanded=expanded) if expanded else found
+        return _broadcast(found, worker, memo)
     # a checkpointed program: an op whose output, as burn's checkpointing recomputes it for a
     # backward that reads it, is wrong (recompute.py)
     recomputed = recompute_fault(verdict, path, m.kind in ("grad", "grad-presence"), lambda q: judge(q, worker, memo))
@@ -286,6 +285,28 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
     return Localisation(None, "graph", m.kind, None, dtype, mismatch_class(verdict, m), m.verdict or m.kind,
                         shown_at=shown_name(program, shown) if shown is not None else None,
                         mechanism="accumulate" if accumulates_ else None)
+
+
+def _broadcast(found: Localisation, worker: BurnWorker, memo: Judged | None) -> Localisation:
+    """`found` (an op's failing one-op program) as a broadcast's fault where the op is right with
+    the inputs it broadcasts expanded first (broadcast.py): the rank promotion's reshape where it
+    is wrong alone; else the reduction every broadcasting op shares where another op
+    broadcasting the same input the same way is wrong too (`broadcast`), or the op's own
+    (`own-broadcast`). `found` itself where the op is wrong without its broadcast."""
+    def judged(q: Program) -> Verdict | None:
+        return judge(q, worker, memo)
+
+    expanded = broadcast.right_without_broadcast(found, judged)
+    if not expanded:
+        return found
+    promoted = broadcast.promotion_fails(found, expanded, judged)
+    if promoted is not None:
+        wrong = [f for f in promoted.findings if f.kind == "grad"]
+        loc = localise(promoted, worker, wrong[0], same_kind=True, memo=memo)
+        if loc is not None and loc.where != "graph":
+            return loc
+    mechanism = broadcast.SHARED if broadcast.shared(found, expanded, judged) else broadcast.OWN
+    return replace(found, mechanism=mechanism, expanded=expanded)
 
 
 def _seed_fault(program: Program, m: Mismatch, worker: BurnWorker, memo: Judged | None) -> Localisation | None:

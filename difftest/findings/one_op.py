@@ -5,6 +5,7 @@ gradients observable."""
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from difftest.ops.validate import infer_shapes
@@ -33,17 +34,20 @@ if TYPE_CHECKING:
 PARAM_READ = "param_"  # a read of a module's parameter this module adds: `param_<name>`
 
 
-def param_reads(program: Program, handle: str) -> list[Param]:
+def param_reads(program: Program, handle: str, taken: Collection[str] | None = None) -> list[Param]:
     """A read (`param_<name>`) of each parameter the module handle `handle` has (its buffers
-    not: they are not differentiated), for a program that reads none under that name; [] when
-    the handle's module cannot be found."""
+    not: they are not differentiated), where no statement is named so: of `program`, where the
+    reads are added to it, else `taken`, the names of the program they are added to (a one-op
+    program built beside `program`, which may itself read the parameters under those names: a
+    localiser's own program); [] when the handle's module cannot be found."""
     table = program.by_id()
+    names = set(table) if taken is None else set(taken)
     try:
         root = root_module(program, handle, table)
     except (KeyError, AssertionError):
         return []
     return [Param(f"{PARAM_READ}{spec.name}", handle, spec.name) for spec in module_kind(root.module).tensors
-            if not spec.buffer and root.tensor(spec.name) is not None and f"{PARAM_READ}{spec.name}" not in table]
+            if not spec.buffer and root.tensor(spec.name) is not None and f"{PARAM_READ}{spec.name}" not in names]
 
 
 def module_chain(table: dict[str, Statement], handle: str) -> list[Statement] | None:
@@ -165,7 +169,7 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
         # a forward whose input gradient vanishes (layer_norm over two elements gives +-1 for
         # any input) shows a wrong derivative in its parameters' gradients only. After the
         # forward, so that a wrong input gradient stays the finding reported first
-        out.extend(param_reads(program, chain[-1].id))
+        out.extend(param_reads(program, chain[-1].id, {s.id for s in out}))
     if any(isinstance(s, Leaf) and s.require_grad for s in out) or (grads and any(isinstance(s, Param) for s in out)):
         root = "y"
         if seeded:

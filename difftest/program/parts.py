@@ -39,6 +39,7 @@ class Call:
     data: Sequence[Sequence[float]] | None = None
     dtype: str = "float32"
     params: tuple[str, ...] = ()  # a module's: the parameters it has (an optional bias may be absent)
+    param_shapes: dict[str, Shape] = field(default_factory=dict)  # their shapes (PyTorch's layout)
     # a module forward that takes burn's inference path (a BatchNorm off the autodiff device or
     # frozen: it normalises with its running statistics), whose buffers are then constants
     inference: bool = False

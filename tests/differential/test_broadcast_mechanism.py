@@ -14,7 +14,7 @@ import json
 import pytest
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.findings.broadcast import OWN, without_broadcast, witness
+from difftest.findings.broadcast import OWN, promotion, without_broadcast, witness
 from difftest.findings.triage import Triage, triage
 from difftest.ops.catalog import OPS
 from difftest.ops.sampling import BROADCASTING
@@ -144,3 +144,19 @@ def test_an_ops_own_broadcast_case_is_titled_by_the_op(workers: dict[str, BurnWo
     case.record["triage"] = json.loads(json.dumps(t.to_dict()))  # as saved and read back
     assert title(case) == ("sub when broadcasting (input 1 broadcast; right expanded, and other ops broadcasting "
                            "it are right): wrong gradient of input 1 (float32, large error)")
+
+
+def test_the_rank_promotion_alone_is_a_reshape_of_the_lower_rank_input(workers: dict[str, BurnWorker]) -> None:
+    """difftest-burn gives a lower-rank operand leading size-1 dims (burn's unsqueeze, a reshape)
+    before the op broadcasts it; `promotion` is that reshape alone, right on the correct build.
+    Inputs of the target's rank have none. (A burn whose reshape is wrong on a rank change names
+    the reshape, not the broadcast: tests/quality/test_one_case_per_fault.py.)"""
+    p = _program("mul", CASES["mul"])  # [3, 2, 2] * [2]
+    q = promotion(p, 1)
+    assert q is not None
+    y = q.by_id()["y"]
+    assert y.op == "reshape" and y.attrs == {"shape": [1, 1, 2]}  # type: ignore[union-attr]
+    assert promotion(p, 0) is None and promotion(_program("add", CASES["add"]), 1) is None  # same rank
+    if "" not in workers:
+        workers[""] = BurnWorker()
+    assert check(q, workers[""]).ok

@@ -12,6 +12,7 @@ fault of its own keeps its own name.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -223,3 +224,41 @@ def test_a_module_forward_as_parts_reads_its_parameters_as_leaves() -> None:
     assert frozen is not None and not frozen.by_id()["param_weight"].require_grad  # type: ignore[union-attr]
     t = Program((m, Transform("v", "valid", "m"), x, Apply("y", "v", "a0"), Backward("bw", "y")))
     assert as_parts(t) is None
+
+
+@pytest.mark.parametrize("shape,d_out,merges", [
+    ((4,), 3, False),  # rank 1: unsqueezed to [1, in], run as rank 2, squeezed back
+    ((3, 4), 3, False),  # rank 2: one batch, a plain matmul
+    ((2, 3, 4), 3, False),  # 6 x 3 is no squarer than 3 x 3: batched, the weight given a leading dim
+    ((5, 2, 4), 8, True),  # 10 x 8 is squarer than 2 x 8: the batches are folded into the rows
+    ((2, 32, 4), 3, False),  # rows that fill a row tile stay batched
+    ((1, 3, 4), 3, False),  # one batch
+    ((2, 2, 3, 4), 1, False),  # 12 x 1 is no squarer than 3 x 1: batched, the weight given leading dims
+    ((2, 2, 1, 4), 4, True),  # 4 x 4 is squarer than 1 x 4: rank 4 folded into the rows
+])
+def test_linear_is_computed_as_burn_backends_default_linear(shape: tuple[int, ...], d_out: int, merges: bool,
+                                                            burn_worker: BurnWorker) -> None:
+    """Linear's declared parts follow burn's two paths (a rank-1 input aside): the batches folded
+    into the rows where burn-std's policy merges them, else a batched matmul against the weight
+    given leading dims. burn computes the module's forward and gradients as those parts, with and
+    without a bias."""
+    from difftest.program.ir import Apply, InlineTensor, Module, Param
+    from difftest.program.modules.linear import _merges
+
+    d_in = shape[-1]
+    if len(shape) > 2:
+        assert _merges(math.prod(shape[:-2]), shape[-2], d_out) is merges
+    n = math.prod(shape)
+    weight = InlineTensor((d_out, d_in), tuple(0.25 * ((3 * k) % 7) - 0.6 for k in range(d_out * d_in)))
+    for bias in (None, InlineTensor((d_out,), tuple(0.5 - 0.125 * k for k in range(d_out)))):
+        m = Module("m", "linear", weight=weight, bias=bias)
+        x = Leaf("a0", shape, tuple(0.3 + 0.1 * (k % 9) for k in range(n)), "autodiff", True)
+        reads = [Param("param_weight", "m", "weight")] + ([Param("param_bias", "m", "bias")] if bias else [])
+        p = Program((m, x, Apply("y", "m", "a0"), *reads, Backward("bw", "y")))
+        q = as_parts(p)
+        assert q is not None
+        ops = [s.op for s in q.statements if isinstance(s, OpCall)]
+        assert ops[0] == "transpose" and "matmul" in ops and ("add" in ops) is (bias is not None), ops
+        whole, parts = check(p, burn_worker), check(q, burn_worker)
+        assert whole.ok and parts.ok, (whole.findings, parts.findings)
+        assert same_numbers(whole, parts), (shape, d_out, bias)

@@ -140,3 +140,28 @@ def test_a_step_from_a_gradient_within_its_budget_is_named_by_the_op_that_fails_
     t = _verdict_and_triage(workers, program, "grad-scale:linear:0.05")
     loc = t.localisation
     assert loc is not None and loc.where == "apply:linear" and loc.confidence == "fails", t.describe()
+
+
+def test_a_program_that_reads_parameters_under_the_one_op_names_still_observes_them(
+        workers: dict[str, BurnWorker]) -> None:
+    """The localiser's own programs read a module's parameters as `param_<name>` (the consumed
+    gradients before a step, a saved case's one-op program). The one-op program of the module's
+    forward built from such a program must read them too: with an input that does not require
+    grad, the parameters' gradients are all that shows the fault (before, the reads were left
+    out because the program already had those names, and the finding went to the graph)."""
+    program = _program([
+        {"id": "m0", "kind": "module", "module": "linear",
+         "weight": {"shape": [1, 4], "data": [0.27893033623695374, 0.4785475730895996, 0.3004850745201111,
+                                              0.8587983846664429]},
+         "bias": {"shape": [1], "data": [-0.8489776253700256]}},
+        _leaf("a0", [3, 4], [0.5] * 12, False),
+        {"id": "y", "kind": "apply", "module": "m0", "input": "a0"},
+        {"id": "param_weight", "kind": "param", "module": "m0", "param": "weight"},
+        {"id": "param_bias", "kind": "param", "module": "m0", "param": "bias"},
+        {"id": "bw", "kind": "backward", "input": "y"},
+    ])
+    t = _verdict_and_triage(workers, program, "grad-scale:linear:0.01")
+    assert t.localisation is not None and t.localisation.where == "apply:linear", t
+    assert t.localisation.program is not None
+    reads = {s.id for s in t.localisation.program.statements if s.kind == "param"}
+    assert reads == {"param_weight", "param_bias"}

@@ -171,6 +171,25 @@ def test_one_ops_own_broadcast_fault_is_one_case_naming_the_op(tmp_path: Path,
     assert signatures == ["burn-wrong:-:broadcast:sub:grad:wrong"], signatures
 
 
+def test_a_fault_in_a_reshape_burn_builds_modules_and_broadcasts_from_is_one_case(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn whose reshape backward is 1.001 off where the rank changes. burn's Linear is
+    a reshape, a matmul and an add (its weight and bias given leading dims), difftest-burn
+    promotes a lower-rank operand with a reshape before an op broadcasts it, and a step consumes
+    Linear's gradients: 6 cases before (reshape, broadcast, apply:linear and three steps, one of
+    them float64), 1 now (findings/broadcast.py `promotion`, the Linear composition, a one-op
+    program that reads the parameters its program read under the same names)."""
+    signatures = _patched_campaign("reshape-rank-change-scaled.patch", tmp_path, monkeypatch)
+    assert signatures == ["burn-wrong:-:reshape:grad:wrong"], signatures
+
+
+def test_a_fault_in_a_matmul_linear_is_built_from_is_one_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn whose matmul gives its left operand a gradient 1.002 too large: matmul's
+    own case and Linear's before the Linear composition, matmul's alone now."""
+    signatures = _patched_campaign("matmul-lhs-scaled.patch", tmp_path, monkeypatch)
+    assert signatures == ["burn-wrong:-:matmul:grad:wrong"], signatures
+
+
 def test_a_fault_in_burns_gradient_accumulation_is_one_case_where_no_op_hides_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A patched burn whose Gradients::register scales the contribution it already holds by 1.01:
