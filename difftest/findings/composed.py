@@ -154,7 +154,7 @@ def _params_tracked(chain: list[Statement]) -> bool:
     return tracked
 
 
-def _close(a: TensorObs | None, b: TensorObs | None, dtype: str) -> bool:
+def close(a: TensorObs | None, b: TensorObs | None, dtype: str) -> bool:
     if a is None or b is None:
         return a is b
     if a.shape != b.shape or len(a.data) != len(b.data):
@@ -182,7 +182,7 @@ def same_numbers(whole: Verdict, parts: Verdict, value_only: bool = False, judge
     if (wb.error is None) != (pb.error is None):
         return False
     mine, theirs_value = wb.value(ROOT), pb.value(ROOT)
-    if not _close(mine.value if mine else None, theirs_value.value if theirs_value else None, whole.program.dtype):
+    if not close(mine.value if mine else None, theirs_value.value if theirs_value else None, whole.program.dtype):
         return False
     if value_only:
         return True
@@ -192,7 +192,7 @@ def same_numbers(whole: Verdict, parts: Verdict, value_only: bool = False, judge
         if other is None or not set(bw.grads) <= set(other.grads):  # the parts' own gradients besides
             return False
         wrong = {f.statement for v in (whole, parts) for f in v.findings if f.backward == bw.id}
-        if not all(_close(g, other.grads[ident], whole.program.dtype) for ident, g in bw.grads.items()
+        if not all(close(g, other.grads[ident], whole.program.dtype) for ident, g in bw.grads.items()
                    if not judged or ident in wrong):
             return False
     return True

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from difftest.findings import broadcast
 from difftest.findings.accumulation import accumulates, rerooted_finding
+from difftest.findings.backward_as import kernel_fault
 from difftest.findings.composed import as_composed, inside
 from difftest.findings.cotangents import cotangents
 from difftest.findings.deviation import deviant, relative_error, suspect_rank
@@ -229,6 +230,12 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
             # the sum of the leaves' there: what fails (or, for a suspect, deviates) is the sum
             # of what the one value receives (unshared.py)
             return replace(found, mechanism="accumulate")
+        # a gradient burn computes with another op's forward kernel, wrong there: that op's
+        # forward fault (backward_as.py)
+        kernel = kernel_fault(found, lambda q: judge(q, worker, memo),
+                              lambda v, f: localise(v, worker, f, same_kind=True, memo=memo))
+        if kernel is not None:
+            return kernel
         # an op burn builds from others, failing as its parts do: the part at fault (composed.py)
         part = inside(found, lambda q: judge(q, worker, memo),
                       lambda v, f: localise(v, worker, f, same_kind=True, memo=memo))

@@ -14,6 +14,7 @@ Torch-free at import (tests/unit/test_layers.py).
 
 from __future__ import annotations
 
+from difftest.ops import backward_kernels as BK
 from difftest.ops import compositions as C
 from difftest.ops import domains as dom
 from difftest.ops import index_reduce as ir
@@ -216,7 +217,7 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("gather", "index", 1, "torch.gather({x}, {dim}, {indices})",
            block("let input = {x};", "let indices = {indices};", "input.gather({dim}, indices)"),
            rule.gather_rule, T.EXACT, attrs=(AttrSpec("dim", "dim"), AttrSpec("indices", "int_tensor")),
-           draw_attrs=draw.gather, saves_tensors=True),
+           draw_attrs=draw.gather, saves_tensors=True, backward_kernel=BK.gather),
     OpSpec("gather_nd", "index", 1, "{x}[tuple({indices}.unbind(-1))]",
            block("let input = {x};", "let indices = {indices};", "input.gather_nd(indices)"),
            nd.gather_nd_rule, T.EXACT, attrs=(AttrSpec("indices", "int_tensor"),), draw_attrs=nd.indices_nd,
@@ -225,7 +226,7 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("select", "index", 1, "torch.index_select({x}, {dim}, torch.tensor({indices}, dtype=torch.int64))",
            block("let input = {x};", "let indices = {indices};", "input.select({dim}, indices)"),
            rule.select_rule, T.EXACT, attrs=(AttrSpec("dim", "dim"), AttrSpec("indices", "ints")),
-           draw_attrs=draw.select, saves_tensors=True),
+           draw_attrs=draw.select, saves_tensors=True, backward_kernel=BK.select),
     OpSpec("mask_fill", "index", 1, "{x}.masked_fill({mask}, {value})",
            block("let input = {x};", "let mask = {mask};", "input.mask_fill(mask, {value})"),
            rule.mask_rule, T.EXACT, attrs=(AttrSpec("mask", "bool_tensor"), AttrSpec("value", "float")),
@@ -389,7 +390,8 @@ OPS: tuple[OpSpec, ...] = (
           block("let input = {x};", "let indices = {indices};", f"{MODULE}embedding(input, indices)"),
           nn.embedding_rule, T.EXACT, attrs=(AttrSpec("indices", "int_tensor"),), draw_attrs=nn.embedding_attrs,
           first_input=nn.TABLE, reduced_extent=nn.embedding_extent,
-          doc="x is the table [rows, dim]; indices [B, L] repeat rows", saves_tensors=True),
+          doc="x is the table [rows, dim]; indices [B, L] repeat rows", saves_tensors=True,
+          backward_kernel=BK.embedding),
     nn_op("conv1d", VARIADIC,
           "F.conv1d({xs}, stride={stride}, padding={padding}, dilation={dilation}, groups={groups})",
           f"{MODULE}conv1d({{x}}, {{y}}, {{opt_z}}, {OPTIONS}ConvOptions::new({{stride}}, {{padding}}, "

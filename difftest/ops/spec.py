@@ -125,6 +125,9 @@ class OpSpec:
     # how burn builds the op from other catalog ops, having no autodiff node for it (compositions.py):
     # the localiser names the part at fault where the op fails as its parts do
     composed: Composition | None = None
+    # how burn computes input 0's gradient with another op's forward kernel, on the cotangent
+    # (backward_kernels.py): the localiser names that op where its forward is wrong there
+    backward_kernel: Composition | None = None
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.attrs]

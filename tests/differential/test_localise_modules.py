@@ -60,7 +60,9 @@ def test_a_wrong_derivative_seen_at_a_parameter_only_is_named_by_the_module(
 
 def test_an_embeddings_wrong_derivative_is_named_by_the_module(workers: dict[str, BurnWorker]) -> None:
     """The forward reads its input as indices: its one-op program keeps them a leaf that does
-    not require grad, and observes the table's gradient."""
+    not require grad, and observes the table's gradient. burn's Embedding forward is the
+    embedding op on its table (the module kind's composition), and the fault (which targets both
+    the op and the module kind) is the op's: named by it, inside the module, at the table."""
     program = _program([
         {"id": "m0", "kind": "module", "module": "embedding",
          "weight": {"shape": [2, 4], "data": [-0.45, 0.0086, -0.043, 0.011, -0.061, 0.32, 0.51, 0.32]}},
@@ -71,7 +73,8 @@ def test_an_embeddings_wrong_derivative_is_named_by_the_module(workers: dict[str
         {"id": "bw", "kind": "backward", "input": "v2"}])
     t = _verdict_and_triage(workers, program, "grad-scale:embedding:0.1")
     loc = t.localisation
-    assert loc is not None and loc.where == "apply:embedding" and loc.params == ("weight",), t.describe()
+    assert loc is not None and loc.where == "embedding" and loc.inside == ("apply:embedding",), t.describe()
+    assert loc.input == (0,)  # the table, the op's input 0
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])

@@ -190,6 +190,15 @@ def test_a_fault_in_a_matmul_linear_is_built_from_is_one_case(tmp_path: Path, mo
     assert signatures == ["burn-wrong:-:matmul:grad:wrong"], signatures
 
 
+def test_a_fault_in_a_kernel_backwards_share_is_one_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn-flex whose float32 index add assigns: select_assign's forward is wrong at
+    repeated indices, and so are the gradients burn computes with that kernel (select's, the
+    embedding op's and the Embedding module's table). Four cases before the catalog declared
+    those backward kernels (ops/backward_kernels.py), one now, the forward op's."""
+    signatures = _patched_campaign("select-add-assigns-f32.patch", tmp_path, monkeypatch)
+    assert signatures == ["burn-wrong:-:select_assign:forward"], signatures
+
+
 def test_a_fault_in_burns_gradient_accumulation_is_one_case_where_no_op_hides_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A patched burn whose Gradients::register scales the contribution it already holds by 1.01:

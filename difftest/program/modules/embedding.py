@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from difftest.program.literals import burn_tensor
 from difftest.program.modules.kind import ModuleKind, TensorSpec, matrix
+from difftest.program.parts import Call, Part
 from difftest.program.shapes import Shape
 
 if TYPE_CHECKING:
@@ -39,8 +40,18 @@ def _rust(st: Module, var: str, dtype: str) -> str:
         f"{var}.weight = Param::from_tensor({burn_tensor(st.weight.data, [rows, dim], dtype)});"])
 
 
+def _parts(call: Call) -> tuple[Part, ...] | None:
+    # burn-nn 0.22.1 embedding.rs: forward is burn::tensor::module::embedding(weight, input), the
+    # catalog's embedding op on the table, at the indices the input leaf holds (constants)
+    if call.data is None:
+        return None
+    indices = {"shape": list(call.shapes[0]), "data": [int(v) for v in call.data[0]]}
+    return (Part("embedding", ("param:weight",), {"indices": indices}),)
+
+
 EMBEDDING = ModuleKind(
     "embedding", (), (TensorSpec("weight", layout="[num_embeddings, embedding_dim]"),),
     lambda attrs, given: {"weight": _weight(given)}, input_ranks=(2,), out_shape=_out, pytorch=_pytorch,
     rust=_rust, burn_fields={"weight": "weight.val()"}, burn_uses=frozenset({"Module", "Param", "EmbeddingConfig"}),
-    noise="as_op:embedding", steppable=True, saves_input=True, index_bound=lambda shapes: shapes["weight"][0])
+    noise="as_op:embedding", steppable=True, saves_input=True, index_bound=lambda shapes: shapes["weight"][0],
+    composed=_parts)
