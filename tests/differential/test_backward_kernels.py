@@ -7,6 +7,8 @@ tests/quality/test_one_case_per_fault.py."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from difftest.exec.burn_worker import BurnWorker
@@ -18,7 +20,8 @@ from difftest.oracle.check import check
 from difftest.program.ir import Backward, Leaf, OpCall, Program
 
 X = tuple(0.25 * ((5 * k) % 11) - 1.1 for k in range(12))
-CALLS = {  # repeated indices: where an index add differs from an assignment
+# repeated indices: where an index add differs from an assignment
+CALLS: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = {
     "select": ((4, 3), {"dim": 0, "indices": [1, 3, 1, 0, 1]}),
     "gather": ((4, 3), {"dim": 1, "indices": {"shape": [4, 2], "data": [0, 0, 2, 1, 1, 1, 0, 2]}}),
     "embedding": ((4, 3), {"indices": {"shape": [2, 3], "data": [1, 3, 1, 0, 1, 2]}}),

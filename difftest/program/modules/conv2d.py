@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from difftest.program.conv_shapes import conv
 from difftest.program.literals import burn_tensor, burn_vector
 from difftest.program.modules.kind import AttrSpec, ModuleError, ModuleKind, TensorSpec, int_pair, positive_int
+from difftest.program.parts import Call, Part
 from difftest.program.shapes import Shape, ShapeError
 
 if TYPE_CHECKING:
@@ -68,6 +69,14 @@ def _rust(st: Module, var: str, dtype: str) -> str:
         "};"])
 
 
+def _parts(call: Call) -> tuple[Part, ...] | None:
+    # burn-nn 0.22.1 conv/conv2d.rs: forward is burn::tensor::module::conv2d(input, weight, bias,
+    # options) with the explicit padding symmetric, the catalog's conv2d op
+    attrs = {name: call.attrs[name] for name in ("stride", "padding", "dilation", "groups")}
+    params = ("param:weight", "param:bias") if "bias" in call.params else ("param:weight",)
+    return (Part("conv2d", (0, *params), attrs),)
+
+
 CONV2D = ModuleKind(
     "conv2d",
     (AttrSpec("stride", list, int_pair("stride", 1)),
@@ -78,4 +87,4 @@ CONV2D = ModuleKind(
     _shapes, input_ranks=(4,), out_shape=_out, pytorch=_pytorch, rust=_rust,
     burn_fields={"weight": "weight.val()", "bias": "bias.as_ref().unwrap().val()"},
     burn_uses=frozenset({"Module", "Param", "PaddingConfig2d", "conv::Conv2d"}), noise="as_op:conv2d",
-    steppable=True, saves_input=True, layout="memory_format")
+    steppable=True, saves_input=True, layout="memory_format", composed=_parts)
