@@ -14,9 +14,11 @@ import pytest
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.backward_as import ROOT, kernel_programs
 from difftest.findings.composed import close
+from difftest.findings.localisation import Localisation
 from difftest.findings.triage import triage
 from difftest.ops.catalog import CATALOG
 from difftest.oracle.check import check
+from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.ir import Backward, Leaf, OpCall, Program
 
 X = tuple(0.25 * ((5 * k) % 11) - 1.1 for k in range(12))
@@ -59,3 +61,30 @@ def test_a_fault_in_the_ops_own_backward_keeps_its_name(name: str, workers: dict
     assert not v.ok
     t = triage(v, workers[fault])
     assert t.signature.startswith(f"burn-wrong:-:{name}:grad:wrong "), t.signature
+
+
+def test_a_wrong_kernel_forward_names_nothing_unless_it_is_burns_gradient(workers: dict[str, BurnWorker]) -> None:
+    """Two unrelated faults at once: select's own gradient scaled, and select_assign's forward
+    scaled otherwise. The kernel's forward is wrong, but burn's gradient is not its result, so
+    the gradient finding is not handed to select_assign (kernel_fault's consistency check)."""
+    from difftest.findings.backward_as import kernel_fault
+    from difftest.findings.localise import localise
+
+    own, other = "grad-scale:select:0.25", "value-scale:select_assign:0.5"
+    for f in (own, other):
+        if f not in workers:
+            workers[f] = BurnWorker(fault=f)
+    v = check(_one_op("select"), workers[own])
+    found = localise(v, workers[own])
+    assert found is not None and found.where == "select" and found.kind == "grad", found
+
+    def judge(q: Program) -> Verdict:  # the kernel's forward on the build whose select_assign is wrong
+        has_backward = any(isinstance(s, Backward) for s in q.statements)
+        return check(q, workers[own] if has_backward else workers[other])
+
+    def named(u: Verdict, m: Mismatch) -> Localisation | None:
+        return localise(u, workers[other], m, same_kind=True)
+
+    kernel = kernel_programs(_one_op("select"))
+    assert kernel is not None and not judge(kernel[1]).ok  # the forward is wrong there
+    assert kernel_fault(found, judge, named) is None

@@ -92,16 +92,25 @@ def test_the_same_values_without_the_broadcast_are_right(workers: dict[str, Burn
     assert check(expanded, workers["broadcast-grad-scale:0.25"]).ok
 
 
-def test_its_case_is_titled_by_the_mechanism_and_the_op_that_showed_it(workers: dict[str, BurnWorker]) -> None:
+TITLES = {  # the shared reduction, by the mechanism and the op that showed it; an op's own, by the op
+    "broadcast-grad-scale:0.25": ("add", "broadcasting (seen in add, input 1 broadcast): wrong gradient of input 1 "
+                                         "(float32, large error)"),
+    "broadcast-grad-scale:sub:0.25": ("sub", "sub when broadcasting (input 1 broadcast; right expanded, and other ops "
+                                             "broadcasting it are right): wrong gradient of input 1 (float32, large "
+                                             "error)"),
+}
+
+
+@pytest.mark.parametrize("fault", list(TITLES))
+def test_a_broadcast_case_is_titled_by_what_is_wrong(workers: dict[str, BurnWorker], fault: str) -> None:
     from difftest.findings.corpus import case_from_verdict
     from difftest.findings.issue import title
 
-    fault = "broadcast-grad-scale:0.25"
-    t = _triage(workers, _program("add", CASES["add"]), fault)
-    case = case_from_verdict(check(_program("add", CASES["add"]), workers[fault]), source="test")
+    name, expected = TITLES[fault]
+    t = _triage(workers, _program(name, CASES[name]), fault)
+    case = case_from_verdict(check(_program(name, CASES[name]), workers[fault]), source="test")
     case.record["triage"] = json.loads(json.dumps(t.to_dict()))  # as saved and read back
-    assert title(case) == ("broadcasting (seen in add, input 1 broadcast): wrong gradient of input 1 "
-                           "(float32, large error)")
+    assert title(case) == expected
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -131,19 +140,6 @@ def test_the_witness_broadcasts_the_same_input_the_same_way(workers: dict[str, B
         if fault not in workers:
             workers[fault] = BurnWorker(fault=fault or None)
         assert check(w, workers[fault]).ok is ok, (fault, name)
-
-
-
-def test_an_ops_own_broadcast_case_is_titled_by_the_op(workers: dict[str, BurnWorker]) -> None:
-    from difftest.findings.corpus import case_from_verdict
-    from difftest.findings.issue import title
-
-    fault = "broadcast-grad-scale:sub:0.25"
-    t = _triage(workers, _program("sub", CASES["sub"]), fault)
-    case = case_from_verdict(check(_program("sub", CASES["sub"]), workers[fault]), source="test")
-    case.record["triage"] = json.loads(json.dumps(t.to_dict()))  # as saved and read back
-    assert title(case) == ("sub when broadcasting (input 1 broadcast; right expanded, and other ops broadcasting "
-                           "it are right): wrong gradient of input 1 (float32, large error)")
 
 
 def test_the_rank_promotion_alone_is_a_reshape_of_the_lower_rank_input(workers: dict[str, BurnWorker]) -> None:
