@@ -148,6 +148,16 @@ def number(name: str, lo: float, hi: float, kind: str = "float") -> AttrSampler:
     return draw
 
 
+def signed(name: str, lo: float, hi: float) -> AttrSampler:
+    """One float attribute of either sign, its magnitude uniform in [lo, hi]: a divisor, kept
+    away from 0 on both sides (the sign drawn after the magnitude; a shrinker makes it positive)."""
+    def draw(c: Choices, shapes: Sequence[Shape]) -> Attrs:
+        v = c.floats(1, lo, hi)[0]
+        return {name: -v if c.boolean() else v}
+
+    return draw
+
+
 def cat(c: Choices, shapes: Sequence[Shape]) -> Attrs:
     c.integer(0, 2)  # unused; kept so that seeded campaigns draw the programs they always have
     return dim(c, shapes)
