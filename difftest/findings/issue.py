@@ -36,14 +36,39 @@ WRONG = {"grad": "gradient", "value": "forward value", "grad-presence": "gradien
          "flags": "autodiff flags", "outcome": "outcome (panic or error)", "shape": "shape"}
 
 
+# a signature (findings/signature.py): verdict:framework:where:kind[ message] #digest, where may
+# hold colons (apply:linear, region:no_grad); a region's or cut's flags: verdict:framework:where:flags
+_SIGNED = re.compile(r"^(?P<verdict>[^:]+):(?P<fw>[^:]+):(?P<where>.+?):(?P<kind>"
+                     + "|".join(re.escape(k) for k in (*WRONG, "stale-rule", "crash", "timeout", "invalid"))
+                     + r")(?::(?P<error>[a-z]+))?(?: (?P<message>.*))? #[0-9a-f]{12}$")
+_STATE = re.compile(r"^flags:(?P<fw>[^:]+):(?P<where>.+):(?P<message>[a-z_,]+) #[0-9a-f]{12}$")
+
+
+def signature_title(signature: object) -> str | None:
+    """A title from a signature alone (a finding no one-op program localised: wrong flags, an
+    outcome): `cat: wrong autodiff flags (is_tracked=False)`. None for text that is no signature."""
+    if not isinstance(signature, str):
+        return None
+    m = _SIGNED.match(signature) or _STATE.match(signature)
+    if m is None:
+        return None
+    kind = m.groupdict().get("kind") or "flags"
+    what = WRONG.get(kind, kind)
+    text = f"{'PyTorch: ' if m['fw'] == 'torch' else ''}{m['where']}: wrong {what}"
+    error = m.groupdict().get("error")
+    text += f" ({m['message']})" if m["message"] else f" ({error} error)" if error not in (None, "wrong") else ""
+    return text if len(text) <= TITLE_LIMIT else text[:TITLE_LIMIT].rsplit(" ", 1)[0] + " …"
+
+
 def triage_title(case: Case) -> str | None:
     """A title from the campaign's localisation of an untriaged case (status `new`, whose reason
     is its signature): where it is, what is wrong there, the dtype and the error's class:
-    `max_pool2d: wrong gradient of input 0 (float32, small error)`. None without one."""
+    `max_pool2d: wrong gradient of input 0 (float32, small error)`; without one, from the
+    signature (`signature_title`). None without either."""
     triage = case.record.get("triage")
     loc = triage.get("localisation") if isinstance(triage, dict) else None
     if not isinstance(loc, dict) or not isinstance(loc.get("where"), str):
-        return None
+        return signature_title(triage.get("signature")) if isinstance(triage, dict) else None
     what = WRONG.get(str(loc.get("kind")), str(loc.get("kind") or "result"))
     inputs = loc.get("input")
     inputs = [inputs] if isinstance(inputs, int) else inputs if isinstance(inputs, list) else []
@@ -71,7 +96,10 @@ def triage_title(case: Case) -> str | None:
         # a part of ops burn builds others from (composed.py): the composites it was seen in
         built = "other ops" if loc.get("mechanism") in ("accumulate", "broadcast") else "it"
         where += f" (seen inside {' inside '.join(str(x) for x in reversed(inside))}, which burn builds from {built})"
-    detail = ", ".join(str(x) for x in (loc.get("dtype"), f"{loc['error']} error" if loc.get("error") else None) if x)
+    error = loc.get("error") if loc.get("kind") != "flags" else None  # flags: which ones, from the signature
+    flags = _SIGNED.match(str(triage.get("signature"))) if loc.get("kind") == "flags" and triage else None
+    detail = ", ".join(str(x) for x in (loc.get("dtype"), f"{error} error" if error else None,
+                                        flags["message"] if flags is not None else None) if x)
     blame = "PyTorch: " if loc.get("verdict") == "torch-wrong" else ""
     return f"{blame}{where}: wrong {what}" + (f" ({detail})" if detail else "")
 

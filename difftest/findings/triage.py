@@ -32,6 +32,7 @@ from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
 from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.findings.consequences import consequence
 from difftest.findings.error_classes import mismatch_pairs, mismatch_terms, step_terms
+from difftest.findings.flags_parts import flags_in_parts
 from difftest.findings.graph_roots import shown_name
 from difftest.findings.localisation import Localisation
 from difftest.findings.localise import (
@@ -395,7 +396,7 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
     loc = localise(verdict, worker, first, memo=memo) if first.kind in LOCALISED_KINDS else None
     faults = [fault_of(verdict, first, loc, backend)]
     if not any(explains(b, faults[0]) for b in bugs):
-        return Triage(_sign(verdict, worker, first, loc), loc, None, faults)
+        return Triage(*_sign(verdict, worker, first, loc), None, faults)
     table = verdict.program.by_id()
 
     def key(m: Mismatch) -> tuple[str, str | None, str | None]:
@@ -463,8 +464,8 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
             # the one-op program's first finding is a known bug's (a float64 RmsNorm's value,
             # before the gradient that is news): the news is signed by its own kind's
             shown = localise(verdict, worker, m, same_kind=True, memo=memo)
-        return Triage(_sign(verdict, worker, m, shown), shown, None, faults)
-    return Triage(_sign(verdict, worker, first, loc), loc, known_bug_of(faults, bugs), faults)
+        return Triage(*_sign(verdict, worker, m, shown), None, faults)
+    return Triage(*_sign(verdict, worker, first, loc), known_bug_of(faults, bugs), faults)
 
 
 def _gradient(key: tuple[str, str | None, str | None]) -> set[tuple[str, str]]:
@@ -473,19 +474,24 @@ def _gradient(key: tuple[str, str | None, str | None]) -> set[tuple[str, str]]:
     return {(of, grads)} if kind == "grad" and of is not None and grads is not None else set()
 
 
-def _sign(verdict: Verdict, worker: BurnWorker, m: Mismatch, loc: Localisation | None) -> str:
-    """The signature of the finding `m` (`loc`: its localisation, None for kinds not localised)."""
+def _sign(verdict: Verdict, worker: BurnWorker, m: Mismatch,
+          loc: Localisation | None) -> tuple[str, Localisation | None]:
+    """The signature of the finding `m` and its localisation (`loc`: as localised, None for kinds
+    not localised; a flags finding at a composite, at the part that decides them)."""
     forward = forward_fault(verdict, m, loc)
     if forward is not None:
-        return forward
+        return forward, loc
     if loc is not None:
         shown = loc.mismatch if loc.mismatch is not None else m
-        return localised_signature(loc, shown.framework if shown.kind == "grad-presence" else None)
+        return localised_signature(loc, shown.framework if shown.kind == "grad-presence" else None), loc
     # an op's lost tracking shows as wrong flags, a missing gradient or a backward that does not
     # fail where it should: signed, where one can be traced, as the op's missing gradient, so that
     # one fault makes one case (its known-bug matching stays on the finding itself)
     state = state_fault(verdict, m)
     tracked = localise_tracking(verdict, worker, m)
     if tracked is not None:
-        return localised_signature(tracked, tracked.mismatch.framework if tracked.mismatch else None)
-    return state if state is not None else signature_of_mismatch(m, verdict.program)
+        return localised_signature(tracked, tracked.mismatch.framework if tracked.mismatch else None), None
+    part = flags_in_parts(verdict, worker, m) if state is None else None
+    if part is not None and part.mismatch is not None:  # signed as the part's own flags finding
+        return signature_of_mismatch(part.mismatch, part.program), part
+    return state if state is not None else signature_of_mismatch(m, verdict.program), None

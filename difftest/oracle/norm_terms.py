@@ -48,12 +48,13 @@ class NormGroups:
     eps: float
 
 
-def norm_groups(m: torch.nn.Module, x: torch.Tensor) -> NormGroups | None:
+def norm_groups(m: torch.nn.Module, x: torch.Tensor, tracked_scale: bool = False) -> NormGroups | None:
     """The groups a normalisation computes statistics over, for an input shaped like x; None
-    when it computes none (eval-mode BatchNorm reads its running statistics)."""
+    when it computes none (eval-mode BatchNorm reads its running statistics). `scale` is the
+    weight detached, or tracked (`tracked_scale`: a gradient reaches the weight through it)."""
     channel_shape = [1, -1] + [1] * (x.dim() - 2)
     w = getattr(m, "weight", None)
-    weight = w.detach().to(x.dtype) if isinstance(w, torch.Tensor) else None
+    weight = (w if tracked_scale else w.detach()).to(x.dtype) if isinstance(w, torch.Tensor) else None
     if isinstance(m, BurnBatchNorm):
         if not m.training:
             return None

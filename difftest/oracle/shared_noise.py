@@ -83,11 +83,13 @@ def _normalised(view: torch.Tensor, centred: bool, eps: float, acc: float, unifo
 
 
 def shared_norm_noise(m: torch.nn.Module, inputs: Sequence[torch.Tensor], uniform: Uniform,
-                      dtype: str) -> torch.Tensor | None:
+                      dtype: str, tracked_scale: bool = False) -> torch.Tensor | None:
     """The shared rounding of normalisation `m`'s statistics on its input, in the program's
-    `dtype`, as a differentiable perturbation of its output (None: it computes no statistics)."""
+    `dtype`, as a differentiable perturbation of its output (None: it computes no statistics).
+    `tracked_scale`: the perturbation reaches the weight's gradient too (its gradient sums the
+    normalised values times the cotangent, and a statistic's rounding shifts every one of them)."""
     x = inputs[0]
-    groups = norm_groups(m, x)
+    groups = norm_groups(m, x, tracked_scale)
     if groups is None:
         return None
 

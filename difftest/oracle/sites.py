@@ -284,6 +284,14 @@ def _apply_norm(st: Apply, handle: TorchModule, x: torch.Tensor, hooks: SiteHook
             if uniform is not None:  # rounding reaches the parameters' gradients too
                 xp = xp * (1.0 + NORMALIZE.input_rel * tol.scale(native) * uniform(xp.shape).to(xp.dtype))
             yp = stateless_norm(m, xp)
+            if uniform is not None and yp.requires_grad:
+                # the statistics' shared rounding shifts every normalised value of a group alike:
+                # the weight's gradient, a sum of them times the cotangent, carries it coherently
+                # (recomputed from perturbed inputs, the normalised values of a group still sum to
+                # exactly 0, where burn's float32 ones sum to its rounding)
+                coherent = shared_norm_noise(m, [xp], uniform, native, tracked_scale=True)
+                if coherent is not None:
+                    yp = yp + coherent
             if yp.requires_grad:
                 y = y + (yp - yp.detach())
     if module_kind(handle.kind).stateful:  # a train-mode forward updates the running state

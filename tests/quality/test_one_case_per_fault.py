@@ -354,3 +354,20 @@ def test_each_detection_fault_saves_at_most_two_cases(fault: str, what: str, tmp
     ROWS.append(f"| `{fault}` | {len(saved)} | {', '.join(names) or '-'} | {firsts[0] if firsts else '-'} |")
     assert saved, f"{fault} ({what}) saved nothing in {opts.programs} programs"
     assert len(saved) <= 2, names
+
+
+def test_a_composites_wrong_flags_are_its_parts_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn whose cat decides whether its result is tracked from its first input alone:
+    cat's flags are wrong, and so are stack's, which burn builds as unsqueezes and a cat. Two
+    cases (cat, stack) before flags findings at a composite were run as its parts
+    (findings/flags_parts.py), cat's alone now."""
+    signatures = _patched_campaign("cat-tracked-from-first-input.patch", tmp_path, monkeypatch)
+    assert signatures == ["flags:burn:cat:flags is_tracked=False"], signatures
+
+
+def test_a_new_fault_in_an_op_with_a_known_bug_is_its_own_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn whose div_scalar backward drops a negative divisor's sign. div_scalar's
+    known bug (its reciprocal in f32, float64 only) must not explain it: one new case, and no
+    case at all before the generator drew negative divisors."""
+    signatures = _patched_campaign("div-scalar-divisor-sign-lost.patch", tmp_path, monkeypatch)
+    assert signatures == ["burn-wrong:-:div_scalar:grad:wrong"], signatures
