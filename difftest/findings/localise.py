@@ -41,6 +41,7 @@ from difftest.findings.composed import as_composed, inside
 from difftest.findings.cotangents import cotangents
 from difftest.findings.deviation import deviant, relative_error, suspect_rank
 from difftest.findings.error_classes import mismatch_class
+from difftest.findings.forward_behind import forward_behind, sized
 from difftest.findings.graph_roots import shown_name, smallest_root
 from difftest.findings.localisation import Localisation
 from difftest.findings.one_op import (
@@ -242,7 +243,12 @@ def localise(verdict: Verdict, worker: BurnWorker, m: Mismatch | None = None, *,
         if part is not None:
             return part
         found = replace(found, as_composed=as_composed(found, lambda q: judge(q, worker, memo)))
-        return _broadcast(found, worker, memo)
+        found = _broadcast(found, worker, memo)
+        if same_kind:  # explaining `m` itself: its own kind, as the one-op program shows it
+            return found
+        # a float64 error of rounding's size that is no rounding; a composite's gradient that is
+        # its forward's (forward_behind.py)
+        return forward_behind(sized(found, lambda q: judge(q, worker, memo)), lambda q: judge(q, worker, memo))
     # a checkpointed program: an op whose output, as burn's checkpointing recomputes it for a
     # backward that reads it, is wrong (recompute.py)
     recomputed = recompute_fault(verdict, path, m.kind in ("grad", "grad-presence"), lambda q: judge(q, worker, memo))

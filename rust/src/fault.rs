@@ -15,6 +15,7 @@
 //! | `wrong-dim:<op>` | `<op>` (one with a `dim` attribute) runs along the next dim `(d + k) % rank` of the first input with the same extent as `d`; inert when there is none |
 //! | `promote-trailing:<op>` | the lower-rank operand of the binary `<op>` gets trailing size-1 dims instead of leading ones |
 //! | `value-scale:<op>:<eps>` | the result of `<op>` times `1 + eps` (forward and gradient) |
+//! | `value-shift:<op>:<delta>` | `delta` added to the result of `<op>` (its gradient unchanged): an error that is not relative, as a misplaced epsilon makes |
 //! | `broadcast-grad-scale:<eps>` | the gradient of every operand an op broadcasts implicitly (a binary op's lower-rank or size-1 operand, matmul's batch dims) times `1 + eps`, the op's own derivative exact: a fault in the reduction of broadcast gradients that every broadcasting op shares |
 //! | `broadcast-grad-scale:<op>:<eps>` | the same for `<op>`'s operands only: one op's own reduction of a broadcast operand's gradient wrong, every other op's right |
 //! | `root-grad-scale:<eps>` | every gradient of a backward times `1 + eps` when its root is not a scalar (more than one element); backwards of scalar roots unchanged |
@@ -45,7 +46,7 @@ pub const ENV: &str = "DIFFTEST_BURN_FAULT";
 pub const FORMS: &str = "grad-scale:<op>:<eps>, grad-scale-tail:<op>:<eps>:<t>, grad-scale-beside-constant:<op>:<eps>, \
 grad-sign:<op>, grad-drop:<op>, \
 flag-without-autodiff, detach-like-torch, lowering:<op>=<other>[{attrs}], \
-grad-drop-input:<op>:<i>, wrong-dim:<op>, promote-trailing:<op>, value-scale:<op>:<eps>, \
+grad-drop-input:<op>:<i>, wrong-dim:<op>, promote-trailing:<op>, value-scale:<op>:<eps>, value-shift:<op>:<delta>, \
 broadcast-grad-scale:[<op>:]<eps>, root-grad-scale:<eps>, flag-after:<detach|without_autodiff|autodiff|no_grad|inference_mode|valid>, \
 on:<backend>:<any of these>";
 
@@ -91,6 +92,10 @@ pub enum Fault {
     ValueScale {
         op: &'static str,
         eps: f64,
+    },
+    ValueShift {
+        op: &'static str,
+        delta: f64,
     },
     BroadcastGradScale {
         op: Option<&'static str>,
@@ -370,6 +375,9 @@ pub fn execute_with(fault: Option<&Fault>, op: &Op, mut inputs: Vec<DynTensor>) 
         }
         Some(Fault::ValueScale { op: target, eps }) if *target == name => {
             return map!(op.execute(inputs), t => t.mul_scalar(1.0 + eps));
+        }
+        Some(Fault::ValueShift { op: target, delta }) if *target == name => {
+            return map!(op.execute(inputs), t => t.add_scalar(*delta));
         }
         Some(Fault::BroadcastGradScale { op: target, eps }) if target.is_none_or(|t| t == name) => {
             let broadcast = broadcast_operands(op, &inputs);

@@ -35,7 +35,7 @@ fn arity_of(op: &str) -> i32 {
     Op::ALL.iter().find(|d| d.name == op).map_or(0, |d| d.arity)
 }
 
-/// A finite float (the `eps` of `grad-scale` and `value-scale`).
+/// A finite float (the `eps` of `grad-scale` and `value-scale`, the `delta` of `value-shift`).
 fn finite_eps(eps: &str, what: &str) -> Result<f64, String> {
     let x: f64 = eps
         .parse()
@@ -97,6 +97,10 @@ pub fn parse(spec: &str) -> Result<Fault, String> {
             op: catalog_op(op, "grad-scale-tail op")?,
             eps: finite_eps(eps, "grad-scale-tail")?,
             t: finite_eps(t, "grad-scale-tail threshold")?,
+        }),
+        ["value-shift", op, delta] => Ok(Fault::ValueShift {
+            op: catalog_op(op, "value-shift op")?,
+            delta: finite_eps(delta, "value-shift")?,
         }),
         ["value-scale", op, eps] => Ok(Fault::ValueScale {
             op: catalog_op(op, "value-scale op")?,

@@ -69,6 +69,10 @@ fn parses_every_form() {
         Ok(Fault::ValueScale { op: "mean", eps }) if eps == -0.25
     ));
     assert!(matches!(
+        parse("value-shift:sin:1e-7"),
+        Ok(Fault::ValueShift { op: "sin", delta }) if delta == 1e-7
+    ));
+    assert!(matches!(
         parse("root-grad-scale:1e-3"),
         Ok(Fault::RootGradScale { eps }) if eps == 1e-3
     ));
@@ -125,6 +129,8 @@ fn rejects_bad_specs() {
         "value-scale:mean",
         "value-scale:mean:x",
         "value-scale:mean:nan",
+        "value-shift:sin",
+        "value-shift:sin:inf",
         "value-scale:frob:0.1",
         "flag-after",
         "flag-after:grad",
