@@ -6,11 +6,13 @@ keep which backends show it, so its key, with its layer class, stays the same.""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.backends import Shown, triangulate
+from difftest.findings.hangs import HANG_KINDS, shorter_timeouts
 from difftest.findings.shrink import shrink
 from difftest.findings.signature import signature
 from difftest.findings.triage import KNOWN_PREFIX
@@ -38,7 +40,11 @@ def shrunk(shown: Shown, verdicts: Mapping[str, Verdict], workers: Mapping[str, 
         return (all(not vs[b].ok and signature(vs[b]) == looks[b] for b in shown.backends)
                 and all(vs[b].ok or signature(vs[b]) not in looks.values() for b in others))
 
-    small = shrink(shown.verdict.program, same)
+    # a hang's candidates wait a short timeout each; the shrunk program is confirmed below with
+    # the workers' own (findings/hangs.py)
+    hangs = any(m.kind in HANG_KINDS for m in shown.verdict.findings)
+    with shorter_timeouts(workers.values()) if hangs else nullcontext():
+        small = shrink(shown.verdict.program, same)
     if small == shown.verdict.program:
         return shown.verdict
     final = check_on(small, workers)

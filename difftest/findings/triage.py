@@ -34,6 +34,7 @@ from difftest.findings.consequences import consequence
 from difftest.findings.error_classes import mismatch_pairs, mismatch_terms, step_terms
 from difftest.findings.flags_parts import flags_in_parts
 from difftest.findings.graph_roots import shown_name
+from difftest.findings.hangs import hang_signature
 from difftest.findings.localisation import Localisation
 from difftest.findings.localise import (
     LOCALISED_KINDS,
@@ -457,8 +458,7 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
         # is (`primary`): a detach's wrong flags, not the backward through it that then runs
         m = primary(verdict.program, [m for m, _ in pending if id(m) in news])
         faults.append(news[id(m)])
-        # localised as a first finding is (the one-op finding that shows first), to sign it
-        # as it would be signed alone; the one-op verdicts are memoised
+        # localised as a first finding is (the one-op finding that shows first), to sign it as alone
         shown = localise(verdict, worker, m, memo=memo) if m.kind in LOCALISED_KINDS else None
         if shown is not None and any(explains(b, fault_of(verdict, m, shown, backend)) for b in bugs):
             # the one-op program's first finding is a known bug's (a float64 RmsNorm's value,
@@ -477,7 +477,7 @@ def _gradient(key: tuple[str, str | None, str | None]) -> set[tuple[str, str]]:
 def _sign(verdict: Verdict, worker: BurnWorker, m: Mismatch,
           loc: Localisation | None) -> tuple[str, Localisation | None]:
     """The signature of the finding `m` and its localisation (`loc`: as localised, None for kinds
-    not localised; a flags finding at a composite, at the part that decides them)."""
+    not localised; a composite's flags finding: at the part deciding them, flags_parts.py)."""
     forward = forward_fault(verdict, m, loc)
     if forward is not None:
         return forward, loc
@@ -487,6 +487,8 @@ def _sign(verdict: Verdict, worker: BurnWorker, m: Mismatch,
     # an op's lost tracking shows as wrong flags, a missing gradient or a backward that does not
     # fail where it should: signed, where one can be traced, as the op's missing gradient, so that
     # one fault makes one case (its known-bug matching stays on the finding itself)
+    if (hang := hang_signature(verdict, worker, m)) is not None:  # by the op it never returns from
+        return hang, None
     state = state_fault(verdict, m)
     tracked = localise_tracking(verdict, worker, m)
     if tracked is not None:

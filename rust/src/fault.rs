@@ -15,6 +15,8 @@
 //! | `wrong-dim:<op>` | `<op>` (one with a `dim` attribute) runs along the next dim `(d + k) % rank` of the first input with the same extent as `d`; inert when there is none |
 //! | `promote-trailing:<op>` | the lower-rank operand of the binary `<op>` gets trailing size-1 dims instead of leading ones |
 //! | `value-scale:<op>:<eps>` | the result of `<op>` times `1 + eps` (forward and gradient) |
+//! | `hang:<op>` | `<op>` never returns (the worker sleeps until it is killed) |
+//! | `abort:<op>` | the process aborts at `<op>` (a crash) |
 //! | `value-shift:<op>:<delta>` | `delta` added to the result of `<op>` (its gradient unchanged): an error that is not relative, as a misplaced epsilon makes |
 //! | `broadcast-grad-scale:<eps>` | the gradient of every operand an op broadcasts implicitly (a binary op's lower-rank or size-1 operand, matmul's batch dims) times `1 + eps`, the op's own derivative exact: a fault in the reduction of broadcast gradients that every broadcasting op shares |
 //! | `broadcast-grad-scale:<op>:<eps>` | the same for `<op>`'s operands only: one op's own reduction of a broadcast operand's gradient wrong, every other op's right |
@@ -46,7 +48,7 @@ pub const ENV: &str = "DIFFTEST_BURN_FAULT";
 pub const FORMS: &str = "grad-scale:<op>:<eps>, grad-scale-tail:<op>:<eps>:<t>, grad-scale-beside-constant:<op>:<eps>, \
 grad-sign:<op>, grad-drop:<op>, \
 flag-without-autodiff, detach-like-torch, lowering:<op>=<other>[{attrs}], \
-grad-drop-input:<op>:<i>, wrong-dim:<op>, promote-trailing:<op>, value-scale:<op>:<eps>, value-shift:<op>:<delta>, \
+grad-drop-input:<op>:<i>, wrong-dim:<op>, promote-trailing:<op>, value-scale:<op>:<eps>, value-shift:<op>:<delta>, hang:<op>, abort:<op>, \
 broadcast-grad-scale:[<op>:]<eps>, root-grad-scale:<eps>, flag-after:<detach|without_autodiff|autodiff|no_grad|inference_mode|valid>, \
 on:<backend>:<any of these>";
 
@@ -96,6 +98,12 @@ pub enum Fault {
     ValueShift {
         op: &'static str,
         delta: f64,
+    },
+    Hang {
+        op: &'static str,
+    },
+    Abort {
+        op: &'static str,
     },
     BroadcastGradScale {
         op: Option<&'static str>,
@@ -376,6 +384,10 @@ pub fn execute_with(fault: Option<&Fault>, op: &Op, mut inputs: Vec<DynTensor>) 
         Some(Fault::ValueScale { op: target, eps }) if *target == name => {
             return map!(op.execute(inputs), t => t.mul_scalar(1.0 + eps));
         }
+        Some(Fault::Hang { op: target }) if *target == name => loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        },
+        Some(Fault::Abort { op: target }) if *target == name => std::process::abort(),
         Some(Fault::ValueShift { op: target, delta }) if *target == name => {
             return map!(op.execute(inputs), t => t.add_scalar(*delta));
         }

@@ -98,6 +98,12 @@ pub fn parse(spec: &str) -> Result<Fault, String> {
             eps: finite_eps(eps, "grad-scale-tail")?,
             t: finite_eps(t, "grad-scale-tail threshold")?,
         }),
+        ["hang", op] => Ok(Fault::Hang {
+            op: catalog_op(op, "hang op")?,
+        }),
+        ["abort", op] => Ok(Fault::Abort {
+            op: catalog_op(op, "abort op")?,
+        }),
         ["value-shift", op, delta] => Ok(Fault::ValueShift {
             op: catalog_op(op, "value-shift op")?,
             delta: finite_eps(delta, "value-shift")?,

@@ -69,6 +69,11 @@ fn parses_every_form() {
         Ok(Fault::ValueScale { op: "mean", eps }) if eps == -0.25
     ));
     assert!(matches!(
+        parse("hang:cumsum"),
+        Ok(Fault::Hang { op: "cumsum" })
+    ));
+    assert!(matches!(parse("abort:exp"), Ok(Fault::Abort { op: "exp" })));
+    assert!(matches!(
         parse("value-shift:sin:1e-7"),
         Ok(Fault::ValueShift { op: "sin", delta }) if delta == 1e-7
     ));
@@ -130,6 +135,9 @@ fn rejects_bad_specs() {
         "value-scale:mean:x",
         "value-scale:mean:nan",
         "value-shift:sin",
+        "hang:frob",
+        "hang",
+        "abort:exp:1",
         "value-shift:sin:inf",
         "value-scale:frob:0.1",
         "flag-after",

@@ -1,0 +1,58 @@
+"""A hang or crash of burn's worker is signed by the op it happens at (findings/hangs.py): two
+hanging ops are two cases, not one `program`-wide hang; and a hang's re-runs wait a short
+timeout, so localising and shrinking one takes seconds, not a minute per run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from difftest.exec.burn_worker import BurnWorker
+from difftest.findings.hangs import PROBE_TIMEOUT, failing_site, shorter_timeouts
+from difftest.findings.triage import triage
+from difftest.oracle.check import check
+from difftest.program.ir import Program
+from difftest.program.jsonio import program_from_dict
+
+
+def _program() -> Program:
+    statements: list[dict[str, Any]] = [
+        {"id": "x", "kind": "leaf", "shape": [2, 3], "data": [0.5, -1.0, 2.0, 1.5, 0.25, -0.75],
+         "device": "autodiff", "require_grad": True},
+        {"id": "a", "kind": "op", "op": "exp", "inputs": ["x"]},
+        {"id": "b", "kind": "op", "op": "cumsum", "inputs": ["a"], "attrs": {"dim": 1}},
+        {"id": "c", "kind": "op", "op": "tanh", "inputs": ["b"]},
+        {"id": "s", "kind": "op", "op": "sum", "inputs": ["c"]},
+        {"id": "bw", "kind": "backward", "input": "s"}]
+    return program_from_dict({"format": "difftest-program", "version": 1, "statements": statements})
+
+
+@pytest.mark.parametrize(("fault", "kind", "site"), [
+    ("hang:cumsum", "timeout", "b"), ("hang:tanh", "timeout", "c"), ("abort:exp", "crash", "a")])
+def test_a_hang_or_crash_is_found_at_its_op(fault: str, kind: str, site: str) -> None:
+    with BurnWorker(fault=fault, timeout=1.0) as worker:
+        verdict = check(_program(), worker)
+        (m,) = [f for f in verdict.findings if f.kind == kind]
+        assert m.statement is None  # the worker answered nothing: the program is all it names
+        assert failing_site(verdict, worker, m) == site
+        op = {"a": "exp", "b": "cumsum", "c": "tanh"}[site]
+        assert triage(verdict, worker).signature.startswith(f"{kind}:burn:{op}:{kind}")
+
+
+def test_two_hanging_ops_are_two_signatures() -> None:
+    signatures = set()
+    for fault in ("hang:cumsum", "hang:tanh"):
+        with BurnWorker(fault=fault, timeout=1.0) as worker:
+            signatures.add(triage(check(_program(), worker), worker).signature)
+    assert len(signatures) == 2, signatures
+
+
+def test_a_hangs_reruns_wait_the_short_timeout() -> None:
+    with BurnWorker(fault="hang:cumsum", timeout=60.0) as worker:
+        with shorter_timeouts([worker], 1.0):
+            error = worker.run(_program()).error
+            assert error is not None and error.kind == "timeout"
+            assert "within 1s" in error.message, error.message  # not the worker's 60 s
+        assert worker.timeout == 60.0  # its own timeout again after
+    assert PROBE_TIMEOUT < 60.0
