@@ -49,7 +49,10 @@ def kernel_programs(p: Program) -> tuple[Program, Program] | None:
     try:
         shapes = infer_shapes(p)
         out = tuple(shapes[ROOT])
-        parts = spec.backward_kernel(Call(dict(st.attrs), [tuple(shapes[i]) for i in st.inputs], None, p.dtype))
+        # the op's inputs' data: a kernel whose indices burn computes from the input (cummax's sources)
+        data = [x.data for i in st.inputs if isinstance(x := p.by_id().get(i), Leaf)]
+        parts = spec.backward_kernel(Call(dict(st.attrs), [tuple(shapes[i]) for i in st.inputs],
+                                          data if len(data) == len(st.inputs) else None, p.dtype))
     except (ProgramError, ShapeError, ValueError, KeyError, IndexError):
         return None
     if not parts:

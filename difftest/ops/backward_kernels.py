@@ -16,6 +16,7 @@ checks each against burn. Torch-free.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from difftest.program.parts import Call, Part
 
@@ -37,6 +38,44 @@ def gather(call: Call) -> tuple[Part, ...] | None:
     # input's shape, indices, grad, IndexingUpdateOp::Add)
     shape = list(call.shapes[0])
     return (_zeros(shape), Part("scatter", ("p0", 0), {"dim": call.attrs["dim"], "indices": call.attrs["indices"]}))
+
+
+def _sources(x: tuple[float, ...], shape: list[int], dim: int, better: str) -> list[int]:
+    """burn's source index of each position of a running extreme along `dim`: where the running
+    max (min) equals the input, that position, else 0, then a running max of those (the last
+    position holding the extreme so far, ties to the later one)."""
+    size, inner = shape[dim], math.prod(shape[dim + 1:])
+    src = [0] * len(x)
+    for o in range(math.prod(shape[:dim])):
+        for i in range(inner):
+            run, last = math.nan, 0
+            for k in range(size):
+                at = (o * size + k) * inner + i
+                v = x[at]
+                # burn-flex cummax_f32 / cummin_f32: `if val.is_nan() || val > acc { val } else { acc }`
+                if k == 0 or math.isnan(v) or (v > run if better == "max" else v < run):
+                    run = v
+                last = k if run == v else last
+                src[at] = last
+    return src
+
+
+def _cumulative(better: str) -> Callable[[Call], tuple[Part, ...] | None]:
+    def kernel(call: Call) -> tuple[Part, ...] | None:
+        # burn-autodiff ops/tensor.rs float_cummax / float_cummin, CumMax / CumMin::backward:
+        # float_scatter(dim, zeros of the input's shape, source indices, grad, IndexingUpdateOp::Add),
+        # the source indices computed from the input (`_sources`)
+        if call.data is None or call.data[0] is None:
+            return None
+        shape, dim = list(call.shapes[0]), int(call.attrs["dim"])
+        indices = {"shape": shape, "data": _sources(tuple(call.data[0]), shape, dim, better)}
+        return (_zeros(shape), Part("scatter", ("p0", 0), {"dim": dim, "indices": indices}))
+
+    return kernel
+
+
+cummax = _cumulative("max")
+cummin = _cumulative("min")
 
 
 def embedding(call: Call) -> tuple[Part, ...] | None:

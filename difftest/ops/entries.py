@@ -106,10 +106,11 @@ def reduce_all(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.D
 def reduce_dim(name: str, pytorch: str, burn: str, t: T.ToleranceClass, d: dom.Domain = dom.ANY,
                saves: tuple[int, ...] = (), shape_rule: ShapeRule = rule.keep_dim,
                grad_terms: GradTerms | None = None, saves_tensors: bool | None = None,
-               value_terms: ValueTerms | None = None, composed: Composition | None = None) -> OpSpec:
+               value_terms: ValueTerms | None = None, composed: Composition | None = None,
+               backward_kernel: Composition | None = None) -> OpSpec:
     return OpSpec(name, "reduction", 1, pytorch, burn, shape_rule, t, d, A_DIM, draw.dim, saves=saves,
                   reduced_extent=rule.dim_extent, grad_terms=grad_terms, saves_tensors=saves_tensors,
-                  value_terms=value_terms, composed=composed)
+                  value_terms=value_terms, composed=composed, backward_kernel=backward_kernel)
 
 
 def nn_op(name: str, arity: int, pytorch: str, burn: str, shape_rule: ShapeRule, t: T.ToleranceClass,

@@ -27,6 +27,9 @@ CALLS: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = {
     "select": ((4, 3), {"dim": 0, "indices": [1, 3, 1, 0, 1]}),
     "gather": ((4, 3), {"dim": 1, "indices": {"shape": [4, 2], "data": [0, 0, 2, 1, 1, 1, 0, 2]}}),
     "embedding": ((4, 3), {"indices": {"shape": [2, 3], "data": [1, 3, 1, 0, 1, 2]}}),
+    # a running extreme held over several positions: its source index repeats
+    "cummax": ((4, 3), {"dim": 1}),
+    "cummin": ((3, 4), {"dim": 1}),
 }
 
 
