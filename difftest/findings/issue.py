@@ -53,8 +53,8 @@ def signature_title(signature: object) -> str | None:
     if m is None:
         return None
     kind = m.groupdict().get("kind") or "flags"
-    what = WRONG.get(kind, kind)
-    text = f"{'PyTorch: ' if m['fw'] == 'torch' else ''}{m['where']}: wrong {what}"
+    what = {"timeout": "hangs", "crash": "crashes the worker"}.get(kind, f"wrong {WRONG.get(kind, kind)}")
+    text = f"{'PyTorch: ' if m['fw'] == 'torch' else ''}{m['where']}: {what}"
     error = m.groupdict().get("error")
     text += f" ({m['message']})" if m["message"] else f" ({error} error)" if error not in (None, "wrong") else ""
     return text if len(text) <= TITLE_LIMIT else text[:TITLE_LIMIT].rsplit(" ", 1)[0] + " …"

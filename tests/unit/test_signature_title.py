@@ -17,6 +17,8 @@ from difftest.findings.issue import signature_title
     ("torch-wrong:-:mish:grad:rounding #00ce778bf998", "mish: wrong gradient (rounding error)"),
     ("outcome:burn:backward:outcome panic at statement 4: no gradient #bbbbbbbbbbbb",
      "backward: wrong outcome (panic or error) (panic at statement 4: no gradient)"),
+    ("timeout:burn:cumsum:timeout no answer within Ns #cccccccccccc", "cumsum: hangs (no answer within Ns)"),
+    ("crash:burn:exp:crash exit -6 #dddddddddddd", "exp: crashes the worker (exit -6)"),
 ])
 def test_a_signature_gives_a_title(signature: str, title: str) -> None:
     assert signature_title(signature) == title
