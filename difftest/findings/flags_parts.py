@@ -24,6 +24,7 @@ from difftest.findings.error_classes import mismatch_class
 from difftest.findings.localisation import Localisation
 from difftest.findings.localise import Judged, judge
 from difftest.findings.one_op import one_op_program
+from difftest.ops.catalog import CATALOG
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.program.ir import OpCall
 
@@ -55,6 +56,8 @@ def flags_in_parts(verdict: Verdict, worker: BurnWorker, m: Mismatch,
     st = verdict.program.by_id().get(m.statement or "")
     shown = _differ(m)
     if m.kind != "flags" or not isinstance(st, OpCall) or st.region != "grad" or shown is None:
+        return None
+    if st.op not in CATALOG or CATALOG[st.op].composed is None:  # an op burn does not build from others
         return None
     built = one_op_program(verdict.program, st, verdict.torch, verdict.burn, as_tracked=True)
     if built is None:
