@@ -193,7 +193,7 @@ def signature_of_record(record: Mapping[str, Any], program: Program | None) -> s
 
 def _read_signature(path: Path) -> tuple[str | None, str | None, str | None]:
     """(signature, status, why it cannot be read) of a case file, each None when there is none:
-    its `"signature"` field, else recomputed from its recorded verdict (None for a case without a
+    its `"signature"` field, else its triage's, else recomputed from its recorded verdict (None for a case without a
     recorded finding); the status of a program case (None for a memory case or a file that is
     not a case); `why` is load_case's error, naming the file."""
     try:
@@ -205,6 +205,9 @@ def _read_signature(path: Path) -> tuple[str | None, str | None, str | None]:
     status = status if isinstance(status, str) else None
     if program and isinstance(doc.get("signature"), str):  # type: ignore[union-attr]
         return doc["signature"], status, None  # type: ignore[index]
+    triaged = doc.get("triage") if program else None  # type: ignore[union-attr]
+    if isinstance(triaged, dict) and isinstance(triaged.get("signature"), str):
+        return triaged["signature"], status, None  # the campaign's triage: a localised hang's op
     try:
         case = load_case(path)
     except CorpusError as e:
@@ -215,8 +218,8 @@ def _read_signature(path: Path) -> tuple[str | None, str | None, str | None]:
 
 
 def case_signature(path: Path) -> tuple[str | None, str | None]:
-    """(signature, status) of a case file: its `"signature"` field, else recomputed from its
-    recorded verdict; (None, status) for a case without a recorded finding, (None, None) for a
+    """(signature, status) of a case file: its `"signature"` field, else its triage's, else
+    recomputed from its recorded verdict; (None, status) for a case without a recorded finding, (None, None) for a
     file that is not a readable program case."""
     sig, status, _ = _read_signature(path)
     return sig, status
