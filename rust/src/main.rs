@@ -82,7 +82,24 @@ fn install_panic_hook() {
     }));
 }
 
+/// Exits the process once its parent is gone. A worker stuck in a kernel that never returns
+/// reads no more requests, so it would not see its stdin close: killed with its campaign, it
+/// would spin on, orphaned, for good.
+fn exit_with_parent() {
+    let parent = std::os::unix::process::parent_id();
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            if std::os::unix::process::parent_id() != parent {
+                eprintln!("difftest-burn: the worker's parent is gone; exiting");
+                std::process::exit(1);
+            }
+        }
+    });
+}
+
 fn worker() -> ExitCode {
+    exit_with_parent();
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let stdout = std::io::stdout();

@@ -56,3 +56,45 @@ def test_a_hangs_reruns_wait_the_short_timeout() -> None:
             assert "within 1s" in error.message, error.message  # not the worker's 60 s
         assert worker.timeout == 60.0  # its own timeout again after
     assert PROBE_TIMEOUT < 60.0
+
+
+def test_a_hung_worker_exits_when_its_campaign_is_killed(tmp_path: Any) -> None:
+    """A worker stuck in a kernel reads no more requests and would not see its stdin close: it
+    watches its parent, and exits once that is gone (an orphaned hung worker spun on for good)."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from difftest.exec.burn_worker import find_binary
+
+    parent = tmp_path / "parent.py"
+    program = {"format": "difftest-program", "version": 1, "statements": [
+        {"id": "x", "kind": "leaf", "shape": [2], "data": [1.0, 2.0], "device": "autodiff", "require_grad": True},
+        {"id": "y", "kind": "op", "op": "exp", "inputs": ["x"]}]}
+    parent.write_text(
+        "import json, os, subprocess, sys, time\n"
+        f"p = subprocess.Popen([{find_binary()!r}, '--worker'], stdin=subprocess.PIPE,\n"
+        "                     env=dict(os.environ, DIFFTEST_BURN_FAULT='hang:exp'))\n"
+        f"p.stdin.write({json.dumps({'request': 'run', 'id': 1, 'program': program})!r}.encode() + b'\\n')\n"
+        "p.stdin.flush()\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, str(parent)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    worker = int(proc.stdout.readline())
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    stat = Path(f"/proc/{worker}/stat")
+    for _ in range(100):  # the worker checks its parent once a second
+        try:  # gone, or exited and not yet reaped by whoever adopted it (a zombie)
+            if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        except (FileNotFoundError, ProcessLookupError):
+            return
+        time.sleep(0.1)
+    os.kill(worker, signal.SIGKILL)
+    raise AssertionError("the hung worker outlived its parent")
