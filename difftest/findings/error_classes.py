@@ -13,6 +13,7 @@ from difftest.program.observation import Observation, TensorObs
 
 ROUNDING = 3e-6  # median relative errors below this are rounding (a float64 computation through f32)
 LARGE = 3e-2  # ... from this on, large (a wrong formula); between the two, small (a wrong constant)
+WRONG_NUMBER = ("sign", "large", "small", "zero")  # classes of a wrong number, as opposed to rounding, NaN, inf
 
 
 def error_class(pairs: list[tuple[float, float]]) -> str:

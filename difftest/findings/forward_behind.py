@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from difftest.findings.composed import ROOT
-from difftest.findings.error_classes import mismatch_class
+from difftest.findings.error_classes import WRONG_NUMBER, mismatch_class
 from difftest.findings.localisation import Localisation
 from difftest.ops.catalog import CATALOG
 from difftest.oracle.compare import Mismatch, Verdict
@@ -35,7 +35,6 @@ from difftest.program.modules import module_kind
 Judge = Callable[[Program], "Verdict | None"]
 
 SCALES = (2.0**-6, 2.0**-12)  # exact in every dtype: a scaled input is the same numbers' exponent moved
-WRONG_NUMBER = ("sign", "large", "small", "zero")
 
 
 def _scaled(p: Program, k: float) -> Program:

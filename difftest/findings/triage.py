@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
 from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.findings.consequences import consequence
-from difftest.findings.error_classes import mismatch_pairs, mismatch_terms, step_terms
+from difftest.findings.error_classes import WRONG_NUMBER, mismatch_pairs, mismatch_terms, step_terms
 from difftest.findings.flags_parts import flags_in_parts
 from difftest.findings.graph_roots import shown_name
 from difftest.findings.hangs import hang_signature
@@ -120,7 +120,6 @@ def localised_signature(loc: Localisation, framework: str | None) -> str:
     return f"{loc.verdict}:{fw}:{where}:{loc.kind}:{error} #{digest}"
 
 
-WRONG_NUMBER = ("sign", "large", "small", "zero")  # error classes of a wrong number, as opposed to rounding, NaN, inf
 
 
 def wrong_number(loc: Localisation) -> bool:

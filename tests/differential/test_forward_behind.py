@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from difftest.exec.burn_worker import BurnWorker
-from difftest.findings.forward_behind import WRONG_NUMBER, forward_behind, sized
+from difftest.findings.error_classes import WRONG_NUMBER
+from difftest.findings.forward_behind import forward_behind, sized
 from difftest.findings.localisation import Localisation
 from difftest.findings.localise import judge
 from difftest.findings.triage import triage
