@@ -32,3 +32,14 @@ def test_what_is_no_signature_gives_none(text: object) -> None:
 def test_a_long_message_is_cut_at_a_word() -> None:
     title = signature_title("outcome:burn:backward:outcome " + "word " * 40 + "#cccccccccccc")
     assert title is not None and len(title) <= 102 and title.endswith(" …")
+
+
+def test_an_unlocalised_new_case_is_titled_from_its_signature() -> None:
+    from difftest.findings.corpus import Case
+    from difftest.findings.issue import title
+    from difftest.program.ir import Program
+
+    signature = "flags:burn:cat:flags is_tracked=False #15dabf45524e"
+    case = Case(Program(()), status="new", reason=f"new: {signature}",
+                record={"triage": {"signature": signature, "known": None, "localisation": None}})
+    assert title(case) == "cat: wrong autodiff flags (is_tracked=False)"
