@@ -1,15 +1,14 @@
 """Client for the persistent `difftest-burn --worker` process (JSON lines over stdio).
 
 One worker per test process. A program is written to the in-flight directory before it is
-sent and removed when its answer arrives, so a crash, a hang (no answer within the timeout) or
-a malformed answer never loses the case: it becomes the program's observation, and the worker
-restarts for the next program (exec/answers.py reads the answers).
+sent and removed when its answer arrives, so a crash, a hang (no answer within the timeout; its
+stack is read first, exec/stacks.py) or a malformed answer never loses the case: it becomes the
+program's observation, and the worker restarts (exec/answers.py reads the answers).
 
-The worker runs under an address-space limit (RLIMIT_AS, `memory_limit`): a program that
-would take the machine's memory makes the worker's allocation fail instead, which aborts the
-process, which is a crash observation like any other. Programs are also checked against an
-element budget before they run (docs/format.md, "Bounds"), on both sides; the limit is the
-backstop for what that budget does not foresee.
+The worker runs under an address-space limit (RLIMIT_AS, `memory_limit`): a program that would
+take the machine's memory makes the worker's allocation fail, which aborts it: a crash like any
+other. Programs are also checked against an element budget before they run (docs/format.md,
+"Bounds"), on both sides; the limit is the backstop for what that budget does not foresee.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ from difftest.exec.backends import BACKEND_ENV
 from difftest.exec.inflight import write_program
 from difftest.exec.libtorch import worker_env
 from difftest.exec.pending import Pending, PendingProbes, PendingRun
+from difftest.exec.stacks import failure, stopped_in
 from difftest.program.ir import Program
 from difftest.program.jsonio import dumps, program_to_dict
 from difftest.program.observation import BackwardObs, ErrorObs, Observation
@@ -89,8 +89,7 @@ def find_binary() -> str:
 
 
 def default_memory_limit() -> int | None:
-    """$DIFFTEST_BURN_MEMORY_LIMIT (bytes, 0 = unlimited) if set, else DEFAULT_MEMORY_LIMIT;
-    None means unlimited."""
+    """$DIFFTEST_BURN_MEMORY_LIMIT (bytes, 0 = unlimited) if set, else DEFAULT_MEMORY_LIMIT; None: unlimited."""
     text = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
     if not text:
         return DEFAULT_MEMORY_LIMIT
@@ -378,16 +377,17 @@ class BurnWorker:
     def _failed(self, e: Exception, pending: Path | None, kind: str) -> Observation:
         if kind == "crash":
             time.sleep(0.05)  # let the stderr pump take the dying worker's last words
+        # a hung worker is still there: where it is stuck is read before it is killed
+        stopped = stopped_in(self._proc.pid) if kind == "timeout" and self._proc is not None else None
         tail = self.stderr_tail()
         self.restart()
-        return Observation("burn", error=ErrorObs(kind, f"{e}\n{tail}".strip()),
+        return Observation("burn", error=failure(kind, f"{e}\n{tail}".strip(), stopped),
                            meta={"inflight": str(pending) if pending else None})
 
     def allocate(self, nbytes: int, timeout: float | None = None) -> Observation:
         """Test only: has the worker allocate and touch `nbytes` bytes (the `allocate` request,
-        served only with `test_requests`). Ok: an observation without error, `meta["allocated"]`
-        the byte count; past the memory limit the worker aborts, which gives a `crash`
-        observation and a restarted worker; a refused request gives an `invalid-request` error."""
+        served only with `test_requests`): `meta["allocated"]` the byte count; past the memory
+        limit a `crash` (the worker restarted); refused, an `invalid-request` error."""
         answer = self._observed_request("allocate", timeout, None, bytes=nbytes)
         if isinstance(answer, Observation):
             return answer

@@ -7,6 +7,9 @@ two hanging ops were one case, the second masked by the first. The statement is 
 running prefixes of the program, each the program's statements up to one of them (a prefix
 of a valid program is one: every statement reads earlier ones), bisecting for the first prefix
 that fails the same way (`failing_site`); the finding is then signed by that statement's op.
+A hang whose stack was read names the burn function it never returned from (exec/stacks.py),
+which signs it better: ops sharing a hung kernel are one finding. The bisection is for hangs
+without one (no gdb, a hang outside burn) and for crashes, whose process is gone.
 
 Each prefix that still hangs costs a timeout, and so does each shrinking candidate that still
 hangs. A campaign's programs run in milliseconds, and the full timeout (60 s by default) is for
@@ -72,7 +75,10 @@ def failing_site(verdict: Verdict, worker: BurnWorker, m: Mismatch) -> str | Non
 
 
 def hang_signature(verdict: Verdict, worker: BurnWorker, m: Mismatch) -> str | None:
-    """The signature of a hang or crash of burn's worker by the op it happens at (`failing_site`),
-    or None (not such a finding, or no site found: it keeps the program-wide signature)."""
+    """The signature of a hang or crash of burn's worker: by the burn function a hang was stopped
+    in when its stack was read, else by the op it happens at (`failing_site`); None when it is no
+    such finding or no site is found (it keeps the program-wide signature)."""
+    if m.kind in HANG_KINDS and m.framework == "burn" and m.evidence.get("site"):
+        return signature_of_mismatch(m, verdict.program)  # by the burn function it was stopped in
     site = failing_site(verdict, worker, m)
     return signature_of_mismatch(replace(m, statement=site), verdict.program) if site is not None else None

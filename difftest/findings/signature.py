@@ -8,8 +8,10 @@ A signature is built from a verdict's first finding (the mismatch that names the
   mismatch kind (`outcome`, `flags`, `crash`, ...);
 * `framework`: `burn`, `torch`, or `-` for a comparison between the frameworks;
 * `where`: what the failing statement is: the op of an `OpCall`, `cut:<kind>`, `backward`,
-  `leaf`, `apply:<module kind>`, `param:<name>`, `module:<kind>`, `transform:<kind>`; `program`
-  when the mismatch names no statement (a crash or a hang of the worker). A gradient mismatch
+  `leaf`, `apply:<module kind>`, `param:<name>`, `module:<kind>`, `transform:<kind>`; for a hang,
+  the burn function the worker was stopped in (`burn_flex::ops::cumulative::cumulative_op`,
+  exec/stacks.py), so that ops sharing a hung kernel are one finding; `program` when the
+  mismatch names no statement (a crash, a hang outside burn). A gradient mismatch
   names the leaf whose gradient is wrong, and gradients are observed at leaves only, so there
   `where` is what reads that leaf on the way to the backward's root (`powf`, `cut:detach`;
   several joined with `+`): "leaf" would make every gradient bug one signature;
@@ -162,6 +164,10 @@ def signature_of_mismatch(m: Mismatch | Mapping[str, Any], program: Program | No
     where = None
     if d.get("kind") == "grad" and program is not None:
         where = _grad_where(d, program)
+    evidence = d.get("evidence")
+    site = evidence.get("site") if isinstance(evidence, Mapping) else None
+    if d.get("kind") in ("crash", "timeout") and isinstance(site, str):
+        where = site  # the burn function a hung worker was stopped in
     where = where or _where(d.get("statement"), program)
     kind = d.get("kind") or "?"
     message = _message(d)

@@ -217,7 +217,9 @@ def _outcome(program: Program, pred: Prediction, obs: Observation, out: list[Mis
     p = pred.of(fw)
     err = obs.error
     if err is not None and err.kind in ("crash", "timeout"):
-        out.append(Mismatch(err.kind, None, None, fw, "an answer", err.kind, err.message[:2000]))
+        # a hang stopped in a burn function is signed by that function (signature.py)
+        evidence = {"site": err.site, "stack": list(err.stack)} if err.site is not None else {}
+        out.append(Mismatch(err.kind, None, None, fw, "an answer", err.kind, err.message[:2000], evidence=evidence))
         return
     if err is not None and err.kind.startswith("invalid"):
         out.append(Mismatch("invalid", err.statement, err.index, fw, "a valid program", err.kind, err.message))

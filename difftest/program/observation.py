@@ -64,13 +64,23 @@ class ErrorObs:
     message: str
     index: int | None = None
     statement: str | None = None
+    # a hang: the burn function the worker was stopped in and its thread's frames, innermost
+    # first (exec/stacks.py); None and () when no stack was read or no thread was in burn
+    site: str | None = None
+    stack: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "statement": self.statement, "kind": self.kind, "message": self.message}
+        d: dict[str, Any] = {"index": self.index, "statement": self.statement, "kind": self.kind,
+                             "message": self.message}
+        if self.site is not None:
+            d |= {"site": self.site, "stack": list(self.stack)}
+        return d
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> ErrorObs:
-        return ErrorObs(d["kind"], d["message"], d.get("index"), d.get("statement"))
+        site = d.get("site")
+        return ErrorObs(d["kind"], d["message"], d.get("index"), d.get("statement"),
+                        site if isinstance(site, str) else None, tuple(map(str, d.get("stack") or ())))
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ timeout, so localising and shrinking one takes seconds, not a minute per run."""
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 import pytest
@@ -98,3 +99,27 @@ def test_a_hung_worker_exits_when_its_campaign_is_killed(tmp_path: Any) -> None:
         time.sleep(0.1)
     os.kill(worker, signal.SIGKILL)
     raise AssertionError("the hung worker outlived its parent")
+
+
+
+@pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb reads a hung worker's stack (.ci/run installs it); "
+                    "https://sourceware.org/gdb/")
+def test_a_hung_workers_stack_is_read_before_it_is_killed() -> None:
+    """The worker's stack is read with gdb while it hangs (exec/stacks.py). The interpreter's
+    own hang fault sleeps in difftest-burn's code, not in burn: its threads are read, the fault's
+    frame among them, and no burn site is named, so the hang keeps its op's signature."""
+    import time
+
+    from difftest.exec.stacks import site_of, threads_of
+
+    with BurnWorker(fault="hang:cumsum", timeout=4.0) as worker:
+        pending = worker.submit(_program())
+        time.sleep(1.0)
+        assert worker.pid is not None
+        threads = threads_of(worker.pid)
+        assert threads, "gdb read no thread of the hung worker"
+        functions = [f.function for t in threads for f in t]
+        assert any(f.startswith("difftest_burn::fault::") for f in functions), functions
+        assert site_of(threads) is None
+        error = pending.result().error
+        assert error is not None and error.kind == "timeout" and error.site is None

@@ -90,7 +90,7 @@ DATA = Path(__file__).parent / "data"
 
 
 def _patched_campaign(patch: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, profile: str = "default",
-                      programs: int = 3000) -> list[str]:
+                      programs: int = 3000, timeout: float = 60.0) -> list[str]:
     """The signatures of the cases a campaign of `programs` (seed 5, of `profile`) saves
     against burn 0.22.1 with `patch` applied (built once and cached, as `--burn patch:FILE`
     does), in tmp_path/corpus."""
@@ -99,7 +99,7 @@ def _patched_campaign(patch: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     binary = build_with_status(BurnSpec.parse(f"patch:{DATA / patch}")).binary
     monkeypatch.setenv("DIFFTEST_BURN", str(binary))
     opts = FuzzOptions(seed=5, programs=programs, jobs=2, corpus=tmp_path / "corpus", profile=profile,
-                       inflight_dir=tmp_path / "inflight", live=False, progress_every=60.0)
+                       inflight_dir=tmp_path / "inflight", live=False, progress_every=60.0, timeout=timeout)
     summary = fuzz(opts, Console(file=open("/dev/null", "w")))
     signatures = sorted(json.loads(Path(p).read_text())["triage"]["signature"].split(" #")[0] for p in summary.saved)
     print(f"\n{patch}: {len(signatures)} case(s) saved: {signatures}")
@@ -378,3 +378,14 @@ def test_a_composites_misplaced_epsilon_is_one_case(tmp_path: Path, monkeypatch:
     its budget, and a float64 forward off by a rounding's size; one now, the module's forward."""
     signatures = _patched_campaign("layer-norm-eps-after-sqrt.patch", tmp_path, monkeypatch)
     assert signatures == ["burn-wrong:-:apply:layer_norm:forward"], signatures
+
+
+def test_a_hang_in_a_kernel_several_ops_share_is_one_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn-flex whose cumulative kernel never returns for a dim of size 3 in a rank-3
+    tensor. cumsum, cumprod, cummin and cummax all reach it: four cases, one per op, while a hang
+    was signed by the op it starts at; one now, by the burn function the hung worker's stack is
+    stopped in (exec/stacks.py). The campaign waits 10 s for an answer (the README's advice for
+    a branch that hangs): its programs run in milliseconds."""
+    signatures = _patched_campaign("cumulative-kernel-hangs.patch", tmp_path, monkeypatch, timeout=10.0)
+    assert signatures == ["timeout:burn:burn_flex::ops::cumulative::cumulative_op:timeout no answer within Ns"], \
+        signatures
