@@ -5,6 +5,9 @@ generator keeps inputs away from these points (see each op's domain in difftest/
 and when a program lands on one anyway the float64 finite-difference check sees different left
 and right slopes and classifies the disagreement `ill-conditioned`, not a finding.
 
+Where both frameworks declare the same subgradient (relu and abs at 0) and a program's input is
+exactly at the point, there is no choice: the oracle holds both to it (oracle/agreed_points.py).
+
 Each entry records what each framework returns at the point (burn 0.22.1, PyTorch 2.15);
 `tests/differential/test_conventions.py` re-measures them, so an entry that stops matching either framework
 fails like a stale rule.

@@ -46,6 +46,7 @@ from typing import Any
 from difftest.ops import tolerance as tol
 from difftest.ops.value_dtypes import dtype_of
 from difftest.oracle import kink_inputs as ki
+from difftest.oracle.agreed_points import agreed_point
 from difftest.oracle.compare import Mismatch, Verdict, equal_nonfinite
 from difftest.oracle.finite_diff import finite_difference
 from difftest.oracle.kinks import at_kink, near_kink
@@ -233,6 +234,7 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch], runs: TorchRuns | None 
         # a noise run that raised measures nothing: say so, never let it pass as zero noise
         failed = [o.error for o in noisy if o.error is not None and _tensor(o, m) is None]
         kink = near_kink(program, ref, m, verdict.prediction.torch.modules)
+        agreed = agreed_point(verdict, m) if kink is not None else None
         judged: list[Judgement] = []
         kink_sides: list[dict[str, Any]] = []
         crossed: dict[str, Any] | None = None  # kinks between float64's and a framework's own inputs
@@ -246,7 +248,9 @@ def arbitrate(verdict: Verdict, numeric: list[Mismatch], runs: TorchRuns | None 
             d = max(devs, default=0.0)
             terms = _terms(mt, j)
             kind, reason = judge(tt.data[j], bt.data[j], r, d, None, terms, dtype)
-            if kink is not None and kind in ("burn-wrong", "torch-wrong"):
+            if agreed is not None and kind in ("burn-wrong", "torch-wrong"):
+                reason += f"; {agreed}"  # no subgradient left to choose (agreed_points.py)
+            elif kink is not None and kind in ("burn-wrong", "torch-wrong"):
                 kind, reason, sides = at_kink(verdict, m, j, tt.data[j], bt.data[j], r,
                                               tol.budget(d, r, terms, dtype), kink, (kind, reason))
                 if sides:

@@ -18,6 +18,7 @@
 //! | `hang:<op>` | `<op>` never returns (the worker sleeps until it is killed) |
 //! | `abort:<op>` | the process aborts at `<op>` (a crash) |
 //! | `value-shift:<op>:<delta>` | `delta` added to the result of `<op>` (its gradient unchanged): an error that is not relative, as a misplaced epsilon makes |
+//! | `kink-grad:<op>:<g>` | `g` added to `<op>`'s derivative where its input is exactly 0, forward unchanged: a changed convention at a kink (`kink-grad:abs:1` gives abs'(0) = 1, a subgradient still) |
 //! | `broadcast-grad-scale:<eps>` | the gradient of every operand an op broadcasts implicitly (a binary op's lower-rank or size-1 operand, matmul's batch dims) times `1 + eps`, the op's own derivative exact: a fault in the reduction of broadcast gradients that every broadcasting op shares |
 //! | `broadcast-grad-scale:<op>:<eps>` | the same for `<op>`'s operands only: one op's own reduction of a broadcast operand's gradient wrong, every other op's right |
 //! | `root-grad-scale:<eps>` | every gradient of a backward times `1 + eps` when its root is not a scalar (more than one element); backwards of scalar roots unchanged |
@@ -48,7 +49,7 @@ pub const ENV: &str = "DIFFTEST_BURN_FAULT";
 pub const FORMS: &str = "grad-scale:<op>:<eps>, grad-scale-tail:<op>:<eps>:<t>, grad-scale-beside-constant:<op>:<eps>, \
 grad-sign:<op>, grad-drop:<op>, \
 flag-without-autodiff, detach-like-torch, lowering:<op>=<other>[{attrs}], \
-grad-drop-input:<op>:<i>, wrong-dim:<op>, promote-trailing:<op>, value-scale:<op>:<eps>, value-shift:<op>:<delta>, hang:<op>, abort:<op>, \
+grad-drop-input:<op>:<i>, wrong-dim:<op>, promote-trailing:<op>, value-scale:<op>:<eps>, value-shift:<op>:<delta>, kink-grad:<op>:<g>, hang:<op>, abort:<op>, \
 broadcast-grad-scale:[<op>:]<eps>, root-grad-scale:<eps>, flag-after:<detach|without_autodiff|autodiff|no_grad|inference_mode|valid>, \
 on:<backend>:<any of these>";
 
@@ -98,6 +99,10 @@ pub enum Fault {
     ValueShift {
         op: &'static str,
         delta: f64,
+    },
+    KinkGrad {
+        op: &'static str,
+        g: f64,
     },
     Hang {
         op: &'static str,
@@ -295,6 +300,32 @@ fn scale_grad_tail(y: DynTensor, x: &DynTensor, eps: f64, t: f64) -> DynTensor {
     }
 }
 
+/// `y` with `g` added to its derivative with respect to `x` (tracked, of `y`'s shape) where `x`
+/// is exactly 0; the forward bit-exact: the added term is -0.0 everywhere, as in
+/// [`scale_grad_tail`].
+fn kink_grad(y: DynTensor, x: &DynTensor, g: f64) -> DynTensor {
+    fn at_zero<const D: usize>(y: Tensor<D>, x: Tensor<D>, g: f64) -> Tensor<D> {
+        if x.dims() != y.dims() {
+            return y;
+        }
+        let d = x.clone().detach();
+        let elsewhere = d.clone().not_equal_elem(0.0);
+        let delta = if g > 0.0 {
+            (d - x).mul_scalar(-g)
+        } else {
+            (x - d).mul_scalar(g)
+        };
+        y + delta.mask_fill(elsewhere, -0.0)
+    }
+    match (y, x) {
+        (DynTensor::R1(y), DynTensor::R1(x)) => DynTensor::R1(at_zero(y, x.clone(), g)),
+        (DynTensor::R2(y), DynTensor::R2(x)) => DynTensor::R2(at_zero(y, x.clone(), g)),
+        (DynTensor::R3(y), DynTensor::R3(x)) => DynTensor::R3(at_zero(y, x.clone(), g)),
+        (DynTensor::R4(y), DynTensor::R4(x)) => DynTensor::R4(at_zero(y, x.clone(), g)),
+        (y, _) => y,
+    }
+}
+
 /// `op` along the next dim of the same extent: the first `e` of `(d + 1) % rank`,
 /// `(d + 2) % rank`, … with `x[e] == x[d]` (`x` the first input's shape), or `None` (inert).
 /// Same-shape ops (softmax, cumsum, …) and gather keep their output shape; for the others the
@@ -416,6 +447,14 @@ pub fn execute_with(fault: Option<&Fault>, op: &Op, mut inputs: Vec<DynTensor>) 
             let y = op.execute(inputs);
             return match x {
                 Some(x) if y.flags().is_tracked => scale_grad_tail(y, &x, *eps, *t),
+                _ => y,
+            };
+        }
+        Some(Fault::KinkGrad { op: target, g }) if *target == name => {
+            let x = inputs.first().cloned();
+            let y = op.execute(inputs);
+            return match x {
+                Some(x) if x.flags().is_tracked => kink_grad(y, &x, *g),
                 _ => y,
             };
         }

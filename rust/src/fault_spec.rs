@@ -108,6 +108,10 @@ pub fn parse(spec: &str) -> Result<Fault, String> {
             op: catalog_op(op, "value-shift op")?,
             delta: finite_eps(delta, "value-shift")?,
         }),
+        ["kink-grad", op, g] => Ok(Fault::KinkGrad {
+            op: catalog_op(op, "kink-grad op")?,
+            g: finite_eps(g, "kink-grad")?,
+        }),
         ["value-scale", op, eps] => Ok(Fault::ValueScale {
             op: catalog_op(op, "value-scale op")?,
             eps: finite_eps(eps, "value-scale")?,

@@ -78,6 +78,10 @@ fn parses_every_form() {
         Ok(Fault::ValueShift { op: "sin", delta }) if delta == 1e-7
     ));
     assert!(matches!(
+        parse("kink-grad:abs:1"),
+        Ok(Fault::KinkGrad { op: "abs", g }) if g == 1.0
+    ));
+    assert!(matches!(
         parse("root-grad-scale:1e-3"),
         Ok(Fault::RootGradScale { eps }) if eps == 1e-3
     ));
@@ -135,6 +139,7 @@ fn rejects_bad_specs() {
         "value-scale:mean:x",
         "value-scale:mean:nan",
         "value-shift:sin",
+        "kink-grad:abs",
         "hang:frob",
         "hang",
         "abort:exp:1",
