@@ -28,6 +28,8 @@ from tests.programs import backward, cut, leaf, op, program
 
 SMOOTH = program(leaf("x", [0.5, -1.25, 2.0], rg=True), op("y", "tanh", "x"), op("s", "sum", "y"), backward("s"))
 KINK = program(leaf("x", [0.0, -1.25, 2.0], rg=True), op("y", "relu", "x"), op("s", "sum", "y"), backward("s"))
+NEAR_KINK = program(leaf("x", [1e-6, -1.25, 2.0], rg=True), op("y", "relu", "x"), op("s", "sum", "y"),
+                    backward("s"))
 
 
 def test_budgets_are_per_element_from_measured_noise() -> None:
@@ -109,16 +111,26 @@ def test_torch_wrong_when_pytorch_is_the_outlier(burn_worker: BurnWorker) -> Non
     assert _verdict(SMOOTH, _tampered(run_torch(SMOOTH), 1.01), burn_obs) == "torch-wrong"
 
 
-def test_kink_is_ill_conditioned_not_a_finding(burn_worker: BurnWorker) -> None:
-    """At relu's kink the one-sided slopes differ, so a gradient disagreement is no finding."""
-    burn_obs = _tampered(burn_worker.run(KINK), 1.0)
-    torch_obs = run_torch(KINK)
-    bw = burn_obs.backwards[0]
+def _first_grad(obs: Observation, value: float) -> Observation:
+    bw = obs.backwards[0]
     g = bw.grads["x"]
     assert g is not None
-    grads = {**bw.grads, "x": TensorObs(g.shape, (1.0, *g.data[1:]))}  # the other subgradient at 0
-    burn_obs = replace(burn_obs, backwards=(BackwardObs(bw.id, grads),))
-    assert _verdict(KINK, torch_obs, burn_obs) == "ill-conditioned"
+    grads = {**bw.grads, "x": TensorObs(g.shape, (value, *g.data[1:]))}
+    return replace(obs, backwards=(BackwardObs(bw.id, grads),))
+
+
+def test_kink_is_ill_conditioned_not_a_finding(burn_worker: BurnWorker) -> None:
+    """Near relu's kink the one-sided slopes differ, so a gradient disagreement is no finding: a
+    float32 input a rounding away from the kink may fall on either side of it."""
+    burn_obs = _first_grad(burn_worker.run(NEAR_KINK), 0.5)  # between the sides' slopes
+    assert _verdict(NEAR_KINK, run_torch(NEAR_KINK), burn_obs) == "ill-conditioned"
+
+
+def test_the_other_subgradient_exactly_at_an_agreed_kink_is_a_finding(burn_worker: BurnWorker) -> None:
+    """Exactly at 0, where both frameworks declare relu'(0) = 0 and every run's input is 0, the
+    other subgradient is no choice either framework makes (oracle/agreed_points.py)."""
+    burn_obs = _first_grad(burn_worker.run(KINK), 1.0)
+    assert _verdict(KINK, run_torch(KINK), burn_obs) == "burn-wrong"
 
 
 def test_float32_noise_is_agreement(burn_worker: BurnWorker) -> None:
@@ -182,15 +194,11 @@ def test_a_kink_decides_only_the_elements_it_reaches() -> None:
 
 
 def test_a_kink_reaching_the_element_is_ill_conditioned_only_between_its_sides(burn_worker: BurnWorker) -> None:
-    """At relu's kink (x = 0) the one-sided differences are 1 and 0: burn's 1.0 lies between them
-    (the other subgradient), 3.0 does not."""
-    burn_obs = burn_worker.run(KINK)
-    bw = burn_obs.backwards[0]
-    g = bw.grads["x"]
-    assert g is not None
-    for value, want in ((1.0, "ill-conditioned"), (3.0, "burn-wrong")):
-        grads = {**bw.grads, "x": TensorObs(g.shape, (value, *g.data[1:]))}
-        assert _verdict(KINK, run_torch(KINK), replace(burn_obs, backwards=(BackwardObs(bw.id, grads),))) == want
+    """Near relu's kink (x = 1e-6, within the finite differences' steps) the one-sided differences
+    differ: burn's 0.5 lies between them, 3.0 does not."""
+    burn_obs = burn_worker.run(NEAR_KINK)
+    for value, want in ((0.5, "ill-conditioned"), (3.0, "burn-wrong")):
+        assert _verdict(NEAR_KINK, run_torch(NEAR_KINK), _first_grad(burn_obs, value)) == want
 
 
 def test_a_subgradient_at_a_one_sided_limit_is_ill_conditioned_despite_the_estimate_s_error(
