@@ -389,3 +389,12 @@ def test_a_hang_in_a_kernel_several_ops_share_is_one_case(tmp_path: Path, monkey
     signatures = _patched_campaign("cumulative-kernel-hangs.patch", tmp_path, monkeypatch, timeout=10.0)
     assert signatures == ["timeout:burn:burn_flex::ops::cumulative::cumulative_op:timeout no answer within Ns"], \
         signatures
+
+
+def test_a_changed_convention_at_an_agreed_kink_is_one_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn whose abs'(0) is 1: a subgradient still, which the kink check accepted, so
+    campaigns saved nothing (tests/differential/test_conventions.py alone failed). Both frameworks
+    declare abs'(0) = 0, and the generator's boundary leaves put abs's input exactly at 0: with
+    every run at the point, the float64 reference is the answer (oracle/agreed_points.py)."""
+    signatures = _patched_campaign("abs-at-zero-grad-one.patch", tmp_path, monkeypatch)
+    assert signatures == ["burn-wrong:-:abs:grad:wrong"], signatures
