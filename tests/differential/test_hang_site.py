@@ -123,3 +123,24 @@ def test_a_hung_workers_stack_is_read_before_it_is_killed() -> None:
         assert site_of(threads) is None
         error = pending.result().error
         assert error is not None and error.kind == "timeout" and error.site is None
+
+
+@pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb reads a hung worker's stack (.ci/run installs it); "
+                    "https://sourceware.org/gdb/")
+def test_a_hang_stopped_in_a_function_is_signed_by_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The path from a hung worker to the finding's signature: the worker reads the stack before
+    it kills the process, the error records the site, the signature names it. No released burn
+    hangs, so the interpreter's own fault stands in: its crate is counted as burn's here."""
+    import re
+
+    from difftest.exec import stacks
+
+    monkeypatch.setattr(stacks, "_BURN", re.compile(r"^difftest_burn::fault::"))
+    with BurnWorker(fault="hang:cumsum", timeout=2.0) as worker:
+        verdict = check(_program(), worker)
+        error = verdict.burn.error
+        assert error is not None and error.kind == "timeout"
+        assert error.site is not None and error.site.startswith("difftest_burn::fault::"), error
+        assert "stopped in difftest_burn::fault::" in error.message
+        signature = triage(verdict, worker).signature
+    assert signature.startswith(f"timeout:burn:{error.site}:timeout"), signature
