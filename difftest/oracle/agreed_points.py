@@ -26,9 +26,8 @@ import torch
 
 from difftest.divergences.conventions import CONVENTIONS
 from difftest.ops.catalog import CATALOG
-from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.compare import Mismatch, Verdict
-from difftest.oracle.kinks import domain_attrs, input_values, path_ops
+from difftest.oracle.kinks import input_values, kink_ops_near
 
 Point = Callable[[Sequence[torch.Tensor], Mapping[str, Any]], torch.Tensor]  # elementwise: at the point
 
@@ -62,18 +61,11 @@ def agreed_point(verdict: Verdict, m: Mismatch) -> str | None:
     program, ref = verdict.program, verdict.reference
     if ref is None:
         return None
-    dtypes = value_dtypes(program)
     found: list[str] = []
-    for i, st in path_ops(program, m, verdict.prediction.torch.modules):
-        spec = CATALOG.get(st.op)
-        if spec is None or "kink" not in spec.domain.tags:
-            continue
-        xs = input_values(ref, st)
+    for i, st, xs, attrs in kink_ops_near(program, ref, m, verdict.prediction.torch.modules):
+        spec = CATALOG[st.op]
         if xs is None:
             return None
-        attrs = domain_attrs(st, dtypes, program.dtype)
-        if spec.domain.predicate(xs, attrs):
-            continue  # not near its kink
         if st.op not in AGREED:
             return None
         name, point = AGREED[st.op]

@@ -18,7 +18,7 @@ outside what either side gives stays a finding.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -146,16 +146,29 @@ def near_kink(program: Program, ref: Observation, m: Mismatch,
     """A description of the first op on the element's path whose float64 input lies at or near
     a kink of its own (its catalog domain is tagged "kink" and rejects the input), or None
     (`modules`: the model's module handles, for forwards that return their input)."""
+    for i, st, xs, _ in kink_ops_near(program, ref, m, modules):
+        if xs is not None:
+            domain = CATALOG[st.op].domain
+            return (f"{st.op} at statement {i} ({st.id}) has an input within {KINK_GAP} of its kink "
+                    f"({domain.name}: {domain.reason})")
+    return None
+
+
+def kink_ops_near(program: Program, ref: Observation | None, m: Mismatch,
+                  modules: Mapping[str, ModuleState] | None = None
+                  ) -> Iterator[tuple[int, OpCall, list[torch.Tensor] | None, dict[str, Any]]]:
+    """The ops on the element's path whose catalog domain is tagged "kink" and rejects their
+    float64 input (at or near the kink), in program order: (index, op, its float64 inputs,
+    its domain's attributes); the inputs None when `ref` lacks one (nothing known of them)."""
     dtypes = value_dtypes(program)
     for i, st in path_ops(program, m, modules):
         spec = CATALOG.get(st.op)
         if spec is None or "kink" not in spec.domain.tags:
             continue
         xs = input_values(ref, st)
-        if xs is not None and not spec.domain.predicate(xs, domain_attrs(st, dtypes, program.dtype)):
-            return (f"{st.op} at statement {i} ({st.id}) has an input within {KINK_GAP} of its kink "
-                    f"({spec.domain.name}: {spec.domain.reason})")
-    return None
+        attrs = domain_attrs(st, dtypes, program.dtype)
+        if xs is None or not spec.domain.predicate(xs, attrs):
+            yield i, st, xs, attrs
 
 
 def domain_attrs(st: OpCall, dtypes: Mapping[str, str], default: str) -> dict[str, Any]:
