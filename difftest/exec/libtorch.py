@@ -87,13 +87,21 @@ def is_tch_build(binary: str) -> bool:
     return len(parts) >= 4 and "tch" in parts[-4].split("+")[1:]
 
 
+# the pid of the process a worker serves: the worker exits once it is gone (a hung worker reads no
+# more requests, so it would never see its stdin close); read at the worker's start, it would
+# miss a parent killed before then
+PARENT_ENV = "DIFFTEST_BURN_PARENT"
+
+
 def worker_env(binary: str) -> dict[str, str]:
-    """The environment of a worker running `binary`: one OpenMP thread (the jobs fill the cores;
+    """The environment of a worker running `binary`: this process as its parent (PARENT_ENV),
+    one OpenMP thread (the jobs fill the cores;
     LibTorch's pool per worker spun on tiny tensors, a LibTorch campaign ran 4.3x slower; an
     explicit OMP_NUM_THREADS is kept), and the provisioned LibTorch on the library path of a tch
     build, unless the caller brought their own."""
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
+    env[PARENT_ENV] = str(os.getpid())  # the worker exits once this process is gone
     paths = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
     theirs = caller_provides() or any((Path(p) / "libtorch_cpu.so").exists() for p in paths)
     if is_tch_build(binary) and not theirs and (env_dir() / COMPLETE).is_file():

@@ -84,9 +84,14 @@ fn install_panic_hook() {
 
 /// Exits the process once its parent is gone. A worker stuck in a kernel that never returns
 /// reads no more requests, so it would not see its stdin close: killed with its campaign, it
-/// would spin on, orphaned, for good.
+/// would spin on, orphaned, for good. The parent is the pid in `DIFFTEST_BURN_PARENT` when the
+/// spawner gives it (BurnWorker does): a parent killed before this thread started has already
+/// handed the worker to another process, whose pid read here would be taken for the parent's.
 fn exit_with_parent() {
-    let parent = std::os::unix::process::parent_id();
+    let parent = std::env::var("DIFFTEST_BURN_PARENT")
+        .ok()
+        .and_then(|pid| pid.trim().parse::<u32>().ok())
+        .unwrap_or_else(std::os::unix::process::parent_id);
     std::thread::spawn(move || {
         loop {
             std::thread::sleep(std::time::Duration::from_secs(1));

@@ -59,16 +59,14 @@ def test_a_hangs_reruns_wait_the_short_timeout() -> None:
     assert PROBE_TIMEOUT < 60.0
 
 
-def test_a_hung_worker_exits_when_its_campaign_is_killed(tmp_path: Any) -> None:
-    """A worker stuck in a kernel reads no more requests and would not see its stdin close: it
-    watches its parent, and exits once that is gone (an orphaned hung worker spun on for good)."""
+def _orphan(tmp_path: Any, delay: float) -> int:
+    """A campaign-like parent that starts a worker (`delay` seconds later, through a shell) with
+    the environment BurnWorker gives it, hands it a program that hangs, and is killed; the
+    worker's pid."""
     import json
-    import os
     import signal
     import subprocess
     import sys
-    import time
-    from pathlib import Path
 
     from difftest.exec.burn_worker import find_binary
 
@@ -77,9 +75,11 @@ def test_a_hung_worker_exits_when_its_campaign_is_killed(tmp_path: Any) -> None:
         {"id": "x", "kind": "leaf", "shape": [2], "data": [1.0, 2.0], "device": "autodiff", "require_grad": True},
         {"id": "y", "kind": "op", "op": "exp", "inputs": ["x"]}]}
     parent.write_text(
-        "import json, os, subprocess, sys, time\n"
-        f"p = subprocess.Popen([{find_binary()!r}, '--worker'], stdin=subprocess.PIPE,\n"
-        "                     env=dict(os.environ, DIFFTEST_BURN_FAULT='hang:exp'))\n"
+        "import subprocess, sys, time\n"
+        "from difftest.exec.libtorch import worker_env\n"
+        f"env = dict(worker_env({find_binary()!r}), DIFFTEST_BURN_FAULT='hang:exp')\n"
+        f"p = subprocess.Popen(['sh', '-c', 'sleep {delay}; exec \"$0\" --worker', {find_binary()!r}],\n"
+        "                     stdin=subprocess.PIPE, env=env)\n"
         f"p.stdin.write({json.dumps({'request': 'run', 'id': 1, 'program': program})!r}.encode() + b'\\n')\n"
         "p.stdin.flush()\n"
         "print(p.pid, flush=True)\n"
@@ -89,17 +89,37 @@ def test_a_hung_worker_exits_when_its_campaign_is_killed(tmp_path: Any) -> None:
     worker = int(proc.stdout.readline())
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    return worker
+
+
+def _outlives(worker: int, seconds: float) -> bool:
+    """Whether `worker` is still running after `seconds` (gone, or a zombie not yet reaped by
+    whoever adopted it, is not running); killed if it is."""
+    import os
+    import signal
+    import time
+    from pathlib import Path
+
     stat = Path(f"/proc/{worker}/stat")
-    for _ in range(100):  # the worker checks its parent once a second
-        try:  # gone, or exited and not yet reaped by whoever adopted it (a zombie)
+    for _ in range(int(seconds * 10)):
+        try:
             if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                return
+                return False
         except (FileNotFoundError, ProcessLookupError):
-            return
+            return False
         time.sleep(0.1)
     os.kill(worker, signal.SIGKILL)
-    raise AssertionError("the hung worker outlived its parent")
+    return True
 
+
+@pytest.mark.parametrize("delay", [0.0, 1.0])
+def test_a_hung_worker_exits_when_its_campaign_is_killed(tmp_path: Any, delay: float) -> None:
+    """A worker stuck in a kernel reads no more requests and would not see its stdin close: it
+    watches its parent, and exits once that is gone (an orphaned hung worker spun on for good).
+    It does so also when the parent was killed before the worker started (delay 1 s): it knows
+    its parent from BurnWorker's environment, not from whoever has adopted it by then."""
+    worker = _orphan(tmp_path, delay)
+    assert not _outlives(worker, 10.0 + delay), "the hung worker outlived its parent"
 
 
 @pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb reads a hung worker's stack (.ci/run installs it); "
