@@ -17,6 +17,16 @@ probability `P_ELEMENT`, by one of its boundary options:
   softmax of equal logits), or of the element at the same position of the op's other input (a
   tie of maximum/minimum, x - y = 0).
 
+A boundary leaf drawn for an op reaches that op's kink only now and then (one option of
+about ten, and most ops take an existing value, not a fresh leaf), and an existing value is
+at a kink mostly by structure (floor's integers, a difference of equal values) where the
+gradient upstream of the kink vanishes, so a changed convention there (abs'(0) = 1) changes
+nothing. So an op whose domain lists kink points takes, with probability
+`GenConfig.p_kink_leaf`, a fresh first input that is a kink leaf: each element, with
+probability KINK_ELEMENT, one of those points (`kink_options`, `draw_kink`), the rest drawn as
+usual. Such a leaf requires grad as often as any other, so the op's convention at the point
+meets a gradient, which the declared conventions and the oracle's kink handling judge.
+
 A float attribute with declared boundary values (`AttrSpec.boundary`: powf_scalar's integral
 exponents, which burn dispatches to powi_scalar and its special cases; the 0 and 1 of scalars an
 op may short-circuit; softplus' beta of 1) snaps to one when its drawn value lies within
@@ -47,6 +57,7 @@ from difftest.ops.spec import AttrSpec
 from difftest.program.dtypes import round_to
 
 P_ELEMENT = 0.35  # of a boundary leaf's elements, the share replaced by a boundary option
+KINK_ELEMENT = 0.5  # of a kink leaf's elements, the share placed on one of its op's kink points
 # a drawn float attribute this close to one of its boundary values becomes it (powf_scalar's
 # exponent, uniform over [-2, 3], lands on each of its 7 values 0.8% of the times)
 ATTR_SNAP = 0.02
@@ -104,6 +115,31 @@ def options(lo: float, hi: float, dtype: str, domain: Domain | None = None, inde
             values.append(v)
     # the other input may be an op result the generator evaluated in float32: as a value of dtype
     return Options(tuple(values), tuple(round_to(x, dtype) for x in pair))
+
+
+def kink_options(dtype: str, domain: Domain, index: int = 0) -> Options:
+    """A kink leaf's options: only the points of `domain` (an op's, tagged "kink") listed for
+    input `index` (relu's and abs's 0 and -0.0, floor's integers, clamp's grid, hard_sigmoid's
+    +-3), each as a value of `dtype` the domain admits; no ties, no generic values. Empty when
+    the domain lists no point for that input (its kinks are ties: max, sort, maximum)."""
+    values: list[float] = []
+    for v in domain.boundary_values(index):
+        r = _inside_edge(v, dtype, domain, index)
+        if r is not None and not any(_same(r, w) for w in values):
+            values.append(r)
+    return Options(tuple(values))
+
+
+def draw_kink(c: Choices, opts: Options, data: list[float]) -> tuple[list[float], int]:
+    """`data` with each element, with probability KINK_ELEMENT, replaced by one of `opts`'
+    values; and how many were."""
+    out = list(data)
+    replaced = 0
+    for i in range(len(out)):
+        if opts.values and c.boolean(KINK_ELEMENT):
+            out[i] = float(opts.values[c.integer(0, len(opts.values) - 1)])
+            replaced += 1
+    return out, replaced
 
 
 def _admits(domain: Domain, index: int, v: float) -> bool:

@@ -93,6 +93,9 @@ class GenConfig:
     # magnitudes), and ops accept inputs exactly at their kinks; off: continuous leaves only
     boundary: bool = True
     p_boundary_leaf: float = 0.15
+    # of the calls of an op whose domain lists kink points (relu's 0, clamp's grid), the share
+    # whose first input is a fresh kink leaf, elements on those points (boundary.kink_options)
+    p_kink_leaf: float = 0.25
     # the burn backends the programs are for (`difftest fuzz --backend`): a call one of them
     # refuses for its attribute values (a cast to half precision on NdArray:
     # ops/backend_support.py) is redrawn, as a call outside the op's domain is

@@ -21,7 +21,9 @@ tests/quality/test_distribution.py):
 * Leaf values are continuous, uniform over the domain's range (strategies/choices.py), except
   for a share of leaves (`p_boundary_leaf`) that get some elements from the edges of the value
   space: the op's domain edges and kinks, 0 and -0.0, ties, tiny and subnormal magnitudes
-  (strategies/boundary.py); with them, an op accepts inputs exactly at its kinks.
+  (strategies/boundary.py); with them, an op accepts inputs exactly at its kinks. An op whose
+  domain lists kink points (relu's 0) takes a fresh first input with elements on them at
+  times (`p_kink_leaf`), so a gradient meets its convention there.
 * Some programs are sessions (strategies/sessions.py): after a backward, another
   forward and backward follow (up to `max_backwards`), reusing leaves, detached values and
   gradients read from the handle (and, rarely, values of the consumed graph); some hold a short
@@ -146,14 +148,18 @@ class _Builder:
         return tuple(self.c.integer(1, self.cfg.max_dim) for _ in range(max(rank, min(min_rank, self.cfg.max_rank))))
 
     def leaf(self, shape: Shape, rng: tuple[float, float] = (-3.0, 3.0), domain: Domain | None = None,
-             index: int = 0, pair: _Value | None = None) -> _Value:
+             index: int = 0, pair: _Value | None = None, kink: bool = False) -> _Value:
         """A fresh leaf of `shape` with data in `rng`, drawn for input `index` of an op with
-        `domain` (None: for no op yet) beside its input `pair` (for ties between inputs)."""
+        `domain` (None: for no op yet) beside its input `pair` (for ties between inputs);
+        `kink`: a kink leaf, some elements on the domain's kink points (boundary.draw_kink)."""
         c, cfg = self.c, self.cfg
         plain = c.boolean(cfg.p_plain_leaf)
         rg = c.boolean(cfg.p_require_grad) if not plain else c.boolean(cfg.p_plain_require_grad)
         data = self.floats(numel(shape), rng[0], rng[1])
-        if cfg.boundary and c.boolean(cfg.p_boundary_leaf):
+        if kink and domain is not None:
+            data, replaced = boundary.draw_kink(c, boundary.kink_options(self.dtype, domain, index), data)
+            c.note("leaf:kink" if replaced else "leaf:kink-none")
+        elif cfg.boundary and c.boolean(cfg.p_boundary_leaf):
             flat = pair.tensor.reshape(-1).tolist() if pair is not None and not pair.dtype else []
             opts = boundary.options(rng[0], rng[1], self.dtype, domain, index, flat)
             data, replaced = opts.draw(c, data)
@@ -238,7 +244,14 @@ class _Builder:
 
         # A fresh first input on the last attempt, and on any attempt where no existing value is
         # of the op's rank (an op of an exact rank is not left to its last attempt alone).
-        first = None if last else existing()
+        first = None
+        if attempt == 0 and self.kink_leaf(spec):
+            # an input on the op's kink points that a gradient reaches (boundary.py: kink leaves)
+            fresh = spec.first_input.draw(c) if spec.first_input is not None else self.draw_shape(spec.min_rank)
+            if len(fresh) >= spec.min_rank:
+                first = self.leaf(fresh, leaf_range(0), spec.domain, kink=True)
+        if first is None and not last:
+            first = existing()
         # the last attempt may go two leaves over the budget, as fresh inputs for a domain may: an
         # op of an exact rank (an image's) that no value has is not given up for the leaves alone
         room = self.cfg.max_leaves + (FRESH_SLACK if last else 0)
@@ -322,6 +335,15 @@ class _Builder:
         if region != "grad":
             c.note(f"region:{region}")
         return True
+
+    def kink_leaf(self, spec: OpSpec) -> bool:
+        """Whether the op's first input is a fresh kink leaf (GenConfig.p_kink_leaf): only for a
+        domain that lists kink points for it, with boundary values on and a leaf to spare."""
+        cfg = self.cfg
+        if not (cfg.boundary and cfg.p_kink_leaf > 0 and "kink" in spec.domain.tags
+                and spec.domain.boundary_values(0) and self.leaves < cfg.max_leaves):
+            return False
+        return self.c.boolean(cfg.p_kink_leaf)
 
     def tie_of_one_source(self, st: OpCall, inputs: Sequence[_Value]) -> bool:
         """A max/min update of two tracked values a gradient of each reaches one tracked source
