@@ -22,7 +22,8 @@ about ten, and most ops take an existing value, not a fresh leaf), and an existi
 at a kink mostly by structure (floor's integers, a difference of equal values) where the
 gradient upstream of the kink vanishes, so a changed convention there (abs'(0) = 1) changes
 nothing. So an op whose domain lists kink points takes, with probability
-`GenConfig.p_kink_leaf`, a fresh first input that is a kink leaf: each element, with
+`GenConfig.p_kink_leaf` (0 by default; 0.25 in the profile "kinks"), a fresh first input that
+is a kink leaf: each element, with
 probability KINK_ELEMENT, one of those points (`kink_options`, `draw_kink`), the rest drawn as
 usual. Such a leaf requires grad as often as any other, so the op's convention at the point
 meets a gradient, which the declared conventions and the oracle's kink handling judge.

@@ -23,7 +23,7 @@ tests/quality/test_distribution.py):
   space: the op's domain edges and kinks, 0 and -0.0, ties, tiny and subnormal magnitudes
   (strategies/boundary.py); with them, an op accepts inputs exactly at its kinks. An op whose
   domain lists kink points (relu's 0) takes a fresh first input with elements on them at
-  times (`p_kink_leaf`), so a gradient meets its convention there.
+  times (`p_kink_leaf`, profile "kinks"), so a gradient meets its convention there.
 * Some programs are sessions (strategies/sessions.py): after a backward, another
   forward and backward follow (up to `max_backwards`), reusing leaves, detached values and
   gradients read from the handle (and, rarely, values of the consumed graph); some hold a short

@@ -307,8 +307,10 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--profile", default="default", type=profile_name,
                    help="the generator's distribution: sessions makes most programs sessions (several "
                         "backwards, gradient reads, SGD training loops); checkpointing runs every program "
-                        "on burn's balanced gradient checkpointing (by default a quarter of them); join "
-                        "several with + (sessions+checkpointing)")
+                        "on burn's balanced gradient checkpointing (by default a quarter of them); kinks "
+                        "puts a quarter of the calls of relu, abs, hard_sigmoid, clamp, floor, ... on a "
+                        "fresh input with elements exactly at their kinks; join several with + "
+                        "(sessions+checkpointing)")
     f.add_argument("--dtype", default=None, choices=["float32", "float64", "float16", "bfloat16"],
                    help="every program in this dtype (the default distribution otherwise; by default "
                         "80%% float32, 10%% float64, 5%% float16, 5%% bfloat16)")

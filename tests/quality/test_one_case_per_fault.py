@@ -400,3 +400,18 @@ def test_a_changed_convention_at_an_agreed_kink_is_one_case(tmp_path: Path, monk
     0 (boundary leaves), and 3,000 programs of seed 5 hold one such leaf that requires grad."""
     signatures = _patched_campaign("abs-at-zero-grad-one.patch", tmp_path, monkeypatch, programs=1000, ops=("abs",))
     assert signatures == ["burn-wrong:-:abs:grad:wrong"], signatures
+
+
+@pytest.mark.parametrize("fault,op", [("kink-grad:abs:1", "abs"), ("kink-grad:relu:1", "relu"),
+                                      ("kink-grad:prelu:0.5", "prelu")])
+def test_a_changed_convention_at_a_kink_is_one_case_of_a_kinks_campaign(fault: str, op: str, tmp_path: Path) -> None:
+    """The interpreter's `kink-grad` fault changes the op's derivative at an input of exactly 0
+    (abs'(0) = 1, relu'(0) = 1: a mask x >= 0 for x > 0). A whole-catalog campaign of 3,000
+    programs (seed 5) saved nothing for abs'(0) = 1: the inputs at abs's 0 were there by structure,
+    with no gradient through them. The profile "kinks" puts a quarter of these ops' calls on a
+    fresh input with elements at the kink (strategies/boundary.py): one case, named after the op."""
+    opts = FuzzOptions(seed=5, programs=3000, jobs=2, corpus=tmp_path / "corpus", profile="kinks", fault=fault,
+                       inflight_dir=tmp_path / "inflight", live=False, progress_every=60.0)
+    summary = fuzz(opts, Console(file=open("/dev/null", "w")))
+    signatures = sorted(json.loads(Path(p).read_text())["triage"]["signature"].split(" #")[0] for p in summary.saved)
+    assert signatures == [f"burn-wrong:-:{op}:grad:wrong"], signatures
