@@ -156,8 +156,13 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
         positions[name] = pos
         out.append(Leaf(name, t.value.shape, t.value.data, "autodiff" if on_autodiff else "plain",
                         on_autodiff and not indices and tracked))
+    # an op the program ran outside the grad region (no_grad, inference_mode) runs there again
+    # when only its value is asked: burn runs such an op on the inner backend's kernel, not the
+    # autodiff one (hard-sigmoid-autodiff-f64-in-f32 is wrong in the latter alone), and its
+    # result has no gradient to take
+    region = st.region if isinstance(st, OpCall) and not grads else "grad"
     if isinstance(st, OpCall):
-        out.append(OpCall("y", st.op, tuple(names), dict(st.attrs)))
+        out.append(OpCall("y", st.op, tuple(names), dict(st.attrs), region))
     else:
         assert isinstance(st, Apply)
         chain = module_chain(table, st.module)
@@ -170,7 +175,8 @@ def one_op_program(program: Program, st: Statement, torch_obs: Observation, burn
         # any input) shows a wrong derivative in its parameters' gradients only. After the
         # forward, so that a wrong input gradient stays the finding reported first
         out.extend(param_reads(program, chain[-1].id, {s.id for s in out}))
-    if any(isinstance(s, Leaf) and s.require_grad for s in out) or (grads and any(isinstance(s, Param) for s in out)):
+    if region == "grad" and (any(isinstance(s, Leaf) and s.require_grad for s in out)
+                             or (grads and any(isinstance(s, Param) for s in out))):
         root = "y"
         if seeded:
 

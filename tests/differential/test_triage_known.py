@@ -34,6 +34,23 @@ def test_a_new_bug_after_a_known_one_is_named_after_the_new_one(workers: dict[st
     assert t.known is None and ":exp:" in t.signature, t.describe()
 
 
+def test_a_known_bug_is_localised_to_the_call_that_shows_it_not_an_earlier_no_grad_one(
+        workers: dict[str, BurnWorker]) -> None:
+    """hard_sigmoid in float64 is wrong on burn's autodiff kernel only: a call in a no_grad
+    region runs the inner backend's kernel and is right. The value of the later call in the grad
+    region is the finding, and an earlier no_grad call on its path is not its site: the one-op
+    program runs a call in the region the program ran it in (seed 14's no-false-alarm campaign
+    with kink leaves, program 8,695: signed by the no_grad call, so no record matched)."""
+    program = Program((
+        leaf("x", [0.1, -0.4, 0.9], rg=True), op("h", "hard_sigmoid", "x", region="no_grad"),
+        leaf("z", [0.3, -0.7, 1.1], rg=True), op("a", "add", "h", "z"), op("y", "hard_sigmoid", "a"),
+        op("s", "sum", "y"), backward("s"),
+    ), "float64")
+    t = _triage(workers, program, None)
+    assert t.localisation is not None and t.localisation.statement == "y", t.describe()
+    assert t.known is not None and t.known.name == "hard-sigmoid-autodiff-f64-in-f32", t.describe()
+
+
 @pytest.mark.parametrize("root_op", ["exp", "sin", "mul_scalar"])
 def test_a_backward_that_seeds_its_root_wrong_is_one_finding_not_one_per_op(
         workers: dict[str, BurnWorker], root_op: str) -> None:
