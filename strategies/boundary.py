@@ -23,10 +23,10 @@ at a kink mostly by structure (floor's integers, a difference of equal values) w
 gradient upstream of the kink vanishes, so a changed convention there (abs'(0) = 1) changes
 nothing. So an op whose domain lists kink points takes, with probability
 `GenConfig.p_kink_leaf` (0 by default; 0.25 in the profile "kinks"), a fresh first input that
-is a kink leaf: each element, with
-probability KINK_ELEMENT, one of those points (`kink_options`, `draw_kink`), the rest drawn as
-usual. Such a leaf requires grad as often as any other, so the op's convention at the point
-meets a gradient, which the declared conventions and the oracle's kink handling judge.
+is a kink leaf: each element, with probability KINK_ELEMENT, one of those points (`kink_options`,
+`draw_kink`), the rest drawn as usual. Such a leaf requires grad as often as any other, so the
+op's convention at the point meets a gradient, which the declared conventions and the oracle's
+kink handling judge.
 
 A float attribute with declared boundary values (`AttrSpec.boundary`: powf_scalar's integral
 exponents, which burn dispatches to powi_scalar and its special cases; the 0 and 1 of scalars an
@@ -104,12 +104,7 @@ def options(lo: float, hi: float, dtype: str, domain: Domain | None = None, inde
     generic = [0.0, -0.0, 1.0, -1.0, tiny, -tiny, tiny / 16, -tiny / 16]  # tiny / 16: a subnormal
     if domain is None:
         generic += [MAX_MAGNITUDE, -MAX_MAGNITUDE]
-    edges = domain.boundary_values(index) if domain is not None else ()
-    values: list[float] = []
-    for v in edges:  # inside the domain by declaration; rounding must not carry one out of it
-        r = _inside_edge(v, dtype, domain, index)
-        if r is not None and not any(_same(r, w) for w in values):
-            values.append(r)
+    values = _edges(dtype, domain, index) if domain is not None else []
     for v in generic:  # exact in every dtype; kept where the leaf's range and the domain hold them
         inside = domain is None or (lo <= v <= hi and _admits(domain, index, v))
         if inside and not any(_same(v, w) for w in values):
@@ -123,12 +118,18 @@ def kink_options(dtype: str, domain: Domain, index: int = 0) -> Options:
     input `index` (relu's and abs's 0 and -0.0, floor's integers, clamp's grid, hard_sigmoid's
     +-3), each as a value of `dtype` the domain admits; no ties, no generic values. Empty when
     the domain lists no point for that input (its kinks are ties: max, sort, maximum)."""
+    return Options(tuple(_edges(dtype, domain, index)))
+
+
+def _edges(dtype: str, domain: Domain, index: int) -> list[float]:
+    """The domain's edges and kink points for input `index`, each as a value of `dtype` still
+    inside the domain (inside by declaration; rounding must not carry one out of it), once."""
     values: list[float] = []
     for v in domain.boundary_values(index):
         r = _inside_edge(v, dtype, domain, index)
         if r is not None and not any(_same(r, w) for w in values):
             values.append(r)
-    return Options(tuple(values))
+    return values
 
 
 def draw_kink(c: Choices, opts: Options, data: list[float]) -> tuple[list[float], int]:
