@@ -62,6 +62,9 @@ class Fault:
     # at a composite's own site (its one-op program): whether burn computes it as its declared
     # parts and PyTorch's run of them agrees (findings/composed.py as_composed); None elsewhere
     as_composed: bool | None = None
+    # (known bug, statement): modelled bugs whose behaviour, composed with burn's conventions into
+    # the float64 reference, gives burn's result at every failing element (findings/reproduced.py)
+    reproduced: tuple[tuple[str, str], ...] = ()
 
 
 ErrorCheck = Callable[[Fault], bool]

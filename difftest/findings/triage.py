@@ -24,7 +24,6 @@ record explains makes the verdict news, whatever its signature.
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +31,7 @@ from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
 from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.findings.consequences import consequence
 from difftest.findings.error_classes import WRONG_NUMBER, mismatch_pairs, mismatch_terms, step_terms
+from difftest.findings.explaining import dtype_at, explains, known_bug_of
 from difftest.findings.flags_parts import flags_in_parts
 from difftest.findings.graph_roots import shown_name
 from difftest.findings.hangs import hang_signature
@@ -44,9 +44,8 @@ from difftest.findings.localise import (
     localise_tracking,
     primary,
 )
-from difftest.findings.paths import upstream
+from difftest.findings.reproduced import reproduced
 from difftest.findings.signature import signature_of_mismatch
-from difftest.ops.value_dtypes import dtype_of
 from difftest.oracle.compare import Mismatch, Verdict
 from difftest.oracle.gradient_reads import between_read, selecting
 from difftest.program.ir import (
@@ -191,14 +190,6 @@ def state_fault(verdict: Verdict, m: Mismatch) -> str | None:
     return f"flags:{m.framework or '-'}:{where}:{flags} #{digest}"
 
 
-def dtype_at(program: Program, st: Statement) -> str:
-    """The dtype a statement runs in: its first input's, else the program's."""
-    inputs = st.inputs if isinstance(st, OpCall) else (st.input,) if isinstance(st, Apply) else ()
-    if inputs:
-        return dtype_of(program, inputs[0])
-    return program.dtype
-
-
 def fault_of(verdict: Verdict, m: Mismatch, loc: Localisation | None, backend: str = DEFAULT_BACKEND) -> Fault:
     """The finding `m` of `verdict` as known-bug records read it (`loc`: its localisation;
     `backend`: the burn backend the verdict's program ran on)."""
@@ -305,61 +296,6 @@ def _gradient_read(table: dict[str, Statement], ident: str | None) -> Grad | Non
     return None
 
 
-def explains(bug: KnownBug, f: Fault) -> bool:
-    """Whether `bug` shows on the fault's backend and on this machine, is the bug of the
-    framework the finding blames (PyTorch's for a torch-wrong verdict, else burn's), its site holds
-    at the fault's statement (or upstream of it, for an effect that shows downstream) and its
-    effect matches the fault (or the fault's other reading, `Fault.alternative`)."""
-    return _explains(bug, f) or (f.alternative is not None and _explains(bug, f.alternative))
-
-
-def _explains(bug: KnownBug, f: Fault) -> bool:
-    eff = bug.effect
-    if eff is None or f.site is None or f.kind not in eff.kinds or not bug.shows_on(f.backend):
-        return False
-    if (bug.framework == "torch") != (f.verdict == "torch-wrong") or not bug.shows_here():
-        return False
-    if eff.message is not None and f.kind == "outcome" and not re.search(eff.message, f.message, re.IGNORECASE):
-        return False
-    if eff.input is not None and f.input != eff.input:
-        return False
-    if eff.error is not None and not eff.error(f):
-        return False
-    statements = f.program.statements
-    table = f.program.by_id()
-    site = table.get(f.site)
-    if site is None:
-        return False
-    sites = {f.site}
-    if eff.downstream:
-        sites |= upstream(table, site)
-        if f.kind in ("stale-rule", "outcome") and isinstance(site, Backward):
-            # a backward that ran where a rule predicted a consumed graph: what the earlier
-            # backwards consumed decides it (an untracked value there cut the graph off)
-            for st in statements[:statements.index(site)]:
-                if isinstance(st, Backward):
-                    sites |= upstream(table, st)
-    for i, st in enumerate(statements):
-        if st.id in sites and bug.strikes(st, statements[:i], dtype_at(f.program, st)):
-            return True
-    return False
-
-
-def known_bug_of(faults: list[Fault], bugs: tuple[KnownBug, ...] = KNOWN_BUGS) -> KnownBug | None:
-    """The one record that explains every fault; else, when each fault is explained by some
-    record (a program that hits two known bugs, say float64 sigmoid and hard_sigmoid on
-    NdArray), the record of the first; None when a fault no record explains remains."""
-    if not faults:
-        return None
-    for bug in bugs:
-        if all(explains(bug, f) for f in faults):
-            return bug
-    first = next((b for b in bugs if explains(b, faults[0])), None)
-    if first is not None and all(any(explains(b, f) for b in bugs) for f in faults[1:]):
-        return first
-    return None
-
-
 def _spread(program: Program, first: Mismatch, findings: list[Mismatch]) -> list[Mismatch]:
     """The findings in the order their localisations are spent (MAX_LOCALISED): the first of
     each source first (the gradients of each backward, the values computed from its gradient
@@ -394,7 +330,7 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
     first = primary(verdict.program, findings)
     memo: Judged = {}  # the one-op verdicts, shared by the findings' localisations
     loc = localise(verdict, worker, first, memo=memo) if first.kind in LOCALISED_KINDS else None
-    faults = [fault_of(verdict, first, loc, backend)]
+    faults = [_read(verdict, first, fault_of(verdict, first, loc, backend), bugs)]
     if not any(explains(b, faults[0]) for b in bugs):
         return Triage(*_sign(verdict, worker, first, loc), None, faults)
     table = verdict.program.by_id()
@@ -433,6 +369,7 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
                 fault = fault_of(verdict, m, other, backend)
         else:
             fault = fault_of(verdict, m, None, backend)
+        fault = _read(verdict, m, fault, bugs)
         if any(explains(b, fault) for b in bugs):
             faults.append(fault)
             explained |= _gradient(key(m))
@@ -465,6 +402,14 @@ def triage(verdict: Verdict, worker: BurnWorker, *, bugs: tuple[KnownBug, ...] =
             shown = localise(verdict, worker, m, same_kind=True, memo=memo)
         return Triage(*_sign(verdict, worker, m, shown), None, faults)
     return Triage(*_sign(verdict, worker, first, loc), known_bug_of(faults, bugs), faults)
+
+
+def _read(verdict: Verdict, m: Mismatch, fault: Fault, bugs: tuple[KnownBug, ...]) -> Fault:
+    """The fault with the modelled known bugs whose behaviour reproduces burn's result
+    (reproduced.py), when no record explains it as localised."""
+    if fault.kind != "grad" or any(explains(b, fault) for b in bugs):
+        return fault
+    return replace(fault, reproduced=reproduced(verdict, m))
 
 
 def _gradient(key: tuple[str, str | None, str | None]) -> set[tuple[str, str]]:

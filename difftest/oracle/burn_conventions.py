@@ -163,6 +163,41 @@ SIDES: dict[str, Side] = {
 CONVENTION_OF: dict[str, str] = {c.op: c.name for c in CONVENTIONS if c.torch_grads != c.burn_grads}
 
 
+@dataclass(frozen=True)
+class BugModel:
+    """What burn computes where a known bug strikes, for triage to compose into the reference: a
+    finding whose every burn-wrong element this reproduces is that bug's, whichever op the
+    localiser reached (findings/reproduced.py). Never part of the oracle's own judgment: a
+    result only a bug model reproduces stays a finding. `bug` names its record (known_bugs.py);
+    `at_point` is where it strikes; `move_for(i, ...)` are the inputs moved so that input i's
+    gradient is burn's there (each input's backward taken on its own side)."""
+
+    bug: str
+    at_point: Callable[[Tensors, dict[str, Any], Tracked], bool]
+    move_for: Callable[[int, Tensors, dict[str, Any], Tracked], list[torch.Tensor]]
+
+
+def _update_tie_of_tracked(xs: Tensors, a: dict[str, Any], t: Tracked) -> bool:
+    """A max/min update with both operands tracked, writing a value equal to the destination
+    element it lands on."""
+    return len(t) == 2 and all(t) and writes_a_tie(a, xs[0].reshape(-1).tolist(), xs[1].reshape(-1).tolist(),
+                                                   [tuple(xs[0].shape), tuple(xs[1].shape)])
+
+
+def _each_wins(largest: bool) -> Callable[[int, Tensors, dict[str, Any], Tracked], list[torch.Tensor]]:
+    """burn's data_won = data >= values, values_won = values >= data: at a tie each operand wins,
+    so input i's gradient is the one where it alone moved one ulp towards winning."""
+    def move_for(i: int, xs: Tensors, a: dict[str, Any], t: Tracked) -> list[torch.Tensor]:
+        return _tracked_wins(largest)(xs, a, tuple(j == i for j in range(len(xs))))
+    return move_for
+
+
+BUG_MODELS: dict[str, BugModel] = {
+    op: BugModel("minmax-update-tie-grad-to-both", _update_tie_of_tracked, _each_wins(op.endswith("max")))
+    for op in MINMAX_UPDATES
+}
+
+
 def side_at_point(st: OpCall, inputs: Tensors, attrs: dict[str, Any]) -> Side | None:
     """burn's side of `st` when its inputs sit exactly at a point where burn's declared convention
     differs from PyTorch's, else None."""
@@ -198,12 +233,38 @@ class _BurnSide(torch.autograd.Function):
         return (None, None, *(next(grads) if x.requires_grad else None for x in moved))
 
 
+class _EachOwnSide(torch.autograd.Function):
+    """The op's forward on its inputs; each input's gradient from the backward on the inputs
+    moved for that input (BugModel.move_for)."""
+
+    @staticmethod
+    def forward(ctx: Any, lower: Callable[[Tensors], torch.Tensor],
+                move_for: Callable[[int, Tensors], list[torch.Tensor]], *xs: torch.Tensor) -> torch.Tensor:
+        ctx.lower, ctx.move_for = lower, move_for
+        ctx.save_for_backward(*xs)
+        return lower(xs)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        xs = ctx.saved_tensors
+        out: list[torch.Tensor | None] = [None, None]
+        for i, need in enumerate(ctx.needs_input_grad[2:]):
+            if not need:
+                out.append(None)
+                continue
+            with torch.enable_grad():
+                moved = [x.detach().requires_grad_(j == i) for j, x in enumerate(ctx.move_for(i, xs))]
+                out.append(torch.autograd.grad(ctx.lower(moved), moved[i], g, allow_unused=True)[0])
+        return tuple(out)
+
+
 class BurnConventionHooks(SiteHooks):
     """Executor hooks of a float64 run whose backward takes burn's side at every op exactly at a
     convention point; `used` collects those ops' statement ids."""
 
-    def __init__(self) -> None:
-        self.used: dict[str, str] = {}  # statement id -> convention name
+    def __init__(self, with_bugs: bool = False) -> None:
+        self.used: dict[str, str] = {}  # statement id -> convention name (or modelled bug's: BUG_MODELS)
+        self.with_bugs = with_bugs
 
     def on_site(self, site: OpSite, inputs: Tensors, compute: Callable[[Tensors], torch.Tensor]) -> torch.Tensor:
         return compute(inputs)
@@ -214,10 +275,18 @@ class BurnConventionHooks(SiteHooks):
     def op(self, st: OpCall, inputs: Tensors, attrs: dict[str, Any], dtypes: dict[str, str],
            native: str) -> torch.Tensor:
         out = on_burns_side(st, inputs, attrs)
-        if out is None:
+        if out is not None:
+            self.used[st.id] = CONVENTION_OF[st.op]
+            return out
+        model = BUG_MODELS.get(st.op) if self.with_bugs else None
+        t = tracked(inputs)
+        if model is None or not model.at_point([x.detach() for x in inputs], attrs, t):
             return CATALOG[st.op].lower(inputs, attrs)
-        self.used[st.id] = CONVENTION_OF[st.op]
-        return out
+        self.used[st.id] = model.bug
+        spec = CATALOG[st.op]
+        result: torch.Tensor = _EachOwnSide.apply(lambda xs: spec.lower(xs, attrs),
+                                                  lambda i, xs: model.move_for(i, xs, attrs, t), *inputs)
+        return result
 
 
 def on_burns_side(st: OpCall, inputs: Tensors, attrs: dict[str, Any]) -> torch.Tensor | None:
@@ -233,29 +302,31 @@ def on_burns_side(st: OpCall, inputs: Tensors, attrs: dict[str, Any]) -> torch.T
 
 # the last program's conventions run: the oracle and the localiser ask for it element by element,
 # and it does not depend on the element (kept with its program, so that identity is a sound key)
-_LAST_RUN: list[tuple[Program, Observation | None, dict[str, str]]] = []
+_LAST_RUN: list[tuple[Program, bool, Observation | None, dict[str, str]]] = []
 
 
-def _conventions_run(program: Program) -> tuple[Observation | None, dict[str, str]]:
-    """`program` in float64 with burn's convention at every op exactly at a convention point (None
-    when the run fails), and those ops (statement id -> convention)."""
-    if _LAST_RUN and _LAST_RUN[0][0] is program:
-        return _LAST_RUN[0][1], _LAST_RUN[0][2]
-    hooks = BurnConventionHooks()
+def _conventions_run(program: Program, with_bugs: bool = False) -> tuple[Observation | None, dict[str, str]]:
+    """`program` in float64 with burn's convention at every op exactly at a convention point (and,
+    `with_bugs`, burn's behaviour where a modelled known bug strikes; None when the run fails),
+    and those ops (statement id -> convention or bug)."""
+    if _LAST_RUN and _LAST_RUN[0][0] is program and _LAST_RUN[0][1] == with_bugs:
+        return _LAST_RUN[0][2], _LAST_RUN[0][3]
+    hooks = BurnConventionHooks(with_bugs)
     try:
         obs: Observation | None = run(program, "float64", hooks=hooks)
     except Exception:
         obs = None
-    _LAST_RUN[:] = [(program, obs, hooks.used)]
+    _LAST_RUN[:] = [(program, with_bugs, obs, hooks.used)]
     return obs, hooks.used
 
 
-def burn_convention_gradient(program: Program, leaf: str, backward: str,
-                             element: int) -> tuple[float, dict[str, str]] | None:
+def burn_convention_gradient(program: Program, leaf: str, backward: str, element: int,
+                             with_bugs: bool = False) -> tuple[float, dict[str, str]] | None:
     """The float64 gradient of `leaf`'s element at `backward` with burn's convention at every op
-    exactly at a convention point, and those ops (statement id -> convention); None when no op
-    sits at one or the run fails."""
-    obs, used = _conventions_run(program)
+    exactly at a convention point (`with_bugs`: and the modelled known bugs' behaviour where they
+    strike), and those ops (statement id -> convention or bug); None when no op sits at one or
+    the run fails."""
+    obs, used = _conventions_run(program, with_bugs)
     if obs is None or not used:
         return None
     g = obs.grad_element(backward, leaf, element)

@@ -182,3 +182,53 @@ def test_inputs_alias_only_with_equal_values_from_a_shared_tracked_source(worker
     assert aliases(x, op("r", "reshape", "x", shape=[2]), op("v", "maximum", "x", "r")) == {"r": "x"}
     assert aliases(x, y, op("v", "maximum", "x", "y")) == {}
     assert aliases(x, cut("c", "detach", "x"), op("v", "maximum", "x", "c")) == {}
+
+
+# a tie of two tracked operands of one update (hard_sigmoid's value and tril's zero of it) routed
+# into hard_sigmoid's kink: burn's whole gradient to each operand times its convention at -3 (1/6)
+# is 1/6 where PyTorch's half times 0 is 0 (seed 15 of the no-false-alarm campaign with kink
+# leaves, program 15,322). The operands differ at 0.5, so no one-op run reads them as one value.
+TIE_INTO_HARD_SIGMOID = Program((
+    leaf("x", [0.5, -3.0], rg=True, shape=(1, 2)), op("h", "hard_sigmoid", "x"), op("t", "tril", "h", diagonal=-2),
+    op("y", "scatter_nd_min", "h", "t", indices={"shape": [1, 1], "data": [0]}), op("s", "sum", "y"),
+    backward("s")))
+
+
+def test_a_tie_bug_routed_into_a_kink_is_the_tie_bug_where_its_model_reproduces_burn(
+        workers: dict[str, BurnWorker]) -> None:
+    """Neither op fails alone (each within its one-sided limits), so the localiser's suspect is
+    hard_sigmoid, which no record names. The float64 reference with burn's convention at -3 and
+    burn's tie behaviour at the update (reproduced.py) gives burn's 1/6: the tie bug's, at the
+    update."""
+    t = _triage(workers, TIE_INTO_HARD_SIGMOID, None)
+    assert t.known is not None and t.known.name == "minmax-update-tie-grad-to-both", t.describe()
+    assert any(("minmax-update-tie-grad-to-both", "y") in f.reproduced for f in t.faults), t.faults
+
+
+def test_a_tie_bug_routed_into_a_kink_with_another_fault_is_news(workers: dict[str, BurnWorker]) -> None:
+    """The same program with hard_sigmoid's gradient scaled by 1 + 1e-3: the model gives 1/6, burn
+    0.16683; no reproduction, no record: news."""
+    t = _triage(workers, TIE_INTO_HARD_SIGMOID, "grad-scale:hard_sigmoid:1e-3")
+    assert t.known is None, t.describe()
+    assert all(not f.reproduced for f in t.faults), t.faults
+
+
+def test_the_tie_bugs_model_gives_each_tied_operand_the_whole_gradient() -> None:
+    """The model of minmax-update-tie-grad-to-both (burn_conventions.BUG_MODELS) reproduces the
+    record's own numbers: d/dx sum(select_max(x, x)) = 2 at every written position (PyTorch's 1),
+    and with two tracked leaves tied, each gets the whole gradient (1, 1; PyTorch's 0.5, 0.5).
+    The oracle's own composition (without bug models) has no convention here."""
+    from difftest.divergences.known_bugs import KNOWN_BUGS
+    from difftest.oracle.burn_conventions import BUG_MODELS, burn_convention_gradient
+
+    assert {m.bug for m in BUG_MODELS.values()} <= {b.name for b in KNOWN_BUGS}  # each model is a record's
+    by_itself = Program((leaf("x", [0.5, -1.0], rg=True), op("y", "select_max", "x", "x", dim=0, indices=[0, 1]),
+                         op("s", "sum", "y"), backward("s")))
+    assert burn_convention_gradient(by_itself, "x", "bw", 1, with_bugs=True) == (
+        2.0, {"y": "minmax-update-tie-grad-to-both"})
+    assert burn_convention_gradient(by_itself, "x", "bw", 1) is None
+    two = Program((leaf("a", [0.5, -1.0], rg=True), leaf("b", [0.5], rg=True),
+                   op("y", "scatter_min", "a", "b", dim=0, indices={"shape": [1], "data": [0]}),
+                   op("s", "sum", "y"), backward("s")))
+    assert burn_convention_gradient(two, "a", "bw", 0, with_bugs=True) == (1.0, {"y": "minmax-update-tie-grad-to-both"})
+    assert burn_convention_gradient(two, "b", "bw", 0, with_bugs=True) == (1.0, {"y": "minmax-update-tie-grad-to-both"})

@@ -19,8 +19,9 @@ from difftest.divergences.known_bugs import KNOWN_BUGS, known_bug
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.corpus import load_case
 from difftest.findings.cotangents import cotangents
+from difftest.findings.explaining import explains
 from difftest.findings.localise import localise
-from difftest.findings.triage import explains, shown_fault, triage
+from difftest.findings.triage import shown_fault, triage
 from difftest.ops.value_dtypes import value_dtypes
 from difftest.oracle.check import check
 from difftest.program.ir import Grad, Module, OpCall, Program
@@ -180,7 +181,7 @@ PANICS = [
 def test_an_exponent_beyond_i64_is_the_powf_scalar_panic(exponent: float) -> None:
     """The record's site is every exponent burn's Scalar::try_as_integer unwraps to no i64."""
     from difftest.divergences.known_bugs import Fault
-    from difftest.findings.triage import known_bug_of
+    from difftest.findings.explaining import known_bug_of
 
     program = Program((leaf("x", [0.5, 2.0], rg=True), op("bw", "powf_scalar", "x", exponent=exponent)))
     fault = Fault("outcome", "bw", program, program.dtype, "burn", "called `Option::unwrap()` on a `None` value")
@@ -192,7 +193,7 @@ def test_an_exponent_beyond_i64_is_the_powf_scalar_panic(exponent: float) -> Non
 def test_a_known_panic_message_elsewhere_is_news(program: Program, message: str) -> None:
     """A panic with a known bug's message at a statement where its site does not hold."""
     from difftest.divergences.known_bugs import KNOWN_BUGS, Fault
-    from difftest.findings.triage import known_bug_of
+    from difftest.findings.explaining import known_bug_of
 
     fault = Fault("outcome", "bw", program, program.dtype, "burn", message)
     assert known_bug_of([fault], KNOWN_BUGS) is None

@@ -94,7 +94,7 @@ def test_a_backward_rooted_at_an_op_that_started_its_own_graph_is_the_used_leaf_
         t = _triage(workers, program, None)
         assert t.known is not None and t.known.name == "backward-of-used-leaf-panics", t.describe()
     from difftest.divergences.known_bugs import Fault
-    from difftest.findings.triage import known_bug_of
+    from difftest.findings.explaining import known_bug_of
 
     unreached = Program((*leaves, *tail))
     fault = Fault("outcome", "bw1", unreached, "float32", "burn", "graph tape has already been consumed at NodeId(4)")

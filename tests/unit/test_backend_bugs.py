@@ -17,8 +17,9 @@ from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
 from difftest.exec.backends import BACKENDS
 from difftest.exec.burn_worker import BurnWorker
 from difftest.findings.corpus import load_case
+from difftest.findings.explaining import explains, known_bug_of
 from difftest.findings.localisation import Localisation
-from difftest.findings.triage import explains, fault_of, known_bug_of, shown_fault, triage
+from difftest.findings.triage import fault_of, shown_fault, triage
 from difftest.oracle.check import check
 from difftest.program.ir import Backward, Leaf, OpCall, Program
 from difftest.program.jsonio import program_from_dict, program_to_dict

@@ -12,7 +12,7 @@ import pytest
 from difftest.divergences import measured_precision as mp
 from difftest.divergences.bug_sites import LOG1P_POLYFILL_OPS, WGPU_DRIVER_PRECISION, WGPU_ERF_POLYNOMIAL
 from difftest.divergences.known_bugs import KNOWN_BUGS, Fault
-from difftest.findings.triage import explains, known_bug_of
+from difftest.findings.explaining import explains, known_bug_of
 from difftest.program.ir import Program
 from difftest.program.statements import Leaf, OpCall
 

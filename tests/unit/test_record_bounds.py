@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from difftest.divergences.known_bugs import KNOWN_BUGS, Fault
-from difftest.findings.triage import explains
+from difftest.findings.explaining import explains
 from difftest.program.ir import Apply, InlineTensor, Module, Program
 from tests.programs import leaf, op
 

@@ -17,7 +17,7 @@ from difftest.divergences.host import CPU_FLAGS_ENV, HostCondition, cpu_has
 from difftest.divergences.known_bugs import KNOWN_BUGS, Fault
 from difftest.divergences.torch_bugs import TORCH_BUGS, conv_transpose2d_bias_uncovered
 from difftest.findings.corpus import Case, CorpusError, judge, load_case
-from difftest.findings.triage import explains, known_bug_of
+from difftest.findings.explaining import explains, known_bug_of
 from difftest.program.jsonio import program_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
