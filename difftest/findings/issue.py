@@ -194,6 +194,8 @@ def _mismatch_section(verdict: Verdict, m: Mismatch, n: int) -> list[str]:
         if m.framework == "torch":
             label = "PyTorch's error"
         out += ["", f"{label}:", "", "```text", (message or "").rstrip(), "```"]
+        if err is not None and err.location is not None:
+            out += ["", f"Raised at `{err.location}`."]
     elif m.detail and not m.detail.startswith("rules fired here"):
         out += ["", f"Detail: {m.detail}"]
     out.append("")

@@ -43,9 +43,9 @@ class Mismatch:
         where = f"statement {self.index} ({self.statement})" if self.statement else "program"
         fw = f" [{self.framework}]" if self.framework else ""
         v = f" -> {self.verdict}" if self.verdict else ""
+        at = self.evidence.get("location") if self.kind == "outcome" else None
         return f"{self.kind}{fw} at {where}: expected {self.expected}, observed {self.observed}{v}" + (
-            f"\n      {self.detail}" if self.detail else ""
-        )
+            f"\n      {self.detail}" if self.detail else "") + (f"\n      raised at {at}" if at else "")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -239,7 +239,10 @@ def _outcome(program: Program, pred: Prediction, obs: Observation, out: list[Mis
     obs_txt = f"{err.kind} at statement {err.index}" if err else "no error"
     idx = err.index if err else (expected[0] if expected else None)
     stmt = err.statement if err else (expected[1] if expected else None)
-    out.append(Mismatch("outcome", stmt, idx, fw, exp_txt, obs_txt, err.message[:2000] if err else ""))
+    # where the panic was raised: evidence, never part of the signature (a line moves between builds)
+    where = {"location": err.location} if err is not None and err.location is not None else {}
+    out.append(Mismatch("outcome", stmt, idx, fw, exp_txt, obs_txt, err.message[:2000] if err else "",
+                        evidence=where))
 
 
 def _flags_and_shapes(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -68,19 +69,37 @@ class ErrorObs:
     # first (exec/stacks.py); None and () when no stack was read or no thread was in burn
     site: str | None = None
     stack: tuple[str, ...] = ()
+    # a panic: where in the source it was raised (`burn-flex-0.22.1/src/ops/reduce.rs:210:27`,
+    # `shown_location`); None when the worker did not say
+    location: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"index": self.index, "statement": self.statement, "kind": self.kind,
                              "message": self.message}
         if self.site is not None:
             d |= {"site": self.site, "stack": list(self.stack)}
+        if self.location is not None:
+            d["location"] = self.location
         return d
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> ErrorObs:
-        site = d.get("site")
+        site, location = d.get("site"), d.get("location")
         return ErrorObs(d["kind"], d["message"], d.get("index"), d.get("statement"),
-                        site if isinstance(site, str) else None, tuple(map(str, d.get("stack") or ())))
+                        site if isinstance(site, str) else None, tuple(map(str, d.get("stack") or ())),
+                        shown_location(location) if isinstance(location, str) else None)
+
+
+# a crate's directory in cargo's registry (`.../index.crates.io-<hash>/burn-flex-0.22.1/`), a
+# patched copy's (`.../burn-autodiff/`), or the toolchain's sources (`/rustc/<hash>/library/`)
+_CRATE_DIR = re.compile(r"^.*/(?=[A-Za-z][\w-]*-\d+\.\d+\.\d+[^/]*/src/)|^/rustc/[0-9a-f]+/(?=library/)"
+                        r"|^.*/(?=burn-[\w-]+/src/)")
+
+
+def shown_location(location: str) -> str:
+    """A panic's `file:line:column` from the crate's directory on (`burn-flex-0.22.1/src/...`),
+    whatever machine built the worker: the same line reads the same in every report."""
+    return _CRATE_DIR.sub("", location, count=1)
 
 
 @dataclass(frozen=True)

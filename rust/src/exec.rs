@@ -74,14 +74,17 @@ pub struct BackwardObs {
     pub grads: Grads,
 }
 
-/// The statement that failed: `kind` is `"panic"` (burn panicked; `message` is its message) or
-/// `"missing-gradient"` (a `grad` statement found no gradient).
+/// The statement that failed: `kind` is `"panic"` (burn panicked; `message` is its message,
+/// `location` the `file:line:column` the panic was raised at) or `"missing-gradient"` (a `grad`
+/// statement found no gradient).
 #[derive(Clone, Debug, Serialize)]
 pub struct RunError {
     pub index: usize,
     pub statement: String,
     pub kind: &'static str,
     pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -381,12 +384,14 @@ pub fn run_observing(program: &Program, observe: Observe) -> Observation {
                     .unwrap_or_default(),
                 kind: "panic",
                 message: format!("creating the devices failed: {}", panic_message(&*p)),
+                location: step::take_panic_location(),
             });
             return obs;
         }
     };
     let mut env: Vec<Slot> = Vec::with_capacity(program.statements.len());
     for (index, stmt) in program.statements.iter().enumerate() {
+        step::take_panic_location(); // a panic caught before this statement is not its
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             let observed = observe == Observe::All || index + 1 == program.statements.len();
             run_statement(stmt, &env, program, &devices, observed)
@@ -406,6 +411,7 @@ pub fn run_observing(program: &Program, observe: Observe) -> Observation {
                     statement: stmt.id.clone(),
                     kind,
                     message,
+                    location: None,
                 });
                 break;
             }
@@ -415,6 +421,7 @@ pub fn run_observing(program: &Program, observe: Observe) -> Observation {
                     statement: stmt.id.clone(),
                     kind: "panic",
                     message: panic_message(&*payload),
+                    location: step::take_panic_location(),
                 });
                 break;
             }

@@ -75,9 +75,11 @@ fn usage_error(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// Panics are caught per statement; their message goes to stderr only, never to stdout.
+/// Panics are caught per statement; their message goes to stderr only, never to stdout, and
+/// where they were raised to the statement's error (`location`).
 fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
+        step::record_panic_location(info.location());
         eprintln!("difftest-burn: caught panic: {info}");
     }));
 }

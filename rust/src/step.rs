@@ -20,6 +20,25 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// Where the last panic was raised (`file:line:column`), on whichever thread: a panic in a
+/// rayon kernel is raised on a pool thread and resumed on the statement's. Set by the panic
+/// hook (main.rs), taken by the statement that caught it ([`crate::exec`]).
+static LAST_PANIC_AT: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Records where a panic was raised (the panic hook calls it; cheap: no stack is resolved).
+pub fn record_panic_location(at: Option<&std::panic::Location<'_>>) {
+    let at = at.map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
+    *LAST_PANIC_AT.lock().unwrap_or_else(|e| e.into_inner()) = at;
+}
+
+/// Where the last panic was raised, if one was recorded since the last call.
+pub fn take_panic_location() -> Option<String> {
+    LAST_PANIC_AT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+}
+
 /// The two devices a program uses.
 pub struct Devices {
     plain: Device,

@@ -196,3 +196,36 @@ def test_a_mechanism_seen_inside_a_composite_is_titled_as_built_from_other_ops(t
     assert title(load_case(path)) == (
         "gradient accumulation (a value read more than once) (seen inside prelu inside apply:prelu, which burn "
         "builds from other ops): wrong gradient (float16, small error)")
+
+
+def test_a_panic_says_where_in_burn_it_was_raised(burn_worker: BurnWorker) -> None:
+    """A burn panic's `file:line:column` (the worker's panic hook) is in the observation, the
+    finding's evidence, its report line and the issue text, from the crate's directory on (the
+    same line on every machine); the signature does not carry it (a line moves between builds)."""
+    from difftest.findings.signature import signature_of_mismatch
+    from difftest.program.observation import ErrorObs
+
+    case = load_case(ROOT / "corpus" / "bugs" / "flex-reduce-dim-after-unit-swap-panics.json")
+    verdict = check(case.program, burn_worker)
+    err = verdict.burn.error
+    assert err is not None and err.kind == "panic" and err.location is not None, err
+    assert err.location.startswith("burn-flex-0.22.1/src/ops/reduce.rs:"), err.location
+    assert ErrorObs.from_dict(err.to_dict()) == err
+    (m,) = [m for m in verdict.findings if m.kind == "outcome"]
+    assert m.evidence["location"] == err.location and f"raised at {err.location}" in m.line()
+    bare = signature_of_mismatch({**m.to_dict(), "evidence": {}}, case.program)
+    assert signature_of_mismatch(m, case.program) == bare
+    assert f"Raised at `{err.location}`." in issue_markdown(case, verdict, burn_worker.version())
+
+
+def test_a_panics_location_reads_the_same_from_any_build() -> None:
+    from difftest.program.observation import shown_location
+
+    registry = "/home/u/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f"
+    assert shown_location(f"{registry}/burn-flex-0.22.1/src/ops/reduce.rs:1014:33") == \
+        "burn-flex-0.22.1/src/ops/reduce.rs:1014:33"
+    assert shown_location("/tmp/b/patch-1/crates/burn-autodiff/src/ops/tensor.rs:7:9") == \
+        "burn-autodiff/src/ops/tensor.rs:7:9"
+    assert shown_location("/rustc/59807616e1e0/library/core/src/slice/index.rs:1:2") == \
+        "library/core/src/slice/index.rs:1:2"
+    assert shown_location("src/exec.rs:10:3") == "src/exec.rs:10:3"
