@@ -17,9 +17,7 @@ import json
 import os
 import queue
 import resource
-import shutil
 import subprocess
-import sysconfig
 import threading
 import time
 from collections import deque
@@ -32,7 +30,12 @@ from difftest.exec.backends import BACKEND_ENV
 from difftest.exec.inflight import write_program
 from difftest.exec.libtorch import worker_env
 from difftest.exec.pending import Pending, PendingProbes, PendingRun
-from difftest.exec.stacks import failure, stopped_in
+from difftest.exec.stacks import crashed_in, failure, stopped_in
+from difftest.exec.worker_setup import DEFAULT_MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
+from difftest.exec.worker_setup import MEMORY_LIMIT_ENV as MEMORY_LIMIT_ENV
+from difftest.exec.worker_setup import WorkerError as WorkerError
+from difftest.exec.worker_setup import default_memory_limit
+from difftest.exec.worker_setup import find_binary as find_binary
 from difftest.program.ir import Program
 from difftest.program.jsonio import dumps, program_to_dict
 from difftest.program.observation import BackwardObs, ErrorObs, Observation
@@ -47,59 +50,8 @@ RECYCLE_RSS_BYTES = 1 << 30  # burn keeps graphs of programs without backward: r
 # worker every RECYCLE_RUNS programs run (a probe request counts each probe) costs ~8 ms.
 RECYCLE_RUNS = 1000
 RSS_CHECK_EVERY = 200  # requests served between two checks of the worker's resident set
-# The worker's address-space limit (RLIMIT_AS), in bytes. Address space is not memory: glibc
-# reserves 64 MiB per malloc arena (up to 8 per core) and every thread its stack, so the limit
-# must leave room for reservations that never become resident. An idle worker maps ~10 MiB and
-# the test suite runs under 512 MiB (tests/differential/test_bounds.py); 8 GiB leaves that headroom many
-# times over while still stopping a runaway program long before it takes a large machine down.
-DEFAULT_MEMORY_LIMIT = 8 << 30
-MEMORY_LIMIT_ENV = "DIFFTEST_BURN_MEMORY_LIMIT"  # bytes; overrides the default; 0 = unlimited
 TEST_REQUESTS_ENV = "DIFFTEST_BURN_TEST_REQUESTS"  # "1": the worker serves test-only requests
-
-
-class WorkerError(RuntimeError):
-    """The worker could not be started or answered something that is not the protocol."""
-
-
-def find_binary() -> str:
-    """Where difftest-burn is: $DIFFTEST_BURN if set; otherwise the most recently built of the
-    installed copy (next to the `difftest` script) and the cargo target directories, so a
-    `cargo build --release` during development is picked up without reinstalling."""
-    env = os.environ.get("DIFFTEST_BURN")
-    if env:
-        if not Path(env).is_file():
-            raise WorkerError(f"DIFFTEST_BURN={env} does not exist")
-        return env
-    here = Path(__file__).resolve().parent.parent
-    candidates = [
-        Path(sysconfig.get_path("scripts")) / "difftest-burn",
-        here / "rust" / "target" / "release" / "difftest-burn",
-        Path.home() / ".cache" / "difftest" / "target" / "release" / "difftest-burn",
-    ]
-    if os.environ.get("CARGO_TARGET_DIR"):
-        candidates.append(Path(os.environ["CARGO_TARGET_DIR"]) / "release" / "difftest-burn")
-    existing = [c for c in candidates if c.is_file()]
-    if existing:
-        return str(max(existing, key=lambda c: c.stat().st_mtime))
-    found = shutil.which("difftest-burn")
-    if found:
-        return found
-    raise WorkerError("difftest-burn not found: install the project (`pip install -e .` builds it), "
-                      "or set DIFFTEST_BURN to the binary")
-
-
-def default_memory_limit() -> int | None:
-    """$DIFFTEST_BURN_MEMORY_LIMIT (bytes, 0 = unlimited) if set, else DEFAULT_MEMORY_LIMIT; None: unlimited."""
-    text = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
-    if not text:
-        return DEFAULT_MEMORY_LIMIT
-    try:
-        limit = int(text)
-    except ValueError:
-        raise WorkerError(f"{MEMORY_LIMIT_ENV}={text!r} is not a number of bytes") from None
-    if limit < 0:
-        raise WorkerError(f"{MEMORY_LIMIT_ENV}={text!r} is negative")
-    return limit or None
+PROGRAM_REQUESTS = ("run", "probe")  # the requests a crash is read again under gdb for (stacks.crashed_in)
 
 
 class BurnWorker:
@@ -129,6 +81,7 @@ class BurnWorker:
         self.timeout = timeout
         self.inflight_dir = inflight_dir
         self.held: Program | None = None  # written to inflight_dir by a caller (inflight.in_flight)
+        self.stacks = True  # read a crashed or hung worker's stack with gdb (stacks.py) when gdb is installed
         self._proc: subprocess.Popen[bytes] | None = None
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._stderr: deque[str] = deque(maxlen=200)
@@ -136,6 +89,11 @@ class BurnWorker:
         self.incarnation = 0  # bumped each time a process starts (pending.py: a request sent to an earlier one is lost)
         self._unanswered: deque[int] = deque()  # ids sent to this process whose answers are not read, in order
         self._early: dict[int, dict[str, Any]] = {}  # answers read ahead of the one asked for, by id
+        # the program requests (run, probe) not answered yet, by id: one the worker dies on is run
+        # again under gdb for its stack (stacks.crashed_in)
+        self._programs: dict[int, str] = {}
+        self._argv: list[str] = []
+        self._env: dict[str, str] = {}
         self._rss_check_at = RSS_CHECK_EVERY
         self.restarts = 0  # after a crash, a hang or past RECYCLE_RSS_BYTES
         self.recycled = 0  # scheduled restarts (RECYCLE_RUNS)
@@ -156,8 +114,10 @@ class BurnWorker:
                 env.pop(TEST_REQUESTS_ENV, None)
                 if self.test_requests:
                     env[TEST_REQUESTS_ENV] = "1"
+            self._argv = [self.binary, *(["--backend", self.backend] if self.backend else []), "--worker"]
+            self._env = env
             self._proc = subprocess.Popen(
-                [self.binary, *(["--backend", self.backend] if self.backend else []), "--worker"],
+                self._argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -178,6 +138,7 @@ class BurnWorker:
         self.incarnation += 1
         self._unanswered.clear()
         self._early.clear()
+        self._programs.clear()
         proc = self._proc
         threading.Thread(target=self._pump_stdout, args=(proc, self._lines), daemon=True).start()
         threading.Thread(target=self._pump_stderr, args=(proc,), daemon=True).start()
@@ -297,8 +258,11 @@ class BurnWorker:
 
     def _send_request(self, kind: str, **fields: Any) -> int:
         self._next_id += 1
-        self._write(dumps({"request": kind, "id": self._next_id, **fields}))
+        line = dumps({"request": kind, "id": self._next_id, **fields})
+        self._write(line)
         self._unanswered.append(self._next_id)
+        if kind in PROGRAM_REQUESTS:
+            self._programs[self._next_id] = line
         return self._next_id
 
     def _answer(self, rid: int, timeout: float | None) -> dict[str, Any]:
@@ -316,6 +280,7 @@ class BurnWorker:
             if answer.get("id") != expected:
                 raise WorkerError(f"answer id {answer.get('id')!r} does not match request {expected}")
             self._unanswered.popleft()
+            self._programs.pop(expected, None)
             if expected == rid:
                 return answer
             self._early[expected] = answer
@@ -371,14 +336,20 @@ class BurnWorker:
             return self._answer(rid, timeout)
         except TimeoutError as e:
             return self._failed(e, pending, "timeout")
-        except (EOFError, WorkerError) as e:
+        except EOFError as e:  # the process died: on the first request it had not answered
+            crashed = self._programs.get(self._unanswered[0]) if self._unanswered else None
+            return self._failed(e, pending, "crash", crashed)
+        except WorkerError as e:
             return self._failed(e, pending, "crash")
 
-    def _failed(self, e: Exception, pending: Path | None, kind: str) -> Observation:
+    def _failed(self, e: Exception, pending: Path | None, kind: str, crashed: str | None = None) -> Observation:
         if kind == "crash":
             time.sleep(0.05)  # let the stderr pump take the dying worker's last words
-        # a hung worker is still there: where it is stuck is read before it is killed
-        stopped = stopped_in(self._proc.pid) if kind == "timeout" and self._proc is not None else None
+        # a hung worker is still there: where it is stuck is read before it is killed; a crashed
+        # one is gone, and the program request it died on is run again under gdb
+        stopped = stopped_in(self._proc.pid) if kind == "timeout" and self._proc and self.stacks else None
+        if crashed is not None and self.stacks:
+            stopped = crashed_in(self._argv, self._env, crashed, limit=self.memory_limit)
         tail = self.stderr_tail()
         self.restart()
         return Observation("burn", error=failure(kind, f"{e}\n{tail}".strip(), stopped),

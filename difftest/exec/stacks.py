@@ -13,15 +13,26 @@ running rather than waiting (a kernel spinning on a rayon thread leaves the main
 in a join). A hang outside burn (the interpreter's own test fault) names no site, and the
 caller keeps what the program says. Without gdb, or when gdb cannot attach, there is no stack
 and nothing else changes.
+
+A crashed worker is gone, so `crashed_in` runs the request it crashed on again, in a fresh worker
+under gdb, and reads the stack of the thread the signal stopped: a kernel several ops share that
+aborts or faults is one finding too, signed by its burn function. A crash that does not happen
+again (a memory limit the re-run does not have) keeps the op bisection.
 """
 
 from __future__ import annotations
 
 import re
+import resource
+import shlex
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from difftest.exec.libtorch import PARENT_ENV
 from difftest.program.observation import ErrorObs
 
 GDB_TIMEOUT = 30.0  # seconds: gdb reads the binary's debug info once (2.3 s measured here, beside a build)
@@ -173,10 +184,59 @@ def stopped_in(pid: int, timeout: float = GDB_TIMEOUT) -> Stopped | None:
     return site_of(threads) if threads else None
 
 
+def crashed_in(argv: Sequence[str], env: Mapping[str, str], request: str,
+               timeout: float = GDB_TIMEOUT, limit: int | None = None) -> Stopped | None:
+    """Where the worker `argv` crashes on `request` (one JSON line): the innermost burn frame of
+    the crashing thread (`crash_frames`); None without such a stack or without a frame in burn."""
+    frames = crash_frames(argv, env, request, timeout, limit)
+    return site_of([frames]) if frames else None
+
+
+def crash_frames(argv: Sequence[str], env: Mapping[str, str], request: str,
+                 timeout: float = GDB_TIMEOUT, limit: int | None = None) -> list[Frame] | None:
+    """The frames, innermost first, of the thread the worker `argv` crashes in on `request`: the
+    worker run again under gdb in batch mode with that line as its input, and the backtrace of
+    the thread the signal stopped. A crashed process is gone, so its stack can only be read from
+    a run that crashes again; `limit` is the worker's address-space limit, kept (a worker that
+    died past it dies past it again, and an unlimited re-run could take the machine's memory).
+    None without gdb, when the run does not crash again (gdb then has no stack) or takes longer
+    than `timeout`."""
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        return None
+    # gdb is the inferior's parent: the campaign's pid would make the worker exit (exit_with_parent)
+    env = {k: v for k, v in env.items() if k != PARENT_ENV}
+    with tempfile.TemporaryDirectory(prefix="difftest-crash-") as tmp:
+        line = Path(tmp) / "request.jsonl"
+        line.write_text(request.rstrip("\n") + "\n")
+        try:
+            # `run ARGS` sets the arguments (ones given with --args would be replaced by the redirection)
+            run = " ".join(["run", *map(shlex.quote, argv[1:]), "<", shlex.quote(str(line))])
+            gdb_run = subprocess.Popen([gdb, "-nx", "-batch", "-ex", "set pagination off", "-ex", run,
+                                        "-ex", "bt", argv[0]], stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env)
+        except OSError:
+            return None
+        try:
+            if limit:  # before gdb has read the binary's debug info and started the worker
+                resource.prlimit(gdb_run.pid, resource.RLIMIT_AS, (limit, limit))
+            stdout, _ = gdb_run.communicate(timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired):
+            gdb_run.kill()
+            gdb_run.communicate()
+            return None
+    if "received signal" not in stdout:
+        return None  # it did not crash again: no stack to read
+    # `bt` prints the signalled thread only; gdb may head it "Thread 1 ... received signal"
+    threads = [t for t in parse("Thread (the signalled one)\n" + stdout) if t]
+    return threads[-1] if threads else None
+
+
 def failure(kind: str, message: str, stopped: Stopped | None) -> ErrorObs:
-    """The error of a crashed or hung worker; a hang's with where it was stopped, in the message
-    for a reader and as `site` and `stack` for its signature."""
+    """The error of a crashed or hung worker; with where it was stopped (a hang) or where it
+    crashed, in the message for a reader and as `site` and `stack` for its signature."""
     if stopped is None:
         return ErrorObs(kind, message)
-    shown = f"{message}\nstopped in {stopped.site}, innermost first:\n  " + "\n  ".join(stopped.frames)
+    verb = "crashed" if kind == "crash" else "stopped"
+    shown = f"{message}\n{verb} in {stopped.site}, innermost first:\n  " + "\n  ".join(stopped.frames)
     return ErrorObs(kind, shown, site=stopped.site, stack=stopped.frames)

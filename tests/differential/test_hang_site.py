@@ -164,3 +164,46 @@ def test_a_hang_stopped_in_a_function_is_signed_by_it(monkeypatch: pytest.Monkey
         assert "stopped in difftest_burn::fault::" in error.message
         signature = triage(verdict, worker).signature
     assert signature.startswith(f"timeout:burn:{error.site}:timeout"), signature
+
+
+@pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb reads a crashed worker's stack (.ci/run installs it); "
+                    "https://sourceware.org/gdb/")
+def test_a_crash_in_a_function_is_signed_by_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crashed worker is gone: the request it died on runs again under gdb, which reads the
+    stack of the thread the signal stopped (stacks.crashed_in); the error records the site and
+    the frames, the signature names the site. No released burn crashes, so the interpreter's own
+    abort fault stands in: its crate is counted as burn's here."""
+    import re
+
+    from difftest.exec import stacks
+
+    monkeypatch.setattr(stacks, "_BURN", re.compile(r"^difftest_burn::fault::"))
+    with BurnWorker(fault="abort:exp", timeout=10.0) as worker:
+        verdict = check(_program(), worker)
+        error = verdict.burn.error
+        assert error is not None and error.kind == "crash"
+        assert error.site is not None and error.site.startswith("difftest_burn::fault::"), error
+        assert "crashed in difftest_burn::fault::" in error.message
+        assert any(f.startswith("std::process::abort") for f in error.stack), error.stack
+        signature = triage(verdict, worker).signature
+    assert signature.startswith(f"crash:burn:{error.site}:crash exit -6"), signature
+
+
+@pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb reads a crashed worker's stack (.ci/run installs it); "
+                    "https://sourceware.org/gdb/")
+def test_a_crash_outside_burn_keeps_its_ops_signature_and_its_bisection_reads_no_stack(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The abort fault's stack has no burn frame: no site, and the finding is signed by the op
+    the bisection finds; the bisection's own re-runs read no stack (each would cost a gdb run)."""
+    from difftest.exec import burn_worker
+
+    reads: list[str] = []
+    real = burn_worker.crashed_in
+    monkeypatch.setattr(burn_worker, "crashed_in", lambda *a, **k: reads.append(a[2]) or real(*a, **k))
+    with BurnWorker(fault="abort:exp", timeout=10.0) as worker:
+        verdict = check(_program(), worker)
+        error = verdict.burn.error
+        assert error is not None and error.kind == "crash" and error.site is None, error
+        assert len(reads) == 1 and '"request": "run"' in reads[0]
+        assert triage(verdict, worker).signature.startswith("crash:burn:exp:crash")
+        assert len(reads) == 1, f"{len(reads)} gdb runs: the bisection read stacks"

@@ -391,6 +391,15 @@ def test_a_hang_in_a_kernel_several_ops_share_is_one_case(tmp_path: Path, monkey
         signatures
 
 
+def test_a_crash_in_a_kernel_several_ops_share_is_one_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched burn-flex whose cumulative kernel aborts the process for a dim of size 3 in a
+    rank-3 tensor. A crashed worker is gone, so a crash was signed by the op a bisection of the
+    program finds it at: one case per op that reaches the kernel. The request it died on now runs
+    again under gdb (exec/stacks.py crashed_in): one case, by the burn function it crashed in."""
+    signatures = _patched_campaign("cumulative-kernel-aborts.patch", tmp_path, monkeypatch)
+    assert signatures == ["crash:burn:burn_flex::ops::cumulative::cumulative_op:crash exit -6"], signatures
+
+
 def test_a_changed_convention_at_an_agreed_kink_is_one_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A patched burn whose abs'(0) is 1: a subgradient still, which the kink check accepted, so
     campaigns saved nothing (tests/differential/test_conventions.py alone failed). Both frameworks
