@@ -95,9 +95,10 @@ class GenConfig:
     p_boundary_leaf: float = 0.15
     # of the calls of an op whose domain lists kink points (relu's 0, clamp's grid), the share
     # whose first input is a fresh kink leaf, elements on those points (boundary.kink_options).
-    # Off by default (profile "kinks": 0.25): at 0.25 the no-false-alarm campaigns met two
-    # programs in 100,000 the oracle does not settle yet (docs/coverage.md#boundary-values-the-value-space);
-    # at 0 no choice is drawn, so every seed's programs are the ones before kink leaves existed
+    # Off by default (profile "kinks": 0.25): at 0.25 the five no-false-alarm campaigns are clean
+    # (100,000 programs), but the detection tests were measured on the programs without them
+    # (docs/coverage.md#boundary-values-the-value-space); at 0 no choice is drawn, so every
+    # seed's programs are the ones before kink leaves existed
     p_kink_leaf: float = 0.0
     # the burn backends the programs are for (`difftest fuzz --backend`): a call one of them
     # refuses for its attribute values (a cast to half precision on NdArray:
