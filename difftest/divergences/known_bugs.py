@@ -343,7 +343,10 @@ BURN_BUGS: tuple[KnownBug, ...] = (
         "generator avoids a max/min update of a value by itself (every written position a tie) and, "
         "knowing the values, one whose tie is of two tracked values of one gradient source (a gather, "
         "a reshape, a product over a size-1 dim of it), each but for p_known_site of the times; ties "
-        "of distinct operands stay, and are recognised here.",
+        "of distinct operands stay, and are recognised here. Where the doubled gradient then meets a "
+        "convention (hard_sigmoid at -3: 1/6 of it where PyTorch's half gives 0) no one-op run fails; "
+        "triage composes this behaviour into the float64 reference (burn_conventions.BUG_MODELS) and "
+        "matches the finding by its numbers (findings/reproduced.py).",
         ("corpus/bugs/minmax-update-tie-grad-to-both.json", burn_source("burn-autodiff", "src/ops/tensor.rs"),
          "https://github.com/tracel-ai/burn/pull/5582", "https://github.com/tracel-ai/burn/pull/4909"),
         aliased_minmax_update,
