@@ -225,6 +225,8 @@ def evidence_lines(m: Mismatch) -> list[str]:
             f"(error {_plain(ev.get('burn_error'))})"
             + (f"; measured noise {_plain(ev['noise'])}, budget {_plain(ev['budget'])}" if "budget" in ev else "")
         )
+    if isinstance(ev.get("location"), str):  # a panic: where burn raised it
+        out.append(f"  - raised at `{ev['location']}`")
     fd = ev.get("finite_difference")
     if isinstance(fd, dict):
         wrt = f"element {fd['element']}" if "element" in fd else "a random direction"

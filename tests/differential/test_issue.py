@@ -215,7 +215,9 @@ def test_a_panic_says_where_in_burn_it_was_raised(burn_worker: BurnWorker) -> No
     assert m.evidence["location"] == err.location and f"raised at {err.location}" in m.line()
     bare = signature_of_mismatch({**m.to_dict(), "evidence": {}}, case.program)
     assert signature_of_mismatch(m, case.program) == bare
-    assert f"Raised at `{err.location}`." in issue_markdown(case, verdict, burn_worker.version())
+    text = issue_markdown(case, verdict, burn_worker.version())
+    assert f"Raised at `{err.location}`." in text
+    assert f"  - raised at `{err.location}`" in text.split("## Why this is a bug", 1)[1]  # evidence (and report)
 
 
 def test_a_panics_location_reads_the_same_from_any_build() -> None:
