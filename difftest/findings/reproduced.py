@@ -39,9 +39,10 @@ def reproduced(verdict: Verdict, m: Mismatch) -> tuple[tuple[str, str], ...]:
     program = verdict.program
     if m.kind != "grad" or m.verdict != "burn-wrong" or not isinstance(program.by_id().get(m.statement or ""), Leaf):
         return ()
+    counts = m.evidence.get("counts", {})
     listed = [e for e in m.evidence.get("elements", []) if e.get("verdict") == "burn-wrong"]
-    if not listed or len(listed) != m.evidence.get("counts", {}).get("burn-wrong"):
-        return ()  # an element not listed cannot be checked: no reproduction claimed
+    if not listed or len(listed) != counts.get("burn-wrong") or counts.get("torch-wrong"):
+        return ()  # an element not listed cannot be checked, nor PyTorch's error explained: no reproduction
     on_path = {st.id for _, st in path_ops(program, m, verdict.prediction.torch.modules)}
     dtype = dtype_of(program, m.statement or "")
     struck: dict[str, str] = {}
