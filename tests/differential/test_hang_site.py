@@ -195,11 +195,15 @@ def test_a_crash_outside_burn_keeps_its_ops_signature_and_its_bisection_reads_no
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The abort fault's stack has no burn frame: no site, and the finding is signed by the op
     the bisection finds; the bisection's own re-runs read no stack (each would cost a gdb run)."""
-    from difftest.exec import burn_worker
+    from difftest.exec import burn_worker, stacks
 
     reads: list[str] = []
-    real = burn_worker.crashed_in
-    monkeypatch.setattr(burn_worker, "crashed_in", lambda *a, **k: reads.append(a[2]) or real(*a, **k))
+
+    def counted(*a: Any, **k: Any) -> stacks.Stopped | None:
+        reads.append(a[2])
+        return stacks.crashed_in(*a, **k)
+
+    monkeypatch.setattr(burn_worker, "crashed_in", counted)
     with BurnWorker(fault="abort:exp", timeout=10.0) as worker:
         verdict = check(_program(), worker)
         error = verdict.burn.error
