@@ -214,28 +214,9 @@ def tracked(inputs: Tensors) -> Tracked:
 
 
 class _BurnSide(torch.autograd.Function):
-    """The op's forward on its inputs, its backward on the inputs moved to burn's side."""
-
-    @staticmethod
-    def forward(ctx: Any, lower: Callable[[Tensors], torch.Tensor], moved: Callable[[Tensors], list[torch.Tensor]],
-                *xs: torch.Tensor) -> torch.Tensor:
-        ctx.lower, ctx.moved = lower, moved
-        ctx.save_for_backward(*xs)
-        return lower(xs)
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        xs = ctx.saved_tensors
-        with torch.enable_grad():
-            moved = [x.detach().requires_grad_(need) for x, need in zip(ctx.moved(xs), ctx.needs_input_grad[2:])]
-            wanted = [x for x in moved if x.requires_grad]
-            grads = iter(torch.autograd.grad(ctx.lower(moved), wanted, g, allow_unused=True) if wanted else ())
-        return (None, None, *(next(grads) if x.requires_grad else None for x in moved))
-
-
-class _EachOwnSide(torch.autograd.Function):
     """The op's forward on its inputs; each input's gradient from the backward on the inputs
-    moved for that input (BugModel.move_for)."""
+    moved for that input (`move_for(i, xs)`): burn's side of a convention (the same move for
+    every input), or a modelled bug's (BugModel.move_for: each input its own)."""
 
     @staticmethod
     def forward(ctx: Any, lower: Callable[[Tensors], torch.Tensor],
@@ -284,7 +265,7 @@ class BurnConventionHooks(SiteHooks):
             return CATALOG[st.op].lower(inputs, attrs)
         self.used[st.id] = model.bug
         spec = CATALOG[st.op]
-        result: torch.Tensor = _EachOwnSide.apply(lambda xs: spec.lower(xs, attrs),
+        result: torch.Tensor = _BurnSide.apply(lambda xs: spec.lower(xs, attrs),
                                                   lambda i, xs: model.move_for(i, xs, attrs, t), *inputs)
         return result
 
@@ -296,7 +277,8 @@ def on_burns_side(st: OpCall, inputs: Tensors, attrs: dict[str, Any]) -> torch.T
     if side is None:
         return None
     spec, t = CATALOG[st.op], tracked(inputs)
-    out: torch.Tensor = _BurnSide.apply(lambda xs: spec.lower(xs, attrs), lambda xs: side.move(xs, attrs, t), *inputs)
+    out: torch.Tensor = _BurnSide.apply(lambda xs: spec.lower(xs, attrs),
+                                     lambda i, xs: side.move(xs, attrs, t), *inputs)
     return out
 
 

@@ -16,6 +16,11 @@ from difftest.oracle.check import check
 from difftest.program.ir import Program
 from difftest.program.jsonio import program_from_dict
 
+# gdb reads a hung worker's stack, and a crashed one's from its request run again
+NEEDS_GDB = pytest.mark.skipif(shutil.which("gdb") is None,
+                               reason="gdb reads a hung or crashed worker's stack (.ci/run installs it); "
+                                      "https://sourceware.org/gdb/")
+
 
 def _program() -> Program:
     statements: list[dict[str, Any]] = [
@@ -122,8 +127,7 @@ def test_a_hung_worker_exits_when_its_campaign_is_killed(tmp_path: Any, delay: f
     assert not _outlives(worker, 10.0 + delay), "the hung worker outlived its parent"
 
 
-@pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb reads a hung worker's stack (.ci/run installs it); "
-                    "https://sourceware.org/gdb/")
+@NEEDS_GDB
 def test_a_hung_workers_stack_is_read_before_it_is_killed() -> None:
     """The worker's stack is read with gdb while it hangs (exec/stacks.py). The interpreter's
     own hang fault sleeps in difftest-burn's code, not in burn: its threads are read, the fault's
@@ -145,8 +149,7 @@ def test_a_hung_workers_stack_is_read_before_it_is_killed() -> None:
         assert error is not None and error.kind == "timeout" and error.site is None
 
 
-@pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb reads a hung worker's stack (.ci/run installs it); "
-                    "https://sourceware.org/gdb/")
+@NEEDS_GDB
 def test_a_hang_stopped_in_a_function_is_signed_by_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """The path from a hung worker to the finding's signature: the worker reads the stack before
     it kills the process, the error records the site, the signature names it. No released burn
@@ -166,8 +169,7 @@ def test_a_hang_stopped_in_a_function_is_signed_by_it(monkeypatch: pytest.Monkey
     assert signature.startswith(f"timeout:burn:{error.site}:timeout"), signature
 
 
-@pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb reads a crashed worker's stack (.ci/run installs it); "
-                    "https://sourceware.org/gdb/")
+@NEEDS_GDB
 def test_a_crash_in_a_function_is_signed_by_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """A crashed worker is gone: the request it died on runs again under gdb, which reads the
     stack of the thread the signal stopped (stacks.crashed_in); the error records the site and
@@ -189,8 +191,7 @@ def test_a_crash_in_a_function_is_signed_by_it(monkeypatch: pytest.MonkeyPatch) 
     assert signature.startswith(f"crash:burn:{error.site}:crash exit -6"), signature
 
 
-@pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb reads a crashed worker's stack (.ci/run installs it); "
-                    "https://sourceware.org/gdb/")
+@NEEDS_GDB
 def test_a_crash_outside_burn_keeps_its_ops_signature_and_its_bisection_reads_no_stack(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The abort fault's stack has no burn frame: no site, and the finding is signed by the op
