@@ -26,25 +26,30 @@ from difftest.program.ir import (
     root_module,
 )
 
-DIV_SCALAR_OPS = frozenset({"div_scalar", "var", "var_bias", "var_mean", "softplus"})
+DIV_SCALAR_OPS = frozenset({"div_scalar", "var", "var_bias", "var_mean", "softplus", "celu"})
 
 
 def div_scalar(st: Statement, prior: Sequence[Statement]) -> bool:
     return isinstance(st, OpCall) and st.op in DIV_SCALAR_OPS
 
 
+# ops that reach ActivationOps::hard_sigmoid: hard_sigmoid, and hard_swish (burn-tensor's
+# x * hard_sigmoid(x))
+HARD_SIGMOID_OPS = frozenset({"hard_sigmoid", "hard_swish"})
+
+
 def hard_sigmoid(st: Statement, prior: Sequence[Statement]) -> bool:
     # burn-autodiff's default hard_sigmoid: only an op on the autodiff device (the grad region, an
     # input there); flex's own, off it, computes in the input's dtype
-    if not (isinstance(st, OpCall) and st.op == "hard_sigmoid" and st.region == "grad"):
+    if not (isinstance(st, OpCall) and st.op in HARD_SIGMOID_OPS and st.region == "grad"):
         return False
     by_id = prior_by_id(prior)
     return any(_on_autodiff(x, by_id) for x in st.inputs)
 
 
 # ops that reach burn-backend's default ActivationOps::sigmoid on a backend without its own:
-# sigmoid, and silu (burn-tensor's x * sigmoid(x))
-SIGMOID_OPS = frozenset({"sigmoid", "silu"})
+# sigmoid, silu (burn-tensor's x * sigmoid(x)) and glu (a * sigmoid(b))
+SIGMOID_OPS = frozenset({"sigmoid", "silu", "glu"})
 
 
 def sigmoid_default(st: Statement, prior: Sequence[Statement]) -> bool:
@@ -53,7 +58,7 @@ def sigmoid_default(st: Statement, prior: Sequence[Statement]) -> bool:
 
 def hard_sigmoid_any(st: Statement, prior: Sequence[Statement]) -> bool:
     # a backend without its own hard_sigmoid runs burn-backend's default on either device
-    return isinstance(st, OpCall) and st.op == "hard_sigmoid"
+    return isinstance(st, OpCall) and st.op in HARD_SIGMOID_OPS
 
 
 # ops that reach burn-backend's default ActivationOps::log_sigmoid on a backend without its own:

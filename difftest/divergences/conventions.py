@@ -22,6 +22,8 @@ from difftest.divergences.knowledge import Knowledge
 
 EVIDENCE = ("docs/semantics.md#upstream", "tests/differential/test_conventions.py")
 F32_SIXTH = 0.1666666716337204  # 1/6 in float32, as both frameworks report it
+SELU_SLOPE = 1.0507010221481323  # selu's gamma in float32
+SELU_NEGATIVE_SLOPE = 1.7580993175506592  # gamma * alpha in float32
 
 
 @dataclass(frozen=True)
@@ -154,4 +156,31 @@ CONVENTIONS: tuple[Convention, ...] = (
     _update_tie("scatter_max", _SCATTER_AT_0_2, True),
     _update_tie("scatter_nd_min", _ND_AT_0_2, True),
     _update_tie("scatter_nd_max", _ND_AT_0_2, False),
+    # burn-tensor's composed activations (difftest/ops/activations.py): hardtanh and relu6 are
+    # burn's clamp, which keeps its bounds inside; selu's mask is x >= 0, elu's and celu's x <= 0
+    _convention("hardtanh-at-bounds", "hardtanh", ((-0.5, 0.5, 0.0),), {"min": -0.5, "max": 0.5},
+                ((0.0, 0.0, 1.0),), ((1.0, 1.0, 1.0),),
+                "hardtanh at min or max: PyTorch's gradient is 0, burn's 1 (burn's hardtanh is its clamp)"),
+    _convention("relu6-at-bounds", "relu6", ((0.0, 6.0, 3.0),), {},
+                ((0.0, 0.0, 1.0),), ((1.0, 1.0, 1.0),),
+                "relu6 at 0 and 6: PyTorch's gradient is 0, burn's 1 (burn's relu6 is clamp(0, 6))"),
+    _convention("selu-at-zero", "selu", ((0.0, 1.0),), {},
+                ((SELU_NEGATIVE_SLOPE, SELU_SLOPE),), ((SELU_SLOPE, SELU_SLOPE),),
+                "selu at 0: PyTorch takes the negative side's slope (gamma alpha), burn the positive one (gamma)"),
+    _convention("elu-at-zero", "elu", ((0.0, 1.0),), {"alpha": 0.5}, ((0.5, 1.0),), ((0.5, 1.0),),
+                "elu at 0: both take the negative side's slope, alpha (kept so a change on either side is noticed)"),
+    _convention("hard-swish-at-bounds", "hard_swish", ((-3.0, 3.0, 0.0),), {},
+                ((0.0, 1.0, 0.5),), ((-0.5, 1.5, 0.5),),
+                "hard_swish at -3 and 3: PyTorch takes the outer side's slope (0 and 1), burn the inner "
+                "one, x / 3 + 1 / 2 (x times hard_sigmoid, whose gradient at its bounds is burn's 1/6)"),
+    _convention("threshold-at-threshold", "threshold", ((0.5, 1.0),), {"threshold": 0.5, "value": 2.0},
+                ((0.0, 1.0),), ((0.0, 1.0),),
+                "threshold exactly at the threshold: both take the value, gradient 0 (kept so a change on "
+                "either side is noticed)"),
+    _convention("hard-shrink-at-lambda", "hard_shrink", ((-0.5, 0.5, 1.0),), {"lambd": 0.5},
+                ((0.0, 0.0, 1.0),), ((0.0, 0.0, 1.0),),
+                "hard_shrink at -+lambda: both give 0 and gradient 0 (kept so a change on either side is noticed)"),
+    _convention("soft-shrink-at-lambda", "soft_shrink", ((-0.5, 0.5, 1.0),), {"lambd": 0.5},
+                ((0.0, 0.0, 1.0),), ((0.0, 0.0, 1.0),),
+                "soft_shrink at -+lambda: both give gradient 0 (kept so a change on either side is noticed)"),
 )

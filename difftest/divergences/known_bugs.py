@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from difftest.divergences.activation_bugs import ACTIVATION_BUGS
 from difftest.divergences.backend_bugs import (
     BACKEND_BUGS,
     NDARRAY_BUGS,
@@ -455,8 +456,8 @@ BURN_BUGS: tuple[KnownBug, ...] = (
     ),
 )
 
-KNOWN_BUGS: tuple[KnownBug, ...] = (*BURN_BUGS, *BACKEND_BUGS, *NDARRAY_BUGS, *WGPU_BUGS, *WGPU_KERNEL_BUGS,
-                                    *WGPU_PRECISION, *TCH_BUGS, *TORCH_BUGS)
+KNOWN_BUGS: tuple[KnownBug, ...] = (*BURN_BUGS, *ACTIVATION_BUGS, *BACKEND_BUGS, *NDARRAY_BUGS, *WGPU_BUGS,
+                                    *WGPU_KERNEL_BUGS, *WGPU_PRECISION, *TCH_BUGS, *TORCH_BUGS)
 
 
 def known_bug(st: Statement, prior: Sequence[Statement] = (), dtype: str = "float32",

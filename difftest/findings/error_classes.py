@@ -56,7 +56,7 @@ def mismatch_pairs(verdict: Verdict, m: Mismatch) -> list[tuple[float, float]]:
     seen = observed_tensor(verdict.torch if m.verdict == "torch-wrong" else verdict.burn, m)
     if ref is None or seen is None or len(ref.data) != len(seen.data):
         return [m.pair[::-1]] if m.pair else []
-    return [(ref.data[e], seen.data[e]) for e in _failing_elements(m) if 0 <= e < len(ref.data)]
+    return [(ref.data[e], seen.data[e]) for e in failing_elements(m) if 0 <= e < len(ref.data)]
 
 
 def mismatch_terms(verdict: Verdict, m: Mismatch) -> list[float]:
@@ -68,11 +68,11 @@ def mismatch_terms(verdict: Verdict, m: Mismatch) -> list[float]:
         return []
     size = {int(e["element"]): float(e["terms"]) for e in (m.evidence or {}).get("elements", ())
             if isinstance(e, dict) and isinstance(e.get("terms"), (int, float))}
-    elements = [e for e in _failing_elements(m) if 0 <= e < len(ref.data)]
+    elements = [e for e in failing_elements(m) if 0 <= e < len(ref.data)]
     return [size[e] for e in elements] if all(e in size for e in elements) else []
 
 
-def _failing_elements(m: Mismatch) -> tuple[int, ...]:
+def failing_elements(m: Mismatch) -> tuple[int, ...]:
     elements = m.elements or ((m.element,) if m.element is not None else ())
     # the elements the arbiter judged wrong, where it listed them: the others failed only the
     # screen (a gradient of exactly 0 off by rounding would make any relative error "large")
@@ -101,7 +101,7 @@ def step_terms(program: Program, m: Mismatch) -> list[float]:
     before = getattr(module, read.param, None) if isinstance(module, Module) and isinstance(read, Param) else None
     if not isinstance(before, InlineTensor):
         return []
-    elements = _failing_elements(m)
+    elements = failing_elements(m)
     if not elements or any(not 0 <= e < len(before.data) for e in elements):
         return []
     return [abs(float(before.data[e])) for e in elements]

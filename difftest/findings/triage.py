@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, Any
 from difftest.divergences.known_bugs import KNOWN_BUGS, Fault, KnownBug
 from difftest.exec.backends import DEFAULT_BACKEND
 from difftest.findings.consequences import consequence
-from difftest.findings.error_classes import WRONG_NUMBER, mismatch_pairs, mismatch_terms, step_terms
+from difftest.findings.error_classes import (
+    WRONG_NUMBER,
+    failing_elements,
+    mismatch_pairs,
+    mismatch_terms,
+    step_terms,
+)
 from difftest.findings.explaining import dtype_at, explains, known_bug_of
 from difftest.findings.flags_parts import flags_in_parts
 from difftest.findings.graph_roots import shown_name
@@ -206,13 +212,13 @@ def fault_of(verdict: Verdict, m: Mismatch, loc: Localisation | None, backend: s
         # a part of a composite (composed.py): its site is the part, in the composite run as its parts
         site, program = (loc.part, loc.composed) if loc.composed is not None and loc.part else (loc.statement, program)
         return Fault(lm.kind, site, program, loc.dtype, lm.framework, lm.detail, loc.input,
-                     tuple(mismatch_pairs(one, lm)), lm.elements, inputs, observed, backend=backend,
+                     tuple(mismatch_pairs(one, lm)), failing_elements(lm), inputs, observed, backend=backend,
                      terms=tuple(terms), verdict=lm.verdict, as_composed=None if loc.part else loc.as_composed)
     if loc is not None and loc.statement is None:  # no single op: where the program shows it
         return shown_fault(verdict, m, backend)
     if loc is not None:  # a step: the error as the program shows it
         return Fault(m.kind, loc.statement, program, loc.dtype, m.framework, m.detail, None,
-                     tuple(mismatch_pairs(verdict, m)), m.elements, backend=backend,
+                     tuple(mismatch_pairs(verdict, m)), failing_elements(m), backend=backend,
                      terms=tuple(mismatch_terms(verdict, m)), verdict=m.verdict)
     observed = dict(m.observed) if isinstance(m.observed, dict) else {}
     st = program.by_id().get(m.statement or "")
@@ -234,7 +240,7 @@ def shown_fault(verdict: Verdict, m: Mismatch, backend: str = DEFAULT_BACKEND) -
     st = table.get(m.statement or "")
     dtype = dtype_at(program, st) if st is not None else program.dtype
     fault = Fault(kind, at, program, dtype, m.framework, m.detail, None, tuple(mismatch_pairs(verdict, m)),
-                  m.elements, backend=backend, terms=tuple(mismatch_terms(verdict, m)), verdict=m.verdict)
+                  failing_elements(m), backend=backend, terms=tuple(mismatch_terms(verdict, m)), verdict=m.verdict)
     only = _only_consumer(table, m.statement, m.backward) if m.kind == "grad" else None
     if only is not None:
         # a leaf's gradient, when one op alone reads the leaf on the way to the root, is that

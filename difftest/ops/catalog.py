@@ -28,6 +28,7 @@ from difftest.ops import tensor_ops as tx
 from difftest.ops import terms
 from difftest.ops import tolerance as T
 from difftest.ops import windows as win
+from difftest.ops.activations import ACTIVATIONS
 from difftest.ops.entries import (
     A_DIM,
     CONV_ATTRS,
@@ -467,6 +468,8 @@ OPS: tuple[OpSpec, ...] = (
            first_input=draw.with_size_at_least(2),
            reduced_extent=rule.dim_extent, grad_terms=tx.var_mean_grad, value_terms=tx.var_mean_value,
            doc="part 0 the unbiased variance, 1 the mean", composed=C.var_mean),
+    # burn-tensor's activations built from other ops (activations.py)
+    *ACTIVATIONS,
 )
 
 CATALOG: dict[str, OpSpec] = {op.name: op for op in OPS}

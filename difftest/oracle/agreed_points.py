@@ -37,7 +37,7 @@ def _at_zero(xs: Sequence[torch.Tensor], attrs: Mapping[str, Any]) -> torch.Tens
 
 
 # the point of each convention both frameworks declare alike, by the convention's name
-_POINTS: dict[str, Point] = {"relu-at-zero": _at_zero, "abs-at-zero": _at_zero}
+_POINTS: dict[str, Point] = {"relu-at-zero": _at_zero, "abs-at-zero": _at_zero, "elu-at-zero": _at_zero}
 AWAY = 1.0  # what an element at the point is replaced by, to ask the domain about the others
 
 

@@ -141,8 +141,16 @@ SIDES: dict[str, Side] = {
     **{op: Side(lambda xs, a, t: any(bool(w.any()) for w in _bounds(xs, a)),
                 lambda xs, a, t: [_down(_up(xs[0], _bounds(xs, a)[0]), _bounds(xs, a)[1])])
        for op in ("clamp", "clamp_min", "clamp_max")},
-    "hard_sigmoid": Side(lambda xs, a, t: bool(((xs[0] == -3) | (xs[0] == 3)).any()),
-                         lambda xs, a, t: [_down(_up(xs[0], xs[0] == -3), xs[0] == 3)]),
+    # burn's hardtanh and relu6 are its clamp: inside the bounds (slope 1)
+    "hardtanh": Side(lambda xs, a, t: any(bool(w.any()) for w in _bounds(xs, a)),
+                     lambda xs, a, t: [_down(_up(xs[0], _bounds(xs, a)[0]), _bounds(xs, a)[1])]),
+    "relu6": Side(lambda xs, a, t: bool(((xs[0] == 0) | (xs[0] == 6)).any()),
+                  lambda xs, a, t: [_down(_up(xs[0], xs[0] == 0), xs[0] == 6)]),
+    # selu's mask x >= 0: the positive side at 0 (slope gamma)
+    "selu": Side(_at_zero, lambda xs, a, t: [_up(xs[0], xs[0] == 0)]),
+    **{op: Side(lambda xs, a, t: bool(((xs[0] == -3) | (xs[0] == 3)).any()),
+                lambda xs, a, t: [_down(_up(xs[0], xs[0] == -3), xs[0] == 3)])
+       for op in ("hard_sigmoid", "hard_swish")},
     # a tie goes wholly to the first operand: it moved one ulp ahead (the gradients of
     # maximum/minimum do not depend on the values, so moving every element is moving the ties)
     "maximum": Side(lambda xs, a, t: bool((xs[0] == xs[1]).any()),

@@ -24,7 +24,7 @@ def _program(op: str) -> Program:
 
 
 def test_both_agreed_conventions_are_declared_alike() -> None:
-    assert set(AGREED) == {"abs", "relu"}
+    assert set(AGREED) == {"abs", "relu", "elu"}
 
 
 @pytest.mark.parametrize(("op", "g"), [("abs", 1.0), ("relu", 0.5)])

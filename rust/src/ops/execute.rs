@@ -294,6 +294,22 @@ impl Op {
             Op::HardSigmoid {} => map!(next!(), t => activation::hard_sigmoid(t, 1.0 / 6.0, 0.5)),
             Op::Prelu {} => extra::prelu(next!(), next!()),
             Op::QuietSoftmax { dim } => map!(next!(), t => activation::quiet_softmax(t, *dim)),
+            Op::Elu { alpha } => map!(next!(), t => activation::elu(t, *alpha)),
+            Op::Celu { alpha } => map!(next!(), t => activation::celu(t, *alpha)),
+            Op::Selu {} => map!(next!(), t => activation::selu(t)),
+            Op::GeluApproximate {} => map!(next!(), t => activation::gelu_approximate(t)),
+            Op::HardSwish {} => map!(next!(), t => activation::hard_swish(t)),
+            Op::Softsign {} => map!(next!(), t => activation::softsign(t)),
+            Op::Tanhshrink {} => map!(next!(), t => activation::tanhshrink(t)),
+            Op::Glu { dim } => map!(next!(), t => activation::glu(t, *dim)),
+            Op::Softmin { dim } => map!(next!(), t => activation::softmin(t, *dim)),
+            Op::Hardtanh { min, max } => map!(next!(), t => activation::hardtanh(t, *min, *max)),
+            Op::Relu6 {} => map!(next!(), t => activation::relu6(t)),
+            Op::Threshold { threshold, value } => {
+                map!(next!(), t => activation::threshold(t, *threshold, *value))
+            }
+            Op::HardShrink { lambd } => map!(next!(), t => activation::hard_shrink(t, *lambd)),
+            Op::SoftShrink { lambd } => map!(next!(), t => activation::soft_shrink(t, *lambd)),
             Op::Conv2d {
                 stride,
                 padding,

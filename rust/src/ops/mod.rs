@@ -288,6 +288,21 @@ ops! {
     Chunk = "chunk" / 1, { chunks: Positive, dim: usize, part: i64 };
     Split = "split" / 1, { split_size: Positive, dim: usize, part: i64 };
     VarMean = "var_mean" / 1, { dim: usize, part: i64 };
+    // burn-tensor's activations built from other ops
+    Elu = "elu" / 1, { alpha: f64 };
+    Celu = "celu" / 1, { alpha: f64 };
+    Selu = "selu" / 1;
+    GeluApproximate = "gelu_approximate" / 1;
+    HardSwish = "hard_swish" / 1;
+    Softsign = "softsign" / 1;
+    Tanhshrink = "tanhshrink" / 1;
+    Glu = "glu" / 1, { dim: usize };
+    Softmin = "softmin" / 1, { dim: usize };
+    Hardtanh = "hardtanh" / 1, { min: f64, max: f64 };
+    Relu6 = "relu6" / 1;
+    Threshold = "threshold" / 1, { threshold: f64, value: f64 };
+    HardShrink = "hard_shrink" / 1, { lambd: f64 };
+    SoftShrink = "soft_shrink" / 1, { lambd: f64 };
 }
 
 #[cfg(test)]

@@ -223,6 +223,23 @@ impl Op {
             Op::Select { dim, indices } => with(*dim, indices.len())?,
             // tensor ops, activations, losses
             Op::Mish {} | Op::LogSigmoid {} | Op::HardSigmoid {} | Op::Softplus { .. } => x,
+            Op::Elu { .. }
+            | Op::Celu { .. }
+            | Op::Selu {}
+            | Op::GeluApproximate {}
+            | Op::HardSwish {}
+            | Op::Softsign {}
+            | Op::Tanhshrink {}
+            | Op::Hardtanh { .. }
+            | Op::Relu6 {}
+            | Op::Threshold { .. }
+            | Op::HardShrink { .. }
+            | Op::SoftShrink { .. } => x,
+            Op::Softmin { dim } => with(*dim, *x.get(*dim)?)?,
+            Op::Glu { dim } => {
+                let n = *x.get(*dim)?;
+                (n % 2 == 0).then(|| with(*dim, n / 2))??
+            }
             Op::Tril { .. } | Op::Triu { .. } => (rank >= 2).then_some(x)?,
             Op::Sort { dim } | Op::SortDescending { dim } | Op::QuietSoftmax { dim } => {
                 with(*dim, *x.get(*dim)?)?
