@@ -259,13 +259,6 @@ def _sides(verdict: Verdict, m: Mismatch, element: int, r: float,
         evidence = {"one_sided": [right, left], "steps": fd["steps"]}
         agree = abs(right - left) <= 1e-3 * (abs(right) + abs(left)) + budget
         if math.isfinite(right) and math.isfinite(left) and agree:
-            # the differences resolve a slope only to the float64 rounding of the losses: below
-            # that, sides that agree may still be different slopes (a kink's far side of 1e-12
-            # under a loss of 100), so a result within it of either side is not judged against one
-            resolution = float(fd.get("rounding", 0.0))
-            if resolution > 1e-3 * (abs(right) + abs(left)) + budget:
-                evidence["resolution"] = resolution
-                return [min(right, left) - resolution, max(right, left) + resolution], evidence
             return [], evidence
         return [right, left], evidence
     limits: list[float] = []

@@ -168,3 +168,19 @@ def test_a_value_computed_from_a_gradient_read_at_a_tie_is_judged_by_burn_s_conv
         replace(v, value=replace(v.value, data=(0.5,))) if v.id == "s" and v.value is not None else v
         for v in verdict.burn.values))
     assert _verdicts(p, verdict.torch, burn_obs)["s"] == "burn-wrong"
+
+
+# relu6 exactly at its bounds 0 and 6, then a selu far below 0: the flat side of relu6 gives 0, the
+# inner side selu'(-30) = 1.6e-13 and selu'(-24) = 6.6e-11, which the float64 differences cannot
+# resolve under a loss of -1.76 (both read 0). burn takes the inner side at relu6's bounds
+# (relu6-at-bounds), PyTorch the flat one; burn's result is its conventions composed.
+RELU6_INTO_SELU = program(leaf("x", [0.0, 6.0, 3.0], rg=True), op("v", "relu6", "x"),
+                          op("w", "add_scalar", "v", scalar=-30.0), op("y", "selu", "w"), backward("y"))
+
+
+def test_relu6_at_a_bound_under_a_flat_selu_is_burns_conventions_composed(burn_worker: BurnWorker) -> None:
+    v = check(RELU6_INTO_SELU, burn_worker)
+    assert v.ok, v.report()
+    assert any(d.verdict == "ill-conditioned" for d in v.dismissals), v.report()
+    # a gradient off burn's composition at the bound stays a finding
+    assert _verdicts(RELU6_INTO_SELU, v.torch, _with_grad(v.burn, "x", 0, 5e-13)).get("x") == "burn-wrong"
