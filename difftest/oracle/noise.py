@@ -84,6 +84,13 @@ def _keep_ties(inputs: Sequence[torch.Tensor], keys: Sequence[torch.Tensor],
             gap = (xs[0].detach().expand(shape) - second.detach()).where(equal, 0.0)
             xs[1] = second + gap
         return xs
+    if len(xs) > 1:
+        # a max / min update (scatter, select_assign, scatter_nd): its ties are a destination
+        # element and the value written onto it, never two destination elements, which land on
+        # different positions; making those equal would give every element of a constant
+        # destination the first one's noise (the variance of copies, 0 in float64, carries its
+        # rounding per element)
+        return xs
     for k, (x, key) in enumerate(zip(xs, keys)):
         flat = key.reshape(-1, 2)
         uniq, inverse = torch.unique(flat, dim=0, return_inverse=True)
